@@ -1,0 +1,5 @@
+//! The assistant: a pure agent state machine (`core`), LLM providers with
+//! streaming and failover (`provider`), typed tools (`tools`), JSONL sessions
+//! (`session`), and the async driver that performs the machine's effects (`driver`).
+
+pub mod message;

@@ -1,0 +1,2 @@
+//! The `claw` binary: parse arguments, resolve settings, dispatch to `claw::cli`.
+fn main() {}
