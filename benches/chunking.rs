@@ -1,0 +1,2 @@
+//! TODO: chunking benchmark
+fn main() {}

@@ -1,0 +1,2 @@
+//! TODO: indexing benchmark
+fn main() {}

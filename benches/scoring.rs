@@ -1,0 +1,2 @@
+//! TODO: scoring benchmark
+fn main() {}

@@ -1,0 +1,2 @@
+//! TODO: search benchmark
+fn main() {}

@@ -1,0 +1,68 @@
+//! Helpers shared by integration tests: the real local model, the `claw` binary,
+//! temp workspaces. A test that needs the model fails loudly when it is missing —
+//! it never passes silently.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// (model dir, ONNX Runtime library) from `CLAW_EMBED_MODEL_DIR` / `ORT_DYLIB_PATH`.
+/// Panics with the command to run when they are not set: `.ci/run` sets them.
+pub fn model_paths() -> (PathBuf, PathBuf) {
+    let dir = std::env::var_os("CLAW_EMBED_MODEL_DIR").map(PathBuf::from);
+    let ort = std::env::var_os("ORT_DYLIB_PATH").map(PathBuf::from);
+    match (dir, ort) {
+        (Some(d), Some(o)) if d.join("model.onnx").is_file() && o.is_file() => (d, o),
+        _ => panic!(
+            "this test needs the real embedding model: run \
+             `eval \"$(bash ../shared/tools/embed-assets/fetch_embed_assets.sh ~/.cache/claw-assets | grep =)\"` \
+             and export CLAW_EMBED_MODEL_DIR and ORT_DYLIB_PATH (see README, `.ci/run` does this)"
+        ),
+    }
+}
+
+/// The `claw` binary built for this test run.
+pub fn claw_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_claw"))
+}
+
+/// A `claw` command with a clean environment pointing at `workspace`, with the
+/// real local model configured.
+pub fn claw(workspace: &Path) -> Command {
+    let (dir, ort) = model_paths();
+    let mut c = Command::new(claw_bin());
+    c.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", workspace.join("home"))
+        .env("CLAW_WORKSPACE", workspace)
+        .env("CLAW_EMBED_MODEL_DIR", dir)
+        .env("ORT_DYLIB_PATH", ort);
+    c
+}
+
+/// A `claw` command with keyword-only indexing (no model).
+pub fn claw_keyword_only(workspace: &Path) -> Command {
+    let mut c = Command::new(claw_bin());
+    c.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", workspace.join("home"))
+        .env("CLAW_WORKSPACE", workspace)
+        .env("CLAW_EMBED_PROVIDER", "none");
+    c
+}
+
+/// The repository's `../shared` directory (data sets and tools).
+pub fn shared_dir() -> PathBuf {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared");
+    assert!(p.is_dir(), "../shared is missing beside the repository");
+    p
+}
+
+/// Write `files` (relative path, content) under `root`.
+pub fn write_tree(root: &Path, files: &[(&str, &str)]) {
+    for (rel, content) in files {
+        let p = root.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, content).unwrap();
+    }
+}
