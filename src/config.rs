@@ -29,11 +29,23 @@ pub const ENV_LLM_API_KEY: &str = "CLAW_LLM_API_KEY";
 
 /// Every variable above, for `--help` and the README.
 pub const ALL_ENV: &[(&str, &str)] = &[
-    (ENV_WORKSPACE, "workspace directory (default ~/.claw/workspace)"),
+    (
+        ENV_WORKSPACE,
+        "workspace directory (default ~/.claw/workspace)",
+    ),
     (ENV_CONFIG, "config file (default ~/.claw/config.json)"),
-    (ENV_EMBED_MODEL_DIR, "local embedding model dir (model.onnx + tokenizer.json)"),
-    (ENV_EMBED_PROVIDER, "embedding backend: local | openai | none"),
-    (ENV_ORT_DYLIB_PATH, "path to libonnxruntime.so for the local model"),
+    (
+        ENV_EMBED_MODEL_DIR,
+        "local embedding model dir (model.onnx + tokenizer.json)",
+    ),
+    (
+        ENV_EMBED_PROVIDER,
+        "embedding backend: local | openai | none",
+    ),
+    (
+        ENV_ORT_DYLIB_PATH,
+        "path to libonnxruntime.so for the local model",
+    ),
     (ENV_LLM_API, "LLM API: openai | anthropic"),
     (ENV_LLM_BASE_URL, "LLM API base URL"),
     (ENV_LLM_MODEL, "LLM model name"),
@@ -328,7 +340,10 @@ fn expand_tilde(p: &Path, home: Option<&Path>) -> PathBuf {
     }
 }
 
-fn resolve_embed(input: &ResolveInput, cfg: &EmbeddingConfig) -> Result<EmbedProvider, ConfigError> {
+fn resolve_embed(
+    input: &ResolveInput,
+    cfg: &EmbeddingConfig,
+) -> Result<EmbedProvider, ConfigError> {
     let provider = input
         .var(ENV_EMBED_PROVIDER)
         .or_else(|| cfg.provider.clone())
@@ -380,7 +395,10 @@ fn resolve_embed(input: &ResolveInput, cfg: &EmbeddingConfig) -> Result<EmbedPro
     }
 }
 
-fn resolve_memory(cfg: &MemoryConfig, emb: &EmbeddingConfig) -> Result<MemorySettings, ConfigError> {
+fn resolve_memory(
+    cfg: &MemoryConfig,
+    emb: &EmbeddingConfig,
+) -> Result<MemorySettings, ConfigError> {
     let d = MemorySettings::default();
     let vw = cfg.vector_weight.unwrap_or(d.vector_weight);
     let tw = cfg.text_weight.unwrap_or(d.text_weight);
@@ -404,7 +422,10 @@ fn resolve_memory(cfg: &MemoryConfig, emb: &EmbeddingConfig) -> Result<MemorySet
         half_life_days: half_life,
         mmr_lambda: cfg.mmr_lambda.unwrap_or(d.mmr_lambda).clamp(0.0, 1.0),
         min_score: cfg.min_score.unwrap_or(d.min_score),
-        candidate_multiplier: cfg.candidate_multiplier.unwrap_or(d.candidate_multiplier).max(4),
+        candidate_multiplier: cfg
+            .candidate_multiplier
+            .unwrap_or(d.candidate_multiplier)
+            .max(4),
         cache_max_entries: cfg.cache_max_entries.unwrap_or(d.cache_max_entries),
         max_file_bytes: cfg.max_file_bytes.unwrap_or(d.max_file_bytes),
         chunk_tokens: cfg.chunk_tokens.unwrap_or(d.chunk_tokens).clamp(16, 4096),
@@ -420,7 +441,10 @@ mod tests {
     fn input(env: &[(&str, &str)]) -> ResolveInput {
         ResolveInput {
             home: Some(PathBuf::from("/home/u")),
-            env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
             ..Default::default()
         }
     }
@@ -429,7 +453,10 @@ mod tests {
     fn defaults_use_home() {
         let s = Settings::resolve(&input(&[])).unwrap();
         assert_eq!(s.workspace, PathBuf::from("/home/u/.claw/workspace"));
-        assert_eq!(s.db_path(), PathBuf::from("/home/u/.claw/workspace/.claw/memory.sqlite"));
+        assert_eq!(
+            s.db_path(),
+            PathBuf::from("/home/u/.claw/workspace/.claw/memory.sqlite")
+        );
         assert!((s.memory.vector_weight - 0.7).abs() < 1e-12);
     }
 
@@ -439,11 +466,20 @@ mod tests {
         let cfg = dir.path().join("c.json");
         std::fs::write(&cfg, r#"{"workspace": "/from/file"}"#).unwrap();
         let mut i = input(&[(ENV_CONFIG, cfg.to_str().unwrap())]);
-        assert_eq!(Settings::resolve(&i).unwrap().workspace, PathBuf::from("/from/file"));
+        assert_eq!(
+            Settings::resolve(&i).unwrap().workspace,
+            PathBuf::from("/from/file")
+        );
         i.env.insert(ENV_WORKSPACE.into(), "/from/env".into());
-        assert_eq!(Settings::resolve(&i).unwrap().workspace, PathBuf::from("/from/env"));
+        assert_eq!(
+            Settings::resolve(&i).unwrap().workspace,
+            PathBuf::from("/from/env")
+        );
         i.workspace_flag = Some(PathBuf::from("/from/flag"));
-        assert_eq!(Settings::resolve(&i).unwrap().workspace, PathBuf::from("/from/flag"));
+        assert_eq!(
+            Settings::resolve(&i).unwrap().workspace,
+            PathBuf::from("/from/flag")
+        );
     }
 
     #[test]
@@ -459,7 +495,11 @@ mod tests {
     fn weights_are_normalised() {
         let dir = tempfile::tempdir().unwrap();
         let cfg = dir.path().join("c.json");
-        std::fs::write(&cfg, r#"{"memory": {"vector_weight": 3, "text_weight": 1}}"#).unwrap();
+        std::fs::write(
+            &cfg,
+            r#"{"memory": {"vector_weight": 3, "text_weight": 1}}"#,
+        )
+        .unwrap();
         let s = Settings::resolve(&input(&[(ENV_CONFIG, cfg.to_str().unwrap())])).unwrap();
         assert!((s.memory.vector_weight - 0.75).abs() < 1e-12);
         assert!((s.memory.text_weight - 0.25).abs() < 1e-12);

@@ -78,7 +78,11 @@ impl Message {
         Message::new(Role::System, content, timestamp)
     }
 
-    pub fn assistant(content: impl Into<String>, tool_calls: Vec<ToolCall>, timestamp: DateTime<Utc>) -> Message {
+    pub fn assistant(
+        content: impl Into<String>,
+        tool_calls: Vec<ToolCall>,
+        timestamp: DateTime<Utc>,
+    ) -> Message {
         Message {
             tool_calls,
             ..Message::new(Role::Assistant, content, timestamp)

@@ -81,7 +81,9 @@ pub async fn dispatch(cli: Cli, settings: Settings) -> anyhow::Result<Exit> {
             MemoryCommand::Add(a) => blocking(move || index::run_add(&settings, a)).await,
             MemoryCommand::Sources(a) => blocking(move || index::run_sources(&settings, a)).await,
             MemoryCommand::Remove(a) => blocking(move || index::run_remove(&settings, a)).await,
-            MemoryCommand::InstallModel(a) => blocking(move || index::run_install_model(&settings, a)).await,
+            MemoryCommand::InstallModel(a) => {
+                blocking(move || index::run_install_model(&settings, a)).await
+            }
             MemoryCommand::Search(a) => blocking(move || search::run_search(&settings, a)).await,
             MemoryCommand::Get(a) => blocking(move || search::run_get(&settings, a)).await,
             MemoryCommand::Eval(a) => blocking(move || eval::run_eval(&settings, a)).await,

@@ -15,7 +15,8 @@ pub fn note_time_from_path(path: &str) -> Option<i64> {
         return None;
     }
     let (date, rest) = stem.split_at(10);
-    if !(rest.is_empty() || rest.starts_with('-') || rest.starts_with('_') || rest.starts_with(' ')) {
+    if !(rest.is_empty() || rest.starts_with('-') || rest.starts_with('_') || rest.starts_with(' '))
+    {
         return None;
     }
     let b = date.as_bytes();
@@ -32,7 +33,10 @@ mod tests {
 
     #[test]
     fn dated_and_evergreen() {
-        assert_eq!(note_time_from_path("memory/2026-11-02.md"), Some(1_793_577_600));
+        assert_eq!(
+            note_time_from_path("memory/2026-11-02.md"),
+            Some(1_793_577_600)
+        );
         assert!(note_time_from_path("memory/2026-11-02-standup.md").is_some());
         assert!(note_time_from_path("journal/2020-01-01.markdown").is_some());
         assert_eq!(note_time_from_path("MEMORY.md"), None);

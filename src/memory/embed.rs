@@ -2,7 +2,7 @@
 //! model (default), an OpenAI-compatible `/v1/embeddings` endpoint, or none
 //! (keyword-only). All calls are blocking; run them off the async runtime.
 
-use crate::config::{EmbedProvider, ENV_EMBED_MODEL_DIR, ENV_ORT_DYLIB_PATH};
+use crate::config::{ENV_EMBED_MODEL_DIR, ENV_ORT_DYLIB_PATH, EmbedProvider};
 use crate::memory::chunk::{ApproxCounter, TokenCounter};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -12,7 +12,8 @@ use std::time::Duration;
 pub const KEYWORD_ONLY_MODEL: &str = "";
 
 /// The command that installs the local model, quoted in error hints.
-pub const INSTALL_HINT: &str = "run `claw memory install-model` (or set CLAW_EMBED_MODEL_DIR and ORT_DYLIB_PATH)";
+pub const INSTALL_HINT: &str =
+    "run `claw memory install-model` (or set CLAW_EMBED_MODEL_DIR and ORT_DYLIB_PATH)";
 
 /// Errors from embedding backends.
 #[derive(Debug, thiserror::Error)]
@@ -46,7 +47,8 @@ pub trait Embedder: Send + Sync {
     /// Embed a search query.
     fn embed_query(&self, query: &str) -> Result<Vec<f32>, EmbedError> {
         let mut v = self.embed(&[query])?;
-        v.pop().ok_or_else(|| EmbedError::Inference("empty result".into()))
+        v.pop()
+            .ok_or_else(|| EmbedError::Inference("empty result".into()))
     }
     /// Token counter matching the model's tokenizer (for the chunk budget).
     fn token_counter(&self) -> &dyn TokenCounter;
@@ -87,7 +89,8 @@ pub fn load(provider: &EmbedProvider, batch_size: usize) -> Loaded {
         EmbedProvider::Local {
             model_dir,
             ort_dylib_path,
-        } => match LocalEmbedder::load(model_dir.as_deref(), ort_dylib_path.as_deref(), batch_size) {
+        } => match LocalEmbedder::load(model_dir.as_deref(), ort_dylib_path.as_deref(), batch_size)
+        {
             Ok(e) => Loaded::Ready(Box::new(e)),
             Err(e) => Loaded::Unavailable(e),
         },
@@ -163,10 +166,15 @@ fn init_ort(path: &Path) -> Result<ort::environment::Environment, EmbedError> {
 impl LocalEmbedder {
     /// Load from `model_dir` (model.onnx, tokenizer.json, config.json, special_tokens_map.json,
     /// tokenizer_config.json) with ONNX Runtime at `ort_path`.
-    pub fn load(model_dir: Option<&Path>, ort_path: Option<&Path>, batch_size: usize) -> Result<LocalEmbedder, EmbedError> {
+    pub fn load(
+        model_dir: Option<&Path>,
+        ort_path: Option<&Path>,
+        batch_size: usize,
+    ) -> Result<LocalEmbedder, EmbedError> {
         let dir = model_dir.ok_or(EmbedError::NoModelDir)?;
         let need = |name: &'static str| -> Result<Vec<u8>, EmbedError> {
-            std::fs::read(dir.join(name)).map_err(|_| EmbedError::MissingFile(dir.to_path_buf(), name))
+            std::fs::read(dir.join(name))
+                .map_err(|_| EmbedError::MissingFile(dir.to_path_buf(), name))
         };
         let onnx = need("model.onnx")?;
         let tokenizer_file = need("tokenizer.json")?;
@@ -200,8 +208,8 @@ impl LocalEmbedder {
             special_tokens_map_file: special,
             tokenizer_config_file: tok_config,
         };
-        let user_model =
-            fastembed::UserDefinedEmbeddingModel::new(onnx, files).with_pooling(fastembed::Pooling::Mean);
+        let user_model = fastembed::UserDefinedEmbeddingModel::new(onnx, files)
+            .with_pooling(fastembed::Pooling::Mean);
         let mut opts = fastembed::InitOptionsUserDefined::default();
         opts.max_length = max_len;
         opts.environment = Some(env);
@@ -273,7 +281,12 @@ struct EmbeddingItem {
 
 impl OpenAiEmbedder {
     /// Create a client; when `dims` is not configured, one probe request discovers it.
-    pub fn new(base_url: &str, model: &str, api_key: Option<String>, dims: Option<usize>) -> Result<OpenAiEmbedder, EmbedError> {
+    pub fn new(
+        base_url: &str,
+        model: &str,
+        api_key: Option<String>,
+        dims: Option<usize>,
+    ) -> Result<OpenAiEmbedder, EmbedError> {
         let base = base_url.trim_end_matches('/');
         let url = if base.ends_with("/v1") {
             format!("{base}/embeddings")
@@ -296,7 +309,11 @@ impl OpenAiEmbedder {
             dims: dims.unwrap_or(0),
         };
         if e.dims == 0 {
-            e.dims = e.request(&["dimension probe"])?.first().map(|v| v.len()).unwrap_or(0);
+            e.dims = e
+                .request(&["dimension probe"])?
+                .first()
+                .map(|v| v.len())
+                .unwrap_or(0);
         }
         Ok(e)
     }
@@ -317,11 +334,19 @@ impl OpenAiEmbedder {
         let status = resp.status();
         if !status.is_success() {
             let body = resp.text().unwrap_or_default();
-            return Err(err(format!("HTTP {status}: {}", body.chars().take(300).collect::<String>())));
+            return Err(err(format!(
+                "HTTP {status}: {}",
+                body.chars().take(300).collect::<String>()
+            )));
         }
-        let parsed: EmbeddingsResponse = resp.json().map_err(|e| err(format!("bad response: {e}")))?;
+        let parsed: EmbeddingsResponse =
+            resp.json().map_err(|e| err(format!("bad response: {e}")))?;
         if parsed.data.len() != texts.len() {
-            return Err(err(format!("{} embeddings for {} inputs", parsed.data.len(), texts.len())));
+            return Err(err(format!(
+                "{} embeddings for {} inputs",
+                parsed.data.len(),
+                texts.len()
+            )));
         }
         let mut data = parsed.data;
         data.sort_by_key(|d| d.index);
@@ -386,8 +411,13 @@ mod tests {
     #[test]
     fn missing_model_says_what_to_run() {
         let dir = tempfile::tempdir().unwrap();
-        let err = LocalEmbedder::load(Some(dir.path()), None, 1).err().unwrap();
-        assert!(err.to_string().contains("claw memory install-model"), "{err}");
+        let err = LocalEmbedder::load(Some(dir.path()), None, 1)
+            .err()
+            .unwrap();
+        assert!(
+            err.to_string().contains("claw memory install-model"),
+            "{err}"
+        );
         let err = LocalEmbedder::load(None, None, 1).err().unwrap();
         assert!(matches!(err, EmbedError::NoModelDir));
     }

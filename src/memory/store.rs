@@ -143,7 +143,9 @@ pub fn register_sqlite_vec() {
                     *mut *mut std::os::raw::c_char,
                     *const rusqlite::ffi::sqlite3_api_routines,
                 ) -> std::os::raw::c_int,
-            >(sqlite_vec::sqlite3_vec_init as *const ())));
+            >(
+                sqlite_vec::sqlite3_vec_init as *const (),
+            )));
         }
     });
 }
@@ -236,7 +238,9 @@ impl Store {
     }
 
     fn migrate(&mut self) -> Result<()> {
-        let current: i64 = self.conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        let current: i64 = self
+            .conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))?;
         if current > SCHEMA_VERSION {
             return Err(StoreError::NewerSchema {
                 path: self.path.clone(),
@@ -303,7 +307,10 @@ impl Store {
 
     /// Dimension of the vec0 tables, if created.
     pub fn vec_dims(&self) -> Result<Option<usize>> {
-        Ok(self.meta("dims")?.and_then(|d| d.parse().ok()).filter(|d| *d > 0))
+        Ok(self
+            .meta("dims")?
+            .and_then(|d| d.parse().ok())
+            .filter(|d| *d > 0))
     }
 
     /// Whether the vec0 tables exist in this file.
@@ -390,7 +397,13 @@ impl Store {
     }
 
     /// Write one file's new state and chunks in one transaction.
-    pub fn write_file(&mut self, file: &FileRecord, chunks: &[NewChunk], mode: WriteMode, model: &str) -> Result<()> {
+    pub fn write_file(
+        &mut self,
+        file: &FileRecord,
+        chunks: &[NewChunk],
+        mode: WriteMode,
+        model: &str,
+    ) -> Result<()> {
         let now = now_unix();
         let has_vec = self.vec.is_loaded() && self.has_vec_tables()?;
         let has_bit = has_vec && self.vec_dims()?.is_some_and(|d| d % 8 == 0);
@@ -411,7 +424,9 @@ impl Store {
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
             )?;
             let mut ins_vec = if has_vec {
-                Some(tx.prepare_cached("INSERT INTO chunks_vec (rowid, embedding) VALUES (?1, ?2)")?)
+                Some(
+                    tx.prepare_cached("INSERT INTO chunks_vec (rowid, embedding) VALUES (?1, ?2)")?,
+                )
             } else {
                 None
             };
@@ -540,7 +555,12 @@ impl Store {
     }
 
     /// Store embeddings in the cache (hash -> vector).
-    pub fn put_cache(&mut self, provider: &str, model: &str, entries: &[(String, Vec<f32>)]) -> Result<()> {
+    pub fn put_cache(
+        &mut self,
+        provider: &str,
+        model: &str,
+        entries: &[(String, Vec<f32>)],
+    ) -> Result<()> {
         let now = now_unix();
         let tx = self
             .conn
@@ -553,7 +573,14 @@ impl Store {
                  ON CONFLICT(provider, model, hash) DO UPDATE SET updated_at = excluded.updated_at",
             )?;
             for (h, v) in entries {
-                ins.execute(params![provider, model, h, vec_to_blob(v), v.len() as i64, now])?;
+                ins.execute(params![
+                    provider,
+                    model,
+                    h,
+                    vec_to_blob(v),
+                    v.len() as i64,
+                    now
+                ])?;
             }
         }
         tx.commit()?;
@@ -652,7 +679,9 @@ impl Store {
     /// chunk exists without a file row. Returns a list of problems (empty = ok).
     pub fn check_consistency(&self) -> Result<Vec<String>> {
         let mut problems = Vec::new();
-        let ic: String = self.conn.query_row("PRAGMA integrity_check", [], |r| r.get(0))?;
+        let ic: String = self
+            .conn
+            .query_row("PRAGMA integrity_check", [], |r| r.get(0))?;
         if ic != "ok" {
             problems.push(format!("integrity_check: {ic}"));
         }
@@ -667,10 +696,10 @@ impl Store {
         let chunks = count("SELECT count(*) FROM chunks")?;
         // FTS5 external-content integrity: 'integrity-check' compares the index with the content table.
         for t in ["chunks_fts", "chunks_trigram"] {
-            if let Err(e) = self
-                .conn
-                .execute(&format!("INSERT INTO {t} ({t}, rank) VALUES ('integrity-check', 1)"), [])
-            {
+            if let Err(e) = self.conn.execute(
+                &format!("INSERT INTO {t} ({t}, rank) VALUES ('integrity-check', 1)"),
+                [],
+            ) {
                 problems.push(format!("{t}: {e}"));
             }
         }
@@ -781,17 +810,32 @@ mod tests {
         let mut s = Store::open(&db).unwrap();
         assert!(s.vec_backend().is_loaded());
         use std::os::unix::fs::PermissionsExt;
-        assert_eq!(std::fs::metadata(&db).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            std::fs::metadata(&db).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
         s.reset_index("m", 8, "1").unwrap();
         let e = vec![1.0f32, 0., 0., 0., 0., 0., 0., 0.];
-        s.write_file(&file("a.md"), &[chunk("1", "hello world", Some(e.clone())), chunk("2", "other", Some(e))], WriteMode::Replace, "m")
-            .unwrap();
+        s.write_file(
+            &file("a.md"),
+            &[
+                chunk("1", "hello world", Some(e.clone())),
+                chunk("2", "other", Some(e)),
+            ],
+            WriteMode::Replace,
+            "m",
+        )
+        .unwrap();
         let st = s.stats().unwrap();
         assert_eq!((st.files, st.chunks, st.vectors), (1, 2, 2));
         assert!(s.check_consistency().unwrap().is_empty());
         let fts: i64 = s
             .conn()
-            .query_row("SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH 'hello'", [], |r| r.get(0))
+            .query_row(
+                "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH 'hello'",
+                [],
+                |r| r.get(0),
+            )
             .unwrap();
         assert_eq!(fts, 1);
         assert_eq!(s.remove_file("memory", "a.md").unwrap(), 2);
@@ -816,7 +860,9 @@ mod tests {
     fn cache_roundtrip_and_prune() {
         let dir = tempfile::tempdir().unwrap();
         let mut s = Store::open(&dir.path().join("m.sqlite")).unwrap();
-        let entries: Vec<_> = (0..10).map(|i| (format!("h{i}"), vec![i as f32, 0.5])).collect();
+        let entries: Vec<_> = (0..10)
+            .map(|i| (format!("h{i}"), vec![i as f32, 0.5]))
+            .collect();
         s.put_cache("p", "m", &entries).unwrap();
         let got = s.cached_embeddings("p", "m", &["h3", "zz"]).unwrap();
         assert_eq!(got.get("h3"), Some(&vec![3.0, 0.5]));

@@ -26,7 +26,12 @@ pub struct TranscriptRead {
 
 /// Read the complete lines of `bytes` (a transcript's content starting at a line
 /// boundary), numbering lines from `first_line` (1-based).
-pub fn read_transcript(bytes: &[u8], first_line: usize, params: &ChunkParams, counter: &dyn TokenCounter) -> TranscriptRead {
+pub fn read_transcript(
+    bytes: &[u8],
+    first_line: usize,
+    params: &ChunkParams,
+    counter: &dyn TokenCounter,
+) -> TranscriptRead {
     // Placeholder until the transcript reader lands.
     let _ = (bytes, first_line, params, counter);
     TranscriptRead::default()
