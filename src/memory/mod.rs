@@ -7,6 +7,7 @@
 pub mod chunk;
 pub mod dates;
 pub mod embed;
+pub mod freshness;
 pub mod eval;
 pub mod indexer;
 pub mod lock;
