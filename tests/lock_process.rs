@@ -16,32 +16,43 @@ fn child_holder() {
         return; // only meaningful as the child of `lock_dies_with_its_process`
     };
     let _lock = WriterLock::acquire(dir.as_ref(), "child holder", Duration::ZERO).unwrap();
-    println!("LOCKED {}", std::process::id());
+    println!("\nLOCKED {}", std::process::id());
     loop {
         std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
+/// Kills the child if an assertion fails before the test does.
+struct KillOnDrop(std::process::Child);
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }
 
 #[test]
 fn lock_dies_with_its_process() {
     let dir = tempfile::tempdir().unwrap();
-    let mut child = Command::new(std::env::current_exe().unwrap())
+    let child = Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "child_holder", "--nocapture", "--test-threads=1"])
         .env(CHILD_ENV, dir.path())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut child = KillOnDrop(child);
+    let mut out = BufReader::new(child.0.stdout.take().unwrap());
     let mut line = String::new();
     let pid = loop {
         line.clear();
         assert!(out.read_line(&mut line).unwrap() > 0, "child exited early");
-        if let Some(p) = line.trim().strip_prefix("LOCKED ") {
-            break p.parse::<u32>().unwrap();
+        // The harness prints "test child_holder ... " on the same line.
+        if let Some(i) = line.find("LOCKED ") {
+            break line[i + 7..].trim().parse::<u32>().unwrap();
         }
     };
-    assert_eq!(pid, child.id());
+    assert_eq!(pid, child.0.id());
 
     let err = WriterLock::acquire(dir.path(), "parent", Duration::from_millis(300)).unwrap_err();
     match err {
@@ -56,8 +67,8 @@ fn lock_dies_with_its_process() {
     assert_eq!(WriterLock::holder(dir.path()).unwrap().unwrap().pid, pid);
 
     // kill -9: no cleanup runs, yet the lock is free as soon as the process is gone.
-    child.kill().unwrap();
-    child.wait().unwrap();
+    child.0.kill().unwrap();
+    child.0.wait().unwrap();
     let start = Instant::now();
     let lock = WriterLock::acquire(dir.path(), "parent", Duration::from_secs(10)).unwrap();
     assert!(start.elapsed() < Duration::from_secs(10));
