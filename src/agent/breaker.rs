@@ -120,9 +120,7 @@ impl Breaker {
                 "[loop guard] STOP: {what}. Do not call any more tools for this request. \
                  Answer the user now with what you know, and say what is blocking you."
             )),
-            _ => Verdict::Break(format!(
-                "stopped a tool loop: {what}; the turn was ended"
-            )),
+            _ => Verdict::Break(format!("stopped a tool loop: {what}; the turn was ended")),
         }
     }
 
@@ -245,7 +243,10 @@ mod tests {
         }
         let v = run(&mut b, &calls);
         assert_eq!(v.len(), 1, "{v:?}");
-        assert!(matches!(&v[0], Verdict::Warn(m) if m.contains("alternate")), "{v:?}");
+        assert!(
+            matches!(&v[0], Verdict::Warn(m) if m.contains("alternate")),
+            "{v:?}"
+        );
     }
 
     #[test]
@@ -279,7 +280,10 @@ mod tests {
             assert_eq!(b.observe("x", "{}", &i.to_string()), Verdict::Ok);
         }
         for i in 0..30 {
-            assert_eq!(b.observe("y", &format!("[{i}]"), &i.to_string()), Verdict::Ok);
+            assert_eq!(
+                b.observe("y", &format!("[{i}]"), &i.to_string()),
+                Verdict::Ok
+            );
         }
         for i in 0..9 {
             assert_eq!(b.observe("x", "{}", &format!("z{i}")), Verdict::Ok);

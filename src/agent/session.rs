@@ -343,10 +343,9 @@ impl SessionHandle {
 
     /// Append one record (synced) without blocking the runtime.
     pub async fn append(&mut self, record: Record) -> Result<(), SessionError> {
-        let mut w = self
-            .writer
-            .take()
-            .ok_or_else(|| SessionError::Task("session writer lost by an earlier failure".into()))?;
+        let mut w = self.writer.take().ok_or_else(|| {
+            SessionError::Task("session writer lost by an earlier failure".into())
+        })?;
         let (w, res) = tokio::task::spawn_blocking(move || {
             let r = w.append(&record);
             (w, r)
@@ -428,7 +427,10 @@ mod tests {
         }
         drop(w);
         let path = dir.path().join("k.jsonl");
-        let mut f = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
         f.write_all(br#"{"type":"message","role":"assistant","content":"half"#)
             .unwrap();
         drop(f);
@@ -488,7 +490,10 @@ mod tests {
         let h = l.history();
         assert_eq!(h.summary.as_deref(), Some("they said hello"));
         assert_eq!(
-            h.messages.iter().map(|m| m.content.as_str()).collect::<Vec<_>>(),
+            h.messages
+                .iter()
+                .map(|m| m.content.as_str())
+                .collect::<Vec<_>>(),
             ["done", "next"]
         );
     }
@@ -510,15 +515,24 @@ mod tests {
         )))
         .unwrap();
         let big = format!("HEAD{}{}TAIL", secret, "x".repeat(100_000));
-        w.append(&Record::Message(Message::tool_result(&call, big, false, t(2))))
-            .unwrap();
+        w.append(&Record::Message(Message::tool_result(
+            &call,
+            big,
+            false,
+            t(2),
+        )))
+        .unwrap();
         drop(w);
         let text = std::fs::read_to_string(dir.path().join("k.jsonl")).unwrap();
         assert!(!text.contains(&secret));
         assert!(text.contains(REDACTED));
         let h = parse(&text).history();
         let result = &h.messages[1].content;
-        assert!(result.len() < MAX_TOOL_RESULT_BYTES + 200, "{}", result.len());
+        assert!(
+            result.len() < MAX_TOOL_RESULT_BYTES + 200,
+            "{}",
+            result.len()
+        );
         assert!(result.starts_with("HEAD") && result.ends_with("TAIL"));
         assert!(result.contains("bytes omitted"));
     }
