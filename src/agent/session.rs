@@ -308,6 +308,31 @@ impl SessionWriter {
     }
 }
 
+/// Keep a finished session under a new name, `<name>.<YYYYmmddTHHMMSSZ>.jsonl`
+/// next to it (still indexed as a transcript), so the key starts fresh. Returns
+/// the new path, or `None` when there was no file. Blocking.
+pub fn archive(path: &Path, now: DateTime<Utc>) -> Result<Option<PathBuf>, SessionError> {
+    if !path.exists() {
+        return Ok(None);
+    }
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let stamp = now.format("%Y%m%dT%H%M%SZ");
+    let mut target = path.with_file_name(format!("{stem}.{stamp}.jsonl"));
+    let mut n = 1;
+    while target.exists() {
+        target = path.with_file_name(format!("{stem}.{stamp}-{n}.jsonl"));
+        n += 1;
+    }
+    std::fs::rename(path, &target).map_err(|source| SessionError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    Ok(Some(target))
+}
+
 /// Async wrapper: each append runs on the blocking pool.
 #[derive(Debug)]
 pub struct SessionHandle {
@@ -535,6 +560,21 @@ mod tests {
         );
         assert!(result.starts_with("HEAD") && result.ends_with("TAIL"));
         assert!(result.contains("bytes omitted"));
+    }
+
+    #[test]
+    fn archive_moves_the_file_aside() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut w, _) = SessionWriter::open(dir.path(), "cli:default", vec![], t(0)).unwrap();
+        w.append(&Record::Message(Message::user("old", t(1)))).unwrap();
+        drop(w);
+        let path = dir.path().join("cli_default.jsonl");
+        let moved = archive(&path, t(2)).unwrap().unwrap();
+        assert!(!path.exists());
+        assert!(moved.file_name().unwrap().to_str().unwrap().starts_with("cli_default.2023"));
+        let (_, loaded) = SessionWriter::open(dir.path(), "cli:default", vec![], t(3)).unwrap();
+        assert!(loaded.records.is_empty());
+        assert_eq!(archive(&dir.path().join("none.jsonl"), t(4)).unwrap(), None);
     }
 
     #[test]
