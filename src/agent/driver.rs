@@ -395,3 +395,54 @@ fn core_config<T: Tools>(opts: &DriverOptions, tools: &T) -> CoreConfig {
         utc_offset: opts.utc_offset,
     }
 }
+
+// ---- the real model and tools -------------------------------------------------
+
+impl Model for crate::agent::provider::ProviderChain {
+    async fn complete(
+        &self,
+        req: &ChatRequest,
+        deltas: &UnboundedSender<StreamDelta>,
+        cancel: &CancellationToken,
+    ) -> Result<ChatResponse, ModelFailure> {
+        use crate::agent::provider::ProviderError;
+        match crate::agent::provider::ProviderChain::complete(self, req, deltas, cancel).await {
+            Ok(r) => Ok(r),
+            Err(ProviderError::ContextOverflow { profile, message }) => {
+                Err(ModelFailure::ContextOverflow(format!("{profile}: {message}")))
+            }
+            Err(ProviderError::Cancelled) => Err(ModelFailure::Cancelled),
+            Err(e) => Err(ModelFailure::Other(e.to_string())),
+        }
+    }
+
+    fn label(&self) -> String {
+        self.profiles()
+            .first()
+            .map(|p| p.model.clone())
+            .unwrap_or_default()
+    }
+}
+
+impl Tools for crate::agent::tools::ToolRegistry {
+    fn specs(&self) -> Vec<ToolSpec> {
+        crate::agent::tools::ToolRegistry::specs(self)
+    }
+
+    fn needs_confirmation(&self, name: &str) -> bool {
+        crate::agent::tools::ToolRegistry::needs_confirmation(self, name)
+    }
+
+    fn is_read_only(&self, name: &str) -> bool {
+        crate::agent::tools::ToolRegistry::is_read_only(self, name)
+    }
+
+    fn preview(&self, call: &ToolCall) -> String {
+        crate::agent::tools::ToolRegistry::preview(call)
+    }
+
+    async fn run(&self, call: &ToolCall) -> (String, bool) {
+        let result = self.dispatch(call).await;
+        crate::agent::tools::render_for_model(&result)
+    }
+}
