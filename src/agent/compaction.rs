@@ -193,7 +193,12 @@ pub fn summary_request(
 ) -> ChatRequest {
     // Leave room for the output and the framing: half the window, in characters.
     let budget_chars = (policy.context_window.saturating_sub(max_tokens as usize) / 2).max(256) * 4;
-    let transcript = render_transcript(to_summarise, 4000, budget_chars);
+    // Every replaced message is represented: shorten each rather than drop the oldest.
+    // (minus room for the role label and separators of each message)
+    let per_message = (budget_chars / to_summarise.len().max(1))
+        .saturating_sub(48)
+        .clamp(200, 4000);
+    let transcript = render_transcript(to_summarise, per_message, budget_chars);
     let mut prompt = String::new();
     if let Some(p) = previous {
         prompt.push_str("Summary of the conversation before this part:\n");
@@ -317,8 +322,13 @@ mod tests {
         assert!(req.tools.is_empty());
         let text = &req.messages[0].content;
         assert!(text.contains("EARLIER"));
-        assert!(text.contains("omitted"));
+        assert!(text.contains("omitted"), "200 messages cannot all fit");
         assert!(text.contains("a49"), "most recent kept");
+        // A dozen long messages all fit, each shortened.
+        let req = summary_request(None, &convo(3, 2000), &p, 512, t());
+        let text = &req.messages[0].content;
+        assert!(text.contains("q0 ") && text.contains("a2"), "{text}");
+        assert!(!text.contains("earlier messages omitted"));
         assert!(estimate_request(&req) + 512 < 4096);
     }
 }

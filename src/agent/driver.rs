@@ -298,7 +298,8 @@ impl<M: Model, T: Tools> Driver<M, T> {
             }
             StreamDelta::Text(_) | StreamDelta::ToolCall(_) => {}
             StreamDelta::Retry { attempt, reason } => {
-                self.ui.status(&format!("retrying (attempt {attempt}): {reason}"));
+                self.ui
+                    .status(&format!("retrying (attempt {attempt}): {reason}"));
             }
         };
         let result = {
@@ -388,9 +389,10 @@ fn core_config<T: Tools>(opts: &DriverOptions, tools: &T) -> CoreConfig {
         max_tokens: opts.max_tokens,
         tools: specs,
         confirm,
+        // Reserve room for the answer, but never most of a small window.
         compaction: crate::agent::compaction::CompactionPolicy::new(
             opts.context_window,
-            opts.max_tokens as usize,
+            (opts.max_tokens as usize).min(opts.context_window / 4),
         ),
         utc_offset: opts.utc_offset,
     }
@@ -408,9 +410,9 @@ impl Model for crate::agent::provider::ProviderChain {
         use crate::agent::provider::ProviderError;
         match crate::agent::provider::ProviderChain::complete(self, req, deltas, cancel).await {
             Ok(r) => Ok(r),
-            Err(ProviderError::ContextOverflow { profile, message }) => {
-                Err(ModelFailure::ContextOverflow(format!("{profile}: {message}")))
-            }
+            Err(ProviderError::ContextOverflow { profile, message }) => Err(
+                ModelFailure::ContextOverflow(format!("{profile}: {message}")),
+            ),
             Err(ProviderError::Cancelled) => Err(ModelFailure::Cancelled),
             Err(e) => Err(ModelFailure::Other(e.to_string())),
         }

@@ -86,10 +86,22 @@ pub fn build(p: &PromptInputs<'_>) -> String {
     );
 
     for (title, content, max) in [
-        ("AGENTS.md (operating instructions)", &p.files.agents_md, OTHER_MD_MAX_BYTES),
+        (
+            "AGENTS.md (operating instructions)",
+            &p.files.agents_md,
+            OTHER_MD_MAX_BYTES,
+        ),
         ("SOUL.md (persona)", &p.files.soul_md, OTHER_MD_MAX_BYTES),
-        ("USER.md (about the user)", &p.files.user_md, OTHER_MD_MAX_BYTES),
-        ("MEMORY.md (long-term memory)", &p.files.memory_md, MEMORY_MD_MAX_BYTES),
+        (
+            "USER.md (about the user)",
+            &p.files.user_md,
+            OTHER_MD_MAX_BYTES,
+        ),
+        (
+            "MEMORY.md (long-term memory)",
+            &p.files.memory_md,
+            MEMORY_MD_MAX_BYTES,
+        ),
     ] {
         if let Some(text) = content.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
             s.push_str(&format!("\n## {title}\n"));
@@ -124,7 +136,10 @@ pub fn bounded(text: &str, max: usize) -> String {
     while !text.is_char_boundary(end) {
         end -= 1;
     }
-    let cut = text[..end].rfind('\n').filter(|&i| i > max / 2).unwrap_or(end);
+    let cut = text[..end]
+        .rfind('\n')
+        .filter(|&i| i > max / 2)
+        .unwrap_or(end);
     format!(
         "{}\n[… truncated: {} of {} bytes shown; read the file for the rest]",
         &text[..cut],
@@ -280,7 +295,10 @@ mod tests {
         ] {
             assert!(s.contains(needle), "missing {needle:?} in:\n{s}");
         }
-        assert!(!s.contains("More detail."), "only the first description line");
+        assert!(
+            !s.contains("More detail."),
+            "only the first description line"
+        );
     }
 
     #[test]
@@ -313,7 +331,8 @@ mod tests {
     #[test]
     fn skill_summaries() {
         assert_eq!(
-            skill_summary("---\nname: w\ndescription: \"Weather lookups\"\n---\n# W\nbody").as_deref(),
+            skill_summary("---\nname: w\ndescription: \"Weather lookups\"\n---\n# W\nbody")
+                .as_deref(),
             Some("Weather lookups")
         );
         assert_eq!(

@@ -566,12 +566,20 @@ mod tests {
     fn archive_moves_the_file_aside() {
         let dir = tempfile::tempdir().unwrap();
         let (mut w, _) = SessionWriter::open(dir.path(), "cli:default", vec![], t(0)).unwrap();
-        w.append(&Record::Message(Message::user("old", t(1)))).unwrap();
+        w.append(&Record::Message(Message::user("old", t(1))))
+            .unwrap();
         drop(w);
         let path = dir.path().join("cli_default.jsonl");
         let moved = archive(&path, t(2)).unwrap().unwrap();
         assert!(!path.exists());
-        assert!(moved.file_name().unwrap().to_str().unwrap().starts_with("cli_default.2023"));
+        assert!(
+            moved
+                .file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .starts_with("cli_default.2023")
+        );
         let (_, loaded) = SessionWriter::open(dir.path(), "cli:default", vec![], t(3)).unwrap();
         assert!(loaded.records.is_empty());
         assert_eq!(archive(&dir.path().join("none.jsonl"), t(4)).unwrap(), None);

@@ -6,9 +6,7 @@
 
 use crate::agent::core::DEFAULT_MAX_ITERATIONS;
 use crate::agent::provider::{Profile, ProfileError, profiles_from_settings};
-use crate::config::{
-    ENV_LLM_API, ENV_LLM_API_KEY, ENV_LLM_BASE_URL, ENV_LLM_MODEL, Settings,
-};
+use crate::config::{ENV_LLM_API, ENV_LLM_API_KEY, ENV_LLM_BASE_URL, ENV_LLM_MODEL, Settings};
 use chrono::FixedOffset;
 use std::time::Duration;
 
@@ -152,7 +150,11 @@ pub fn resolve(
         context_window,
         confirm_side_effects: a.confirm_side_effects.unwrap_or(false),
         jail_to_workspace: a.jail_to_workspace.unwrap_or(false),
-        exec_timeout: Duration::from_secs(a.exec_timeout_secs.unwrap_or(DEFAULT_EXEC_TIMEOUT_SECS).max(1)),
+        exec_timeout: Duration::from_secs(
+            a.exec_timeout_secs
+                .unwrap_or(DEFAULT_EXEC_TIMEOUT_SECS)
+                .max(1),
+        ),
         brave_api_key,
         utc_offset,
     })
@@ -201,7 +203,12 @@ mod tests {
     fn missing_llm_names_the_variables() {
         let err = resolve(&settings(), &Overrides::default(), &no_env).unwrap_err();
         let msg = err.to_string();
-        for v in [ENV_LLM_MODEL, ENV_LLM_BASE_URL, ENV_LLM_API, ENV_LLM_API_KEY] {
+        for v in [
+            ENV_LLM_MODEL,
+            ENV_LLM_BASE_URL,
+            ENV_LLM_API,
+            ENV_LLM_API_KEY,
+        ] {
             assert!(msg.contains(v), "{msg}");
         }
     }
@@ -285,23 +292,30 @@ mod tests {
         let mut s = settings();
         s.llm_env.model = Some("m".into());
         s.agent.max_iterations = Some(0);
-        assert!(resolve(&s, &Overrides::default(), &no_env)
-            .unwrap_err()
-            .to_string()
-            .contains("agent.max_iterations"));
+        assert!(
+            resolve(&s, &Overrides::default(), &no_env)
+                .unwrap_err()
+                .to_string()
+                .contains("agent.max_iterations")
+        );
         s.agent.max_iterations = None;
         s.agent.timezone = Some("Mars/Olympus".into());
-        assert!(resolve(&s, &Overrides::default(), &no_env)
-            .unwrap_err()
-            .to_string()
-            .contains("agent.timezone"));
+        assert!(
+            resolve(&s, &Overrides::default(), &no_env)
+                .unwrap_err()
+                .to_string()
+                .contains("agent.timezone")
+        );
     }
 
     #[test]
     fn offsets() {
         assert_eq!(parse_offset("UTC"), FixedOffset::east_opt(0));
         assert_eq!(parse_offset("+02:00"), FixedOffset::east_opt(7200));
-        assert_eq!(parse_offset("-0530"), FixedOffset::east_opt(-(5 * 3600 + 1800)));
+        assert_eq!(
+            parse_offset("-0530"),
+            FixedOffset::east_opt(-(5 * 3600 + 1800))
+        );
         assert_eq!(parse_offset("UTC+2"), FixedOffset::east_opt(7200));
         assert_eq!(parse_offset("Europe/Paris"), None);
     }

@@ -12,6 +12,7 @@ use crate::agent::tools::{ToolContext, ToolRegistry};
 use crate::config::Settings;
 use anyhow::Context;
 use chrono::Offset;
+use std::collections::VecDeque;
 use std::io::{BufRead, IsTerminal, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -135,8 +136,12 @@ pub async fn run(settings: Settings, args: ChatArgs) -> anyhow::Result<Exit> {
     };
     let env = |name: &str| std::env::var(name).ok();
     let a = agent_settings::resolve(&settings, &overrides, &env)?;
-    std::fs::create_dir_all(&settings.workspace)
-        .with_context(|| format!("cannot create the workspace {}", settings.workspace.display()))?;
+    std::fs::create_dir_all(&settings.workspace).with_context(|| {
+        format!(
+            "cannot create the workspace {}",
+            settings.workspace.display()
+        )
+    })?;
     let chain = ProviderChain::new(a.profiles.clone(), RetryPolicy::default())
         .context("cannot set up the LLM client")?;
     let tools = build_tools(&settings, &a);
@@ -301,9 +306,17 @@ async fn repl(
     let (mode_tx, mode_rx) = std::sync::mpsc::channel();
     spawn_reader(history, tx, mode_rx);
     let interactive = std::io::stdin().is_terminal();
+    // Lines typed (or piped) while a turn runs, handled after it.
+    let mut queued: VecDeque<String> = VecDeque::new();
     loop {
-        let Some(Input::Line(line)) = rx.recv().await else {
-            break;
+        // The reader waits for a mode after each line it sends; queued lines
+        // already got theirs (Plain) while the turn ran.
+        let (line, from_reader) = match queued.pop_front() {
+            Some(l) => (l, false),
+            None => match rx.recv().await {
+                Some(Input::Line(l)) => (l, true),
+                _ => break,
+            },
         };
         let text = line.trim();
         let next = match text {
@@ -319,7 +332,9 @@ async fn repl(
             }
             "/new" => {
                 match driver.new_session().await {
-                    Ok(Some(old)) => ui.status(&format!("new session (previous kept as {})", old.display())),
+                    Ok(Some(old)) => {
+                        ui.status(&format!("new session (previous kept as {})", old.display()))
+                    }
                     Ok(None) => ui.status("new session"),
                     Err(e) => ui.status(&format!("error: {e}")),
                 }
@@ -330,7 +345,9 @@ async fn repl(
                 ReadMode::Prompt
             }
             message => {
-                let _ = mode_tx.send(ReadMode::Plain);
+                if from_reader {
+                    let _ = mode_tx.send(ReadMode::Plain);
+                }
                 let cancel = CancellationToken::new();
                 let ctrlc = spawn_ctrl_c(cancel.clone());
                 let mut eof = false;
@@ -347,12 +364,15 @@ async fn repl(
                                     }
                                     Some(Input::Line(l)) if l.trim() == "/stop" => cancel.cancel(),
                                     Some(Input::Line(l)) if l.trim().is_empty() => {}
-                                    Some(Input::Line(_)) => {
-                                        ui.status("a turn is running: /stop or Ctrl-C cancels it");
+                                    Some(Input::Line(l)) => {
+                                        if interactive {
+                                            ui.status("queued until this turn ends (/stop or Ctrl-C cancels it)");
+                                        }
+                                        queued.push_back(l);
                                     }
                                     Some(Input::Eof) | None => {
+                                        // End of input: let the turn finish, then quit.
                                         eof = true;
-                                        cancel.cancel();
                                         continue;
                                     }
                                 }
@@ -372,17 +392,17 @@ async fn repl(
                     Err(e) => ui.status(&format!("error: {e}")),
                 }
                 if eof {
-                    break;
+                    queued.push_back("/exit".into());
                 }
                 // The reader is already waiting for a plain line: show a prompt for it.
-                if interactive {
+                if interactive && queued.is_empty() {
                     print!("› ");
                     let _ = std::io::stdout().flush();
                 }
                 continue;
             }
         };
-        if mode_tx.send(next).is_err() {
+        if from_reader && mode_tx.send(next).is_err() {
             break;
         }
     }
