@@ -141,7 +141,7 @@ async fn openai_tool_call_split_over_deltas_is_assembled() {
         name: "read_file".into(),
         arguments: r#"{"path": "notes/a.md"}"#.into(),
     };
-    assert_eq!(r.tool_calls, [want.clone()]);
+    assert_eq!(r.tool_calls, std::slice::from_ref(&want));
     assert_eq!(r.stop, Some(StopReason::ToolUse));
     assert_eq!(d, [StreamDelta::ToolCall(want)]);
     let args: serde_json::Value = serde_json::from_str(&r.tool_calls[0].arguments).unwrap();
@@ -325,7 +325,7 @@ async fn anthropic_tool_use_split_over_deltas_is_assembled() {
         arguments: "{\"path\": \"MEMORY.md\"}".into(),
     };
     assert_eq!(r.text, "Reading it.");
-    assert_eq!(r.tool_calls, [want.clone()]);
+    assert_eq!(r.tool_calls, std::slice::from_ref(&want));
     assert_eq!(r.stop, Some(StopReason::ToolUse));
     assert_eq!(r.usage.input_tokens, 30);
     assert_eq!(r.usage.output_tokens, 17);
@@ -436,4 +436,41 @@ async fn anthropic_overloaded_error_event_is_retried() {
         "{d:?}"
     );
     assert_eq!(server.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn servers_ignoring_stream_true_still_work() {
+    // OpenAI-compatible: a whole chat.completion JSON with two tool calls.
+    let server = ScriptedServer::start([Reply::json(
+        200,
+        json!({"id": "x", "object": "chat.completion", "choices": [{"index": 0,
+            "message": {"role": "assistant", "content": "Let me check.", "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": "{\"path\":\"a\"}"}},
+                {"id": "c2", "type": "function", "function": {"name": "list_dir", "arguments": "{}"}}]},
+            "finish_reason": "tool_calls"}],
+            "usage": {"prompt_tokens": 7, "completion_tokens": 9}}),
+    )]);
+    let (r, d) = run(&chain(profile(Api::OpenAi, &server, None)), &request()).await;
+    let r = r.unwrap();
+    assert_eq!(r.text, "Let me check.");
+    assert_eq!(texts(&d), ["Let me check."]);
+    assert_eq!(r.tool_calls.len(), 2);
+    assert_eq!(r.tool_calls[1].id, "c2");
+    assert_eq!(r.tool_calls[1].name, "list_dir");
+    assert_eq!(r.usage.output_tokens, 9);
+
+    // Anthropic: a whole message JSON.
+    let server = ScriptedServer::start([Reply::json(
+        200,
+        json!({"id": "msg", "type": "message", "role": "assistant", "content": [
+            {"type": "text", "text": "On it."},
+            {"type": "tool_use", "id": "toolu_9", "name": "exec", "input": {"cmd": "ls"}}],
+            "stop_reason": "tool_use", "usage": {"input_tokens": 11, "output_tokens": 4}}),
+    )]);
+    let (r, _) = run(&chain(profile(Api::Anthropic, &server, None)), &request()).await;
+    let r = r.unwrap();
+    assert_eq!(r.text, "On it.");
+    assert_eq!(r.tool_calls[0].arguments, "{\"cmd\":\"ls\"}");
+    assert_eq!(r.stop, Some(StopReason::ToolUse));
+    assert_eq!(r.usage.input_tokens, 11);
 }

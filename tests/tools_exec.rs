@@ -51,10 +51,10 @@ fn wait_dead(pid: i32) -> bool {
 fn read_pid(path: &Path) -> i32 {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        if let Ok(s) = std::fs::read_to_string(path) {
-            if let Ok(pid) = s.trim().parse() {
-                return pid;
-            }
+        if let Ok(s) = std::fs::read_to_string(path)
+            && let Ok(pid) = s.trim().parse()
+        {
+            return pid;
         }
         assert!(
             Instant::now() < deadline,

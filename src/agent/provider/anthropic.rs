@@ -123,11 +123,14 @@ pub(crate) async fn complete(
     if let Some(k) = &profile.api_key {
         headers.push(("x-api-key", k.clone()));
     }
+    let post = http::Post {
+        url: profile.endpoint(),
+        headers,
+        body: request_body(&profile.model, req),
+    };
     http::stream(
         client,
-        &profile.endpoint(),
-        &headers,
-        &request_body(&profile.model, req),
+        post,
         limits,
         AnthropicStream::default(),
         &profile.model,
@@ -307,6 +310,46 @@ impl StreamHandler for AnthropicStream {
                 return Ok(Flow::Done);
             }
             "error" => return Err(stream_error(v.get("error").unwrap_or(&v))),
+            // A whole, non-streamed message (a server that ignored `stream: true`).
+            "message" => {
+                self.started = true;
+                self.stopped = true;
+                for b in v
+                    .get("content")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
+                    let s = |k: &str| b.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+                    match b.get("type").and_then(Value::as_str) {
+                        Some("text") => {
+                            let t = s("text");
+                            self.text.push_str(&t);
+                            let _ = deltas.send(StreamDelta::Text(t));
+                        }
+                        Some("tool_use") => {
+                            let call = ToolCall {
+                                id: s("id"),
+                                name: s("name"),
+                                arguments: b.get("input").map_or("{}".into(), Value::to_string),
+                            };
+                            let _ = deltas.send(StreamDelta::ToolCall(call.clone()));
+                            self.tool_calls.push(call);
+                        }
+                        _ => {}
+                    }
+                }
+                self.stop = v
+                    .get("stop_reason")
+                    .and_then(Value::as_str)
+                    .map(String::from);
+                let u = v.get("usage");
+                self.usage = Usage {
+                    input_tokens: num(u, "input_tokens").unwrap_or(0),
+                    output_tokens: num(u, "output_tokens").unwrap_or(0),
+                };
+                return Ok(Flow::Done);
+            }
             _ => {} // ping and future event types
         }
         Ok(Flow::Continue)

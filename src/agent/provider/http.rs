@@ -16,6 +16,8 @@ use crate::agent::message::{ChatResponse, StreamDelta};
 
 /// Largest error body kept for the message.
 const MAX_ERROR_BODY: usize = 64 * 1024;
+/// Largest non-streamed JSON answer accepted.
+const MAX_JSON_BODY: usize = 16 * 1024 * 1024;
 
 /// What a handler wants after an event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,21 +51,26 @@ pub(crate) struct Limits {
     pub idle_timeout: Duration,
 }
 
+/// One POST to make.
+pub(crate) struct Post {
+    pub url: String,
+    pub headers: Vec<(&'static str, String)>,
+    pub body: serde_json::Value,
+}
+
 pub(crate) async fn stream<H: StreamHandler>(
     client: &reqwest::Client,
-    url: &str,
-    headers: &[(&str, String)],
-    body: &serde_json::Value,
+    post: Post,
     limits: Limits,
     mut handler: H,
     model: &str,
     deltas: &UnboundedSender<StreamDelta>,
 ) -> Result<ChatResponse, AttemptError> {
     let mut rb = client
-        .post(url)
+        .post(&post.url)
         .header("accept", "text/event-stream")
-        .json(body);
-    for (k, v) in headers {
+        .json(&post.body);
+    for (k, v) in &post.headers {
         rb = rb.header(*k, v);
     }
     let resp = match tokio::time::timeout(limits.response_timeout, rb.send()).await {
@@ -81,6 +88,22 @@ pub(crate) async fn stream<H: StreamHandler>(
         let retry_after = retry_after(resp.headers());
         let body = read_capped(resp, limits.idle_timeout).await;
         return Err(H::classify_status(status, retry_after, &body));
+    }
+    let is_json = resp
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_start().starts_with("application/json"));
+    if is_json {
+        // A server that ignored `stream: true` and sent the whole answer at once:
+        // handled as a single event carrying the complete JSON body.
+        let body = read_limited(resp, limits.idle_timeout, MAX_JSON_BODY).await?;
+        let ev = SseEvent {
+            data: body,
+            ..Default::default()
+        };
+        handler.on_event(&ev, deltas)?;
+        return handler.finish(model, deltas);
     }
     let mut parser = SseParser::new();
     let mut chunks = resp.bytes_stream();
@@ -153,6 +176,44 @@ async fn read_capped(resp: reqwest::Response, limit: Duration) -> String {
         }
     }
     String::from_utf8_lossy(&out).into_owned()
+}
+
+async fn read_limited(
+    resp: reqwest::Response,
+    idle: Duration,
+    max: usize,
+) -> Result<String, AttemptError> {
+    let mut out = Vec::new();
+    let mut chunks = resp.bytes_stream();
+    loop {
+        match tokio::time::timeout(idle, chunks.next()).await {
+            Err(_) => {
+                return Err(AttemptError::Timeout(format!(
+                    "after {idle:?} without data from the response body"
+                )));
+            }
+            Ok(None) => break,
+            Ok(Some(Err(e))) => {
+                return Err(AttemptError::Stream {
+                    message: format!(
+                        "connection broke while reading the body: {}",
+                        error_chain(&e)
+                    ),
+                    retryable: true,
+                });
+            }
+            Ok(Some(Ok(b))) => {
+                out.extend_from_slice(&b);
+                if out.len() > max {
+                    return Err(AttemptError::Stream {
+                        message: format!("response body larger than {max} bytes"),
+                        retryable: false,
+                    });
+                }
+            }
+        }
+    }
+    Ok(String::from_utf8_lossy(&out).into_owned())
 }
 
 fn network_error(e: &reqwest::Error) -> AttemptError {

@@ -17,6 +17,7 @@ use std::time::Duration;
 use crate::config::{LlmEnv, ProfileConfig, Settings};
 
 pub use failover::{ProviderChain, RetryPolicy, Sleeper, backoff_delay, parse_retry_after};
+pub use tokio_util::sync::CancellationToken;
 
 /// Which wire protocol a profile speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,6 +100,8 @@ pub enum ProfileError {
     MissingKey { profile: String, var: String },
     #[error("profile `{profile}`: no model given")]
     NoModel { profile: String },
+    #[error("no profile named `{name}` (configured: {available})")]
+    UnknownProfile { name: String, available: String },
     #[error(
         "no LLM configured: add agent.profiles to the config file or set CLAW_LLM_MODEL (and CLAW_LLM_BASE_URL / CLAW_LLM_API)"
     )]
@@ -253,6 +256,40 @@ pub fn profiles_from_settings(
         } else {
             profiles[0] = p;
         }
+    }
+    if profiles.is_empty() {
+        return Err(ProfileError::NoProfiles);
+    }
+    Ok(profiles)
+}
+
+/// Apply the `--profile NAME` and `--model MODEL` flags: the named profile moves
+/// to the front (the others stay behind it as failover), then `model` replaces
+/// the front profile's model.
+pub fn apply_overrides(
+    mut profiles: Vec<Profile>,
+    profile: Option<&str>,
+    model: Option<&str>,
+) -> Result<Vec<Profile>, ProfileError> {
+    if let Some(name) = profile {
+        let pos = profiles
+            .iter()
+            .position(|p| p.name == name)
+            .ok_or_else(|| ProfileError::UnknownProfile {
+                name: name.to_string(),
+                available: profiles
+                    .iter()
+                    .map(|p| p.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })?;
+        let chosen = profiles.remove(pos);
+        profiles.insert(0, chosen);
+    }
+    if let Some(m) = model.filter(|m| !m.trim().is_empty())
+        && let Some(first) = profiles.first_mut()
+    {
+        first.model = m.to_string();
     }
     if profiles.is_empty() {
         return Err(ProfileError::NoProfiles);
@@ -500,6 +537,26 @@ mod tests {
             profiles_from_settings(&s, &no_env),
             Err(ProfileError::NoModel { .. })
         ));
+    }
+
+    #[test]
+    fn flag_overrides() {
+        let mk = |n: &str| Profile {
+            name: n.into(),
+            ..Profile::from_config(&cfg("openai", None), 0, None, &no_env).unwrap()
+        };
+        let ps = vec![mk("a"), mk("b"), mk("c")];
+        let out = apply_overrides(ps.clone(), Some("b"), Some("big")).unwrap();
+        let names: Vec<_> = out.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["b", "a", "c"]);
+        assert_eq!(out[0].model, "big");
+        assert_eq!(out[1].model, "m1");
+        let err = apply_overrides(ps.clone(), Some("zz"), None).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "no profile named `zz` (configured: a, b, c)"
+        );
+        assert_eq!(apply_overrides(ps.clone(), None, None).unwrap(), ps);
     }
 
     #[test]

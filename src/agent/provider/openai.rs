@@ -93,11 +93,14 @@ pub(crate) async fn complete(
     if let Some(k) = &profile.api_key {
         headers.push(("authorization", format!("Bearer {k}")));
     }
+    let post = http::Post {
+        url: profile.endpoint(),
+        headers,
+        body: request_body(&profile.model, req),
+    };
     http::stream(
         client,
-        &profile.endpoint(),
-        &headers,
-        &request_body(&profile.model, req),
+        post,
         limits,
         OpenAiStream::default(),
         &profile.model,

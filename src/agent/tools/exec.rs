@@ -322,11 +322,18 @@ fn is_critical_target(target: &str) -> bool {
     if !target.starts_with('/') {
         return false;
     }
-    let parts: Vec<&str> = target
-        .split('/')
-        .filter(|p| !p.is_empty() && *p != "." && *p != "*")
-        .collect();
-    (parts.len() <= 1 && !parts.contains(&"..")) || parts.iter().all(|p| *p == "..")
+    // Lexically resolve `.` and `..`: `/tmp/..` is `/`.
+    let mut parts: Vec<&str> = Vec::new();
+    for p in target.split('/') {
+        match p {
+            "" | "." | "*" => {}
+            ".." => {
+                parts.pop();
+            }
+            p => parts.push(p),
+        }
+    }
+    parts.len() <= 1
 }
 
 fn check_segment(words: &[String]) -> Result<(), DenyReason> {
@@ -334,45 +341,30 @@ fn check_segment(words: &[String]) -> Result<(), DenyReason> {
         return Ok(());
     };
     let (flags, targets) = split_flags(args);
+    let recursive_on_critical =
+        || has_recursive_flag(&flags) && targets.iter().any(|t| is_critical_target(t));
     match cmd.as_str() {
-        "rm" => {
-            if flags.contains(&"--no-preserve-root") {
-                return Err(DenyReason::RecursiveDeleteOfRoot);
-            }
-            if has_recursive_flag(&flags) && targets.iter().any(|t| is_critical_target(t)) {
-                return Err(DenyReason::RecursiveDeleteOfRoot);
-            }
+        "rm" if flags.contains(&"--no-preserve-root") || recursive_on_critical() => {
+            Err(DenyReason::RecursiveDeleteOfRoot)
         }
-        "chmod" | "chown" | "chgrp" => {
-            if has_recursive_flag(&flags) && targets.iter().any(|t| is_critical_target(t)) {
-                return Err(DenyReason::RecursivePermissionsOfRoot);
-            }
+        "chmod" | "chown" | "chgrp" if recursive_on_critical() => {
+            Err(DenyReason::RecursivePermissionsOfRoot)
         }
-        "dd" => {
-            if args.iter().any(|a| a.starts_with("if=")) {
-                return Err(DenyReason::DdInput);
-            }
-        }
-        c if c.starts_with("mkfs") || c == "mke2fs" || c == "wipefs" => {
-            return Err(DenyReason::Mkfs);
-        }
-        "shutdown" | "reboot" | "halt" | "poweroff" => return Err(DenyReason::PowerState),
-        "systemctl" => {
+        "dd" if args.iter().any(|a| a.starts_with("if=")) => Err(DenyReason::DdInput),
+        c if c.starts_with("mkfs") || c == "mke2fs" || c == "wipefs" => Err(DenyReason::Mkfs),
+        "shutdown" | "reboot" | "halt" | "poweroff" => Err(DenyReason::PowerState),
+        "systemctl"
             if targets
                 .iter()
-                .any(|t| matches!(*t, "poweroff" | "reboot" | "halt" | "kexec"))
-            {
-                return Err(DenyReason::PowerState);
-            }
+                .any(|t| matches!(*t, "poweroff" | "reboot" | "halt" | "kexec")) =>
+        {
+            Err(DenyReason::PowerState)
         }
-        "init" | "telinit" => {
-            if targets.iter().any(|t| matches!(*t, "0" | "6")) {
-                return Err(DenyReason::PowerState);
-            }
+        "init" | "telinit" if targets.iter().any(|t| matches!(*t, "0" | "6")) => {
+            Err(DenyReason::PowerState)
         }
-        _ => {}
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 /// Cuts `text` longer than `max` characters to its first and last `keep`
@@ -603,6 +595,15 @@ mod tests {
                 DenyReason::RecursiveDeleteOfRoot,
             ),
             ("FOO=1 rm -rf /", DenyReason::RecursiveDeleteOfRoot),
+            ("rm -rf -- /", DenyReason::RecursiveDeleteOfRoot),
+            ("rm -rf \"$HOME\"", DenyReason::RecursiveDeleteOfRoot),
+            ("rm -rf ~/*", DenyReason::RecursiveDeleteOfRoot),
+            ("rm -rf /tmp/..", DenyReason::RecursiveDeleteOfRoot),
+            (
+                "rm -rf / --no-preserve-root",
+                DenyReason::RecursiveDeleteOfRoot,
+            ),
+            ("timeout 5 rm -rf /", DenyReason::RecursiveDeleteOfRoot),
             ("mkfs.ext4 /dev/sda1", DenyReason::Mkfs),
             ("sudo mkfs -t ext4 /dev/sdb", DenyReason::Mkfs),
             (
