@@ -76,10 +76,10 @@ pub fn open_store(settings: &Settings) -> anyhow::Result<Store> {
 /// Load the configured embedder, describing a fallback on stderr (text mode).
 pub fn load_embedder(settings: &Settings, output: Output) -> Loaded {
     let loaded = embed::load(&settings.embed, settings.memory.embed_batch_size);
-    if let Loaded::Unavailable(e) = &loaded {
-        if output == Output::Text {
-            eprintln!("note: keyword-only (no embeddings): {e}");
-        }
+    if let Loaded::Unavailable(e) = &loaded
+        && output == Output::Text
+    {
+        eprintln!("note: keyword-only (no embeddings): {e}");
     }
     loaded
 }

@@ -374,13 +374,13 @@ impl<'a> Run<'a> {
             return self.transcript(src, f, stored, &bytes);
         }
         let sha = sha256_hex(&bytes);
-        if let Some(r) = stored {
-            if r.sha256 == sha {
-                self.store
-                    .touch_file(&src.name, &f.rel, f.mtime_ns, f.size)?;
-                self.report.files_unchanged += 1;
-                return Ok(());
-            }
+        if let Some(r) = stored
+            && r.sha256 == sha
+        {
+            self.store
+                .touch_file(&src.name, &f.rel, f.mtime_ns, f.size)?;
+            self.report.files_unchanged += 1;
+            return Ok(());
         }
         if bytes[..bytes.len().min(8192)].contains(&0) {
             self.issue(

@@ -161,7 +161,7 @@ pub fn vec_to_blob(v: &[f32]) -> Vec<u8> {
 
 /// Decode little-endian f32 bytes; `None` if the length is not a multiple of 4.
 pub fn blob_to_vec(b: &[u8]) -> Option<Vec<f32>> {
-    if b.len() % 4 != 0 {
+    if !b.len().is_multiple_of(4) {
         return None;
     }
     Some(
@@ -406,7 +406,7 @@ impl Store {
     ) -> Result<()> {
         let now = now_unix();
         let has_vec = self.vec.is_loaded() && self.has_vec_tables()?;
-        let has_bit = has_vec && self.vec_dims()?.is_some_and(|d| d % 8 == 0);
+        let has_bit = has_vec && self.vec_dims()?.is_some_and(|d| d.is_multiple_of(8));
         let tx = self
             .conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
@@ -733,7 +733,7 @@ fn create_vec_tables(conn: &Connection, dims: usize) -> rusqlite::Result<()> {
         "CREATE TRIGGER IF NOT EXISTS chunks_vec_ad AFTER DELETE ON chunks BEGIN
              DELETE FROM chunks_vec WHERE rowid = old.rowid;",
     );
-    if dims % 8 == 0 {
+    if dims.is_multiple_of(8) {
         conn.execute_batch(&format!(
             "CREATE VIRTUAL TABLE IF NOT EXISTS chunks_vec_bit USING vec0 (embedding bit[{dims}]);"
         ))?;
