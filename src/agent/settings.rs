@@ -5,7 +5,7 @@
 //! environment arrives as a lookup function.
 
 use crate::agent::core::DEFAULT_MAX_ITERATIONS;
-use crate::agent::provider::{Profile, ProfileError, profiles_from_settings};
+use crate::agent::provider::{Profile, ProfileError, apply_overrides, profiles_from_settings};
 use crate::config::{ENV_LLM_API, ENV_LLM_API_KEY, ENV_LLM_BASE_URL, ENV_LLM_MODEL, Settings};
 use chrono::FixedOffset;
 use std::time::Duration;
@@ -26,8 +26,6 @@ pub enum AgentSettingsError {
     NoLlm,
     #[error("{0}")]
     Profile(#[from] ProfileError),
-    #[error("--profile {wanted}: no such profile (configured: {available})")]
-    UnknownProfile { wanted: String, available: String },
     #[error("invalid value for {name}: {message}")]
     Invalid { name: String, message: String },
 }
@@ -81,35 +79,26 @@ pub fn resolve(
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<AgentSettings, AgentSettingsError> {
     let a = &settings.agent;
-    let mut profiles = match profiles_from_settings(settings, env) {
+    let profiles = match profiles_from_settings(settings, env) {
         Ok(p) => p,
         Err(ProfileError::NoProfiles) => return Err(AgentSettingsError::NoLlm),
         Err(e) => return Err(e.into()),
     };
-    if let Some(wanted) = &overrides.profile {
-        let pos = profiles
-            .iter()
-            .position(|p| &p.name == wanted)
-            .ok_or_else(|| AgentSettingsError::UnknownProfile {
-                wanted: wanted.clone(),
-                available: profiles
-                    .iter()
-                    .map(|p| p.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            })?;
-        let p = profiles.remove(pos);
-        profiles.insert(0, p);
+    if overrides
+        .model
+        .as_deref()
+        .is_some_and(|m| m.trim().is_empty())
+    {
+        return Err(AgentSettingsError::Invalid {
+            name: "--model".into(),
+            message: "empty".into(),
+        });
     }
-    if let Some(model) = &overrides.model {
-        if model.trim().is_empty() {
-            return Err(AgentSettingsError::Invalid {
-                name: "--model".into(),
-                message: "empty".into(),
-            });
-        }
-        profiles[0].model = model.clone();
-    }
+    let profiles = apply_overrides(
+        profiles,
+        overrides.profile.as_deref(),
+        overrides.model.as_deref(),
+    )?;
     let max_iterations = a.max_iterations.unwrap_or(DEFAULT_MAX_ITERATIONS);
     if max_iterations == 0 {
         return Err(AgentSettingsError::Invalid {
