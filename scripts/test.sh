@@ -23,7 +23,6 @@ export ORT_DYLIB_PATH="$ASSETS/ort/libonnxruntime.so.1.24.4"
 if [ -d "$SHARED/tools/local-llm" ]; then
   ts "local llama.cpp server (cached after the first build)"
   bash "$SHARED/tools/local-llm/setup-local-llm.sh" >&2
-  export CLAW_LOCAL_LLM_DIR=${LLM_DIR:-$HOME/.cache/claw-local-llm}
 fi
 
 ts "cargo test"
