@@ -84,6 +84,10 @@ fn twir_chunks_fit_the_model_budget_and_cover_every_line() {
         }
         chunks_total += chunks.len();
     }
+    eprintln!(
+        "{} files, {chunks_total} chunks, largest {max_seen} tokens, {full} over half full",
+        sample.len()
+    );
     assert!(
         chunks_total > sample.len(),
         "too few chunks: {chunks_total}"
