@@ -107,8 +107,20 @@ impl ParsedQuery {
 
     /// The `MATCH` expression for the word index (`chunks_fts`): every term quoted,
     /// combined with OR (BM25 ranks chunks with more and rarer terms higher).
+    /// English stop words are left out when other terms remain (they add little
+    /// to BM25 and make OR queries match nearly every chunk).
     pub fn fts_match(&self) -> Option<String> {
-        or_of(self.words.iter().map(String::as_str))
+        let content: Vec<&str> = self
+            .words
+            .iter()
+            .map(String::as_str)
+            .filter(|w| !is_stopword(w))
+            .collect();
+        if content.is_empty() {
+            or_of(self.words.iter().map(String::as_str))
+        } else {
+            or_of(content.into_iter())
+        }
     }
 
     /// The `MATCH` expression for the trigram index (`chunks_trigram`): the
@@ -142,6 +154,18 @@ impl ParsedQuery {
         }
         (w / total, t / total, s / total)
     }
+}
+
+/// Common English words dropped from OR queries (when other terms remain).
+const STOPWORDS: &[&str] = &[
+    "a", "about", "an", "and", "are", "as", "at", "be", "by", "did", "do", "does", "for", "from",
+    "how", "i", "in", "is", "it", "my", "of", "on", "or", "that", "the", "this", "to", "was", "we",
+    "what", "when", "where", "which", "who", "why", "with",
+];
+
+/// Whether `w` is an English stop word (case-insensitive, whole term).
+pub fn is_stopword(w: &str) -> bool {
+    STOPWORDS.iter().any(|s| s.eq_ignore_ascii_case(w))
 }
 
 /// Quote one term as an FTS5 string: wrapped in `"`, inner `"` doubled.
@@ -253,13 +277,22 @@ mod tests {
     #[test]
     fn operators_lose_meaning() {
         let q = ParsedQuery::parse(r#"foo AND bar OR NOT baz NEAR(a b) "x" * ^c col:d"#);
-        let m = q.fts_match().unwrap();
+        // (OR / AND / NOT are stop-word-free here: "or"/"and" are stop words, so use the raw list.)
+        let m = or_of(q.words.iter().map(String::as_str)).unwrap();
         assert_eq!(
             m,
             r#""foo" OR "AND" OR "bar" OR "OR" OR "NOT" OR "baz" OR "NEAR(a" OR "b)" OR """x""" OR "^c" OR "col:d""#
         );
         // `*` alone has no letter or digit: dropped.
         assert!(!q.words.iter().any(|w| w == "*"));
+    }
+
+    #[test]
+    fn stopwords_dropped_only_when_others_remain() {
+        let q = ParsedQuery::parse("what is the deploy plan");
+        assert_eq!(q.fts_match().unwrap(), r#""deploy" OR "plan""#);
+        let q = ParsedQuery::parse("what is it");
+        assert_eq!(q.fts_match().unwrap(), r#""what" OR "is" OR "it""#);
     }
 
     #[test]
