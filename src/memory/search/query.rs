@@ -56,39 +56,39 @@ impl ParsedQuery {
         let mut cjk_long: Vec<String> = Vec::new();
         let mut cjk_short: Vec<String> = Vec::new();
         for raw in clean.split_whitespace() {
-            // Split the whitespace term into alternating CJK and non-CJK pieces.
+            // Non-CJK pieces of each whitespace term go to the word index.
             let mut piece = String::new();
-            let mut piece_cjk = false;
-            let mut flush = |piece: &mut String, cjk: bool| {
-                if piece.is_empty() {
-                    return;
-                }
+            let mut flush = |piece: &mut String| {
                 let p = std::mem::take(piece);
-                if cjk {
-                    let n = p.chars().count();
-                    let list = if n >= 3 {
-                        &mut cjk_long
-                    } else {
-                        &mut cjk_short
-                    };
-                    if !list.contains(&p) {
-                        list.push(p);
-                    }
-                } else if p.chars().any(char::is_alphanumeric)
+                if p.chars().any(char::is_alphanumeric)
                     && !words.iter().any(|w| w.to_lowercase() == p.to_lowercase())
                 {
                     words.push(p);
                 }
             };
             for c in raw.chars() {
-                let cjk = is_cjk(c);
-                if cjk != piece_cjk {
-                    flush(&mut piece, piece_cjk);
-                    piece_cjk = cjk;
+                if is_cjk(c) {
+                    flush(&mut piece);
+                } else {
+                    piece.push(c);
                 }
-                piece.push(c);
             }
-            flush(&mut piece, piece_cjk);
+            flush(&mut piece);
+        }
+        // Runs of letters/digits that contain CJK go to the trigram index whole
+        // (CJK text has no spaces: `308分` or `NFL联赛` are one run in a chunk too).
+        for run in clean.split(|c: char| !c.is_alphanumeric()) {
+            if !run.chars().any(is_cjk) {
+                continue;
+            }
+            let list = if run.chars().count() >= 3 {
+                &mut cjk_long
+            } else {
+                &mut cjk_short
+            };
+            if !list.iter().any(|r| r == run) {
+                list.push(run.to_string());
+            }
         }
         words.truncate(MAX_TERMS);
         let identifier = detect_identifier(clean.trim()).map(|k| (k, clean.trim().to_string()));
@@ -319,12 +319,12 @@ mod tests {
     #[test]
     fn cjk_runs_split_by_length() {
         let q = ParsedQuery::parse("黑豹队的防守 猫 东京 tower东京塔");
-        assert_eq!(q.cjk_long, vec!["黑豹队的防守", "东京塔"]);
+        assert_eq!(q.cjk_long, vec!["黑豹队的防守", "tower东京塔"]);
         assert_eq!(q.cjk_short, vec!["猫", "东京"]);
         assert_eq!(q.words, vec!["tower"]);
         let m = q.trigram_match().unwrap();
         assert!(m.starts_with(r#""黑豹队" OR "豹队的""#), "{m}");
-        assert!(m.contains(r#""东京塔""#));
+        assert!(m.contains(r#""东京塔""#) && m.contains(r#""r东京""#));
         let (w, t, s) = q.stage_shares();
         assert!((w + t + s - 1.0).abs() < 1e-9 && w > 0.0 && t > 0.0 && s > 0.0);
     }
