@@ -308,11 +308,14 @@ pub fn search(
         });
         cand_rows.push(row);
     }
+    // Weights of the stages that produced evidence: a keyword stage that matched
+    // nothing counts as not run (like a query that sanitises to nothing), so a
+    // vector-only paraphrase is not capped at vector_weight × cosine.
     let weights = score::effective_weights(
         params.vector_weight,
         params.text_weight,
         vector_ran,
-        keyword_ran,
+        keyword_ran && (!kw_scores.is_empty() || !vector_ran),
     );
     let rp = RankParams {
         weights,
