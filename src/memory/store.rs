@@ -596,20 +596,11 @@ impl Store {
         if excess <= 0 {
             return Ok(0);
         }
-        let removed = self.conn.execute(
-            "DELETE FROM embedding_cache WHERE rowid IN (
-                 SELECT rowid FROM embedding_cache ORDER BY updated_at ASC LIMIT ?1)",
+        Ok(self.conn.execute(
+            "DELETE FROM embedding_cache WHERE (provider, model, hash) IN (
+                 SELECT provider, model, hash FROM embedding_cache ORDER BY updated_at ASC LIMIT ?1)",
             [excess],
-        );
-        // WITHOUT ROWID tables have no rowid: delete by key instead.
-        match removed {
-            Ok(r) => Ok(r),
-            Err(_) => Ok(self.conn.execute(
-                "DELETE FROM embedding_cache WHERE (provider, model, hash) IN (
-                     SELECT provider, model, hash FROM embedding_cache ORDER BY updated_at ASC LIMIT ?1)",
-                [excess],
-            )?),
-        }
+        )?)
     }
 
     /// Register a notes folder.
@@ -693,7 +684,6 @@ impl Store {
         if orphans > 0 {
             problems.push(format!("{orphans} chunks without a file row"));
         }
-        let chunks = count("SELECT count(*) FROM chunks")?;
         // FTS5 external-content integrity: 'integrity-check' compares the index with the content table.
         for t in ["chunks_fts", "chunks_trigram"] {
             if let Err(e) = self.conn.execute(
@@ -717,7 +707,6 @@ impl Store {
                 problems.push(format!("{missing} embedded chunks without a vec0 row"));
             }
         }
-        let _ = chunks;
         Ok(problems)
     }
 }
