@@ -68,11 +68,24 @@ fn incremental_index_with_the_real_model() {
     let c = db(ws);
     assert_eq!(count(&c, "SELECT count(*) FROM chunks") as u64, chunks);
     assert_eq!(count(&c, "SELECT count(*) FROM chunks_vec") as u64, chunks);
-    assert_eq!(count(&c, "SELECT count(*) FROM embedding_cache") as u64, chunks);
-    assert_eq!(count(&c, "SELECT count(*) FROM chunks WHERE length(embedding) = 384 * 4") as u64, chunks);
+    assert_eq!(
+        count(&c, "SELECT count(*) FROM embedding_cache") as u64,
+        chunks
+    );
+    assert_eq!(
+        count(
+            &c,
+            "SELECT count(*) FROM chunks WHERE length(embedding) = 384 * 4"
+        ) as u64,
+        chunks
+    );
     // Stored hashes are the files' sha256.
     let sha: String = c
-        .query_row("SELECT sha256 FROM files WHERE path = 'MEMORY.md'", [], |r| r.get(0))
+        .query_row(
+            "SELECT sha256 FROM files WHERE path = 'MEMORY.md'",
+            [],
+            |r| r.get(0),
+        )
         .unwrap();
     let want = hex::encode(Sha256::digest(std::fs::read(ws.join("MEMORY.md")).unwrap()));
     assert_eq!(sha, want);
@@ -103,19 +116,51 @@ fn incremental_index_with_the_real_model() {
     consistent(ws);
 
     // Rename: the old path disappears, the new one costs no embedding (cache).
-    std::fs::rename(ws.join("memory/2026-10-05.md"), ws.join("memory/2026-10-05-standup.md")).unwrap();
+    std::fs::rename(
+        ws.join("memory/2026-10-05.md"),
+        ws.join("memory/2026-10-05-standup.md"),
+    )
+    .unwrap();
     let r = index_json(&mut support::claw(ws));
     assert_eq!(r["files_removed"], 1);
     assert_eq!(r["files_changed"], 1);
     assert_eq!(r["embeddings_computed"], 0);
     assert!(r["cache_hits"].as_u64().unwrap() >= 1);
     let c = db(ws);
-    assert_eq!(count(&c, "SELECT count(*) FROM chunks WHERE path = 'memory/2026-10-05.md'"), 0);
-    assert_eq!(count(&c, "SELECT count(*) FROM files WHERE path = 'memory/2026-10-05.md'"), 0);
-    assert!(count(&c, "SELECT count(*) FROM chunks WHERE path = 'memory/2026-10-05-standup.md'") >= 1);
+    assert_eq!(
+        count(
+            &c,
+            "SELECT count(*) FROM chunks WHERE path = 'memory/2026-10-05.md'"
+        ),
+        0
+    );
+    assert_eq!(
+        count(
+            &c,
+            "SELECT count(*) FROM files WHERE path = 'memory/2026-10-05.md'"
+        ),
+        0
+    );
+    assert!(
+        count(
+            &c,
+            "SELECT count(*) FROM chunks WHERE path = 'memory/2026-10-05-standup.md'"
+        ) >= 1
+    );
     // Dated file names carry their date for decay; evergreen files don't.
-    assert!(count(&c, "SELECT count(*) FROM chunks WHERE path = 'memory/2026-10-05-standup.md' AND note_time IS NOT NULL") >= 1);
-    assert_eq!(count(&c, "SELECT count(*) FROM chunks WHERE path = 'MEMORY.md' AND note_time IS NOT NULL"), 0);
+    assert!(
+        count(
+            &c,
+            "SELECT count(*) FROM chunks WHERE path = 'memory/2026-10-05-standup.md' AND note_time IS NOT NULL"
+        ) >= 1
+    );
+    assert_eq!(
+        count(
+            &c,
+            "SELECT count(*) FROM chunks WHERE path = 'MEMORY.md' AND note_time IS NOT NULL"
+        ),
+        0
+    );
     consistent(ws);
 
     // Delete: gone from every table.
@@ -123,17 +168,32 @@ fn incremental_index_with_the_real_model() {
     let r = index_json(&mut support::claw(ws));
     assert_eq!(r["files_removed"], 1);
     let c = db(ws);
-    assert_eq!(count(&c, "SELECT count(*) FROM chunks WHERE path = 'memory/2026-11-02.md'"), 0);
     assert_eq!(
-        count(&c, "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH 'idempotency'"),
+        count(
+            &c,
+            "SELECT count(*) FROM chunks WHERE path = 'memory/2026-11-02.md'"
+        ),
+        0
+    );
+    assert_eq!(
+        count(
+            &c,
+            "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH 'idempotency'"
+        ),
         0,
         "deleted text still in FTS"
     );
-    assert_eq!(count(&c, "SELECT count(*) FROM chunks_vec"), count(&c, "SELECT count(*) FROM chunks"));
+    assert_eq!(
+        count(&c, "SELECT count(*) FROM chunks_vec"),
+        count(&c, "SELECT count(*) FROM chunks")
+    );
     consistent(ws);
 
     // --force rebuilds but embeddings come from the cache.
-    let out = support::claw(ws).args(["memory", "index", "--force", "--json"]).output().unwrap();
+    let out = support::claw(ws)
+        .args(["memory", "index", "--force", "--json"])
+        .output()
+        .unwrap();
     assert!(out.status.success());
     let r: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(r["rebuilt"], "--force");
@@ -151,11 +211,20 @@ fn model_change_rebuilds_and_keyword_only_says_so() {
     assert_eq!(r["model"], "");
     assert!(r["keyword_only"].as_str().unwrap().contains("none"));
     assert_eq!(r["embeddings_computed"], 0);
-    assert_eq!(count(&db(ws), "SELECT count(*) FROM chunks WHERE embedding IS NOT NULL"), 0);
+    assert_eq!(
+        count(
+            &db(ws),
+            "SELECT count(*) FROM chunks WHERE embedding IS NOT NULL"
+        ),
+        0
+    );
 
     // Now with the model: the index is rebuilt with vectors.
     let r = index_json(&mut support::claw(ws));
-    assert!(r["rebuilt"].as_str().unwrap().contains("model changed"), "{r}");
+    assert!(
+        r["rebuilt"].as_str().unwrap().contains("model changed"),
+        "{r}"
+    );
     assert_eq!(r["embeddings_computed"], r["chunks_added"]);
     consistent(ws);
 
@@ -167,21 +236,37 @@ fn model_change_rebuilds_and_keyword_only_says_so() {
         .unwrap();
     assert!(out.status.success());
     let r: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert!(r["keyword_only"].as_str().unwrap().contains("claw memory install-model"), "{r}");
+    assert!(
+        r["keyword_only"]
+            .as_str()
+            .unwrap()
+            .contains("claw memory install-model"),
+        "{r}"
+    );
 }
 
 #[test]
 fn bad_input_is_skipped_and_counted_without_losing_anything() {
     let tmp = tempfile::tempdir().unwrap();
     let ws = tmp.path();
-    support::write_tree(ws, &[("MEMORY.md", "# Memory\nThe quokka lives on Rottnest Island.\n")]);
+    support::write_tree(
+        ws,
+        &[(
+            "MEMORY.md",
+            "# Memory\nThe quokka lives on Rottnest Island.\n",
+        )],
+    );
     let r = index_json(&mut support::claw_keyword_only(ws));
     assert_eq!(r["files_changed"], 1);
 
     let mem = ws.join("memory");
     std::fs::create_dir_all(&mem).unwrap();
     // Non-UTF-8 (Latin-1) text: indexed, with a warning.
-    std::fs::write(mem.join("latin1.md"), b"Caf\xe9 cr\xe8me recipe with zanzibar vanilla\n").unwrap();
+    std::fs::write(
+        mem.join("latin1.md"),
+        b"Caf\xe9 cr\xe8me recipe with zanzibar vanilla\n",
+    )
+    .unwrap();
     // A binary file named .md: skipped.
     std::fs::write(mem.join("image.md"), b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0").unwrap();
     // Empty file: indexed with no chunks.
@@ -212,10 +297,34 @@ fn bad_input_is_skipped_and_counted_without_losing_anything() {
 
     let c = db(ws);
     // What was indexed before is still there; the Latin-1 note is searchable.
-    assert_eq!(count(&c, "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH 'quokka'"), 1);
-    assert_eq!(count(&c, "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH 'zanzibar'"), 1);
-    assert_eq!(count(&c, "SELECT count(*) FROM files WHERE path = 'memory/empty.md'"), 1);
-    assert_eq!(count(&c, "SELECT count(*) FROM files WHERE path = 'memory/huge.md'"), 0);
+    assert_eq!(
+        count(
+            &c,
+            "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH 'quokka'"
+        ),
+        1
+    );
+    assert_eq!(
+        count(
+            &c,
+            "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH 'zanzibar'"
+        ),
+        1
+    );
+    assert_eq!(
+        count(
+            &c,
+            "SELECT count(*) FROM files WHERE path = 'memory/empty.md'"
+        ),
+        1
+    );
+    assert_eq!(
+        count(
+            &c,
+            "SELECT count(*) FROM files WHERE path = 'memory/huge.md'"
+        ),
+        0
+    );
     consistent(ws);
 }
 
@@ -226,10 +335,16 @@ fn newer_schema_is_refused_with_exit_2() {
     support::write_tree(ws, &[("MEMORY.md", "hello\n")]);
     index_json(&mut support::claw_keyword_only(ws));
     db(ws).pragma_update(None, "user_version", 999).unwrap();
-    let out = support::claw_keyword_only(ws).args(["memory", "index"]).output().unwrap();
+    let out = support::claw_keyword_only(ws)
+        .args(["memory", "index"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("newer") && err.contains("upgrade claw"), "{err}");
+    assert!(
+        err.contains("newer") && err.contains("upgrade claw"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -239,7 +354,11 @@ fn files_deleted_while_indexing_leave_a_consistent_index() {
     let mem = ws.join("memory");
     std::fs::create_dir_all(&mem).unwrap();
     for i in 0..1500 {
-        std::fs::write(mem.join(format!("n{i:04}.md")), format!("# Note {i}\nbody text number {i}\n")).unwrap();
+        std::fs::write(
+            mem.join(format!("n{i:04}.md")),
+            format!("# Note {i}\nbody text number {i}\n"),
+        )
+        .unwrap();
     }
     let child = support::claw_keyword_only(&ws)
         .args(["memory", "index", "--json"])
@@ -251,7 +370,11 @@ fn files_deleted_while_indexing_leave_a_consistent_index() {
         let _ = std::fs::remove_file(mem.join(format!("n{i:04}.md")));
     }
     let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     // The next pass reconciles, and the result is exactly the surviving files.
     index_json(&mut support::claw_keyword_only(&ws));
     let c = db(&ws);
@@ -265,26 +388,68 @@ fn sources_add_list_remove() {
     let tmp = tempfile::tempdir().unwrap();
     let ws = tmp.path().join("ws");
     let notes = tmp.path().join("my-notes");
-    support::write_tree(&notes, &[("a.md", "alpha note about narwhals\n"), ("sub/b.markdown", "beta\n"), ("c.txt", "not markdown\n")]);
+    support::write_tree(
+        &notes,
+        &[
+            ("a.md", "alpha note about narwhals\n"),
+            ("sub/b.markdown", "beta\n"),
+            ("c.txt", "not markdown\n"),
+        ],
+    );
     let ok = |c: &mut std::process::Command| {
         let o = c.output().unwrap();
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         String::from_utf8(o.stdout).unwrap()
     };
-    ok(support::claw_keyword_only(&ws).args(["memory", "add"]).arg(&notes));
+    ok(support::claw_keyword_only(&ws)
+        .args(["memory", "add"])
+        .arg(&notes));
     // Same folder twice is refused.
-    let o = support::claw_keyword_only(&ws).args(["memory", "add"]).arg(&notes).output().unwrap();
+    let o = support::claw_keyword_only(&ws)
+        .args(["memory", "add"])
+        .arg(&notes)
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(2));
-    let list: Value = serde_json::from_str(&ok(support::claw_keyword_only(&ws).args(["memory", "sources", "--json"]))).unwrap();
-    assert!(list.as_array().unwrap().iter().any(|s| s["name"] == "my-notes"));
+    let list: Value = serde_json::from_str(&ok(
+        support::claw_keyword_only(&ws).args(["memory", "sources", "--json"])
+    ))
+    .unwrap();
+    assert!(
+        list.as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["name"] == "my-notes")
+    );
     let r = index_json(&mut support::claw_keyword_only(&ws));
     assert_eq!(r["files_changed"], 2);
-    assert_eq!(count(&db(&ws), "SELECT count(*) FROM files WHERE source = 'my-notes'"), 2);
+    assert_eq!(
+        count(
+            &db(&ws),
+            "SELECT count(*) FROM files WHERE source = 'my-notes'"
+        ),
+        2
+    );
     ok(support::claw_keyword_only(&ws).args(["memory", "remove", "my-notes"]));
     let c = db(&ws);
-    assert_eq!(count(&c, "SELECT count(*) FROM files WHERE source = 'my-notes'"), 0);
-    assert_eq!(count(&c, "SELECT count(*) FROM chunks WHERE source = 'my-notes'"), 0);
-    assert_eq!(count(&c, "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH 'narwhals'"), 0);
-    let o = support::claw_keyword_only(&ws).args(["memory", "remove", "my-notes"]).output().unwrap();
+    assert_eq!(
+        count(&c, "SELECT count(*) FROM files WHERE source = 'my-notes'"),
+        0
+    );
+    assert_eq!(
+        count(&c, "SELECT count(*) FROM chunks WHERE source = 'my-notes'"),
+        0
+    );
+    assert_eq!(
+        count(
+            &c,
+            "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH 'narwhals'"
+        ),
+        0
+    );
+    let o = support::claw_keyword_only(&ws)
+        .args(["memory", "remove", "my-notes"])
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(1));
 }

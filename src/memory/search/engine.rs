@@ -243,8 +243,8 @@ pub fn search(
     if req.mode != Mode::Fts && !req.query.trim().is_empty() && limit > 0 {
         let index_model = store.meta("model")?.unwrap_or_default();
         match embedder {
+            _ if index_model.is_empty() => fallback = Some(FALLBACK_NO_VECTORS),
             None => fallback = Some(FALLBACK_NO_EMBEDDER),
-            Some(_) if index_model.is_empty() => fallback = Some(FALLBACK_NO_VECTORS),
             Some(e) if e.model_id() != index_model => fallback = Some(FALLBACK_MODEL_MISMATCH),
             Some(e) => match e.embed_query(&req.query) {
                 Ok(v) => qvec = Some(v),
