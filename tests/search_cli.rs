@@ -173,7 +173,7 @@ fn model_absent_falls_back_to_keywords() {
     assert_eq!(code(&o), 0, "{}", String::from_utf8_lossy(&o.stderr));
     let j: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(j["fallback"], "no-embedder");
-    assert_eq!(j["mode"], "fts");
+    assert_eq!(j["mode"], "hybrid");
     assert_eq!(j["results"][0]["path"], "MEMORY.md");
     // Text mode says what to run, on stderr.
     let o = run(support::claw(ws.path())

@@ -12,7 +12,6 @@ use claw::memory::search::engine::{
 use claw::memory::store::Store;
 use search_support::Doc;
 
-const DAY: i64 = 86_400;
 /// 2026-12-01, a fixed "now" (the fixture's dated notes are relative to it).
 const NOW: i64 = 1_796_083_200;
 
@@ -118,17 +117,6 @@ fn hybrid_behaviour_on_fixture() {
     )
     .unwrap();
     assert!(!paths(&kw).contains(&"memory/2026-11-28.md"), "{kw:?}");
-    let r = search(
-        &store,
-        e,
-        &p,
-        &SearchRequest {
-            min_score: Some(0.0),
-            ..req(q)
-        },
-        NOW,
-    )
-    .unwrap();
     let r = search(&store, e, &p, &req(q), NOW).unwrap();
     assert_eq!(r.mode, Mode::Hybrid);
     assert_eq!(r.fallback, None);
@@ -328,7 +316,7 @@ fn fallbacks_never_fail() {
     let r = search(&store, None, &p, &req("coffee"), NOW).unwrap();
     assert_eq!(
         (r.mode, r.fallback.as_deref()),
-        (Mode::Fts, Some("no-embedder"))
+        (Mode::Hybrid, Some("no-embedder"))
     );
     assert_eq!(paths(&r).first(), Some(&"MEMORY.md"));
     // Keyword-only hits are not capped below min-score (weights renormalise).
@@ -347,7 +335,7 @@ fn fallbacks_never_fail() {
     .unwrap();
     assert_eq!(
         (r.mode, r.fallback.as_deref()),
-        (Mode::Fts, Some("no-embedder"))
+        (Mode::Vector, Some("no-embedder"))
     );
     assert!(!r.results.is_empty());
     let with_vec0 = search(
@@ -380,7 +368,7 @@ fn fallbacks_never_fail() {
     let r = search(&store, e.as_deref(), &p, &req("coffee"), NOW).unwrap();
     assert_eq!(
         (r.mode, r.fallback.as_deref()),
-        (Mode::Fts, Some("no-vectors"))
+        (Mode::Hybrid, Some("no-vectors"))
     );
     assert_eq!(paths(&r).first(), Some(&"MEMORY.md"));
 }

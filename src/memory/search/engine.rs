@@ -184,7 +184,8 @@ pub struct SearchHit {
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct SearchResponse {
     pub query: String,
-    /// The stages that actually ran: `hybrid`, `fts` or `vector`.
+    /// The mode requested (`hybrid`, `fts` or `vector`); `fallback` says when a
+    /// stage was skipped or degraded.
     pub mode: Mode,
     /// Why a stage was skipped or degraded, e.g. `no-embedder`, `no-vec0`.
     pub fallback: Option<String>,
@@ -357,15 +358,9 @@ pub fn search(
             }
         })
         .collect();
-    let mode = match (vector_ran, keyword_ran) {
-        (true, true) => Mode::Hybrid,
-        (true, false) => Mode::Vector,
-        (false, true) => Mode::Fts,
-        (false, false) => req.mode,
-    };
     Ok(SearchResponse {
         query: req.query.clone(),
-        mode,
+        mode: req.mode,
         fallback: fallback.map(str::to_string),
         results,
     })
