@@ -6,6 +6,7 @@
 use super::output::Exit;
 use crate::agent::core::TurnEnd;
 use crate::agent::driver::{Driver, DriverOptions, Ui};
+use crate::agent::memory_backend::EngineBackend;
 use crate::agent::provider::{ProviderChain, RetryPolicy};
 use crate::agent::settings::{self as agent_settings, AgentSettings, Overrides};
 use crate::agent::tools::{ToolContext, ToolRegistry};
@@ -107,6 +108,7 @@ fn build_tools(settings: &Settings, a: &AgentSettings) -> ToolRegistry {
     ctx.exec_timeout = a.exec_timeout;
     ctx.brave_api_key = a.brave_api_key.clone();
     ctx.confirm_side_effects = a.confirm_side_effects;
+    ctx.memory = Some(Arc::new(EngineBackend::new(settings.clone())));
     ToolRegistry::new(ctx)
 }
 

@@ -7,6 +7,7 @@ use crate::memory::embed::{self, Loaded};
 use crate::memory::search::engine::{
     self, GetRequest, Mode, SearchError, SearchRequest, SourceFilter,
 };
+use crate::memory::service::query_embedder;
 use crate::memory::store::{Store, now_unix};
 use anyhow::Context;
 use std::io::Write;
@@ -76,12 +77,7 @@ pub fn run_search(settings: &Settings, args: SearchArgs) -> anyhow::Result<Exit>
     let store = Store::open(&db).with_context(|| format!("opening {}", db.display()))?;
     let mode: Mode = args.mode.into();
     // Load the model only when the mode needs vectors and the index has some.
-    let index_model = store.meta("model")?.unwrap_or_default();
-    let loaded = if mode != Mode::Fts && !index_model.is_empty() {
-        embed::load(&settings.embed, settings.memory.embed_batch_size)
-    } else {
-        Loaded::Disabled
-    };
+    let loaded = query_embedder(settings, &store, mode)?;
     if let Loaded::Unavailable(err) = &loaded
         && output == Output::Text
     {
