@@ -192,6 +192,9 @@ pub struct SearchResponse {
     pub results: Vec<SearchHit>,
 }
 
+/// Vector candidates (rowid, cosine similarity) and the fallback that applied, if any.
+pub type VectorHits = (Vec<(i64, f64)>, Option<&'static str>);
+
 /// Errors from search and get.
 #[derive(Debug, thiserror::Error)]
 pub enum SearchError {
@@ -444,7 +447,7 @@ pub fn vector_candidates(
     q: &[f32],
     k: usize,
     source: Option<&str>,
-) -> Result<(Vec<(i64, f64)>, Option<&'static str>), SearchError> {
+) -> Result<VectorHits, SearchError> {
     let want = if source.is_some() { k * 4 } else { k };
     match vector_plan(store)? {
         VectorPlan::InProcess => Ok((in_process_knn(store, q, k, source)?, Some(FALLBACK_NO_VEC0))),
