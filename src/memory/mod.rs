@@ -14,6 +14,7 @@ pub mod lock;
 pub mod plan;
 pub mod redact;
 pub mod search;
+pub mod service;
 pub mod store;
 pub mod transcript;
 pub mod walk;
