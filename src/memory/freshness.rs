@@ -7,6 +7,9 @@
 //! waits for another writer.
 
 use crate::config::Settings;
+use crate::memory::embed::Embedder;
+use crate::memory::indexer;
+use crate::memory::lock::{LockError, WriterLock};
 use crate::memory::store::{FileRecord, Store, StoreError};
 use crate::memory::walk::{self, SourceRoot};
 use std::collections::{BTreeSet, HashMap};
@@ -234,6 +237,106 @@ pub fn sync_small_with(
 /// How long the inline sync waits for the writer lock (it never queues behind a
 /// long index run: the watcher or that run will bring the index up to date).
 pub const SYNC_LOCK_WAIT: Duration = Duration::from_millis(0);
+
+/// The inline sync `claw memory search` runs before answering: at most `limit`
+/// dirty files are re-indexed (with the writer lock, never waiting for it);
+/// otherwise the report says the index is stale.
+pub fn sync_small(
+    store: &mut Store,
+    settings: &Settings,
+    embedder: Option<&dyn Embedder>,
+    limit: usize,
+) -> Result<SyncReport, StoreError> {
+    let mut reindex = |store: &mut Store, files: &[FileRef]| {
+        let lock = WriterLock::acquire(&settings.state_dir(), "claw memory search (sync)", SYNC_LOCK_WAIT)
+            .map_err(|e| match e {
+                LockError::Held { pid, what, .. } => {
+                    format!("another writer (pid {pid}, `{what}`) is updating the index")
+                }
+                other => other.to_string(),
+            })?;
+        apply_paths(store, settings, embedder, files, &lock)
+            .map(|o| (o.reindexed, o.removed))
+    };
+    sync_small_with(store, settings, limit, &mut reindex)
+}
+
+/// Re-index or remove `files` through the indexer's targeted entry point and
+/// say, per file, what happened. The caller holds the writer lock.
+pub fn apply_paths(
+    store: &mut Store,
+    settings: &Settings,
+    embedder: Option<&dyn Embedder>,
+    files: &[FileRef],
+    lock: &WriterLock,
+) -> Result<SyncOutcome, String> {
+    let sources = walk::sources(settings, store).map_err(|e| e.to_string())?;
+    // Classify first (the indexer reports counts, the caller wants names).
+    let mut will_index = Vec::new();
+    let mut will_remove = Vec::new();
+    for f in files {
+        let Some(src) = sources.iter().find(|s| s.name == f.source) else {
+            // An unregistered source: its rows are dropped by the indexer's full pass.
+            continue;
+        };
+        let stored = store
+            .file_record(&f.source, &f.path)
+            .map_err(|e| e.to_string())?;
+        match walk::stat_file(src, &f.path) {
+            Some(d) => {
+                let same = stored
+                    .as_ref()
+                    .is_some_and(|r| r.mtime_ns == d.mtime_ns && r.size == d.size);
+                if !same {
+                    will_index.push(f.clone());
+                }
+            }
+            None if stored.is_some() => will_remove.push(f.clone()),
+            None => {}
+        }
+    }
+    let targets: Vec<(String, String)> = files
+        .iter()
+        .map(|f| (f.source.clone(), f.path.clone()))
+        .collect();
+    let report = indexer::run_paths(store, settings, embedder, &targets, lock, &|_| {})
+        .map_err(|e| e.to_string())?;
+    let skipped: BTreeSet<(&str, &str)> = report
+        .issues
+        .iter()
+        .filter(|i| i.skipped)
+        .map(|i| (i.source.as_str(), i.path.as_str()))
+        .collect();
+    let reindexed: Vec<FileRef> = will_index
+        .into_iter()
+        .filter(|f| !skipped.contains(&(f.source.as_str(), f.path.as_str())))
+        .collect();
+    Ok(SyncOutcome {
+        unchanged: report.files_unchanged,
+        reindexed,
+        removed: will_remove,
+        errors: report
+            .issues
+            .iter()
+            .map(|i| format!("{}/{}: {}", i.source, i.path, i.message))
+            .collect(),
+        rebuilt: report.rebuilt.clone(),
+    })
+}
+
+/// What one targeted re-index did, per file.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct SyncOutcome {
+    /// Files whose stat had moved and were re-read (content may still be unchanged).
+    pub reindexed: Vec<FileRef>,
+    pub removed: Vec<FileRef>,
+    /// Files whose content hash was unchanged.
+    pub unchanged: usize,
+    /// Per-file problems (counted skips), never fatal.
+    pub errors: Vec<String>,
+    /// Set when the index had to be rebuilt (model or chunker changed).
+    pub rebuilt: Option<String>,
+}
 
 #[cfg(test)]
 mod tests {

@@ -7,7 +7,9 @@
 //! rescan), the actor never indexes, and nothing here runs on the async runtime.
 
 use crate::config::Settings;
-use crate::memory::freshness::{self, FileRef};
+use crate::memory::embed::Embedder;
+use crate::memory::freshness::{self, FileRef, SyncOutcome};
+use crate::memory::lock::WriterLock;
 use crate::memory::store::{Store, StoreError, now_unix};
 use crate::memory::walk::{self, SourceKind, SourceRoot};
 use notify::event::{AccessKind, AccessMode, CreateKind, EventKind, ModifyKind, RemoveKind};
@@ -68,17 +70,6 @@ impl Default for WatchOptions {
     }
 }
 
-/// What one applied batch did.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
-pub struct SyncOutcome {
-    pub reindexed: Vec<FileRef>,
-    pub removed: Vec<FileRef>,
-    /// Files looked at whose content had not changed.
-    pub unchanged: usize,
-    /// Per-file problems (counted skips), never fatal.
-    pub errors: Vec<String>,
-}
-
 /// The indexing side of the watcher: re-index or remove the given files (each
 /// as the disk says now). Implemented over the indexer's targeted entry point.
 pub trait ApplyChanges: Send {
@@ -91,6 +82,40 @@ where
 {
     fn apply(&mut self, store: &mut Store, files: &[FileRef]) -> Result<SyncOutcome, String> {
         self(store, files)
+    }
+}
+
+/// How long a watcher batch waits for another writer (e.g. `claw memory index`).
+pub const BATCH_LOCK_WAIT: Duration = Duration::from_secs(30);
+
+/// The real indexing side: the indexer's targeted entry point, under the writer
+/// lock taken per batch (so `claw memory index` can run between batches).
+pub struct IndexerSink {
+    settings: Settings,
+    embedder: Option<Box<dyn Embedder>>,
+}
+
+impl IndexerSink {
+    pub fn new(settings: Settings, embedder: Option<Box<dyn Embedder>>) -> IndexerSink {
+        IndexerSink { settings, embedder }
+    }
+}
+
+impl ApplyChanges for IndexerSink {
+    fn apply(&mut self, store: &mut Store, files: &[FileRef]) -> Result<SyncOutcome, String> {
+        let lock = WriterLock::acquire(
+            &self.settings.state_dir(),
+            "claw memory watch",
+            BATCH_LOCK_WAIT,
+        )
+        .map_err(|e| e.to_string())?;
+        freshness::apply_paths(
+            store,
+            &self.settings,
+            self.embedder.as_deref(),
+            files,
+            &lock,
+        )
     }
 }
 
@@ -109,6 +134,8 @@ pub enum WatchEvent {
         removed: Vec<FileRef>,
         unchanged: usize,
         errors: Vec<String>,
+        /// Set when the index had to be rebuilt (model or chunker changed).
+        rebuilt: Option<String>,
         /// Whether this batch was a full stat-level rescan (start-up, queue overflow).
         rescan: bool,
         elapsed_ms: u64,
@@ -158,7 +185,7 @@ impl Drop for Watcher {
 
 enum Msg {
     Fs(notify::Result<notify::Event>),
-    Done(Box<Result<SyncOutcome, String>>, Duration),
+    Done(Box<Result<(SyncOutcome, bool), String>>, Duration),
     Stop,
 }
 
@@ -434,20 +461,19 @@ impl Actor {
         }
     }
 
-    fn on_done(&mut self, outcome: Result<SyncOutcome, String>, elapsed: Duration) {
+    fn on_done(&mut self, outcome: Result<(SyncOutcome, bool), String>, elapsed: Duration) {
         self.in_flight = 0;
         self.last_sync = Some(now_unix());
         self.batches += 1;
         match outcome {
-            Ok(o) => {
-                let rescan = o.errors.iter().any(|e| e == RESCAN_MARK);
-                let errors = o.errors.into_iter().filter(|e| e != RESCAN_MARK).collect();
+            Ok((o, rescan)) => {
                 self.emit(WatchEvent::Synced {
                     batch: self.batches,
                     reindexed: o.reindexed,
                     removed: o.removed,
                     unchanged: o.unchanged,
-                    errors,
+                    errors: o.errors,
+                    rebuilt: o.rebuilt,
                     rescan,
                     elapsed_ms: elapsed.as_millis() as u64,
                     pending: self.pending(),
@@ -692,9 +718,6 @@ impl Actor {
     }
 }
 
-/// Marker put in `SyncOutcome::errors` by the worker when the batch was a full rescan.
-const RESCAN_MARK: &str = "\u{0}rescan";
-
 /// Whether a non-file path could hide files of the source (a directory under it).
 fn in_scope(kind: SourceKind, rel: &str) -> bool {
     let hidden = rel
@@ -744,7 +767,7 @@ fn run_job(
     store: &mut Store,
     apply: &mut dyn ApplyChanges,
     job: Job,
-) -> Result<SyncOutcome, String> {
+) -> Result<(SyncOutcome, bool), String> {
     let mut files = job.files;
     if job.full {
         let st = freshness::check(settings, store).map_err(|e| e.to_string())?;
@@ -759,15 +782,12 @@ fn run_job(
         // (an empty walk lists every stored file as deleted).
     }
     let files: Vec<FileRef> = files.into_iter().collect();
-    let mut out = if files.is_empty() {
+    let out = if files.is_empty() {
         SyncOutcome::default()
     } else {
         apply.apply(store, &files)?
     };
-    if job.full {
-        out.errors.push(RESCAN_MARK.to_string());
-    }
-    Ok(out)
+    Ok((out, job.full))
 }
 
 /// Remove heartbeat rows of watchers whose process is gone.
