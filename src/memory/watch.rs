@@ -57,6 +57,9 @@ pub struct WatchOptions {
     pub sessions_debounce: Duration,
     pub max_batch_delay: Duration,
     pub heartbeat_every: Duration,
+    /// Capacity of the event queue between notify and the actor; when it is full,
+    /// events are dropped and a full rescan is scheduled instead.
+    pub event_queue: usize,
 }
 
 impl Default for WatchOptions {
@@ -66,6 +69,7 @@ impl Default for WatchOptions {
             sessions_debounce: SESSIONS_DEBOUNCE,
             max_batch_delay: MAX_BATCH_DELAY,
             heartbeat_every: HEARTBEAT_EVERY,
+            event_queue: EVENT_QUEUE,
         }
     }
 }
@@ -250,7 +254,7 @@ pub fn spawn(
 ) -> Result<Watcher, WatchError> {
     // Open once here so a broken database fails fast, before any thread starts.
     let store = Store::open(&settings.db_path())?;
-    let (tx, rx) = mpsc::sync_channel::<Msg>(EVENT_QUEUE);
+    let (tx, rx) = mpsc::sync_channel::<Msg>(opts.event_queue.max(4));
     let overflow = Arc::new(AtomicBool::new(false));
     let notify_tx = tx.clone();
     let notify_overflow = overflow.clone();
