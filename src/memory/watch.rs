@@ -417,8 +417,14 @@ impl Actor {
             }
         };
         drop(job_tx);
-        // Let the batch in flight finish so nothing is half-applied by us.
+        // Let the batch in flight finish so nothing is half-applied by us, and
+        // report it.
         let _ = worker.join();
+        while let Ok(msg) = rx.try_recv() {
+            if let Msg::Done(outcome, elapsed) = msg {
+                self.on_done(*outcome, elapsed);
+            }
+        }
         result
     }
 
