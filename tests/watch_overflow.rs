@@ -127,4 +127,21 @@ fn inline_sync_is_bounded_and_never_waits_for_a_writer() {
     assert_eq!(files(&store), 3);
     let json = serde_json::to_value(&r).unwrap();
     assert_eq!(json["status"], "stale");
+
+    // An inline sync never rebuilds an index made with another model.
+    for i in 0..30 {
+        std::fs::remove_file(ws.join(format!("memory/bulk{i}.md"))).unwrap();
+    }
+    store.set_meta("model", "some-other-model").unwrap();
+    std::fs::write(ws.join("memory/e.md"), "# e
+").unwrap();
+    let r = freshness::sync_small(&mut store, &settings, None, 20).unwrap();
+    match &r {
+        SyncReport::Stale { pending, reason, .. } => {
+            assert_eq!(*pending, 1);
+            assert!(reason.contains("some-other-model"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(files(&store), 3);
 }

@@ -247,6 +247,22 @@ pub fn sync_small(
     embedder: Option<&dyn Embedder>,
     limit: usize,
 ) -> Result<SyncReport, StoreError> {
+    // Never let an inline sync rebuild the index (a different model or chunker
+    // would reset every row): that is `claw memory index`'s job.
+    if let Some(reason) = identity_mismatch(store, embedder)? {
+        let st = check(settings, store)?;
+        if st.is_fresh() {
+            return Ok(SyncReport::Fresh {
+                checked_ms: st.elapsed_ms,
+            });
+        }
+        let dirty = st.dirty_files();
+        return Ok(SyncReport::Stale {
+            pending: dirty.len(),
+            reason,
+            sample: dirty.into_iter().take(5).collect(),
+        });
+    }
     let mut reindex = |store: &mut Store, files: &[FileRef]| {
         let lock = WriterLock::acquire(&settings.state_dir(), "claw memory search (sync)", SYNC_LOCK_WAIT)
             .map_err(|e| match e {
@@ -259,6 +275,38 @@ pub fn sync_small(
             .map(|o| (o.reindexed, o.removed))
     };
     sync_small_with(store, settings, limit, &mut reindex)
+}
+
+/// Why a targeted re-index with `embedder` would have to rebuild the index, if it would.
+/// A database never indexed has no identity yet: building it is allowed.
+pub fn identity_mismatch(
+    store: &Store,
+    embedder: Option<&dyn Embedder>,
+) -> Result<Option<String>, StoreError> {
+    let Some(stored) = store.meta("model")? else {
+        return Ok(None);
+    };
+    let model = embedder.map(|e| e.model_id()).unwrap_or("");
+    if stored != model {
+        let show = |m: &str| {
+            if m.is_empty() {
+                "keyword-only".to_string()
+            } else {
+                m.to_string()
+            }
+        };
+        return Ok(Some(format!(
+            "the index was built with {} but this search runs with {}; run `claw memory index`",
+            show(&stored),
+            show(model)
+        )));
+    }
+    if store.meta("chunker_version")?.as_deref() != Some(crate::memory::chunk::CHUNKER_VERSION) {
+        return Ok(Some(
+            "the chunker changed since the last index; run `claw memory index`".into(),
+        ));
+    }
+    Ok(None)
 }
 
 /// Re-index or remove `files` through the indexer's targeted entry point and
