@@ -56,7 +56,12 @@ struct Row {
     batches: usize,
 }
 
-fn run(mode: &str, provider: EmbedProvider, embedder: Option<Box<dyn Embedder>>, edits: usize) -> Row {
+fn run(
+    mode: &str,
+    provider: EmbedProvider,
+    embedder: Option<Box<dyn Embedder>>,
+    edits: usize,
+) -> Row {
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path().to_path_buf();
     let mem = ws.join("memory");
@@ -94,7 +99,11 @@ fn run(mode: &str, provider: EmbedProvider, embedder: Option<Box<dyn Embedder>>,
         let end = Instant::now() + DEADLINE;
         loop {
             match rx.recv_timeout(end.saturating_duration_since(Instant::now())) {
-                Ok(WatchEvent::Synced { elapsed_ms, reindexed, .. }) if !reindexed.is_empty() => {
+                Ok(WatchEvent::Synced {
+                    elapsed_ms,
+                    reindexed,
+                    ..
+                }) if !reindexed.is_empty() => {
                     work.push(elapsed_ms);
                     break;
                 }
@@ -167,7 +176,9 @@ fn main() {
         "\nWatcher ({edits} one-line edits into a 200-note workspace; debounce {} ms for notes)\n",
         watch::NOTES_DEBOUNCE.as_millis()
     );
-    println!("| mode | edit→searchable p50 | p95 | indexing work p50 | 1,000-file burst absorbed | sync batches |");
+    println!(
+        "| mode | edit→searchable p50 | p95 | indexing work p50 | 1,000-file burst absorbed | sync batches |"
+    );
     println!("|---|---|---|---|---|---|");
     for r in rows {
         println!(

@@ -31,7 +31,9 @@ fn snapshot(ws: &Path) -> (Files, Chunks) {
         .collect::<Result<_, _>>()
         .unwrap();
     let mut chunks: Chunks = BTreeMap::new();
-    let mut s = c.prepare("SELECT source || '/' || path, id, hash FROM chunks").unwrap();
+    let mut s = c
+        .prepare("SELECT source || '/' || path, id, hash FROM chunks")
+        .unwrap();
     let rows = s
         .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get(1)?, r.get(2)?)))
         .unwrap();
@@ -48,14 +50,21 @@ fn index_to_completion(ws: &Path) -> Duration {
         .args(["memory", "index", "--json"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "index failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "index failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     start.elapsed()
 }
 
 fn consistent(ws: &Path) {
     let store = Store::open(&ws.join(".claw/memory.sqlite")).unwrap();
     let problems = store.check_consistency().unwrap();
-    assert!(problems.is_empty(), "inconsistent after crash: {problems:?}");
+    assert!(
+        problems.is_empty(),
+        "inconsistent after crash: {problems:?}"
+    );
 }
 
 /// xorshift64*: deterministic from the seed, no dependency on the rand API.
@@ -127,7 +136,11 @@ fn kill_9_at_random_points_never_corrupts_the_index() {
     // A no-op pass: process start, walk, plan (the floor of any run).
     let noop = index_to_completion(&reference);
     let (ref_files, ref_chunks) = snapshot(&reference);
-    assert!(ref_files.len() > 100, "garden too small: {}", ref_files.len());
+    assert!(
+        ref_files.len() > 100,
+        "garden too small: {}",
+        ref_files.len()
+    );
 
     let ws = dir.path().join("crash");
     std::fs::create_dir_all(&ws).unwrap();
@@ -172,7 +185,10 @@ fn kill_9_at_random_points_never_corrupts_the_index() {
                 // Every file row that exists carries exactly its reference chunks.
                 let (files, chunks) = snapshot(&ws);
                 for f in &files {
-                    assert!(ref_files.contains(f), "file row {f:?} differs from the clean index");
+                    assert!(
+                        ref_files.contains(f),
+                        "file row {f:?} differs from the clean index"
+                    );
                     let key = format!("{}/{}", f.0, f.1);
                     assert_eq!(
                         chunks.get(&key),
@@ -192,8 +208,14 @@ fn kill_9_at_random_points_never_corrupts_the_index() {
         index_to_completion(&ws);
         consistent(&ws);
         let (files, chunks) = snapshot(&ws);
-        assert_eq!(files, ref_files, "files differ from a clean index (seed {seed})");
-        assert_eq!(chunks, ref_chunks, "chunks differ from a clean index (seed {seed})");
+        assert_eq!(
+            files, ref_files,
+            "files differ from a clean index (seed {seed})"
+        );
+        assert_eq!(
+            chunks, ref_chunks,
+            "chunks differ from a clean index (seed {seed})"
+        );
     }
     eprintln!(
         "crash test: {killed_mid_run} of {points} kills landed mid-run (full index {full:?}, no-op {noop:?})"

@@ -80,7 +80,9 @@ fn snapshot(ws: &Path) -> Option<Snapshot> {
         .ok()?
         .collect::<Result<_, _>>()
         .ok()?;
-    let mut s = c.prepare("SELECT id, hash FROM chunks WHERE source <> 'sessions'").ok()?;
+    let mut s = c
+        .prepare("SELECT id, hash FROM chunks WHERE source <> 'sessions'")
+        .ok()?;
     let note_chunks = s
         .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
         .ok()?
@@ -106,9 +108,16 @@ fn snapshot(ws: &Path) -> Option<Snapshot> {
 }
 
 fn copy_tree(from: &Path, to: &Path) {
-    for e in walkdir::WalkDir::new(from).into_iter().filter_map(Result::ok) {
+    for e in walkdir::WalkDir::new(from)
+        .into_iter()
+        .filter_map(Result::ok)
+    {
         let rel = e.path().strip_prefix(from).unwrap();
-        if rel.components().next().is_some_and(|c| c.as_os_str() == ".claw") {
+        if rel
+            .components()
+            .next()
+            .is_some_and(|c| c.as_os_str() == ".claw")
+        {
             continue;
         }
         let dest = to.join(rel);
@@ -167,7 +176,12 @@ fn soak_random_changes_end_equal_to_a_clean_index() {
             2 | 3 => {
                 if let Some(f) = pick(&mut rng) {
                     let mut h = std::fs::OpenOptions::new().append(true).open(&f).unwrap();
-                    writeln!(h, "appended line {counter} {}", WORDS[rng.below(WORDS.len())]).unwrap();
+                    writeln!(
+                        h,
+                        "appended line {counter} {}",
+                        WORDS[rng.below(WORDS.len())]
+                    )
+                    .unwrap();
                 }
             }
             4 => {
@@ -210,8 +224,16 @@ fn soak_random_changes_end_equal_to_a_clean_index() {
             _ => {
                 // A session transcript grows (sometimes a torn line completes later).
                 let f = ws.join(format!("sessions/s{}.jsonl", rng.below(3)));
-                let mut h = std::fs::OpenOptions::new().create(true).append(true).open(&f).unwrap();
-                let role = if rng.below(2) == 0 { "user" } else { "assistant" };
+                let mut h = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&f)
+                    .unwrap();
+                let role = if rng.below(2) == 0 {
+                    "user"
+                } else {
+                    "assistant"
+                };
                 let line = serde_json::json!({"role": role,
                     "content": format!("turn {counter} {}", WORDS[rng.below(WORDS.len())]),
                     "timestamp": 1767225600 + counter as i64});
@@ -229,7 +251,11 @@ fn soak_random_changes_end_equal_to_a_clean_index() {
         .args(["memory", "index", "--json"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let want = snapshot(&clean).unwrap();
     assert!(!want.files.is_empty());
 

@@ -40,7 +40,11 @@ fn index(ws: &Path) {
         .args(["memory", "index", "--json"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 fn append(path: &Path, s: &str) {
@@ -57,7 +61,8 @@ fn appends_are_indexed_from_the_last_offset() {
         + "\n"
         + &msg("system", "SYSTEMPROMPT be helpful", 1767225600)
         + &msg("user", "where did I plant the quince", 1767225601)
-        + &serde_json::json!({"role": "tool", "content": "TOOLPAYLOAD", "timestamp": 1767225602}).to_string()
+        + &serde_json::json!({"role": "tool", "content": "TOOLPAYLOAD", "timestamp": 1767225602})
+            .to_string()
         + "\n"
         + &msg("assistant", "the quince is by the shed", 1767225603);
     support::write_tree(ws, &[("sessions/cli_default.jsonl", first.as_str())]);
@@ -69,11 +74,20 @@ fn appends_are_indexed_from_the_last_offset() {
     assert_eq!((*start, *end), (3, 5));
     assert_eq!(indexed(&c), (first.len() as i64, 5));
     let text: String = c
-        .query_row("SELECT text FROM chunks WHERE source='sessions'", [], |r| r.get(0))
+        .query_row("SELECT text FROM chunks WHERE source='sessions'", [], |r| {
+            r.get(0)
+        })
         .unwrap();
-    assert!(!text.contains("SYSTEMPROMPT") && !text.contains("TOOLPAYLOAD"), "{text}");
+    assert!(
+        !text.contains("SYSTEMPROMPT") && !text.contains("TOOLPAYLOAD"),
+        "{text}"
+    );
     let note_time: i64 = c
-        .query_row("SELECT note_time FROM chunks WHERE source='sessions'", [], |r| r.get(0))
+        .query_row(
+            "SELECT note_time FROM chunks WHERE source='sessions'",
+            [],
+            |r| r.get(0),
+        )
         .unwrap();
     assert_eq!(note_time, 1767225603);
 
@@ -88,12 +102,19 @@ fn appends_are_indexed_from_the_last_offset() {
     for (id, v) in &before {
         assert_eq!(after.get(id), Some(v), "old chunk {id} was rewritten");
     }
-    let new: Vec<_> = after.iter().filter(|(id, _)| !before.contains_key(*id)).collect();
+    let new: Vec<_> = after
+        .iter()
+        .filter(|(id, _)| !before.contains_key(*id))
+        .collect();
     assert_eq!(new.len(), 1, "{after:?}");
     assert_eq!((new[0].1.1, new[0].1.2), (6, 7));
     assert_eq!(indexed(&c), ((first.len() + more.len()) as i64, 7));
     let torn_hits: i64 = c
-        .query_row("SELECT count(*) FROM chunks WHERE text LIKE '%half writ%'", [], |r| r.get(0))
+        .query_row(
+            "SELECT count(*) FROM chunks WHERE text LIKE '%half writ%'",
+            [],
+            |r| r.get(0),
+        )
         .unwrap();
     assert_eq!(torn_hits, 0);
 
@@ -107,7 +128,11 @@ fn appends_are_indexed_from_the_last_offset() {
     }
     assert_eq!(indexed(&c).1, 8);
     let done: i64 = c
-        .query_row("SELECT count(*) FROM chunks WHERE text LIKE '%half written%'", [], |r| r.get(0))
+        .query_row(
+            "SELECT count(*) FROM chunks WHERE text LIKE '%half written%'",
+            [],
+            |r| r.get(0),
+        )
         .unwrap();
     assert_eq!(done, 1);
 }
@@ -121,13 +146,24 @@ fn watcher_indexes_appends_incrementally() {
         + &msg("assistant", "apricots like sun", 1767225601);
     support::write_tree(ws, &[("sessions/s.jsonl", first.as_str())]);
     let mut w = watch_proc::WatchProc::start(ws);
-    w.wait_db("transcript indexed at start-up", |c| watch_proc::fts(c, "apricots") == 1);
+    w.wait_db("transcript indexed at start-up", |c| {
+        watch_proc::fts(c, "apricots") == 1
+    });
     let c = watch_proc::db(ws).unwrap();
     let before = chunks(&c);
     for i in 0..3 {
-        append(&file, &msg("user", &format!("appendturn{i} about plums"), 1767225700 + i));
+        append(
+            &file,
+            &msg(
+                "user",
+                &format!("appendturn{i} about plums"),
+                1767225700 + i,
+            ),
+        );
     }
-    w.wait_db("appended lines indexed", |c| watch_proc::fts(c, "plums") >= 1);
+    w.wait_db("appended lines indexed", |c| {
+        watch_proc::fts(c, "plums") >= 1
+    });
     w.wait_db("all three appends", |c| indexed(c).1 == 5);
     let after = chunks(&c);
     for (id, v) in &before {

@@ -51,10 +51,11 @@ fn no_secret_is_searchable() {
     let body = secret_text();
     let note = format!("# Credentials dump\nmarkerwordnote\n{body}");
     let mut transcript = serde_json::json!({"type": "session", "id": "s1"}).to_string() + "\n";
-    transcript += &(serde_json::json!({"role": "user", "content": format!("markerwordsession {body}"),
+    transcript +=
+        &(serde_json::json!({"role": "user", "content": format!("markerwordsession {body}"),
         "timestamp": "2026-03-01T10:00:00Z"})
-    .to_string()
-        + "\n");
+        .to_string()
+            + "\n");
     transcript += &(serde_json::json!({"role": "assistant",
         "content": [{"type": "text", "text": format!("noted. {body}")}],
         "timestamp": "2026-03-01T10:00:05Z"})
@@ -129,12 +130,22 @@ fn no_secret_is_searchable() {
             .unwrap();
         assert_eq!(tri, 0, "{s} found by trigram search");
         let out = support::claw_keyword_only(ws)
-            .args(["memory", "search", "--json", "--no-sync", "--min-score", "0"])
+            .args([
+                "memory",
+                "search",
+                "--json",
+                "--no-sync",
+                "--min-score",
+                "0",
+            ])
             .arg(s)
             .output()
             .unwrap();
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-            panic!("search output is not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout))
+            panic!(
+                "search output is not JSON ({e}): {}",
+                String::from_utf8_lossy(&out.stdout)
+            )
         });
         let results = v["results"].as_array().expect("results array").to_vec();
         let leaked = results.iter().any(|r| r.to_string().contains(s));

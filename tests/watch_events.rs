@@ -20,7 +20,9 @@ fn create_modify_rename_atomic_save_move_and_delete() {
     let ws = dir.path();
     support::write_tree(ws, &[("MEMORY.md", "# Memory\nevergreen zebrafact\n")]);
     let mut w = WatchProc::start(ws);
-    w.wait_db("MEMORY.md indexed at start-up", |c| fts(c, "zebrafact") == 1);
+    w.wait_db("MEMORY.md indexed at start-up", |c| {
+        fts(c, "zebrafact") == 1
+    });
 
     // Create (the memory/ folder does not exist yet: it is armed when created).
     support::write_tree(ws, &[("memory/a.md", "# A\nalphaword here\n")]);
@@ -34,7 +36,9 @@ fn create_modify_rename_atomic_save_move_and_delete() {
 
     // Rename.
     std::fs::rename(ws.join("memory/a.md"), ws.join("memory/b.md")).unwrap();
-    w.wait_db("renamed", |c| paths(c, "memory") == ["MEMORY.md", "memory/b.md"]);
+    w.wait_db("renamed", |c| {
+        paths(c, "memory") == ["MEMORY.md", "memory/b.md"]
+    });
 
     // Editor-style atomic save: write a temp file, rename it over the original.
     std::fs::write(ws.join("memory/b.md.tmp~"), "# B\ngammaword saved\n").unwrap();
@@ -68,12 +72,16 @@ fn create_modify_rename_atomic_save_move_and_delete() {
     std::fs::remove_file(ws.join("memory/back/deep/c.md")).unwrap();
     std::fs::remove_file(ws.join("MEMORY.md")).unwrap();
     w.wait_db("deleted", |c| count(c, "SELECT count(*) FROM files") == 0);
-    w.wait_db("no chunks left", |c| count(c, "SELECT count(*) FROM chunks") == 0);
+    w.wait_db("no chunks left", |c| {
+        count(c, "SELECT count(*) FROM chunks") == 0
+    });
 
     // Status sees a live watcher while it runs.
     {
         let store = Store::open(&ws.join(".claw/memory.sqlite")).unwrap();
-        let st = claw::memory::watch::watcher_status(&store).unwrap().unwrap();
+        let st = claw::memory::watch::watcher_status(&store)
+            .unwrap()
+            .unwrap();
         assert!(st.alive, "{st:?}");
         assert_eq!(st.pid, w.child.id() as i64);
     }

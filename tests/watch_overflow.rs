@@ -33,13 +33,19 @@ fn queue_overflow_becomes_a_full_rescan() {
     // Wait for the start-up rescan so the burst below is seen by the watches.
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let ev = rx.recv_timeout(deadline - Instant::now()).expect("start-up sync");
+        let ev = rx
+            .recv_timeout(deadline - Instant::now())
+            .expect("start-up sync");
         if matches!(ev, WatchEvent::Synced { rescan: true, .. }) {
             break;
         }
     }
     for i in 0..300 {
-        std::fs::write(ws.join(format!("memory/f{i}.md")), format!("# F{i}\nflood{i}\n")).unwrap();
+        std::fs::write(
+            ws.join(format!("memory/f{i}.md")),
+            format!("# F{i}\nflood{i}\n"),
+        )
+        .unwrap();
     }
     let mut overflowed = false;
     let mut rescanned_after = false;
@@ -50,7 +56,10 @@ fn queue_overflow_becomes_a_full_rescan() {
             Ok(WatchEvent::Synced { rescan: true, .. }) if overflowed => rescanned_after = true,
             Ok(WatchEvent::Error { message }) => panic!("watcher error: {message}"),
             Ok(_) => {}
-            Err(e) => panic!("timed out ({e}); overflowed={overflowed} files={}", files(&store)),
+            Err(e) => panic!(
+                "timed out ({e}); overflowed={overflowed} files={}",
+                files(&store)
+            ),
         }
     }
     assert!(overflowed);
@@ -66,13 +75,20 @@ fn inline_sync_is_bounded_and_never_waits_for_a_writer() {
     let ws = dir.path();
     for n in ["a", "b", "c"] {
         std::fs::create_dir_all(ws.join("memory")).unwrap();
-        std::fs::write(ws.join(format!("memory/{n}.md")), format!("# {n}\nword{n}\n")).unwrap();
+        std::fs::write(
+            ws.join(format!("memory/{n}.md")),
+            format!("# {n}\nword{n}\n"),
+        )
+        .unwrap();
     }
     let settings = Settings::for_workspace(ws, EmbedProvider::None);
     let mut store = Store::open(&settings.db_path()).unwrap();
     // First sync indexes the three new files.
     let r = freshness::sync_small(&mut store, &settings, None, 20).unwrap();
-    assert!(matches!(&r, SyncReport::Synced { reindexed, .. } if reindexed.len() == 3), "{r:?}");
+    assert!(
+        matches!(&r, SyncReport::Synced { reindexed, .. } if reindexed.len() == 3),
+        "{r:?}"
+    );
     assert!(matches!(
         freshness::sync_small(&mut store, &settings, None, 20).unwrap(),
         SyncReport::Fresh { .. }
@@ -88,7 +104,8 @@ fn inline_sync_is_bounded_and_never_waits_for_a_writer() {
     assert_eq!(st.deleted, [FileRef::new("memory", "memory/c.md")]);
 
     // Another writer holds the lock: the sync does not wait, it reports stale.
-    let lock = WriterLock::acquire(&settings.state_dir(), "claw memory index", Duration::ZERO).unwrap();
+    let lock =
+        WriterLock::acquire(&settings.state_dir(), "claw memory index", Duration::ZERO).unwrap();
     let d = settings.clone();
     let r = std::thread::spawn(move || {
         let mut store = Store::open(&d.db_path()).unwrap();
@@ -99,7 +116,9 @@ fn inline_sync_is_bounded_and_never_waits_for_a_writer() {
     .join()
     .unwrap();
     match &r.0 {
-        SyncReport::Stale { pending, reason, .. } => {
+        SyncReport::Stale {
+            pending, reason, ..
+        } => {
             assert_eq!(*pending, 3);
             assert!(reason.contains("claw memory index"), "{reason}");
         }
@@ -110,7 +129,9 @@ fn inline_sync_is_bounded_and_never_waits_for_a_writer() {
 
     let r = freshness::sync_small(&mut store, &settings, None, 20).unwrap();
     match &r {
-        SyncReport::Synced { reindexed, removed, .. } => {
+        SyncReport::Synced {
+            reindexed, removed, ..
+        } => {
             assert_eq!(reindexed.len(), 2, "{r:?}");
             assert_eq!(removed, &[FileRef::new("memory", "memory/c.md")]);
         }
@@ -133,11 +154,17 @@ fn inline_sync_is_bounded_and_never_waits_for_a_writer() {
         std::fs::remove_file(ws.join(format!("memory/bulk{i}.md"))).unwrap();
     }
     store.set_meta("model", "some-other-model").unwrap();
-    std::fs::write(ws.join("memory/e.md"), "# e
-").unwrap();
+    std::fs::write(
+        ws.join("memory/e.md"),
+        "# e
+",
+    )
+    .unwrap();
     let r = freshness::sync_small(&mut store, &settings, None, 20).unwrap();
     match &r {
-        SyncReport::Stale { pending, reason, .. } => {
+        SyncReport::Stale {
+            pending, reason, ..
+        } => {
             assert_eq!(*pending, 1);
             assert!(reason.contains("some-other-model"), "{reason}");
         }

@@ -264,15 +264,18 @@ pub fn sync_small(
         });
     }
     let mut reindex = |store: &mut Store, files: &[FileRef]| {
-        let lock = WriterLock::acquire(&settings.state_dir(), "claw memory search (sync)", SYNC_LOCK_WAIT)
-            .map_err(|e| match e {
-                LockError::Held { pid, what, .. } => {
-                    format!("another writer (pid {pid}, `{what}`) is updating the index")
-                }
-                other => other.to_string(),
-            })?;
-        apply_paths(store, settings, embedder, files, &lock)
-            .map(|o| (o.reindexed, o.removed))
+        let lock = WriterLock::acquire(
+            &settings.state_dir(),
+            "claw memory search (sync)",
+            SYNC_LOCK_WAIT,
+        )
+        .map_err(|e| match e {
+            LockError::Held { pid, what, .. } => {
+                format!("another writer (pid {pid}, `{what}`) is updating the index")
+            }
+            other => other.to_string(),
+        })?;
+        apply_paths(store, settings, embedder, files, &lock).map(|o| (o.reindexed, o.removed))
     };
     sync_small_with(store, settings, limit, &mut reindex)
 }

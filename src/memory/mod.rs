@@ -7,8 +7,8 @@
 pub mod chunk;
 pub mod dates;
 pub mod embed;
-pub mod freshness;
 pub mod eval;
+pub mod freshness;
 pub mod indexer;
 pub mod lock;
 pub mod plan;

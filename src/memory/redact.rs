@@ -83,7 +83,9 @@ pub fn redact(text: &str) -> Cow<'_, str> {
         // ("bearer instruments"): only token-looking values are redacted.
         let value = &c[3];
         let tokenish = value.len() >= 20
-            || value.chars().any(|ch| ch.is_ascii_digit() || "-._~+/".contains(ch));
+            || value
+                .chars()
+                .any(|ch| ch.is_ascii_digit() || "-._~+/".contains(ch));
         if tokenish {
             format!("{}{}{REDACTED}", &c[1], &c[2])
         } else {
@@ -100,11 +102,7 @@ pub fn contains_secret(text: &str) -> bool {
     matches!(redact(text), Cow::Owned(ref s) if s != text)
 }
 
-fn replace_in(
-    text: &mut Cow<'_, str>,
-    re: &Regex,
-    rep: impl Fn(&regex::Captures<'_>) -> String,
-) {
+fn replace_in(text: &mut Cow<'_, str>, re: &Regex, rep: impl Fn(&regex::Captures<'_>) -> String) {
     let replaced = match re.replace_all(text.as_ref(), |c: &regex::Captures<'_>| rep(c)) {
         Cow::Borrowed(_) => None,
         Cow::Owned(s) if s != text.as_ref() => Some(s),
@@ -173,7 +171,8 @@ mod tests {
 
     #[test]
     fn bearer_tokens_keep_the_scheme() {
-        let out = redact("curl -H 'Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.abc'");
+        let out =
+            redact("curl -H 'Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.abc'");
         assert!(!out.contains("eyJhbGci"), "{out}");
         assert!(out.contains("Authorization: Bearer [REDACTED]"), "{out}");
         let out = redact("use bearer abcdefgh12345678 for the call");

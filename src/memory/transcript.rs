@@ -160,7 +160,11 @@ pub fn parse_time(v: &Value) -> Option<i64> {
             return None;
         }
         // Anything past year ~5138 in seconds is taken as milliseconds.
-        Some(if n >= 1e11 { (n / 1000.0) as i64 } else { n as i64 })
+        Some(if n >= 1e11 {
+            (n / 1000.0) as i64
+        } else {
+            n as i64
+        })
     };
     match v {
         Value::Number(n) => n.as_f64().and_then(from_num),
@@ -318,14 +322,22 @@ mod tests {
         let mut t = String::new();
         t.push_str("{\"type\":\"session\",\"id\":\"abc\",\"version\":1}\n");
         t.push_str(&line("system", "you are a bot", "2026-01-01T00:00:00Z"));
-        t.push_str(&line("user", "where is the kiwi planted", "2026-01-01T00:00:01Z"));
+        t.push_str(&line(
+            "user",
+            "where is the kiwi planted",
+            "2026-01-01T00:00:01Z",
+        ));
         t.push_str(
             &(serde_json::json!({"role":"assistant","content":"","tool_calls":[{"id":"1","name":"read","arguments":"{\"path\":\"secret-plan.md\"}"}],"timestamp":"2026-01-01T00:00:02Z"}).to_string() + "\n"),
         );
         t.push_str(
             &(serde_json::json!({"role":"tool","content":"TOOL OUTPUT","tool_call_id":"1","timestamp":"2026-01-01T00:00:03Z"}).to_string() + "\n"),
         );
-        t.push_str(&line("assistant", "by the south fence", "2026-01-01T00:00:04Z"));
+        t.push_str(&line(
+            "assistant",
+            "by the south fence",
+            "2026-01-01T00:00:04Z",
+        ));
         let r = read_transcript(t.as_bytes(), 1, &params(100), &Words);
         assert_eq!(r.consumed_lines, 6);
         assert_eq!(r.consumed_bytes, t.len());
@@ -379,7 +391,10 @@ mod tests {
             parse_time(&serde_json::json!(1767225601000i64)),
             Some(1767225601)
         );
-        assert_eq!(parse_time(&serde_json::json!("1767225601")), Some(1767225601));
+        assert_eq!(
+            parse_time(&serde_json::json!("1767225601")),
+            Some(1767225601)
+        );
         assert_eq!(parse_time(&serde_json::json!("yesterday")), None);
     }
 
@@ -483,7 +498,10 @@ mod tests {
         );
         let r = read_transcript(t.as_bytes(), 1, &params(100), &Words);
         let text = &r.chunks[0].text;
-        assert!(!text.contains("AAAABBBB") && !text.contains("hunter2"), "{text}");
+        assert!(
+            !text.contains("AAAABBBB") && !text.contains("hunter2"),
+            "{text}"
+        );
         assert!(text.contains("password=[REDACTED]"));
     }
 }

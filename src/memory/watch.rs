@@ -147,11 +147,16 @@ pub enum WatchEvent {
         pending: usize,
     },
     /// A watched root appeared, disappeared or was replaced, and was re-armed.
-    Rearmed { root: PathBuf, exists: bool },
+    Rearmed {
+        root: PathBuf,
+        exists: bool,
+    },
     /// The OS event queue overflowed: a full rescan is scheduled.
     Overflow,
     /// A batch failed (it is retried with the next one).
-    Error { message: String },
+    Error {
+        message: String,
+    },
     Stopped,
 }
 
@@ -888,7 +893,10 @@ mod tests {
     fn group_debounce_and_cap() {
         let t0 = Instant::now();
         let mut g = Group::default();
-        assert_eq!(g.due_at(Duration::from_secs(1), Duration::from_secs(10)), None);
+        assert_eq!(
+            g.due_at(Duration::from_secs(1), Duration::from_secs(10)),
+            None
+        );
         g.job.files.insert(FileRef::new("memory", "a.md"));
         g.touch(t0);
         assert_eq!(
@@ -903,7 +911,10 @@ mod tests {
         );
         let job = g.take();
         assert_eq!(job.files.len(), 1);
-        assert_eq!(g.due_at(Duration::from_secs(1), Duration::from_secs(10)), None);
+        assert_eq!(
+            g.due_at(Duration::from_secs(1), Duration::from_secs(10)),
+            None
+        );
     }
 
     #[test]

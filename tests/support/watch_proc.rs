@@ -77,7 +77,10 @@ impl WatchProc {
                     panic!("timed out waiting for {what}; events: {:#?}", self.events)
                 }
                 Err(RecvTimeoutError::Disconnected) => {
-                    panic!("watcher exited while waiting for {what}; events: {:#?}", self.events)
+                    panic!(
+                        "watcher exited while waiting for {what}; events: {:#?}",
+                        self.events
+                    )
                 }
             }
         }
