@@ -5,7 +5,7 @@
 //! and equals a clean index of the same files.
 //!
 //! Scale: `CLAW_CRASH_POINTS` kill points (default 20) over `CLAW_CRASH_FILES`
-//! files of the garden (default 1500 so the test stays well under a minute in a
+//! files of the garden (default 1000 so the test stays well under a minute in a
 //! debug build; `CLAW_CRASH_FILES=all` for the whole 7,772-file garden).
 //! `CLAW_CRASH_SEED` replays a run.
 
@@ -113,7 +113,7 @@ fn kill_9_at_random_points_never_corrupts_the_index() {
     let limit = match std::env::var("CLAW_CRASH_FILES").ok().as_deref() {
         Some("all") => None,
         Some(n) => Some(n.parse().expect("CLAW_CRASH_FILES: a number or `all`")),
-        None => Some(1500),
+        None => Some(1000),
     };
     let seed: u64 = std::env::var("CLAW_CRASH_SEED")
         .ok()
