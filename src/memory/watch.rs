@@ -847,6 +847,29 @@ pub struct WatcherStatus {
     pub heartbeat_age_secs: i64,
 }
 
+/// One line for `claw memory status`: whether a watcher keeps the index fresh.
+pub fn describe_watcher(status: Option<&WatcherStatus>, now: i64) -> String {
+    let ago = |t: Option<i64>| match t {
+        Some(t) => format!("{}s ago", (now - t).max(0)),
+        None => "never".to_string(),
+    };
+    match status {
+        None => "no watcher running (run `claw memory watch` to keep the index fresh)".into(),
+        Some(s) if s.alive => format!(
+            "watching (pid {}), last event {}, last sync {}, {} pending",
+            s.pid,
+            ago(s.last_event),
+            ago(s.last_sync),
+            s.pending
+        ),
+        Some(s) => format!(
+            "NOT RUNNING: watcher pid {} stopped answering (last heartbeat {}); the index may be behind the disk",
+            s.pid,
+            ago(Some(s.heartbeat))
+        ),
+    }
+}
+
 /// The most recent watcher heartbeat, if any watcher ever registered (a crashed
 /// watcher leaves its row behind: it is reported with `alive: false`).
 pub fn watcher_status(store: &Store) -> Result<Option<WatcherStatus>, StoreError> {
@@ -959,7 +982,10 @@ mod tests {
                 params![i32::MAX as i64 - 7, now],
             )
             .unwrap();
-        assert!(!watcher_status(&store).unwrap().unwrap().alive);
+        let dead = watcher_status(&store).unwrap().unwrap();
+        assert!(!dead.alive);
+        assert!(describe_watcher(Some(&dead), now).contains("NOT RUNNING"));
+        assert!(describe_watcher(None, now).contains("no watcher"));
         clean_dead_rows(&store).unwrap();
         assert_eq!(watcher_status(&store).unwrap(), None);
     }
