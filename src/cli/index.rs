@@ -6,9 +6,9 @@ use crate::config::Settings;
 use crate::memory::embed::{self, Loaded};
 use crate::memory::indexer::{self, IndexOptions, IndexReport, Progress};
 use crate::memory::lock::WriterLock;
-use crate::memory::plan::plan;
 use crate::memory::store::Store;
 use crate::memory::walk;
+use crate::memory::{freshness, watch};
 use anyhow::Context;
 use serde::Serialize;
 use std::path::PathBuf;
@@ -212,6 +212,8 @@ pub struct StatusJson {
     /// Files that differ on disk from the index (stat-level).
     pub changed_on_disk: ChangedOnDisk,
     pub sources: Vec<walk::SourceRoot>,
+    /// The most recent `claw memory watch` heartbeat (`alive` says whether it still runs).
+    pub watcher: Option<watch::WatcherStatus>,
 }
 
 /// Stat-level difference between disk and index.
@@ -222,28 +224,10 @@ pub struct ChangedOnDisk {
     pub deleted: usize,
 }
 
-impl ChangedOnDisk {
-    fn total(&self) -> usize {
-        self.new + self.modified + self.deleted
-    }
-}
-
-/// Compare the disk with the `files` table by stat only (no hashing).
-pub fn changed_on_disk(settings: &Settings, store: &Store) -> anyhow::Result<ChangedOnDisk> {
-    let mut out = ChangedOnDisk::default();
-    for src in walk::sources(settings, store)? {
-        let (disk, _) = walk::walk_source(&src);
-        let p = plan(&disk, &store.file_records(&src.name)?, false);
-        out.new += p.add.len();
-        out.modified += p.check.len();
-        out.deleted += p.remove.len();
-    }
-    Ok(out)
-}
-
 pub fn run_status(settings: &Settings, args: StatusArgs) -> anyhow::Result<Exit> {
     let store = open_store(settings)?;
     let stats = store.stats()?;
+    let staleness = freshness::check(settings, &store)?;
     let status = StatusJson {
         workspace: settings.workspace.display().to_string(),
         db_path: settings.db_path().display().to_string(),
@@ -263,8 +247,13 @@ pub fn run_status(settings: &Settings, args: StatusArgs) -> anyhow::Result<Exit>
         fts_tokenizers: vec!["unicode61", "trigram"],
         chunker_version: store.meta("chunker_version")?,
         last_index_at: store.meta("last_index_at")?.and_then(|v| v.parse().ok()),
-        changed_on_disk: changed_on_disk(settings, &store)?,
+        changed_on_disk: ChangedOnDisk {
+            new: staleness.new.len(),
+            modified: staleness.changed.len(),
+            deleted: staleness.deleted.len(),
+        },
         sources: walk::sources(settings, &store)?,
+        watcher: watch::watcher_status(&store)?,
     };
     if args.json {
         print_json(&status)?;
@@ -293,7 +282,7 @@ pub fn run_status(settings: &Settings, args: StatusArgs) -> anyhow::Result<Exit>
         None => println!("last index: never (run `claw memory index`)"),
     }
     let c = &status.changed_on_disk;
-    if c.total() == 0 {
+    if staleness.is_fresh() {
         println!("freshness:  up to date with the disk");
     } else {
         println!(
@@ -301,6 +290,10 @@ pub fn run_status(settings: &Settings, args: StatusArgs) -> anyhow::Result<Exit>
             c.new, c.modified, c.deleted
         );
     }
+    println!(
+        "watcher:    {}",
+        watch::describe_watcher(status.watcher.as_ref(), crate::memory::store::now_unix())
+    );
     for s in &status.sources {
         println!("source:     {} ({:?}) {}", s.name, s.kind, s.root.display());
     }

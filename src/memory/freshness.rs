@@ -107,37 +107,28 @@ pub fn check_source(src: &SourceRoot, store: &Store) -> Result<Staleness, StoreE
     Ok(out)
 }
 
-/// Pure comparison of a source's disk listing with its stored records.
+/// Pure comparison of a source's disk listing with its stored records (the
+/// indexer's own plan, by stat only).
 pub fn diff(
     source: &str,
     disk: &[walk::DiskFile],
     records: &HashMap<String, FileRecord>,
 ) -> Staleness {
-    let mut out = Staleness {
-        scanned: disk.len(),
-        ..Default::default()
+    let p = crate::memory::plan::plan(disk, records, false);
+    let refs = |files: &[walk::DiskFile]| -> Vec<FileRef> {
+        files.iter().map(|f| FileRef::new(source, &f.rel)).collect()
     };
-    let mut seen = BTreeSet::new();
-    for f in disk {
-        seen.insert(f.rel.as_str());
-        match records.get(&f.rel) {
-            None => out.new.push(FileRef::new(source, &f.rel)),
-            Some(r) if r.size != f.size || r.mtime_ns != f.mtime_ns => {
-                out.changed.push(FileRef::new(source, &f.rel))
-            }
-            Some(_) => {}
-        }
+    Staleness {
+        new: refs(&p.add),
+        changed: refs(&p.check),
+        deleted: p
+            .remove
+            .into_iter()
+            .map(|r| FileRef::new(source, r))
+            .collect(),
+        scanned: disk.len(),
+        elapsed_ms: 0,
     }
-    let mut gone: Vec<&String> = records
-        .keys()
-        .filter(|k| !seen.contains(k.as_str()))
-        .collect();
-    gone.sort();
-    out.deleted = gone
-        .into_iter()
-        .map(|p| FileRef::new(source, p.clone()))
-        .collect();
-    out
 }
 
 /// What the inline sync before a search did; serialised as the `sync` object of
@@ -201,15 +192,14 @@ pub type ReindexFn<'a> =
 /// a busy writer, yields [`SyncReport::Stale`] and leaves the index alone.
 pub fn sync_small_with(
     store: &mut Store,
-    settings: &Settings,
+    st: Staleness,
     limit: usize,
     reindex: &mut ReindexFn<'_>,
 ) -> Result<SyncReport, StoreError> {
     let start = Instant::now();
-    let st = check(settings, store)?;
     if st.is_fresh() {
         return Ok(SyncReport::Fresh {
-            checked_ms: start.elapsed().as_millis() as u64,
+            checked_ms: st.elapsed_ms,
         });
     }
     let dirty = st.dirty_files();
@@ -247,10 +237,22 @@ pub fn sync_small(
     embedder: Option<&dyn Embedder>,
     limit: usize,
 ) -> Result<SyncReport, StoreError> {
+    let st = check(settings, store)?;
+    sync_checked(store, settings, embedder, limit, st)
+}
+
+/// [`sync_small`] for a caller that already ran [`check`] (to decide, say, whether
+/// the embedder is worth loading).
+pub fn sync_checked(
+    store: &mut Store,
+    settings: &Settings,
+    embedder: Option<&dyn Embedder>,
+    limit: usize,
+    st: Staleness,
+) -> Result<SyncReport, StoreError> {
     // Never let an inline sync rebuild the index (a different model or chunker
     // would reset every row): that is `claw memory index`'s job.
     if let Some(reason) = identity_mismatch(store, embedder)? {
-        let st = check(settings, store)?;
         if st.is_fresh() {
             return Ok(SyncReport::Fresh {
                 checked_ms: st.elapsed_ms,
@@ -277,7 +279,7 @@ pub fn sync_small(
         })?;
         apply_paths(store, settings, embedder, files, &lock).map(|o| (o.reindexed, o.removed))
     };
-    sync_small_with(store, settings, limit, &mut reindex)
+    sync_small_with(store, st, limit, &mut reindex)
 }
 
 /// Why a targeted re-index with `embedder` would have to rebuild the index, if it would.

@@ -12,14 +12,15 @@ use crate::memory::store::{Store, StoreError, now_unix};
 use std::sync::{Mutex, OnceLock};
 
 /// The embedder a search in `mode` needs: none for keyword-only searches or when
-/// the index holds no vectors (so those stay fast), else the configured backend.
+/// the index is keyword-only (so those stay fast), else the configured backend
+/// (also for a never-built index, which a search's inline sync may build).
 pub fn query_embedder(
     settings: &Settings,
     store: &Store,
     mode: Mode,
 ) -> Result<Loaded, StoreError> {
-    let index_model = store.meta("model")?.unwrap_or_default();
-    Ok(if mode != Mode::Fts && !index_model.is_empty() {
+    let keyword_only_index = store.meta("model")?.is_some_and(|m| m.is_empty());
+    Ok(if mode != Mode::Fts && !keyword_only_index {
         embed::load(&settings.embed, settings.memory.embed_batch_size)
     } else {
         Loaded::Disabled
