@@ -22,10 +22,18 @@ pub async fn run_watch(settings: Settings, args: WatchArgs) -> anyhow::Result<Ex
     // Loading the model and opening the database are blocking work.
     let s = settings.clone();
     let (watcher, rx) = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
-        drop(open_store(&s)?);
+        let store = open_store(&s)?;
+        let index_model = store.meta("model")?.unwrap_or_default();
+        drop(store);
         let embedder = match load_embedder(&s, output) {
             Loaded::Ready(e) => Some(e),
-            Loaded::Disabled | Loaded::Unavailable(_) => None,
+            Loaded::Disabled => None,
+            // Falling back to keyword-only here would make the first sync rebuild an
+            // embedded index without its vectors: refuse, and say what to fix.
+            Loaded::Unavailable(e) if !index_model.is_empty() => anyhow::bail!(
+                "the index was built with {index_model}, but the model does not load: {e}"
+            ),
+            Loaded::Unavailable(_) => None,
         };
         let (tx, rx) = std::sync::mpsc::channel();
         let sink = IndexerSink::new(s.clone(), embedder);
