@@ -646,6 +646,19 @@ pub fn keyword_candidates(
     source: Option<&str>,
     norm: KeywordNorm,
 ) -> Result<HashMap<i64, f64>, SearchError> {
+    keyword_candidates_within(store, pq, k, source, norm, KEYWORD_RANK_BUDGET)
+}
+
+/// [`keyword_candidates`] with another ranking budget (`usize::MAX`: exact BM25
+/// whatever it costs; benchmarks compare the two).
+pub fn keyword_candidates_within(
+    store: &Store,
+    pq: &ParsedQuery,
+    k: usize,
+    source: Option<&str>,
+    norm: KeywordNorm,
+    budget: usize,
+) -> Result<HashMap<i64, f64>, SearchError> {
     let (sw, st, ss) = pq.stage_shares();
     let mut out: HashMap<i64, f64> = HashMap::new();
     let add = |hits: Vec<(i64, f64)>, share: f64, out: &mut HashMap<i64, f64>| {
@@ -656,7 +669,7 @@ pub fn keyword_candidates(
     let words = pq.fts_terms();
     if !words.is_empty() {
         add(
-            bm25_stage(store, "chunks_fts", &words, k, source, norm)?,
+            bm25_stage(store, "chunks_fts", &words, k, source, norm, budget)?,
             sw,
             &mut out,
         );
@@ -665,7 +678,7 @@ pub fn keyword_candidates(
     if !grams.is_empty() {
         let grams: Vec<&str> = grams.iter().map(String::as_str).collect();
         add(
-            bm25_stage(store, "chunks_trigram", &grams, k, source, norm)?,
+            bm25_stage(store, "chunks_trigram", &grams, k, source, norm, budget)?,
             st,
             &mut out,
         );
@@ -696,7 +709,7 @@ pub struct KeywordPlan {
 }
 
 /// Choose what one FTS5 index ranks for `terms` (unquoted) so that BM25 scores at
-/// most about [`KEYWORD_RANK_BUDGET`] rows: FTS5 computes `bm25()` for every row
+/// most about `budget` rows (normally [`KEYWORD_RANK_BUDGET`]): FTS5 computes `bm25()` for every row
 /// the expression matches before it sorts, so an OR with a word that occurs in
 /// most chunks costs tens of milliseconds at 100,000 chunks whatever the `LIMIT`.
 /// Document counts come from cheap capped probes (the doclist is read in rowid
@@ -706,16 +719,16 @@ pub fn keyword_plan(
     store: &Store,
     table: &str,
     terms: &[&str],
+    budget: usize,
 ) -> Result<KeywordPlan, SearchError> {
     let quoted: Vec<String> = terms.iter().map(|t| quote(t)).collect();
     let or_all = quoted.join(" OR ");
-    let budget = KEYWORD_RANK_BUDGET;
     let exact = |terms| KeywordPlan {
         match_expr: or_all.clone(),
         min_rowid: None,
         terms,
     };
-    if approx_chunks(store)? <= budget as i64 {
+    if budget == usize::MAX || approx_chunks(store)? <= budget as i64 {
         return Ok(exact(TermPlan::All));
     }
     let mut counts = Vec::with_capacity(quoted.len());
@@ -794,8 +807,9 @@ fn bm25_stage(
     k: usize,
     source: Option<&str>,
     norm: KeywordNorm,
+    budget: usize,
 ) -> Result<Vec<(i64, f64)>, SearchError> {
-    let plan = keyword_plan(store, table, terms)?;
+    let plan = keyword_plan(store, table, terms, budget)?;
     // `ORDER BY rank` lets FTS5 sort by its built-in bm25 rank internally.
     let sql = if source.is_some() {
         format!(
