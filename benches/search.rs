@@ -16,9 +16,8 @@ use claw::config::MemorySettings;
 use claw::memory::chunk::{ApproxCounter, TokenCounter};
 use claw::memory::embed::{EmbedError, Embedder, LocalEmbedder};
 use claw::memory::search::engine::{
-    self, BIT_MIN_CANDIDATES, BIT_OVERSAMPLE, KEYWORD_RANK_BUDGET, Mode, SearchRequest,
-    VectorPlan, bit_knn, bit_knn_vec0, bit_scan, exact_knn, keyword_candidates, keyword_plan,
-    vector_plan,
+    self, BIT_MIN_CANDIDATES, BIT_OVERSAMPLE, KEYWORD_RANK_BUDGET, Mode, SearchRequest, VectorPlan,
+    bit_knn, bit_knn_vec0, bit_scan, exact_knn, keyword_candidates, keyword_plan, vector_plan,
 };
 use claw::memory::search::query::{ParsedQuery, TermPlan};
 use claw::memory::search::score::KeywordNorm;
@@ -245,7 +244,10 @@ fn main() {
         .ok()
         .and_then(|s| s.parse::<i64>().ok())
     {
-        store.conn().pragma_update(None, "mmap_size", bytes).unwrap();
+        store
+            .conn()
+            .pragma_update(None, "mmap_size", bytes)
+            .unwrap();
         eprintln!("PRAGMA mmap_size = {bytes} on the bench connection");
     }
     let real = match (
@@ -296,7 +298,10 @@ fn main() {
     time("exact float KNN, vec0 (k=24): baseline", &mut |(_, v)| {
         exact_knn(&store, v, k).unwrap();
     });
-    time("**hybrid search, excluding query embedding**", &mut |(q, v)| {
+    time("**hybrid search, excluding query embedding**", &mut |(
+        q,
+        v,
+    )| {
         *fixed.vector.lock().unwrap() = v.clone();
         let r = engine::search(
             &store,
@@ -338,14 +343,17 @@ fn main() {
         };
         engine::search(&store, None, &params, &req, 0).unwrap();
     });
-    time("vector-only search (--mode vector), excl. embedding", &mut |(q, v)| {
-        *fixed.vector.lock().unwrap() = v.clone();
-        let req = SearchRequest {
-            mode: Mode::Vector,
-            ..SearchRequest::new(q.clone())
-        };
-        engine::search(&store, Some(&fixed), &params, &req, 0).unwrap();
-    });
+    time(
+        "vector-only search (--mode vector), excl. embedding",
+        &mut |(q, v)| {
+            *fixed.vector.lock().unwrap() = v.clone();
+            let req = SearchRequest {
+                mode: Mode::Vector,
+                ..SearchRequest::new(q.clone())
+            };
+            engine::search(&store, Some(&fixed), &params, &req, 0).unwrap();
+        },
+    );
     time("stage: keyword candidates (k=24)", &mut |(q, _)| {
         keyword_candidates(
             &store,
@@ -356,9 +364,12 @@ fn main() {
         )
         .unwrap();
     });
-    time("stage: vector, bit prefilter + exact rescore (k=24)", &mut |(_, v)| {
-        bit_knn(&store, v, k).unwrap();
-    });
+    time(
+        "stage: vector, bit prefilter + exact rescore (k=24)",
+        &mut |(_, v)| {
+            bit_knn(&store, v, k).unwrap();
+        },
+    );
     let kb = (k * BIT_OVERSAMPLE).max(BIT_MIN_CANDIDATES);
     time(
         &format!("stage: hamming scan of vec0 bit storage ({kb} candidates)"),
@@ -414,10 +425,9 @@ fn main() {
                 "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?1 ORDER BY rank LIMIT ?2",
             )
             .unwrap()
-            .query_map(
-                rusqlite::params![pq.fts_match().unwrap(), k as i64],
-                |r| r.get(0),
-            )
+            .query_map(rusqlite::params![pq.fts_match().unwrap(), k as i64], |r| {
+                r.get(0)
+            })
             .unwrap()
             .collect::<rusqlite::Result<_>>()
             .unwrap();
@@ -496,7 +506,9 @@ fn main() {
     );
     match scifact {
         Ok(rows) => {
-            println!("\n| SciFact train (5,183 real abstracts, one chunk each; 809 queries), keyword-only | nDCG@10 |\n|---|---:|");
+            println!(
+                "\n| SciFact train (5,183 real abstracts, one chunk each; 809 queries), keyword-only | nDCG@10 |\n|---|---:|"
+            );
             for (what, ndcg) in rows {
                 println!("| {what} | {ndcg:.4} |");
             }
@@ -505,19 +517,28 @@ fn main() {
     }
     match cold {
         Ok(runs) => {
-            println!("\n| cold `claw memory search --json` process (start, open, model load, search) | wall ms | result |\n|---|---:|---|");
+            println!(
+                "\n| cold `claw memory search --json` process (start, open, model load, search) | wall ms | result |\n|---|---:|---|"
+            );
             for (q, ms, what) in &runs {
                 println!("| `{q}` | {ms:.0} | {what} |");
             }
             let mut ms: Vec<f64> = runs.iter().map(|r| r.1).collect();
-            println!("| **median of {}** | {:.0} | |", ms.len(), pct(&mut ms, 0.5));
+            println!(
+                "| **median of {}** | {:.0} | |",
+                ms.len(),
+                pct(&mut ms, 0.5)
+            );
         }
         Err(note) => println!("\ncold `claw memory search` not measured: {note}"),
     }
     assert!(plan == VectorPlan::BitPrefilter || n < engine::BIT_PREFILTER_MIN_CHUNKS as usize);
 }
 
-fn real_cold(n: usize, queries: &[(String, Vec<f32>)]) -> Result<Vec<(String, f64, String)>, String> {
+fn real_cold(
+    n: usize,
+    queries: &[(String, Vec<f32>)],
+) -> Result<Vec<(String, f64, String)>, String> {
     if std::env::var_os("CLAW_EMBED_MODEL_DIR").is_none() {
         return Err("CLAW_EMBED_MODEL_DIR/ORT_DYLIB_PATH not set".into());
     }
@@ -532,7 +553,8 @@ fn scifact_quality() -> Result<Vec<(String, f64)>, String> {
     use std::collections::HashMap;
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data/scifact");
     let read = |p: &str| {
-        std::fs::read_to_string(root.join(p)).map_err(|e| format!("{}: {e}", root.join(p).display()))
+        std::fs::read_to_string(root.join(p))
+            .map_err(|e| format!("{}: {e}", root.join(p).display()))
     };
     let corpus = read("corpus.jsonl")?;
     let queries = read("queries.jsonl")?;
@@ -580,7 +602,9 @@ fn scifact_quality() -> Result<Vec<(String, f64)>, String> {
                 .write_file(&file, &[chunk], WriteMode::Replace, "")
                 .map_err(|e| e.to_string())?;
         }
-        store.set_meta("bench_complete", "1").map_err(|e| e.to_string())?;
+        store
+            .set_meta("bench_complete", "1")
+            .map_err(|e| e.to_string())?;
     }
     let doc_of: HashMap<i64, String> = store
         .conn()
@@ -602,13 +626,21 @@ fn scifact_quality() -> Result<Vec<(String, f64)>, String> {
     let qs: Vec<(String, String)> = queries
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter_map(|v| Some((v["_id"].as_str()?.to_string(), v["text"].as_str()?.to_string())))
+        .filter_map(|v| {
+            Some((
+                v["_id"].as_str()?.to_string(),
+                v["text"].as_str()?.to_string(),
+            ))
+        })
         .filter(|(id, _)| rel.contains_key(id))
         .collect();
     let mut out = Vec::new();
     for (what, budget) in [
         ("exact BM25 (no budget)".to_string(), usize::MAX),
-        (format!("budget {KEYWORD_RANK_BUDGET} rows (the product)"), KEYWORD_RANK_BUDGET),
+        (
+            format!("budget {KEYWORD_RANK_BUDGET} rows (the product)"),
+            KEYWORD_RANK_BUDGET,
+        ),
         ("budget 1000 rows".to_string(), 1000),
     ] {
         let mut sum = 0.0;

@@ -576,7 +576,12 @@ pub fn hamming(a: &[u8], b: &[u8]) -> u32 {
 }
 
 /// Exact cosine for `ids` from `chunks.embedding`; the best `k`.
-fn rescore(store: &Store, q: &[f32], ids: &[i64], k: usize) -> Result<Vec<(i64, f64)>, SearchError> {
+fn rescore(
+    store: &Store,
+    q: &[f32],
+    ids: &[i64],
+    k: usize,
+) -> Result<Vec<(i64, f64)>, SearchError> {
     let mut scored: Vec<(i64, f64)> = Vec::with_capacity(ids.len());
     let mut stmt = store
         .conn()
@@ -715,6 +720,9 @@ pub struct KeywordPlan {
 /// Document counts come from cheap capped probes (the doclist is read in rowid
 /// order and the probe stops after `budget + 1` rows). On an index with no more
 /// rows than the budget, or a query whose terms fit it, the ranking is exact.
+/// When every term is common, the conjunction is ranked (only its newest `budget`
+/// rows when it matches more); that case still pays FTS5's per-phrase document
+/// count inside `bm25()` (a full doclist scan per term, a few ms at 100,000 chunks).
 pub fn keyword_plan(
     store: &Store,
     table: &str,
@@ -772,9 +780,8 @@ fn capped_count(
     match_expr: &str,
     cap: usize,
 ) -> Result<usize, SearchError> {
-    let sql = format!(
-        "SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {table} MATCH ?1 LIMIT ?2)"
-    );
+    let sql =
+        format!("SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {table} MATCH ?1 LIMIT ?2)");
     let mut stmt = store.conn().prepare_cached(&sql)?;
     let n: i64 = stmt.query_row(params![match_expr, cap as i64], |r| r.get(0))?;
     Ok(n.max(0) as usize)
@@ -1214,7 +1221,9 @@ mod tests {
                 .unwrap();
         }
         for f in [3, 11, 12] {
-            store.remove_file("memory", &format!("memory/{f}.md")).unwrap();
+            store
+                .remove_file("memory", &format!("memory/{f}.md"))
+                .unwrap();
         }
         let q: Vec<f32> = (0..dims).map(|_| rnd()).collect();
         let blob = crate::memory::store::vec_to_blob(&q);
@@ -1244,11 +1253,125 @@ mod tests {
         }
         // Removed rows are never returned.
         let all = bit_scan(&store, &q, 5000).unwrap().unwrap();
-        let removed: Vec<i64> = all.iter().copied().filter(|i| !dist.contains_key(i)).collect();
+        let removed: Vec<i64> = all
+            .iter()
+            .copied()
+            .filter(|i| !dist.contains_key(i))
+            .collect();
         assert!(removed.is_empty(), "{removed:?}");
         // bit_knn rescoring returns exact cosine order.
         let top = bit_knn(&store, &q, 10).unwrap();
         assert_eq!(top.len(), 10);
         assert!(top.windows(2).all(|w| w[0].1 >= w[1].1));
+    }
+
+    /// Above the budget the keyword stage ranks the rarest terms (the common one
+    /// acts as a stop word), a query of common terms ranks a bounded window, and
+    /// both still find what exact BM25 puts first.
+    #[test]
+    fn keyword_plan_bounds_work_on_a_large_index() {
+        use crate::memory::store::{FileRecord, NewChunk, WriteMode};
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(&dir.path().join("m.sqlite")).unwrap();
+        let n = KEYWORD_RANK_BUDGET + 500;
+        let chunks: Vec<NewChunk> = (0..n)
+            .map(|i| {
+                let mut text = format!("common filler{} words", i % 50);
+                if i % 2 == 0 {
+                    text.push_str(" often");
+                }
+                if i % 1500 == 7 {
+                    text.push_str(" zanzibar zanzibar");
+                }
+                NewChunk {
+                    id: format!("c{i}"),
+                    start_line: i + 1,
+                    end_line: i + 1,
+                    hash: format!("{i}"),
+                    text,
+                    note_time: None,
+                    embedding: None,
+                }
+            })
+            .collect();
+        let rec = FileRecord {
+            source: "memory".into(),
+            path: "memory/big.md".into(),
+            sha256: "x".into(),
+            mtime_ns: 1,
+            size: 1,
+            indexed_bytes: 0,
+            indexed_lines: 0,
+        };
+        store
+            .write_file(&rec, &chunks, WriteMode::Replace, "")
+            .unwrap();
+        let zanzibar: Vec<i64> = store
+            .conn()
+            .prepare("SELECT rowid FROM chunks WHERE text LIKE '%zanzibar%'")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        assert_eq!(zanzibar.len(), 3);
+
+        let plan = keyword_plan(
+            &store,
+            "chunks_fts",
+            &["common", "zanzibar"],
+            KEYWORD_RANK_BUDGET,
+        )
+        .unwrap();
+        assert_eq!(plan.terms, TermPlan::Subset(vec![1]));
+        assert_eq!(plan.match_expr, "\"zanzibar\"");
+        let pq = ParsedQuery::parse("common zanzibar");
+        let got = keyword_candidates(&store, &pq, 10, None, KeywordNorm::default()).unwrap();
+        let exact =
+            keyword_candidates_within(&store, &pq, 10, None, KeywordNorm::default(), usize::MAX)
+                .unwrap();
+        let mut ids: Vec<i64> = got.keys().copied().collect();
+        ids.sort_unstable();
+        assert_eq!(ids, zanzibar);
+        // Exact BM25 ranks the same three chunks first.
+        let mut top: Vec<(i64, f64)> = exact.into_iter().collect();
+        top.sort_by(|a, b| b.1.total_cmp(&a.1));
+        let mut top3: Vec<i64> = top.iter().take(3).map(|x| x.0).collect();
+        top3.sort_unstable();
+        assert_eq!(top3, zanzibar);
+
+        // A frequent term that fits the budget alone is ranked exactly.
+        let plan = keyword_plan(
+            &store,
+            "chunks_fts",
+            &["common", "often"],
+            KEYWORD_RANK_BUDGET,
+        )
+        .unwrap();
+        assert_eq!(plan.terms, TermPlan::Subset(vec![1]));
+        // Every term common: the conjunction, over a bounded window of newest rows.
+        let max: i64 = store
+            .conn()
+            .query_row("SELECT max(rowid) FROM chunks", [], |r| r.get(0))
+            .unwrap();
+        let plan = keyword_plan(
+            &store,
+            "chunks_fts",
+            &["common", "words"],
+            KEYWORD_RANK_BUDGET,
+        )
+        .unwrap();
+        assert_eq!(plan.terms, TermPlan::AllCommon);
+        assert_eq!(plan.match_expr, "\"common\" AND \"words\"");
+        assert_eq!(plan.min_rowid, Some(max - KEYWORD_RANK_BUDGET as i64 + 1));
+        let plan = keyword_plan(&store, "chunks_fts", &["common"], KEYWORD_RANK_BUDGET).unwrap();
+        assert_eq!(plan.terms, TermPlan::AllCommon);
+        assert_eq!(plan.min_rowid, Some(max - KEYWORD_RANK_BUDGET as i64 + 1));
+        let pq = ParsedQuery::parse("common");
+        let got = keyword_candidates(&store, &pq, 10, None, KeywordNorm::default()).unwrap();
+        assert_eq!(got.len(), 10);
+        // A small budget or none: the plan is exact on indexes no larger than it.
+        let plan = keyword_plan(&store, "chunks_fts", &["common", "zanzibar"], usize::MAX).unwrap();
+        assert_eq!(plan.terms, TermPlan::All);
     }
 }

@@ -209,12 +209,13 @@ pub enum TermPlan {
     /// Rank the OR of every term: exact BM25.
     All,
     /// Rank the OR of these terms (indices into the term list, in query order):
-    /// the rarest terms whose document counts fit the budget. The terms left out
-    /// each occur in more chunks than the budget, so their BM25 weight (idf) is
-    /// the lowest of the query's; they act as stop words.
+    /// the rarest terms whose document counts fit the budget together. The terms
+    /// left out are the query's most frequent, so their BM25 weight (idf) is the
+    /// lowest of the query's; they act as stop words.
     Subset(Vec<usize>),
     /// Every term occurs in more chunks than the budget: rank the conjunction
-    /// (and, if that still matches more than the budget, only its newest rows).
+    /// (and, if that matches too many rows, only its newest rows; see
+    /// `engine::keyword_plan`).
     AllCommon,
 }
 
