@@ -198,8 +198,14 @@ fn load_avg() -> String {
         .unwrap_or_else(|_| "?".into())
 }
 
+/// A bench query: its text and its (synthetic) query vector.
+type Query = (String, Vec<f32>);
+
+/// One cold process: the query, wall ms, what it returned.
+type ColdRun = (String, f64, String);
+
 /// Wall time of cold `claw memory search` processes on the bench workspace.
-fn cold_cli(n: usize, queries: &[String]) -> Result<Vec<(String, f64, String)>, String> {
+fn cold_cli(n: usize, queries: &[String]) -> Result<Vec<ColdRun>, String> {
     let bin = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/release/claw");
     if !bin.exists() {
         return Err(format!(
@@ -276,7 +282,7 @@ fn main() {
     let params = MemorySettings::default();
     let k = 6 * params.candidate_multiplier;
     let mut rows: Vec<(String, f64, f64)> = Vec::new();
-    let mut time = |name: &str, f: &mut dyn FnMut(&(String, Vec<f32>))| {
+    let mut time = |name: &str, f: &mut dyn FnMut(&Query)| {
         for q in queries.iter().take(10) {
             f(q); // warm-up
         }
@@ -535,10 +541,7 @@ fn main() {
     assert!(plan == VectorPlan::BitPrefilter || n < engine::BIT_PREFILTER_MIN_CHUNKS as usize);
 }
 
-fn real_cold(
-    n: usize,
-    queries: &[(String, Vec<f32>)],
-) -> Result<Vec<(String, f64, String)>, String> {
+fn real_cold(n: usize, queries: &[(String, Vec<f32>)]) -> Result<Vec<ColdRun>, String> {
     if std::env::var_os("CLAW_EMBED_MODEL_DIR").is_none() {
         return Err("CLAW_EMBED_MODEL_DIR/ORT_DYLIB_PATH not set".into());
     }
