@@ -215,6 +215,9 @@ impl Store {
         conn.pragma_update(None, "journal_mode", "WAL")
             .map_err(StoreError::from_sqlite)?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
+        // Memory-mapped reads: measured to speed up the vector scan (benches/search.rs,
+        // CLAW_BENCH_MMAP) without changing durability (writes still go through WAL).
+        conn.pragma_update(None, "mmap_size", 256 * 1024 * 1024)?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
         let vec = if load_vec {
             match conn.query_row("SELECT vec_version()", [], |r| r.get::<_, String>(0)) {
