@@ -196,7 +196,7 @@ impl Default for MemorySettings {
             max_file_bytes: 16 * 1024 * 1024,
             chunk_tokens: 200,
             chunk_overlap_tokens: 32,
-            embed_batch_size: 8,
+            embed_batch_size: 1,
         }
     }
 }

@@ -161,6 +161,21 @@ struct Run<'a> {
     model: String,
     report: IndexReport,
     progress: &'a dyn Fn(Progress),
+    /// When the open write group started (see [`GROUP_COMMIT_INTERVAL`]).
+    group_started: Instant,
+}
+
+/// File writes are grouped into one SQLite transaction for at most this long:
+/// each file is still all-or-nothing (a savepoint), a crash loses at most this
+/// much work, and small files stop paying one commit each.
+pub const GROUP_COMMIT_INTERVAL: std::time::Duration = std::time::Duration::from_millis(250);
+
+impl Drop for Run<'_> {
+    fn drop(&mut self) {
+        // An error unwound the run: its open group is abandoned (files stay as
+        // they were before it). After `finish` there is no open group.
+        self.store.rollback_group();
+    }
 }
 
 /// A full incremental pass over every source.
@@ -175,7 +190,7 @@ pub fn run(
     let started = Instant::now();
     let rebuilt = ensure_identity(store, embedder, opts.force)?;
     let sources = walk::sources(settings, store)?;
-    let mut run = Run::new(store, settings, embedder, progress);
+    let mut run = Run::new(store, settings, embedder, progress)?;
     run.report.rebuilt = rebuilt;
 
     // Discover and plan every source first, so progress knows the total.
@@ -197,6 +212,7 @@ pub fn run(
         if !known.contains(&name.as_str()) {
             for path in run.store.file_records(&name)?.into_keys() {
                 run.remove(&name, &path)?;
+                run.tick()?;
             }
         }
     }
@@ -208,10 +224,12 @@ pub fn run(
     for (src, p, stored) in plans {
         for f in p.add.iter().chain(p.check.iter()) {
             run.file(src, f, stored.get(&f.rel))?;
+            run.tick()?;
         }
         // Removals last, so a renamed file's chunks can reuse the old rows' embeddings.
         for path in &p.remove {
             run.remove(&src.name, path)?;
+            run.tick()?;
         }
     }
     run.finish(started)
@@ -242,7 +260,7 @@ pub fn run_paths(
         return Ok(report);
     }
     let sources = walk::sources(settings, store)?;
-    let mut run = Run::new(store, settings, embedder, progress);
+    let mut run = Run::new(store, settings, embedder, progress)?;
     (run.progress)(Progress::Planned {
         files: targets.len(),
         to_read: targets.len(),
@@ -270,6 +288,7 @@ pub fn run_paths(
                 }
             }
         }
+        run.tick()?;
     }
     run.finish(started)
 }
@@ -280,11 +299,12 @@ impl<'a> Run<'a> {
         settings: &'a Settings,
         embedder: Option<&'a dyn Embedder>,
         progress: &'a dyn Fn(Progress),
-    ) -> Run<'a> {
+    ) -> Result<Run<'a>, IndexError> {
         let model = embedder
             .map(|e| e.model_id().to_string())
             .unwrap_or_default();
-        Run {
+        store.begin_group()?;
+        Ok(Run {
             params: chunk_params(settings, embedder),
             store,
             settings,
@@ -295,7 +315,18 @@ impl<'a> Run<'a> {
             },
             model,
             progress,
+            group_started: Instant::now(),
+        })
+    }
+
+    /// Commit the open write group when it has been open long enough.
+    fn tick(&mut self) -> Result<(), IndexError> {
+        if self.group_started.elapsed() >= GROUP_COMMIT_INTERVAL {
+            self.store.commit_group()?;
+            self.store.begin_group()?;
+            self.group_started = Instant::now();
         }
+        Ok(())
     }
 
     fn finish(mut self, started: Instant) -> Result<IndexReport, IndexError> {
@@ -305,8 +336,9 @@ impl<'a> Run<'a> {
             "last_index_at",
             &crate::memory::store::now_unix().to_string(),
         )?;
+        self.store.commit_group()?;
         self.report.elapsed_ms = started.elapsed().as_millis() as u64;
-        Ok(self.report)
+        Ok(std::mem::take(&mut self.report))
     }
 
     fn issue(&mut self, source: &str, path: &str, message: &str, skipped: bool) {

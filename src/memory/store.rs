@@ -176,6 +176,32 @@ pub fn now_unix() -> i64 {
     chrono::Utc::now().timestamp()
 }
 
+/// A write unit: its own IMMEDIATE transaction, or a savepoint inside an open
+/// group (see [`Store::begin_group`]). Either way it commits or rolls back whole.
+enum WriteTx<'a> {
+    Transaction(rusqlite::Transaction<'a>),
+    Savepoint(rusqlite::Savepoint<'a>),
+}
+
+impl std::ops::Deref for WriteTx<'_> {
+    type Target = Connection;
+    fn deref(&self) -> &Connection {
+        match self {
+            WriteTx::Transaction(t) => t,
+            WriteTx::Savepoint(s) => s,
+        }
+    }
+}
+
+impl WriteTx<'_> {
+    fn commit(self) -> rusqlite::Result<()> {
+        match self {
+            WriteTx::Transaction(t) => t.commit(),
+            WriteTx::Savepoint(s) => s.commit(),
+        }
+    }
+}
+
 /// The memory database.
 pub struct Store {
     conn: Connection,
@@ -288,6 +314,45 @@ impl Store {
 
     pub fn vec_backend(&self) -> &VecBackend {
         &self.vec
+    }
+
+    /// Start a group: the following file writes share one transaction (each is
+    /// still all-or-nothing through its savepoint) until [`Store::commit_group`].
+    /// A crash before the commit leaves every file of the group fully old.
+    pub fn begin_group(&mut self) -> Result<()> {
+        if self.conn.is_autocommit() {
+            self.conn
+                .execute_batch("BEGIN IMMEDIATE")
+                .map_err(StoreError::from_sqlite)?;
+        }
+        Ok(())
+    }
+
+    /// Commit the open group, if any.
+    pub fn commit_group(&mut self) -> Result<()> {
+        if !self.conn.is_autocommit() {
+            self.conn.execute_batch("COMMIT")?;
+        }
+        Ok(())
+    }
+
+    /// Abandon the open group, if any (its files stay as they were before it).
+    pub fn rollback_group(&mut self) {
+        if !self.conn.is_autocommit() {
+            let _ = self.conn.execute_batch("ROLLBACK");
+        }
+    }
+
+    fn begin_write(&mut self) -> Result<WriteTx<'_>> {
+        if self.conn.is_autocommit() {
+            Ok(WriteTx::Transaction(
+                self.conn
+                    .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+                    .map_err(StoreError::from_sqlite)?,
+            ))
+        } else {
+            Ok(WriteTx::Savepoint(self.conn.savepoint()?))
+        }
     }
 
     /// Read a meta value.
@@ -410,10 +475,7 @@ impl Store {
         let now = now_unix();
         let has_vec = self.vec.is_loaded() && self.has_vec_tables()?;
         let has_bit = has_vec && self.vec_dims()?.is_some_and(|d| d.is_multiple_of(8));
-        let tx = self
-            .conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .map_err(StoreError::from_sqlite)?;
+        let tx = self.begin_write()?;
         if mode == WriteMode::Replace {
             tx.execute(
                 "DELETE FROM chunks WHERE source = ?1 AND path = ?2",
@@ -498,10 +560,7 @@ impl Store {
 
     /// Remove a file and all of its rows, in one transaction. Returns chunks removed.
     pub fn remove_file(&mut self, source: &str, path: &str) -> Result<usize> {
-        let tx = self
-            .conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .map_err(StoreError::from_sqlite)?;
+        let tx = self.begin_write()?;
         let n = tx.execute(
             "DELETE FROM chunks WHERE source = ?1 AND path = ?2",
             params![source, path],
@@ -565,10 +624,7 @@ impl Store {
         entries: &[(String, Vec<f32>)],
     ) -> Result<()> {
         let now = now_unix();
-        let tx = self
-            .conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .map_err(StoreError::from_sqlite)?;
+        let tx = self.begin_write()?;
         {
             let mut ins = tx.prepare_cached(
                 "INSERT INTO embedding_cache (provider, model, hash, embedding, dims, updated_at)
