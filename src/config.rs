@@ -206,6 +206,9 @@ impl Default for MemorySettings {
 pub struct Settings {
     pub workspace: PathBuf,
     pub config_path: Option<PathBuf>,
+    /// Where `claw memory install-model` puts the model by default (`~/.claw/models`),
+    /// and where the local backend looks when nothing is configured.
+    pub models_dir: Option<PathBuf>,
     pub embed: EmbedProvider,
     pub memory: MemorySettings,
     pub agent: AgentConfig,
@@ -287,6 +290,7 @@ impl Settings {
         Ok(Settings {
             workspace,
             config_path,
+            models_dir: input.home.as_ref().map(|h| h.join(".claw/models")),
             embed,
             memory,
             agent: file.agent,
@@ -299,6 +303,7 @@ impl Settings {
         Settings {
             workspace: workspace.into(),
             config_path: None,
+            models_dir: None,
             embed,
             memory: MemorySettings::default(),
             agent: AgentConfig::default(),
