@@ -9,6 +9,7 @@
 
 pub mod beir;
 pub mod metrics;
+pub mod runner;
 
 use sha2::{Digest, Sha256};
 

@@ -12,7 +12,7 @@ use crate::config::Settings;
 use crate::memory::embed::Embedder;
 use crate::memory::indexer::{self, IndexError, IndexOptions};
 use crate::memory::lock::{LockError, WriterLock};
-use crate::memory::search::engine;
+
 use crate::memory::store::{Store, StoreError, now_unix};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -306,7 +306,7 @@ fn search_one(
     limit: usize,
     now: i64,
 ) -> Result<Vec<String>, String> {
-    let _ = (store, settings, embedder, mode, query, limit, now, engine::PLACEHOLDER);
+    let _ = (store, settings, embedder, mode, query, limit, now);
     Err("search engine not merged yet".into())
 }
 
