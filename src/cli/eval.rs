@@ -8,6 +8,7 @@ use super::output::{print_json, show_progress, Exit, Output};
 use crate::config::Settings;
 use crate::memory::embed::{self, Loaded};
 use crate::memory::eval::beir;
+use crate::memory::search::score::KeywordNorm;
 use crate::memory::eval::runner::{self, EvalMode, EvalOptions, EvalProgress, EvalReport, ModeOutcome};
 use anyhow::Context;
 use std::io::Write;
@@ -39,6 +40,13 @@ impl ModeArg {
     }
 }
 
+/// BM25 normalisation choices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum NormArg {
+    MaxScaled,
+    MinMax,
+}
+
 #[derive(Debug, clap::Args)]
 pub struct EvalArgs {
     /// BEIR dataset directory (corpus.jsonl, queries.jsonl, qrels/<split>.tsv).
@@ -56,6 +64,9 @@ pub struct EvalArgs {
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,
+    /// BM25 normalisation (a tuning knob; default: the engine's).
+    #[arg(long, value_enum)]
+    pub keyword_norm: Option<NormArg>,
     /// Also write each mode's ranking as a TREC run file (`<DIR>/<mode>.run`), for trec_eval.
     #[arg(long, value_name = "DIR")]
     pub save_run: Option<PathBuf>,
@@ -117,6 +128,11 @@ pub fn run_eval(settings: &Settings, args: EvalArgs) -> anyhow::Result<Exit> {
         &EvalOptions {
             modes,
             limit: usize::from(args.limit),
+            keyword_norm: match args.keyword_norm {
+                None => KeywordNorm::default(),
+                Some(NormArg::MaxScaled) => KeywordNorm::MaxScaled,
+                Some(NormArg::MinMax) => KeywordNorm::MinMax,
+            },
         },
         &on_progress,
     )

@@ -12,6 +12,8 @@ use crate::config::Settings;
 use crate::memory::embed::Embedder;
 use crate::memory::indexer::{self, IndexError, IndexOptions};
 use crate::memory::lock::{LockError, WriterLock};
+use crate::memory::search::engine::{self, Mode, SearchRequest, SourceFilter};
+use crate::memory::search::score::KeywordNorm;
 
 use crate::memory::store::{Store, StoreError, now_unix};
 use std::collections::{BTreeMap, HashMap};
@@ -86,6 +88,8 @@ pub struct EvalOptions {
     pub modes: Vec<EvalMode>,
     /// Results requested per query (also the Recall cut-off).
     pub limit: usize,
+    /// BM25 normalisation handed to the engine (a tuning knob).
+    pub keyword_norm: KeywordNorm,
 }
 
 /// Progress notifications for a UI.
@@ -237,7 +241,7 @@ pub fn run(
         let mut latencies = Vec::with_capacity(data.queries.len());
         for (i, q) in data.queries.iter().enumerate() {
             let t = Instant::now();
-            let hits = search_one(&store, &settings, model, mode, &q.text, opts.limit, now)
+            let hits = search_one(&store, &settings, model, mode, opts.keyword_norm, &q.text, opts.limit, now)
                 .map_err(|message| EvalError::Search {
                     mode: mode.name(),
                     query: q.id.clone(),
@@ -297,17 +301,35 @@ pub fn ranking_to_run(hit_paths: &[String], by_file: &HashMap<String, String>) -
 }
 
 /// One query through the normal search path; returns hit paths, best first.
+/// A silent fallback (e.g. vector mode answered by keywords) is an error: the
+/// mode's figures would be mislabelled.
+#[allow(clippy::too_many_arguments)]
 fn search_one(
     store: &Store,
     settings: &Settings,
     embedder: Option<&dyn Embedder>,
     mode: EvalMode,
+    keyword_norm: KeywordNorm,
     query: &str,
     limit: usize,
     now: i64,
 ) -> Result<Vec<String>, String> {
-    let _ = (store, settings, embedder, mode, query, limit, now);
-    Err("search engine not merged yet".into())
+    let mut req = SearchRequest::new(query);
+    req.limit = limit;
+    req.min_score = Some(f64::NEG_INFINITY);
+    req.source = SourceFilter::Named(EVAL_SOURCE.to_string());
+    req.keyword_norm = keyword_norm;
+    (req.mode, req.mmr) = match mode {
+        EvalMode::Fts => (Mode::Fts, true),
+        EvalMode::Vector => (Mode::Vector, true),
+        EvalMode::Hybrid => (Mode::Hybrid, true),
+        EvalMode::HybridNoMmr => (Mode::Hybrid, false),
+    };
+    let resp = engine::search(store, embedder, &settings.memory, &req, now).map_err(|e| e.to_string())?;
+    if let Some(fb) = &resp.fallback {
+        return Err(format!("the engine fell back ({fb}) instead of running {}", mode.name()));
+    }
+    Ok(resp.results.into_iter().map(|h| h.path).collect())
 }
 
 #[cfg(test)]
