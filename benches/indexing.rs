@@ -70,9 +70,11 @@ fn parent() {
             let stdout = String::from_utf8_lossy(&out.stdout);
             let line = stdout.lines().find_map(|l| l.strip_prefix("RESULT "));
             match line {
-                Some(l) if out.status.success() => {
-                    rows.push((set.to_string(), group, serde_json::from_str::<Value>(l).unwrap()))
-                }
+                Some(l) if out.status.success() => rows.push((
+                    set.to_string(),
+                    group,
+                    serde_json::from_str::<Value>(l).unwrap(),
+                )),
                 _ => panic!(
                     "child {set}/{group} failed: {}\n{}",
                     out.status,
@@ -85,30 +87,52 @@ fn parent() {
 }
 
 fn print_tables(rows: &[(String, &str, Value)]) {
-    println!("| set | files | chunks | keyword-only full index | no-op re-index | one-file change (full pass) | one-file change (targeted) | peak RSS |");
+    println!(
+        "| set | files | chunks | keyword-only full index | no-op re-index | one-file change (full pass) | one-file change (targeted) | peak RSS |"
+    );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|");
     for (set, group, v) in rows.iter().filter(|r| r.1 == "keyword") {
         let _ = group;
         println!(
             "| {set} | {} | {} | {:.3} s | {:.3} s | {:.1} ms | {:.1} ms | {:.0} MiB |",
-            v["files"], v["chunks"], f(v, "full_s"), f(v, "noop_s"), f(v, "one_file_ms"), f(v, "one_file_targeted_ms"),
+            v["files"],
+            v["chunks"],
+            f(v, "full_s"),
+            f(v, "noop_s"),
+            f(v, "one_file_ms"),
+            f(v, "one_file_targeted_ms"),
             v["rss_mib"].as_f64().unwrap_or(0.0)
         );
     }
     println!();
-    println!("| set | files indexed | chunks | full index with model | embeddings/s (indexer) | embeddings/s (bare model, same texts) | indexer / bare | no-op re-index | one-file change (embeddings) | peak RSS |");
+    println!(
+        "| set | files indexed | chunks | full index with model | embeddings/s (indexer) | embeddings/s (bare model, same texts) | indexer / bare | no-op re-index | one-file change (embeddings) | peak RSS |"
+    );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (set, _, v) in rows.iter().filter(|r| r.1 == "model") {
         if let Some(reason) = v.get("skipped") {
-            println!("| {set} | skipped: {} | | | | | | | | |", reason.as_str().unwrap_or(""));
+            println!(
+                "| {set} | skipped: {} | | | | | | | | |",
+                reason.as_str().unwrap_or("")
+            );
             continue;
         }
         println!(
             "| {set}{} | {} | {} | {:.1} s | {:.1} | {:.1} | {:.0} % | {:.3} s | {:.1} ms ({}) | {:.0} MiB |",
-            if v["sampled"].as_bool() == Some(true) { " (sample)" } else { "" },
-            v["files"], v["chunks"], f(v, "full_s"), f(v, "index_eps"), f(v, "bare_eps"),
+            if v["sampled"].as_bool() == Some(true) {
+                " (sample)"
+            } else {
+                ""
+            },
+            v["files"],
+            v["chunks"],
+            f(v, "full_s"),
+            f(v, "index_eps"),
+            f(v, "bare_eps"),
             100.0 * f(v, "index_eps") / f(v, "bare_eps"),
-            f(v, "noop_s"), f(v, "one_file_ms"), v["one_file_embeddings"],
+            f(v, "noop_s"),
+            f(v, "one_file_ms"),
+            v["one_file_embeddings"],
             v["rss_mib"].as_f64().unwrap_or(0.0)
         );
     }
@@ -148,11 +172,24 @@ fn setup(root: &Path, embed: EmbedProvider) -> Env {
 }
 
 fn index(env: &mut Env, e: Option<&dyn Embedder>) -> (IndexReport, Duration) {
-    let lock = WriterLock::acquire(&env.settings.state_dir(), "bench", Duration::from_secs(5)).unwrap();
+    let lock =
+        WriterLock::acquire(&env.settings.state_dir(), "bench", Duration::from_secs(5)).unwrap();
     let t = Instant::now();
-    let r = indexer::run(&mut env.store, &env.settings, e, &IndexOptions::default(), &lock, &|_| {}).unwrap();
+    let r = indexer::run(
+        &mut env.store,
+        &env.settings,
+        e,
+        &IndexOptions::default(),
+        &lock,
+        &|_| {},
+    )
+    .unwrap();
     let d = t.elapsed();
-    assert!(r.issues.iter().all(|i| !i.skipped), "skipped files: {:?}", &r.issues[..r.issues.len().min(3)]);
+    assert!(
+        r.issues.iter().all(|i| !i.skipped),
+        "skipped files: {:?}",
+        &r.issues[..r.issues.len().min(3)]
+    );
     (r, d)
 }
 
@@ -164,19 +201,26 @@ fn pick_file(root: &Path) -> (String, PathBuf) {
         .filter(|e| e.file_type().is_file() && e.path().extension().is_some_and(|x| x == "md"))
         .filter(|e| {
             let rel = e.path().strip_prefix(root).unwrap();
-            !rel.components().any(|c| c.as_os_str().to_string_lossy().starts_with('.'))
+            !rel.components()
+                .any(|c| c.as_os_str().to_string_lossy().starts_with('.'))
         })
         .map(|e| (e.metadata().unwrap().len(), e.path().to_path_buf()))
         .collect();
     files.sort();
     let p = files[files.len() / 2].1.clone();
-    let rel = p.strip_prefix(root).unwrap().to_string_lossy().replace('\\', "/");
+    let rel = p
+        .strip_prefix(root)
+        .unwrap()
+        .to_string_lossy()
+        .replace('\\', "/");
     (rel, p)
 }
 
 fn edit(path: &Path, n: usize) {
     let mut s = std::fs::read_to_string(path).unwrap();
-    s.push_str(&format!("\n\nA new paragraph added by the benchmark, edit {n}, about sqlite and retrieval.\n"));
+    s.push_str(&format!(
+        "\n\nA new paragraph added by the benchmark, edit {n}, about sqlite and retrieval.\n"
+    ));
     std::fs::write(path, s).unwrap();
 }
 
@@ -189,9 +233,18 @@ fn keyword_group(root: &Path) -> Value {
     let (r1, one) = index(&mut env, None);
     assert_eq!(r1.files_changed, 1, "one file changed");
     edit(&path, 2);
-    let lock = WriterLock::acquire(&env.settings.state_dir(), "bench", Duration::from_secs(5)).unwrap();
+    let lock =
+        WriterLock::acquire(&env.settings.state_dir(), "bench", Duration::from_secs(5)).unwrap();
     let t = Instant::now();
-    indexer::run_paths(&mut env.store, &env.settings, None, &[(SOURCE.to_string(), rel)], &lock, &|_| {}).unwrap();
+    indexer::run_paths(
+        &mut env.store,
+        &env.settings,
+        None,
+        &[(SOURCE.to_string(), rel)],
+        &lock,
+        &|_| {},
+    )
+    .unwrap();
     let targeted = t.elapsed();
     json!({
         "files": r.files_scanned,
@@ -244,8 +297,15 @@ fn model_group(root: &Path) -> Value {
 
     // The bare model on the same chunk texts, same batch size, same process.
     let texts: Vec<String> = {
-        let mut st = env.store.conn().prepare("SELECT text FROM chunks ORDER BY rowid").unwrap();
-        st.query_map([], |r| r.get(0)).unwrap().collect::<Result<_, _>>().unwrap()
+        let mut st = env
+            .store
+            .conn()
+            .prepare("SELECT text FROM chunks ORDER BY rowid")
+            .unwrap();
+        st.query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
     };
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let t = Instant::now();

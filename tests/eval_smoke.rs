@@ -52,7 +52,11 @@ fn recompute(run: &BTreeMap<String, Vec<String>>) -> (f64, f64, f64) {
     let qrels = qrels();
     let (mut n, mut r, mut m) = (0.0, 0.0, 0.0);
     for (q, judged) in &qrels {
-        let rel: Vec<&String> = judged.iter().filter(|(_, g)| **g > 0).map(|(d, _)| d).collect();
+        let rel: Vec<&String> = judged
+            .iter()
+            .filter(|(_, g)| **g > 0)
+            .map(|(d, _)| d)
+            .collect();
         let docs = run.get(q).cloned().unwrap_or_default();
         let dcg: f64 = docs
             .iter()
@@ -61,7 +65,9 @@ fn recompute(run: &BTreeMap<String, Vec<String>>) -> (f64, f64, f64) {
             .filter(|(_, d)| rel.contains(d))
             .map(|(i, _)| 1.0 / ((i + 2) as f64).log2())
             .sum();
-        let idcg: f64 = (0..rel.len().min(10)).map(|i| 1.0 / ((i + 2) as f64).log2()).sum();
+        let idcg: f64 = (0..rel.len().min(10))
+            .map(|i| 1.0 / ((i + 2) as f64).log2())
+            .sum();
         n += dcg / idcg;
         r += docs.iter().take(100).filter(|d| rel.contains(d)).count() as f64 / rel.len() as f64;
         m += docs
@@ -90,7 +96,10 @@ fn eval_all_modes_on_fixture_with_the_real_model() {
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
 
     assert_eq!(v["dataset"], "beir-mini");
-    assert_eq!(v["split"], "test", "qrels/test.tsv exists, so test is the default");
+    assert_eq!(
+        v["split"], "test",
+        "qrels/test.tsv exists, so test is the default"
+    );
     assert_eq!(v["queries"], 10);
     assert_eq!(v["documents"], 40);
     assert!(v["index_seconds"].as_f64().unwrap() > 0.0);
@@ -99,7 +108,9 @@ fn eval_all_modes_on_fixture_with_the_real_model() {
     for mode in MODES {
         let m = &modes[mode];
         for key in ["ndcg@10", "recall@100", "mrr@10"] {
-            let x = m[key].as_f64().unwrap_or_else(|| panic!("{mode}.{key} missing: {m}"));
+            let x = m[key]
+                .as_f64()
+                .unwrap_or_else(|| panic!("{mode}.{key} missing: {m}"));
             assert!((0.0..=1.0).contains(&x), "{mode}.{key} = {x}");
         }
         let (p50, p95) = (m["p50_ms"].as_f64().unwrap(), m["p95_ms"].as_f64().unwrap());
@@ -109,9 +120,18 @@ fn eval_all_modes_on_fixture_with_the_real_model() {
         let run = read_run(&runs.join(format!("{mode}.run")));
         assert!(run.len() <= 10);
         let (n, r, mrr) = recompute(&run);
-        assert!((m["ndcg@10"].as_f64().unwrap() - n).abs() < 1e-4, "{mode}: {m} vs {n}");
-        assert!((m["recall@100"].as_f64().unwrap() - r).abs() < 1e-4, "{mode}: {m} vs {r}");
-        assert!((m["mrr@10"].as_f64().unwrap() - mrr).abs() < 1e-4, "{mode}: {m} vs {mrr}");
+        assert!(
+            (m["ndcg@10"].as_f64().unwrap() - n).abs() < 1e-4,
+            "{mode}: {m} vs {n}"
+        );
+        assert!(
+            (m["recall@100"].as_f64().unwrap() - r).abs() < 1e-4,
+            "{mode}: {m} vs {r}"
+        );
+        assert!(
+            (m["mrr@10"].as_f64().unwrap() - mrr).abs() < 1e-4,
+            "{mode}: {m} vs {mrr}"
+        );
     }
     // The whole corpus (40 documents) fits in 100 results: the vector stage
     // ranks every document, so every relevant one is found.
@@ -121,7 +141,10 @@ fn eval_all_modes_on_fixture_with_the_real_model() {
     // what a broken mapping or random order gives (~0.2 for 1 relevant in 40).
     for mode in MODES {
         let n = modes[mode]["ndcg@10"].as_f64().unwrap();
-        assert!(n >= 0.5, "{mode} nDCG@10 {n} below the hand-checked floor 0.5");
+        assert!(
+            n >= 0.5,
+            "{mode} nDCG@10 {n} below the hand-checked floor 0.5"
+        );
     }
 }
 
@@ -134,11 +157,18 @@ fn keyword_only_runs_fts_and_skips_the_model_modes_with_a_reason() {
         .args(["--mode", "all", "--json"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(v["modes"]["fts"]["ndcg@10"].as_f64().unwrap() >= 0.5, "{v}");
     for mode in ["vector", "hybrid", "hybrid-nommr"] {
-        let reason = v["modes"][mode]["skipped"].as_str().unwrap_or_else(|| panic!("{v}"));
+        let reason = v["modes"][mode]["skipped"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{v}"));
         assert!(reason.contains("none"), "{reason}");
     }
     // The user's workspace is untouched: the eval indexes into a temp dir.
@@ -155,7 +185,10 @@ fn text_output_is_a_table() {
         .unwrap();
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.contains("| mode | nDCG@10 | Recall@100 | MRR@10 |"), "{text}");
+    assert!(
+        text.contains("| mode | nDCG@10 | Recall@100 | MRR@10 |"),
+        "{text}"
+    );
     assert!(text.lines().any(|l| l.starts_with("| fts | 0.")), "{text}");
 }
 
@@ -166,7 +199,10 @@ fn malformed_corpus_is_a_clear_error_with_the_line() {
     support::write_tree(
         &data,
         &[
-            ("corpus.jsonl", "{\"_id\":\"d1\",\"text\":\"ok\"}\n{\"_id\":\"d2\",\"text\":\n"),
+            (
+                "corpus.jsonl",
+                "{\"_id\":\"d1\",\"text\":\"ok\"}\n{\"_id\":\"d2\",\"text\":\n",
+            ),
             ("queries.jsonl", "{\"_id\":\"q1\",\"text\":\"ok\"}\n"),
             ("qrels/train.tsv", "query-id\tcorpus-id\tscore\nq1\td1\t1\n"),
         ],

@@ -4,12 +4,14 @@
 //! `{"dataset", "split", "queries", "modes": {"<mode>": {"ndcg@10", "recall@100",
 //! "mrr@10", "p50_ms", "p95_ms"} | {"skipped": "<reason>"}}, "index_seconds", …}`.
 
-use super::output::{print_json, show_progress, Exit, Output};
+use super::output::{Exit, Output, print_json, show_progress};
 use crate::config::Settings;
 use crate::memory::embed::{self, Loaded};
 use crate::memory::eval::beir;
+use crate::memory::eval::runner::{
+    self, EvalMode, EvalOptions, EvalProgress, EvalReport, ModeOutcome,
+};
 use crate::memory::search::score::KeywordNorm;
-use crate::memory::eval::runner::{self, EvalMode, EvalOptions, EvalProgress, EvalReport, ModeOutcome};
 use anyhow::Context;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -96,9 +98,9 @@ pub fn run_eval(settings: &Settings, args: EvalArgs) -> anyhow::Result<Exit> {
 
     let bar = if show_progress(output) {
         let b = indicatif::ProgressBar::new(0);
-        if let Ok(style) =
-            indicatif::ProgressStyle::with_template("{spinner} {msg} [{bar:30}] {pos}/{len} ({per_sec})")
-        {
+        if let Ok(style) = indicatif::ProgressStyle::with_template(
+            "{spinner} {msg} [{bar:30}] {pos}/{len} ({per_sec})",
+        ) {
             b.set_style(style.progress_chars("=> "));
         }
         b.enable_steady_tick(Duration::from_millis(120));
@@ -144,7 +146,10 @@ pub fn run_eval(settings: &Settings, args: EvalArgs) -> anyhow::Result<Exit> {
     }
     match output {
         Output::Json => print_json(&report_json(&report, embedder_name(&loaded)))?,
-        Output::Text => print!("{}", report_table(&report, embedder_name(&loaded).as_deref())),
+        Output::Text => print!(
+            "{}",
+            report_table(&report, embedder_name(&loaded).as_deref())
+        ),
     }
     let ran = report
         .modes
@@ -234,7 +239,9 @@ pub fn report_table(r: &EvalReport, model: Option<&str>) -> String {
 fn save_runs(dir: &Path, r: &EvalReport) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     for (mode, outcome) in &r.modes {
-        let ModeOutcome::Ran(m) = outcome else { continue };
+        let ModeOutcome::Ran(m) = outcome else {
+            continue;
+        };
         let path = dir.join(format!("{}.run", mode.name()));
         let file = std::fs::File::create(&path)
             .with_context(|| format!("cannot write {}", path.display()))?;

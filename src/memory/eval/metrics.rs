@@ -181,7 +181,8 @@ mod tests {
     #[test]
     fn perfect_ranking_is_one() {
         let j = judged(&[("a", 2), ("b", 1), ("c", 1)]);
-        let m = evaluate_query(&j, &ranked(&["a", "b", "c", "x", "y"]), Cutoffs::default()).unwrap();
+        let m =
+            evaluate_query(&j, &ranked(&["a", "b", "c", "x", "y"]), Cutoffs::default()).unwrap();
         close(m.ndcg, 1.0);
         close(m.recall, 1.0);
         close(m.mrr, 1.0);
@@ -291,7 +292,10 @@ mod tests {
     fn scores_not_input_order_decide_rank() {
         let j = judged(&[("a", 1)]);
         let run = vec![("x".to_string(), 0.1), ("a".to_string(), 0.9)];
-        close(evaluate_query(&j, &run, Cutoffs::default()).unwrap().mrr, 1.0);
+        close(
+            evaluate_query(&j, &run, Cutoffs::default()).unwrap().mrr,
+            1.0,
+        );
     }
 
     #[test]
@@ -303,7 +307,10 @@ mod tests {
             ("x".to_string(), 0.1),
         ];
         assert_eq!(trec_order(&run).len(), 2);
-        close(evaluate_query(&j, &run, Cutoffs::default()).unwrap().mrr, 0.5);
+        close(
+            evaluate_query(&j, &run, Cutoffs::default()).unwrap().mrr,
+            0.5,
+        );
     }
 
     #[test]

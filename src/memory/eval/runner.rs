@@ -241,12 +241,21 @@ pub fn run(
         let mut latencies = Vec::with_capacity(data.queries.len());
         for (i, q) in data.queries.iter().enumerate() {
             let t = Instant::now();
-            let hits = search_one(&store, &settings, model, mode, opts.keyword_norm, &q.text, opts.limit, now)
-                .map_err(|message| EvalError::Search {
-                    mode: mode.name(),
-                    query: q.id.clone(),
-                    message,
-                })?;
+            let hits = search_one(
+                &store,
+                &settings,
+                model,
+                mode,
+                opts.keyword_norm,
+                &q.text,
+                opts.limit,
+                now,
+            )
+            .map_err(|message| EvalError::Search {
+                mode: mode.name(),
+                query: q.id.clone(),
+                message,
+            })?;
             latencies.push(t.elapsed().as_secs_f64() * 1000.0);
             run.insert(q.id.clone(), ranking_to_run(&hits, &by_file));
             progress(EvalProgress::Querying {
@@ -286,7 +295,10 @@ pub fn run(
 /// (later chunks of it are dropped); hits outside the corpus are ignored.
 /// The ranking handed to the metrics is exactly the engine's order, expressed as
 /// strictly decreasing scores `n, n-1, …` so trec_eval's score sort keeps it.
-pub fn ranking_to_run(hit_paths: &[String], by_file: &HashMap<String, String>) -> Vec<(String, f64)> {
+pub fn ranking_to_run(
+    hit_paths: &[String],
+    by_file: &HashMap<String, String>,
+) -> Vec<(String, f64)> {
     let mut seen = std::collections::HashSet::new();
     let ids: Vec<&String> = hit_paths
         .iter()
@@ -325,9 +337,13 @@ fn search_one(
         EvalMode::Hybrid => (Mode::Hybrid, true),
         EvalMode::HybridNoMmr => (Mode::Hybrid, false),
     };
-    let resp = engine::search(store, embedder, &settings.memory, &req, now).map_err(|e| e.to_string())?;
+    let resp =
+        engine::search(store, embedder, &settings.memory, &req, now).map_err(|e| e.to_string())?;
     if let Some(fb) = &resp.fallback {
-        return Err(format!("the engine fell back ({fb}) instead of running {}", mode.name()));
+        return Err(format!(
+            "the engine fell back ({fb}) instead of running {}",
+            mode.name()
+        ));
     }
     Ok(resp.results.into_iter().map(|h| h.path).collect())
 }
@@ -338,10 +354,11 @@ mod tests {
 
     #[test]
     fn ranking_keeps_first_occurrence_and_engine_order() {
-        let by_file: HashMap<String, String> = [("doc-a.md", "a"), ("doc-b.md", "b"), ("doc-c.md", "c")]
-            .iter()
-            .map(|(f, d)| (f.to_string(), d.to_string()))
-            .collect();
+        let by_file: HashMap<String, String> =
+            [("doc-a.md", "a"), ("doc-b.md", "b"), ("doc-c.md", "c")]
+                .iter()
+                .map(|(f, d)| (f.to_string(), d.to_string()))
+                .collect();
         let hits: Vec<String> = ["doc-b.md", "doc-a.md", "doc-b.md", "other.md", "doc-c.md"]
             .iter()
             .map(|s| s.to_string())
@@ -356,7 +373,10 @@ mod tests {
             ]
         );
         // trec ordering reproduces the engine's order.
-        let ids: Vec<String> = metrics::trec_order(&run).into_iter().map(|(d, _)| d).collect();
+        let ids: Vec<String> = metrics::trec_order(&run)
+            .into_iter()
+            .map(|(d, _)| d)
+            .collect();
         assert_eq!(ids, vec!["b", "a", "c"]);
     }
 }
