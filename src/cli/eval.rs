@@ -66,6 +66,10 @@ pub struct EvalArgs {
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,
+    /// Also evaluate the hybrid modes at these vector weights (comma-separated,
+    /// text weight = 1 − w), on the same index: a tuning sweep.
+    #[arg(long, value_delimiter = ',', value_name = "W,...")]
+    pub vector_weights: Vec<f64>,
     /// BM25 normalisation (a tuning knob; default: the engine's).
     #[arg(long, value_enum)]
     pub keyword_norm: Option<NormArg>,
@@ -130,6 +134,7 @@ pub fn run_eval(settings: &Settings, args: EvalArgs) -> anyhow::Result<Exit> {
         &EvalOptions {
             modes,
             limit: usize::from(args.limit),
+            vector_weights: args.vector_weights.clone(),
             keyword_norm: match args.keyword_norm {
                 None => KeywordNorm::default(),
                 Some(NormArg::MaxScaled) => KeywordNorm::MaxScaled,
@@ -183,7 +188,7 @@ pub fn report_json(r: &EvalReport, model: Option<String>) -> serde_json::Value {
             }),
             ModeOutcome::Skipped { reason } => serde_json::json!({ "skipped": reason }),
         };
-        modes.insert(mode.name().to_string(), v);
+        modes.insert(mode.name(), v);
     }
     serde_json::json!({
         "dataset": r.dataset,

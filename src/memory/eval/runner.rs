@@ -36,7 +36,7 @@ pub enum EvalError {
     Index(#[from] IndexError),
     #[error("search failed for query `{query}` in mode {mode}: {message}")]
     Search {
-        mode: &'static str,
+        mode: String,
         query: String,
         message: String,
     },
@@ -82,10 +82,30 @@ impl EvalMode {
     }
 }
 
+/// One evaluated configuration: a mode, optionally with the hybrid blend's vector
+/// weight overridden (text weight = 1 − w), so one index serves a weight sweep.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Variant {
+    pub mode: EvalMode,
+    pub vector_weight: Option<f64>,
+}
+
+impl Variant {
+    /// Report label: the mode name, plus `@vw0.50` for a weight override.
+    pub fn name(&self) -> String {
+        match self.vector_weight {
+            Some(w) => format!("{}@vw{w:.2}", self.mode.name()),
+            None => self.mode.name().to_string(),
+        }
+    }
+}
+
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct EvalOptions {
     pub modes: Vec<EvalMode>,
+    /// Extra vector weights to evaluate the hybrid modes at (besides the configured one).
+    pub vector_weights: Vec<f64>,
     /// Results requested per query (also the Recall cut-off).
     pub limit: usize,
     /// BM25 normalisation handed to the engine (a tuning knob).
@@ -136,7 +156,7 @@ pub struct EvalReport {
     pub chunks: usize,
     pub index_seconds: f64,
     pub cutoffs: Cutoffs,
-    pub modes: Vec<(EvalMode, ModeOutcome)>,
+    pub modes: Vec<(Variant, ModeOutcome)>,
 }
 
 /// Run the evaluation. `embedder` is the loaded model, or the reason there is
@@ -225,11 +245,32 @@ pub fn run(
     };
     let now = now_unix();
     let mut modes = Vec::new();
+    let mut variants = Vec::new();
     for &mode in &opts.modes {
+        variants.push(Variant {
+            mode,
+            vector_weight: None,
+        });
+        if matches!(mode, EvalMode::Hybrid | EvalMode::HybridNoMmr) {
+            for &w in &opts.vector_weights {
+                variants.push(Variant {
+                    mode,
+                    vector_weight: Some(w.clamp(0.0, 1.0)),
+                });
+            }
+        }
+    }
+    for variant in variants {
+        let mode = variant.mode;
+        let mut settings = settings.clone();
+        if let Some(w) = variant.vector_weight {
+            settings.memory.vector_weight = w;
+            settings.memory.text_weight = 1.0 - w;
+        }
         if mode.needs_embedder() {
             if let Err(reason) = &embedder {
                 modes.push((
-                    mode,
+                    variant,
                     ModeOutcome::Skipped {
                         reason: reason.clone(),
                     },
@@ -252,7 +293,7 @@ pub fn run(
                 now,
             )
             .map_err(|message| EvalError::Search {
-                mode: mode.name(),
+                mode: variant.name(),
                 query: q.id.clone(),
                 message,
             })?;
@@ -267,7 +308,7 @@ pub fn run(
         latencies.sort_by(f64::total_cmp);
         let per_query = metrics::evaluate(&data.qrels, &run, cutoffs);
         modes.push((
-            mode,
+            variant,
             ModeOutcome::Ran(ModeResult {
                 summary: metrics::summarize(&per_query),
                 p50_ms: metrics::percentile(&latencies, 50.0),
