@@ -92,6 +92,7 @@ run_cargo_bench() {
   local name=$1 title=$2 log=$WORK/$1.out sec=$WORK/$1.md stamp=$WORK/$1.stamp
   local cmd="cargo bench --bench $name"
   [ "$name" = indexing ] && [ "${CLAW_BENCH_QUICK:-}" = 1 ] && cmd="CLAW_BENCH_QUICK=1 $cmd"
+  [ "$name" = indexing ] && [ -n "${CLAW_BENCH_SETS:-}" ] && cmd="CLAW_BENCH_SETS=$CLAW_BENCH_SETS $cmd"
   echo "== $cmd" >&2
   touch "$stamp"; sleep 1
   if ! cargo bench --bench "$name" >"$log" 2>"$WORK/$name.err"; then
