@@ -6,6 +6,7 @@ pub mod breaker;
 pub mod compaction;
 pub mod core;
 pub mod driver;
+pub mod memory_backend;
 pub mod message;
 pub mod prompt;
 pub mod provider;

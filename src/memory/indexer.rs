@@ -7,7 +7,7 @@
 //! it on a dedicated thread or `spawn_blocking`, and must hold the [`WriterLock`].
 
 use crate::config::Settings;
-use crate::memory::chunk::{self, ApproxCounter, ChunkParams, TokenCounter, CHUNKER_VERSION};
+use crate::memory::chunk::{self, ApproxCounter, CHUNKER_VERSION, ChunkParams, TokenCounter};
 use crate::memory::dates::note_time_from_path;
 use crate::memory::embed::{Embedder, KEYWORD_ONLY_MODEL};
 use crate::memory::lock::WriterLock;
@@ -89,7 +89,14 @@ pub fn chunk_params(settings: &Settings, embedder: Option<&dyn Embedder>) -> Chu
 }
 
 /// Content-addressed chunk id: sha256 of `source:path:start:end:chunk-hash:model`.
-pub fn chunk_id(source: &str, path: &str, start: usize, end: usize, hash: &str, model: &str) -> String {
+pub fn chunk_id(
+    source: &str,
+    path: &str,
+    start: usize,
+    end: usize,
+    hash: &str,
+    model: &str,
+) -> String {
     sha256_hex(format!("{source}:{path}:{start}:{end}:{hash}:{model}").as_bytes())
 }
 
@@ -100,7 +107,11 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 
 /// Make sure the stored index was built with this model and chunker; rebuild it if
 /// not (or when `force`). Returns the reason for a rebuild.
-pub fn ensure_identity(store: &mut Store, embedder: Option<&dyn Embedder>, force: bool) -> Result<Option<String>, StoreError> {
+pub fn ensure_identity(
+    store: &mut Store,
+    embedder: Option<&dyn Embedder>,
+    force: bool,
+) -> Result<Option<String>, StoreError> {
     let model = embedder.map(|e| e.model_id()).unwrap_or(KEYWORD_ONLY_MODEL);
     let dims = embedder.map(|e| e.dims()).unwrap_or(0);
     let stored_model = store.meta("model")?;
@@ -111,7 +122,13 @@ pub fn ensure_identity(store: &mut Store, embedder: Option<&dyn Embedder>, force
     } else if stored_model.is_none() {
         Some("new index".to_string())
     } else if stored_model.as_deref() != Some(model) {
-        let show = |m: &str| if m.is_empty() { "keyword-only".to_string() } else { m.to_string() };
+        let show = |m: &str| {
+            if m.is_empty() {
+                "keyword-only".to_string()
+            } else {
+                m.to_string()
+            }
+        };
         Some(format!(
             "embedding model changed ({} -> {})",
             show(stored_model.as_deref().unwrap_or("")),
@@ -213,7 +230,14 @@ pub fn run_paths(
     let started = Instant::now();
     if let Some(reason) = ensure_identity(store, embedder, false)? {
         // The whole index was reset: a targeted pass is not enough.
-        let mut report = run(store, settings, embedder, &IndexOptions::default(), lock, progress)?;
+        let mut report = run(
+            store,
+            settings,
+            embedder,
+            &IndexOptions::default(),
+            lock,
+            progress,
+        )?;
         report.rebuilt = Some(reason);
         return Ok(report);
     }
@@ -257,7 +281,9 @@ impl<'a> Run<'a> {
         embedder: Option<&'a dyn Embedder>,
         progress: &'a dyn Fn(Progress),
     ) -> Run<'a> {
-        let model = embedder.map(|e| e.model_id().to_string()).unwrap_or_default();
+        let model = embedder
+            .map(|e| e.model_id().to_string())
+            .unwrap_or_default();
         Run {
             params: chunk_params(settings, embedder),
             store,
@@ -273,9 +299,12 @@ impl<'a> Run<'a> {
     }
 
     fn finish(mut self, started: Instant) -> Result<IndexReport, IndexError> {
-        self.store.prune_cache(self.settings.memory.cache_max_entries)?;
         self.store
-            .set_meta("last_index_at", &crate::memory::store::now_unix().to_string())?;
+            .prune_cache(self.settings.memory.cache_max_entries)?;
+        self.store.set_meta(
+            "last_index_at",
+            &crate::memory::store::now_unix().to_string(),
+        )?;
         self.report.elapsed_ms = started.elapsed().as_millis() as u64;
         Ok(self.report)
     }
@@ -307,7 +336,12 @@ impl<'a> Run<'a> {
     }
 
     /// Index one new or changed file.
-    fn file(&mut self, src: &SourceRoot, f: &DiskFile, stored: Option<&FileRecord>) -> Result<(), IndexError> {
+    fn file(
+        &mut self,
+        src: &SourceRoot,
+        f: &DiskFile,
+        stored: Option<&FileRecord>,
+    ) -> Result<(), IndexError> {
         if f.size as u64 > self.settings.memory.max_file_bytes {
             let msg = format!(
                 "skipped: {} MB is over the {} MB limit (raise memory.max_file_bytes in the config to index it)",
@@ -327,7 +361,12 @@ impl<'a> Run<'a> {
                 return Ok(());
             }
             Err(e) => {
-                self.issue(&src.name, &f.rel, &format!("skipped: cannot read: {e}"), true);
+                self.issue(
+                    &src.name,
+                    &f.rel,
+                    &format!("skipped: cannot read: {e}"),
+                    true,
+                );
                 return Ok(());
             }
         };
@@ -335,15 +374,21 @@ impl<'a> Run<'a> {
             return self.transcript(src, f, stored, &bytes);
         }
         let sha = sha256_hex(&bytes);
-        if let Some(r) = stored {
-            if r.sha256 == sha {
-                self.store.touch_file(&src.name, &f.rel, f.mtime_ns, f.size)?;
-                self.report.files_unchanged += 1;
-                return Ok(());
-            }
+        if let Some(r) = stored
+            && r.sha256 == sha
+        {
+            self.store
+                .touch_file(&src.name, &f.rel, f.mtime_ns, f.size)?;
+            self.report.files_unchanged += 1;
+            return Ok(());
         }
         if bytes[..bytes.len().min(8192)].contains(&0) {
-            self.issue(&src.name, &f.rel, "skipped: binary file (contains NUL bytes)", true);
+            self.issue(
+                &src.name,
+                &f.rel,
+                "skipped: binary file (contains NUL bytes)",
+                true,
+            );
             return Ok(());
         }
         let text = match std::str::from_utf8(&bytes) {
@@ -380,21 +425,37 @@ impl<'a> Run<'a> {
 
     /// Index a session transcript: append-only from the last indexed offset when the
     /// already-indexed prefix is unchanged, else from scratch.
-    fn transcript(&mut self, src: &SourceRoot, f: &DiskFile, stored: Option<&FileRecord>, bytes: &[u8]) -> Result<(), IndexError> {
+    fn transcript(
+        &mut self,
+        src: &SourceRoot,
+        f: &DiskFile,
+        stored: Option<&FileRecord>,
+        bytes: &[u8],
+    ) -> Result<(), IndexError> {
         let (from_byte, from_line, mode) = match stored {
             Some(r)
                 if r.indexed_bytes as usize <= bytes.len()
                     && sha256_hex(&bytes[..r.indexed_bytes as usize]) == r.sha256 =>
             {
-                (r.indexed_bytes as usize, r.indexed_lines as usize, WriteMode::Append)
+                (
+                    r.indexed_bytes as usize,
+                    r.indexed_lines as usize,
+                    WriteMode::Append,
+                )
             }
             _ => (0, 0, WriteMode::Replace),
         };
-        let read = read_transcript(&bytes[from_byte..], from_line + 1, &self.params, self.counter());
+        let read = read_transcript(
+            &bytes[from_byte..],
+            from_line + 1,
+            &self.params,
+            self.counter(),
+        );
         if mode == WriteMode::Append && read.consumed_bytes == 0 {
             // Nothing new but a torn last line: just remember the stat.
             if stored.is_some() {
-                self.store.touch_file(&src.name, &f.rel, f.mtime_ns, f.size)?;
+                self.store
+                    .touch_file(&src.name, &f.rel, f.mtime_ns, f.size)?;
             }
             self.report.files_unchanged += 1;
             return Ok(());
@@ -430,7 +491,9 @@ impl<'a> Run<'a> {
         let mut embedded = 0;
         if let Some(e) = self.embedder {
             let refs: Vec<&str> = hashes.iter().map(String::as_str).collect();
-            vectors = self.store.cached_embeddings(e.provider(), e.model_id(), &refs)?;
+            vectors = self
+                .store
+                .cached_embeddings(e.provider(), e.model_id(), &refs)?;
             let mut missing: Vec<(String, &str)> = Vec::new();
             for (h, p) in hashes.iter().zip(&pieces) {
                 if !vectors.contains_key(h) && !missing.iter().any(|(m, _)| m == h) {
@@ -449,7 +512,11 @@ impl<'a> Run<'a> {
                         vectors.extend(fresh);
                     }
                     Ok(vs) => {
-                        let msg = format!("skipped: embedder returned {} vectors for {} texts", vs.len(), texts.len());
+                        let msg = format!(
+                            "skipped: embedder returned {} vectors for {} texts",
+                            vs.len(),
+                            texts.len()
+                        );
                         self.issue(&src.name, &record.path, &msg, true);
                         return Ok(());
                     }

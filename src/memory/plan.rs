@@ -79,14 +79,28 @@ mod tests {
 
     #[test]
     fn diff() {
-        let stored: HashMap<_, _> = [rec("same.md", 1, 10), rec("touched.md", 1, 10), rec("gone.md", 1, 1)]
-            .into_iter()
-            .collect();
-        let d = vec![disk("same.md", 1, 10), disk("touched.md", 2, 10), disk("new.md", 5, 5)];
+        let stored: HashMap<_, _> = [
+            rec("same.md", 1, 10),
+            rec("touched.md", 1, 10),
+            rec("gone.md", 1, 1),
+        ]
+        .into_iter()
+        .collect();
+        let d = vec![
+            disk("same.md", 1, 10),
+            disk("touched.md", 2, 10),
+            disk("new.md", 5, 5),
+        ];
         let p = plan(&d, &stored, false);
         assert_eq!(p.unchanged, 1);
-        assert_eq!(p.check.iter().map(|f| f.rel.as_str()).collect::<Vec<_>>(), ["touched.md"]);
-        assert_eq!(p.add.iter().map(|f| f.rel.as_str()).collect::<Vec<_>>(), ["new.md"]);
+        assert_eq!(
+            p.check.iter().map(|f| f.rel.as_str()).collect::<Vec<_>>(),
+            ["touched.md"]
+        );
+        assert_eq!(
+            p.add.iter().map(|f| f.rel.as_str()).collect::<Vec<_>>(),
+            ["new.md"]
+        );
         assert_eq!(p.remove, ["gone.md"]);
         assert_eq!(p.to_read(), 2);
     }

@@ -16,7 +16,7 @@ pub fn model_paths() -> (PathBuf, PathBuf) {
         _ => panic!(
             "this test needs the real embedding model: run \
              `eval \"$(bash ../shared/tools/embed-assets/fetch_embed_assets.sh ~/.cache/claw-assets | grep =)\"` \
-             and export CLAW_EMBED_MODEL_DIR and ORT_DYLIB_PATH (see README, `.ci/run` does this)"
+             and export CLAW_EMBED_MODEL_DIR and ORT_DYLIB_PATH (or simply run `scripts/test.sh`, which installs the model and exports both)"
         ),
     }
 }

@@ -8,7 +8,7 @@
 //! `fallback` says why. User text reaches SQL only as bound parameters and through
 //! the `query` sanitiser.
 
-use super::query::{ParsedQuery, contains_verbatim, quote};
+use super::query::{ParsedQuery, TermPlan, contains_verbatim, plan_terms, quote};
 use super::score::{self, Candidate, KeywordNorm, RankParams};
 use super::snippet::{SNIPPET_CHARS, snippet};
 use crate::config::{MemorySettings, Settings};
@@ -30,6 +30,11 @@ pub const BIT_MIN_CANDIDATES: usize = 256;
 /// An identifier query is "rare" when it occurs verbatim in at most this many
 /// chunks; then its verbatim matches are pinned into the top 3.
 pub const RARE_IDENT_MAX: usize = 10;
+/// The keyword stage ranks at most about this many rows per FTS5 index (see
+/// [`keyword_plan`]).
+pub const KEYWORD_RANK_BUDGET: usize = 4000;
+/// sqlite-vec refuses a KNN `k` above this.
+pub const VEC0_MAX_K: usize = 4096;
 /// Largest accepted `limit`.
 pub const MAX_LIMIT: usize = 1000;
 /// `memory get` defaults.
@@ -184,12 +189,16 @@ pub struct SearchHit {
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct SearchResponse {
     pub query: String,
-    /// The stages that actually ran: `hybrid`, `fts` or `vector`.
+    /// The mode requested (`hybrid`, `fts` or `vector`); `fallback` says when a
+    /// stage was skipped or degraded.
     pub mode: Mode,
     /// Why a stage was skipped or degraded, e.g. `no-embedder`, `no-vec0`.
     pub fallback: Option<String>,
     pub results: Vec<SearchHit>,
 }
+
+/// Vector candidates (rowid, cosine similarity) and the fallback that applied, if any.
+pub type VectorHits = (Vec<(i64, f64)>, Option<&'static str>);
 
 /// Errors from search and get.
 #[derive(Debug, thiserror::Error)]
@@ -243,8 +252,8 @@ pub fn search(
     if req.mode != Mode::Fts && !req.query.trim().is_empty() && limit > 0 {
         let index_model = store.meta("model")?.unwrap_or_default();
         match embedder {
+            _ if index_model.is_empty() => fallback = Some(FALLBACK_NO_VECTORS),
             None => fallback = Some(FALLBACK_NO_EMBEDDER),
-            Some(_) if index_model.is_empty() => fallback = Some(FALLBACK_NO_VECTORS),
             Some(e) if e.model_id() != index_model => fallback = Some(FALLBACK_MODEL_MISMATCH),
             Some(e) => match e.embed_query(&req.query) {
                 Ok(v) => qvec = Some(v),
@@ -308,11 +317,14 @@ pub fn search(
         });
         cand_rows.push(row);
     }
+    // Weights of the stages that produced evidence: a keyword stage that matched
+    // nothing counts as not run (like a query that sanitises to nothing), so a
+    // vector-only paraphrase is not capped at vector_weight × cosine.
     let weights = score::effective_weights(
         params.vector_weight,
         params.text_weight,
         vector_ran,
-        keyword_ran,
+        keyword_ran && (!kw_scores.is_empty() || !vector_ran),
     );
     let rp = RankParams {
         weights,
@@ -354,15 +366,9 @@ pub fn search(
             }
         })
         .collect();
-    let mode = match (vector_ran, keyword_ran) {
-        (true, true) => Mode::Hybrid,
-        (true, false) => Mode::Vector,
-        (false, true) => Mode::Fts,
-        (false, false) => req.mode,
-    };
     Ok(SearchResponse {
         query: req.query.clone(),
-        mode,
+        mode: req.mode,
         fallback: fallback.map(str::to_string),
         results,
     })
@@ -446,7 +452,7 @@ pub fn vector_candidates(
     q: &[f32],
     k: usize,
     source: Option<&str>,
-) -> Result<(Vec<(i64, f64)>, Option<&'static str>), SearchError> {
+) -> Result<VectorHits, SearchError> {
     let want = if source.is_some() { k * 4 } else { k };
     match vector_plan(store)? {
         VectorPlan::InProcess => Ok((in_process_knn(store, q, k, source)?, Some(FALLBACK_NO_VEC0))),
@@ -461,7 +467,7 @@ pub fn exact_knn(store: &Store, q: &[f32], k: usize) -> Result<Vec<(i64, f64)>, 
     let mut stmt = store.conn().prepare_cached(
         "SELECT rowid, distance FROM chunks_vec WHERE embedding MATCH ?1 AND k = ?2",
     )?;
-    let rows = stmt.query_map(params![blob, k as i64], |r| {
+    let rows = stmt.query_map(params![blob, k.min(VEC0_MAX_K) as i64], |r| {
         Ok((r.get::<_, i64>(0)?, r.get::<_, f64>(1)?))
     })?;
     let mut out = Vec::new();
@@ -476,34 +482,122 @@ pub fn exact_knn(store: &Store, q: &[f32], k: usize) -> Result<Vec<(i64, f64)>, 
 /// `max(k × BIT_OVERSAMPLE, BIT_MIN_CANDIDATES)` candidates, rescored exactly from
 /// `chunks.embedding`; the best `k`.
 pub fn bit_knn(store: &Store, q: &[f32], k: usize) -> Result<Vec<(i64, f64)>, SearchError> {
-    let blob = crate::memory::store::vec_to_blob(q);
     let kb = (k * BIT_OVERSAMPLE).max(BIT_MIN_CANDIDATES);
-    let ids: Vec<i64> = {
-        let mut stmt = store.conn().prepare_cached(
-            "SELECT rowid FROM chunks_vec_bit WHERE embedding MATCH vec_quantize_binary(?1) AND k = ?2",
-        )?;
-        let rows = stmt.query_map(params![blob, kb as i64], |r| r.get::<_, i64>(0))?;
-        rows.collect::<rusqlite::Result<_>>()?
+    let ids = match bit_scan(store, q, kb)? {
+        Some(ids) => ids,
+        None => bit_knn_vec0(store, q, kb)?,
     };
-    let mut scored: Vec<(i64, f64)> = Vec::with_capacity(ids.len());
-    for chunk in ids.chunks(500) {
-        let sql = format!(
-            "SELECT rowid, embedding FROM chunks WHERE rowid IN ({})",
-            chunk
-                .iter()
-                .map(i64::to_string)
-                .collect::<Vec<_>>()
-                .join(",")
-        );
-        let mut stmt = store.conn().prepare(&sql)?;
-        let rows = stmt.query_map([], |r| {
-            Ok((r.get::<_, i64>(0)?, r.get::<_, Option<Vec<u8>>>(1)?))
-        })?;
-        for r in rows {
-            let (id, b) = r?;
-            if let Some(v) = b.as_deref().and_then(blob_to_vec) {
-                scored.push((id, score::cosine(q, &v)));
+    rescore(store, q, &ids, k)
+}
+
+/// The hamming prefilter through vec0's own KNN (`MATCH … AND k = ?`). Correct on
+/// any sqlite-vec version, but sqlite-vec 0.1.x selects each chunk's top k by
+/// repeated linear scans (O(chunk_size × k)), so k in the hundreds costs tens of
+/// milliseconds at 100,000 rows; [`bit_scan`] is preferred.
+pub fn bit_knn_vec0(store: &Store, q: &[f32], n: usize) -> Result<Vec<i64>, SearchError> {
+    let blob = crate::memory::store::vec_to_blob(q);
+    let mut stmt = store.conn().prepare_cached(
+        "SELECT rowid FROM chunks_vec_bit WHERE embedding MATCH vec_quantize_binary(?1) AND k = ?2",
+    )?;
+    let n = n.min(VEC0_MAX_K);
+    let rows = stmt.query_map(params![blob, n as i64], |r| r.get::<_, i64>(0))?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// The `n` rowids nearest to `q` by hamming distance over the binary-quantised
+/// vectors, read straight from `chunks_vec_bit`'s storage tables (sqlite-vec
+/// 0.1.x layout: `_chunks(chunk_id, size, validity, rowids)` and
+/// `_vector_chunks00(rowid, vectors)`), with an O(rows) selection. Ties are broken
+/// by rowid. `None` when the storage does not have that layout (another
+/// sqlite-vec version): the caller then uses [`bit_knn_vec0`].
+pub fn bit_scan(store: &Store, q: &[f32], n: usize) -> Result<Option<Vec<i64>>, SearchError> {
+    use rusqlite::types::ValueRef;
+    let conn = store.conn();
+    let blob = crate::memory::store::vec_to_blob(q);
+    let qbits: Vec<u8> = conn
+        .prepare_cached("SELECT vec_quantize_binary(?1)")?
+        .query_row([blob], |r| r.get(0))?;
+    let nb = qbits.len();
+    let Ok(mut stmt) = conn.prepare_cached(
+        "SELECT c.validity, c.rowids, v.vectors FROM chunks_vec_bit_chunks c
+         JOIN chunks_vec_bit_vector_chunks00 v ON v._rowid_ = c.chunk_id",
+    ) else {
+        return Ok(None);
+    };
+    if nb == 0 {
+        return Ok(None);
+    }
+    let mut all: Vec<(u32, i64)> = Vec::new();
+    let mut rows = stmt.query([])?;
+    while let Some(r) = rows.next()? {
+        let (ValueRef::Blob(valid), ValueRef::Blob(rowids), ValueRef::Blob(vecs)) =
+            (r.get_ref(0)?, r.get_ref(1)?, r.get_ref(2)?)
+        else {
+            return Ok(None);
+        };
+        let slots = valid.len() * 8;
+        if rowids.len() != slots * 8 || vecs.len() != slots * nb {
+            return Ok(None);
+        }
+        for (i, v) in vecs.chunks_exact(nb).enumerate() {
+            if (valid[i / 8] >> (i % 8)) & 1 == 0 {
+                continue;
             }
+            let mut id = [0u8; 8];
+            id.copy_from_slice(&rowids[i * 8..i * 8 + 8]);
+            all.push((hamming(&qbits, v), i64::from_ne_bytes(id)));
+        }
+    }
+    if all.len() > n && n > 0 {
+        all.select_nth_unstable(n - 1);
+        all.truncate(n);
+    }
+    all.sort_unstable();
+    all.truncate(n);
+    Ok(Some(all.into_iter().map(|(_, id)| id).collect()))
+}
+
+/// Hamming distance between two equal-length bit strings. Pure.
+pub fn hamming(a: &[u8], b: &[u8]) -> u32 {
+    let mut d = 0u32;
+    let (a8, b8) = (a.chunks_exact(8), b.chunks_exact(8));
+    let (ar, br) = (a8.remainder(), b8.remainder());
+    for (x, y) in a8.zip(b8) {
+        let mut xa = [0u8; 8];
+        let mut ya = [0u8; 8];
+        xa.copy_from_slice(x);
+        ya.copy_from_slice(y);
+        d += (u64::from_ne_bytes(xa) ^ u64::from_ne_bytes(ya)).count_ones();
+    }
+    for (x, y) in ar.iter().zip(br) {
+        d += (x ^ y).count_ones();
+    }
+    d
+}
+
+/// Exact cosine for `ids` from `chunks.embedding`; the best `k`.
+fn rescore(
+    store: &Store,
+    q: &[f32],
+    ids: &[i64],
+    k: usize,
+) -> Result<Vec<(i64, f64)>, SearchError> {
+    let mut scored: Vec<(i64, f64)> = Vec::with_capacity(ids.len());
+    let mut stmt = store
+        .conn()
+        .prepare_cached("SELECT embedding FROM chunks WHERE rowid = ?1")?;
+    for &id in ids {
+        let v = stmt
+            .query_row([id], |r| {
+                Ok(match r.get_ref(0)? {
+                    rusqlite::types::ValueRef::Blob(b) => blob_to_vec(b),
+                    _ => None,
+                })
+            })
+            .optional()?
+            .flatten();
+        if let Some(v) = v {
+            scored.push((id, score::cosine(q, &v)));
         }
     }
     Ok(top_k(scored, k))
@@ -557,6 +651,19 @@ pub fn keyword_candidates(
     source: Option<&str>,
     norm: KeywordNorm,
 ) -> Result<HashMap<i64, f64>, SearchError> {
+    keyword_candidates_within(store, pq, k, source, norm, KEYWORD_RANK_BUDGET)
+}
+
+/// [`keyword_candidates`] with another ranking budget (`usize::MAX`: exact BM25
+/// whatever it costs; benchmarks compare the two).
+pub fn keyword_candidates_within(
+    store: &Store,
+    pq: &ParsedQuery,
+    k: usize,
+    source: Option<&str>,
+    norm: KeywordNorm,
+    budget: usize,
+) -> Result<HashMap<i64, f64>, SearchError> {
     let (sw, st, ss) = pq.stage_shares();
     let mut out: HashMap<i64, f64> = HashMap::new();
     let add = |hits: Vec<(i64, f64)>, share: f64, out: &mut HashMap<i64, f64>| {
@@ -564,16 +671,19 @@ pub fn keyword_candidates(
             *out.entry(id).or_insert(0.0) += share * s;
         }
     };
-    if let Some(m) = pq.fts_match() {
+    let words = pq.fts_terms();
+    if !words.is_empty() {
         add(
-            bm25_stage(store, "chunks_fts", &m, k, source, norm)?,
+            bm25_stage(store, "chunks_fts", &words, k, source, norm, budget)?,
             sw,
             &mut out,
         );
     }
-    if let Some(m) = pq.trigram_match() {
+    let grams = pq.trigram_terms();
+    if !grams.is_empty() {
+        let grams: Vec<&str> = grams.iter().map(String::as_str).collect();
         add(
-            bm25_stage(store, "chunks_trigram", &m, k, source, norm)?,
+            bm25_stage(store, "chunks_trigram", &grams, k, source, norm, budget)?,
             st,
             &mut out,
         );
@@ -591,30 +701,144 @@ pub fn keyword_candidates(
     Ok(out)
 }
 
-/// One FTS5 index: `bm25()`-ranked top `k`, normalised.
-fn bm25_stage(
+/// The plan the keyword stage chose for one FTS5 index (see [`keyword_plan`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeywordPlan {
+    /// The `MATCH` expression ranked.
+    pub match_expr: String,
+    /// Only rows with `rowid >= min_rowid` are ranked (the newest rows of a query
+    /// whose every term is too common to rank in full).
+    pub min_rowid: Option<i64>,
+    /// How the terms were chosen.
+    pub terms: TermPlan,
+}
+
+/// Choose what one FTS5 index ranks for `terms` (unquoted) so that BM25 scores at
+/// most about `budget` rows (normally [`KEYWORD_RANK_BUDGET`]): FTS5 computes `bm25()` for every row
+/// the expression matches before it sorts, so an OR with a word that occurs in
+/// most chunks costs tens of milliseconds at 100,000 chunks whatever the `LIMIT`.
+/// Document counts come from cheap capped probes (the doclist is read in rowid
+/// order and the probe stops after `budget + 1` rows). On an index with no more
+/// rows than the budget, or a query whose terms fit it, the ranking is exact.
+/// When every term is common, the conjunction is ranked (only its newest `budget`
+/// rows when it matches more); that case still pays FTS5's per-phrase document
+/// count inside `bm25()` (a full doclist scan per term, a few ms at 100,000 chunks).
+pub fn keyword_plan(
+    store: &Store,
+    table: &str,
+    terms: &[&str],
+    budget: usize,
+) -> Result<KeywordPlan, SearchError> {
+    let quoted: Vec<String> = terms.iter().map(|t| quote(t)).collect();
+    let or_all = quoted.join(" OR ");
+    let exact = |terms| KeywordPlan {
+        match_expr: or_all.clone(),
+        min_rowid: None,
+        terms,
+    };
+    if budget == usize::MAX || approx_chunks(store)? <= budget as i64 {
+        return Ok(exact(TermPlan::All));
+    }
+    let mut counts = Vec::with_capacity(quoted.len());
+    for q in &quoted {
+        counts.push(capped_count(store, table, q, budget + 1)?);
+    }
+    Ok(match plan_terms(&counts, budget) {
+        TermPlan::All => exact(TermPlan::All),
+        TermPlan::Subset(keep) => KeywordPlan {
+            match_expr: keep
+                .iter()
+                .map(|&i| quoted[i].as_str())
+                .collect::<Vec<_>>()
+                .join(" OR "),
+            min_rowid: None,
+            terms: TermPlan::Subset(keep),
+        },
+        TermPlan::AllCommon => {
+            // Chunks with every term; when there are none, any term.
+            let and_all = quoted.join(" AND ");
+            let both = capped_count(store, table, &and_all, budget + 1)?;
+            let expr = if both > 0 { and_all } else { or_all.clone() };
+            let min_rowid = if both > 0 && both <= budget {
+                None
+            } else {
+                newest_rowid_bound(store, table, &expr, budget)?
+            };
+            KeywordPlan {
+                match_expr: expr,
+                min_rowid,
+                terms: TermPlan::AllCommon,
+            }
+        }
+    })
+}
+
+/// How many rows `match_expr` matches, counting at most `cap`.
+fn capped_count(
     store: &Store,
     table: &str,
     match_expr: &str,
+    cap: usize,
+) -> Result<usize, SearchError> {
+    let sql =
+        format!("SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {table} MATCH ?1 LIMIT ?2)");
+    let mut stmt = store.conn().prepare_cached(&sql)?;
+    let n: i64 = stmt.query_row(params![match_expr, cap as i64], |r| r.get(0))?;
+    Ok(n.max(0) as usize)
+}
+
+/// The rowid of the `n`-th newest row `match_expr` matches (None: fewer rows).
+fn newest_rowid_bound(
+    store: &Store,
+    table: &str,
+    match_expr: &str,
+    n: usize,
+) -> Result<Option<i64>, SearchError> {
+    let sql = format!(
+        "SELECT rowid FROM {table} WHERE {table} MATCH ?1 ORDER BY rowid DESC LIMIT 1 OFFSET ?2"
+    );
+    let mut stmt = store.conn().prepare_cached(&sql)?;
+    Ok(stmt
+        .query_row(params![match_expr, n.saturating_sub(1) as i64], |r| {
+            r.get(0)
+        })
+        .optional()?)
+}
+
+/// One FTS5 index: the BM25-ranked top `k` for `terms` (unquoted, OR-ed; see
+/// [`keyword_plan`] for how the work is bounded), normalised.
+fn bm25_stage(
+    store: &Store,
+    table: &str,
+    terms: &[&str],
     k: usize,
     source: Option<&str>,
     norm: KeywordNorm,
+    budget: usize,
 ) -> Result<Vec<(i64, f64)>, SearchError> {
+    let plan = keyword_plan(store, table, terms, budget)?;
+    // `ORDER BY rank` lets FTS5 sort by its built-in bm25 rank internally.
     let sql = if source.is_some() {
         format!(
-            "SELECT f.rowid, bm25({table}) AS r FROM {table} f JOIN chunks c ON c.rowid = f.rowid
-             WHERE {table} MATCH ?1 AND c.source = ?3 ORDER BY r LIMIT ?2"
+            "SELECT f.rowid, f.rank FROM {table} f JOIN chunks c ON c.rowid = f.rowid
+             WHERE {table} MATCH ?1 AND f.rowid >= ?4 AND c.source = ?3 ORDER BY f.rank LIMIT ?2"
         )
     } else {
         format!(
-            "SELECT rowid, bm25({table}) AS r FROM {table}
-             WHERE {table} MATCH ?1 AND ?3 IS NULL ORDER BY r LIMIT ?2"
+            "SELECT rowid, rank FROM {table}
+             WHERE {table} MATCH ?1 AND rowid >= ?4 AND ?3 IS NULL ORDER BY rank LIMIT ?2"
         )
     };
     let mut stmt = store.conn().prepare_cached(&sql)?;
-    let rows = stmt.query_map(params![match_expr, k as i64, source], |r| {
-        Ok((r.get::<_, i64>(0)?, r.get::<_, f64>(1)?))
-    })?;
+    let rows = stmt.query_map(
+        params![
+            plan.match_expr,
+            k as i64,
+            source,
+            plan.min_rowid.unwrap_or(i64::MIN)
+        ],
+        |r| Ok((r.get::<_, i64>(0)?, r.get::<_, f64>(1)?)),
+    )?;
     let hits: Vec<(i64, f64)> = rows.collect::<rusqlite::Result<_>>()?;
     let ranks: Vec<f64> = hits.iter().map(|h| h.1).collect();
     let normed = score::normalize_bm25(&ranks, norm);
@@ -690,43 +914,41 @@ fn verbatim_matches(
     Ok(hits)
 }
 
+/// The rows for `ids` (in the order given; missing rows are skipped), one cached
+/// statement per row rather than a freshly prepared `IN (…)` list.
 fn fetch_rows(
     store: &Store,
     ids: &[i64],
     with_embedding: bool,
 ) -> Result<Vec<(i64, Row)>, SearchError> {
     let mut out = Vec::with_capacity(ids.len());
-    let emb = if with_embedding { "embedding" } else { "NULL" };
-    for chunk in ids.chunks(500) {
-        let sql = format!(
-            "SELECT rowid, source, path, start_line, end_line, text, note_time, {emb}
-             FROM chunks WHERE rowid IN ({}) ORDER BY rowid",
-            chunk
-                .iter()
-                .map(i64::to_string)
-                .collect::<Vec<_>>()
-                .join(",")
-        );
-        let mut stmt = store.conn().prepare(&sql)?;
-        let rows = stmt.query_map([], |r| {
-            Ok((
-                r.get::<_, i64>(0)?,
-                Row {
-                    source: r.get(1)?,
-                    path: r.get(2)?,
-                    start_line: r.get(3)?,
-                    end_line: r.get(4)?,
-                    text: r.get(5)?,
-                    note_time: r.get(6)?,
-                    embedding: r
-                        .get::<_, Option<Vec<u8>>>(7)?
-                        .as_deref()
-                        .and_then(blob_to_vec),
-                },
-            ))
-        })?;
-        for r in rows {
-            out.push(r?);
+    let sql = if with_embedding {
+        "SELECT source, path, start_line, end_line, text, note_time, embedding
+         FROM chunks WHERE rowid = ?1"
+    } else {
+        "SELECT source, path, start_line, end_line, text, note_time, NULL
+         FROM chunks WHERE rowid = ?1"
+    };
+    let mut stmt = store.conn().prepare_cached(sql)?;
+    for &id in ids {
+        let row = stmt
+            .query_row([id], |r| {
+                Ok(Row {
+                    source: r.get(0)?,
+                    path: r.get(1)?,
+                    start_line: r.get(2)?,
+                    end_line: r.get(3)?,
+                    text: r.get(4)?,
+                    note_time: r.get(5)?,
+                    embedding: match r.get_ref(6)? {
+                        rusqlite::types::ValueRef::Blob(b) => blob_to_vec(b),
+                        _ => None,
+                    },
+                })
+            })
+            .optional()?;
+        if let Some(row) = row {
+            out.push((id, row));
         }
     }
     Ok(out)
@@ -942,5 +1164,214 @@ mod tests {
     fn top_k_orders_and_clamps() {
         let v = top_k(vec![(1, 0.2), (2, 0.9), (3, -0.5), (4, 0.5)], 3);
         assert_eq!(v, vec![(2, 0.9), (4, 0.5), (1, 0.2)]);
+    }
+
+    #[test]
+    fn hamming_counts_differing_bits() {
+        assert_eq!(hamming(&[0u8; 48], &[0u8; 48]), 0);
+        assert_eq!(hamming(&[0xFFu8; 48], &[0u8; 48]), 384);
+        let mut a = [0u8; 11];
+        a[10] = 0b1010_0001;
+        a[0] = 1;
+        assert_eq!(hamming(&a, &[0u8; 11]), 4);
+    }
+
+    /// The direct scan of vec0's storage agrees with vec0's own hamming KNN, with
+    /// deleted rows (cleared validity bits) and several storage chunks. Fails when
+    /// a sqlite-vec upgrade changes the layout in a way the shape checks miss.
+    #[test]
+    fn bit_scan_matches_vec0_knn() {
+        use crate::memory::store::{FileRecord, NewChunk, WriteMode};
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(&dir.path().join("m.sqlite")).unwrap();
+        assert!(store.vec_backend().is_loaded());
+        let dims = 64;
+        store.reset_index("t", dims, "v").unwrap();
+        let mut seed = 0x1234_5678_9abc_def1u64;
+        let mut rnd = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
+        };
+        for f in 0..25 {
+            let path = format!("memory/{f}.md");
+            let chunks: Vec<NewChunk> = (0..100)
+                .map(|i| NewChunk {
+                    id: format!("{path}:{i}"),
+                    start_line: i + 1,
+                    end_line: i + 1,
+                    hash: format!("{f}-{i}"),
+                    text: format!("chunk {f} {i}"),
+                    note_time: None,
+                    embedding: Some((0..dims).map(|_| rnd()).collect()),
+                })
+                .collect();
+            let rec = FileRecord {
+                source: "memory".into(),
+                path: path.clone(),
+                sha256: format!("{f}"),
+                mtime_ns: 1,
+                size: 1,
+                indexed_bytes: 0,
+                indexed_lines: 0,
+            };
+            store
+                .write_file(&rec, &chunks, WriteMode::Replace, "t")
+                .unwrap();
+        }
+        for f in [3, 11, 12] {
+            store
+                .remove_file("memory", &format!("memory/{f}.md"))
+                .unwrap();
+        }
+        let q: Vec<f32> = (0..dims).map(|_| rnd()).collect();
+        let blob = crate::memory::store::vec_to_blob(&q);
+        // vec0's full ranking: rowid -> hamming distance.
+        let dist: HashMap<i64, f64> = store
+            .conn()
+            .prepare(
+                "SELECT rowid, distance FROM chunks_vec_bit
+                 WHERE embedding MATCH vec_quantize_binary(?1) AND k = 4000",
+            )
+            .unwrap()
+            .query_map([&blob], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        assert_eq!(dist.len(), 2200);
+        for n in [1usize, 24, 256, 2200, 5000] {
+            let scan = bit_scan(&store, &q, n).unwrap().expect("sqlite-vec layout");
+            // (vec0's KNN refuses k > 4096; the wrapper clamps.)
+            let knn = bit_knn_vec0(&store, &q, n).unwrap();
+            assert_eq!(scan.len(), knn.len());
+            let d = |ids: &[i64]| -> Vec<f64> { ids.iter().map(|i| dist[i]).collect() };
+            // Same distances in the same order (ids may differ only among ties).
+            let (ds, dk) = (d(&scan), d(&knn));
+            assert_eq!(ds, dk, "n = {n}");
+            assert!(ds.windows(2).all(|w| w[0] <= w[1]));
+        }
+        // Removed rows are never returned.
+        let all = bit_scan(&store, &q, 5000).unwrap().unwrap();
+        let removed: Vec<i64> = all
+            .iter()
+            .copied()
+            .filter(|i| !dist.contains_key(i))
+            .collect();
+        assert!(removed.is_empty(), "{removed:?}");
+        // bit_knn rescoring returns exact cosine order.
+        let top = bit_knn(&store, &q, 10).unwrap();
+        assert_eq!(top.len(), 10);
+        assert!(top.windows(2).all(|w| w[0].1 >= w[1].1));
+    }
+
+    /// Above the budget the keyword stage ranks the rarest terms (the common one
+    /// acts as a stop word), a query of common terms ranks a bounded window, and
+    /// both still find what exact BM25 puts first.
+    #[test]
+    fn keyword_plan_bounds_work_on_a_large_index() {
+        use crate::memory::store::{FileRecord, NewChunk, WriteMode};
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(&dir.path().join("m.sqlite")).unwrap();
+        let n = KEYWORD_RANK_BUDGET + 500;
+        let chunks: Vec<NewChunk> = (0..n)
+            .map(|i| {
+                let mut text = format!("common filler{} words", i % 50);
+                if i % 2 == 0 {
+                    text.push_str(" often");
+                }
+                if i % 1500 == 7 {
+                    text.push_str(" zanzibar zanzibar");
+                }
+                NewChunk {
+                    id: format!("c{i}"),
+                    start_line: i + 1,
+                    end_line: i + 1,
+                    hash: format!("{i}"),
+                    text,
+                    note_time: None,
+                    embedding: None,
+                }
+            })
+            .collect();
+        let rec = FileRecord {
+            source: "memory".into(),
+            path: "memory/big.md".into(),
+            sha256: "x".into(),
+            mtime_ns: 1,
+            size: 1,
+            indexed_bytes: 0,
+            indexed_lines: 0,
+        };
+        store
+            .write_file(&rec, &chunks, WriteMode::Replace, "")
+            .unwrap();
+        let zanzibar: Vec<i64> = store
+            .conn()
+            .prepare("SELECT rowid FROM chunks WHERE text LIKE '%zanzibar%'")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        assert_eq!(zanzibar.len(), 3);
+
+        let plan = keyword_plan(
+            &store,
+            "chunks_fts",
+            &["common", "zanzibar"],
+            KEYWORD_RANK_BUDGET,
+        )
+        .unwrap();
+        assert_eq!(plan.terms, TermPlan::Subset(vec![1]));
+        assert_eq!(plan.match_expr, "\"zanzibar\"");
+        let pq = ParsedQuery::parse("common zanzibar");
+        let got = keyword_candidates(&store, &pq, 10, None, KeywordNorm::default()).unwrap();
+        let exact =
+            keyword_candidates_within(&store, &pq, 10, None, KeywordNorm::default(), usize::MAX)
+                .unwrap();
+        let mut ids: Vec<i64> = got.keys().copied().collect();
+        ids.sort_unstable();
+        assert_eq!(ids, zanzibar);
+        // Exact BM25 ranks the same three chunks first.
+        let mut top: Vec<(i64, f64)> = exact.into_iter().collect();
+        top.sort_by(|a, b| b.1.total_cmp(&a.1));
+        let mut top3: Vec<i64> = top.iter().take(3).map(|x| x.0).collect();
+        top3.sort_unstable();
+        assert_eq!(top3, zanzibar);
+
+        // A frequent term that fits the budget alone is ranked exactly.
+        let plan = keyword_plan(
+            &store,
+            "chunks_fts",
+            &["common", "often"],
+            KEYWORD_RANK_BUDGET,
+        )
+        .unwrap();
+        assert_eq!(plan.terms, TermPlan::Subset(vec![1]));
+        // Every term common: the conjunction, over a bounded window of newest rows.
+        let max: i64 = store
+            .conn()
+            .query_row("SELECT max(rowid) FROM chunks", [], |r| r.get(0))
+            .unwrap();
+        let plan = keyword_plan(
+            &store,
+            "chunks_fts",
+            &["common", "words"],
+            KEYWORD_RANK_BUDGET,
+        )
+        .unwrap();
+        assert_eq!(plan.terms, TermPlan::AllCommon);
+        assert_eq!(plan.match_expr, "\"common\" AND \"words\"");
+        assert_eq!(plan.min_rowid, Some(max - KEYWORD_RANK_BUDGET as i64 + 1));
+        let plan = keyword_plan(&store, "chunks_fts", &["common"], KEYWORD_RANK_BUDGET).unwrap();
+        assert_eq!(plan.terms, TermPlan::AllCommon);
+        assert_eq!(plan.min_rowid, Some(max - KEYWORD_RANK_BUDGET as i64 + 1));
+        let pq = ParsedQuery::parse("common");
+        let got = keyword_candidates(&store, &pq, 10, None, KeywordNorm::default()).unwrap();
+        assert_eq!(got.len(), 10);
+        // A small budget or none: the plan is exact on indexes no larger than it.
+        let plan = keyword_plan(&store, "chunks_fts", &["common", "zanzibar"], usize::MAX).unwrap();
+        assert_eq!(plan.terms, TermPlan::All);
     }
 }

@@ -105,11 +105,10 @@ impl ParsedQuery {
         self.words.is_empty() && self.cjk_long.is_empty() && self.cjk_short.is_empty()
     }
 
-    /// The `MATCH` expression for the word index (`chunks_fts`): every term quoted,
-    /// combined with OR (BM25 ranks chunks with more and rarer terms higher).
-    /// English stop words are left out when other terms remain (they add little
-    /// to BM25 and make OR queries match nearly every chunk).
-    pub fn fts_match(&self) -> Option<String> {
+    /// The terms for the word index (`chunks_fts`), unquoted. English stop words
+    /// are left out when other terms remain (they add little to BM25 and make OR
+    /// queries match nearly every chunk).
+    pub fn fts_terms(&self) -> Vec<&str> {
         let content: Vec<&str> = self
             .words
             .iter()
@@ -117,15 +116,22 @@ impl ParsedQuery {
             .filter(|w| !is_stopword(w))
             .collect();
         if content.is_empty() {
-            or_of(self.words.iter().map(String::as_str))
+            self.words.iter().map(String::as_str).collect()
         } else {
-            or_of(content.into_iter())
+            content
         }
     }
 
-    /// The `MATCH` expression for the trigram index (`chunks_trigram`): the
-    /// overlapping trigrams of every CJK run of three or more characters, quoted, OR-ed.
-    pub fn trigram_match(&self) -> Option<String> {
+    /// The `MATCH` expression for the word index (`chunks_fts`): every term of
+    /// [`ParsedQuery::fts_terms`] quoted, combined with OR (BM25 ranks chunks with
+    /// more and rarer terms higher).
+    pub fn fts_match(&self) -> Option<String> {
+        or_of(self.fts_terms().into_iter())
+    }
+
+    /// The terms for the trigram index (`chunks_trigram`), unquoted: the
+    /// overlapping trigrams of every CJK run of three or more characters.
+    pub fn trigram_terms(&self) -> Vec<String> {
         let mut grams: Vec<String> = Vec::new();
         for run in &self.cjk_long {
             for g in trigrams(run) {
@@ -135,7 +141,13 @@ impl ParsedQuery {
             }
         }
         grams.truncate(MAX_TRIGRAMS);
-        or_of(grams.iter().map(String::as_str))
+        grams
+    }
+
+    /// The `MATCH` expression for the trigram index: [`ParsedQuery::trigram_terms`]
+    /// quoted and OR-ed.
+    pub fn trigram_match(&self) -> Option<String> {
+        or_of(self.trigram_terms().iter().map(String::as_str))
     }
 
     /// A relative weight per keyword sub-stage, proportional to how much of the query
@@ -187,6 +199,49 @@ pub fn quote(term: &str) -> String {
 fn or_of<'a>(terms: impl Iterator<Item = &'a str>) -> Option<String> {
     let parts: Vec<String> = terms.map(quote).collect();
     (!parts.is_empty()).then(|| parts.join(" OR "))
+}
+
+/// Which terms of an OR query the keyword stage ranks, chosen to bound the BM25
+/// work (FTS5 scores every matching row before it sorts, so the cost grows with
+/// the rows the query matches, not with `LIMIT`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TermPlan {
+    /// Rank the OR of every term: exact BM25.
+    All,
+    /// Rank the OR of these terms (indices into the term list, in query order):
+    /// the rarest terms whose document counts fit the budget together. The terms
+    /// left out are the query's most frequent, so their BM25 weight (idf) is the
+    /// lowest of the query's; they act as stop words.
+    Subset(Vec<usize>),
+    /// Every term occurs in more chunks than the budget: rank the conjunction
+    /// (and, if that matches too many rows, only its newest rows; see
+    /// `engine::keyword_plan`).
+    AllCommon,
+}
+
+/// Choose the terms to rank from their document counts (each capped at
+/// `budget + 1`, so a count above `budget` means "more than the budget").
+/// Pure.
+pub fn plan_terms(doc_counts: &[usize], budget: usize) -> TermPlan {
+    if doc_counts.iter().sum::<usize>() <= budget {
+        return TermPlan::All;
+    }
+    let mut order: Vec<usize> = (0..doc_counts.len()).collect();
+    order.sort_by_key(|&i| (doc_counts[i], i));
+    let mut used = 0usize;
+    let mut keep = Vec::new();
+    for i in order {
+        if used + doc_counts[i] > budget {
+            break;
+        }
+        used += doc_counts[i];
+        keep.push(i);
+    }
+    if keep.is_empty() {
+        return TermPlan::AllCommon;
+    }
+    keep.sort_unstable();
+    TermPlan::Subset(keep)
 }
 
 /// Overlapping three-character windows of `s` (empty if shorter than three).
@@ -386,5 +441,26 @@ mod tests {
         assert!(contains_verbatim("x ABC-1234 and ABC-123.", "ABC-123"));
         assert!(contains_verbatim("path src/a.rs:12", "src/a.rs"));
         assert!(!contains_verbatim("", "x"));
+    }
+
+    #[test]
+    fn term_plan_bounds_the_ranked_rows() {
+        // Cheap enough: every term.
+        assert_eq!(plan_terms(&[10, 200, 3], 1000), TermPlan::All);
+        assert_eq!(plan_terms(&[], 1000), TermPlan::All);
+        // Too many rows: the rarest terms that fit, in query order.
+        assert_eq!(
+            plan_terms(&[1001, 300, 1001, 600, 200], 1000),
+            TermPlan::Subset(vec![1, 4])
+        );
+        assert_eq!(plan_terms(&[1001, 5], 1000), TermPlan::Subset(vec![1]));
+        // Ties keep query order; the budget is inclusive.
+        assert_eq!(
+            plan_terms(&[500, 500, 500], 1000),
+            TermPlan::Subset(vec![0, 1])
+        );
+        // Every term above the budget.
+        assert_eq!(plan_terms(&[1001, 1001], 1000), TermPlan::AllCommon);
+        assert_eq!(plan_terms(&[1001], 1000), TermPlan::AllCommon);
     }
 }

@@ -144,7 +144,8 @@ pub fn decay_factor(note_time: Option<i64>, now_unix: i64, half_life_days: f64) 
         return 1.0;
     }
     let age_days = (now_unix as f64 - t as f64) / DAY_SECS;
-    if !(age_days > 0.0) {
+    // Future dates (and NaN) never boost: factor 1.
+    if age_days.is_nan() || age_days <= 0.0 {
         return 1.0;
     }
     (-(std::f64::consts::LN_2 / half_life_days) * age_days).exp()

