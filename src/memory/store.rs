@@ -176,11 +176,14 @@ pub fn now_unix() -> i64 {
     chrono::Utc::now().timestamp()
 }
 
-/// A write unit: its own IMMEDIATE transaction, or a savepoint inside an open
-/// group (see [`Store::begin_group`]). Either way it commits or rolls back whole.
+/// A write unit: its own IMMEDIATE transaction, or — inside an open group (see
+/// [`Store::begin_group`]) — the group's transaction itself. No savepoint per file:
+/// FTS5 flushes its pending terms at every savepoint, which made small-file
+/// indexing several times slower. A failed write inside a group aborts the whole
+/// run, whose group is rolled back, so every file still ends fully old or new.
 enum WriteTx<'a> {
     Transaction(rusqlite::Transaction<'a>),
-    Savepoint(rusqlite::Savepoint<'a>),
+    InGroup(&'a Connection),
 }
 
 impl std::ops::Deref for WriteTx<'_> {
@@ -188,7 +191,7 @@ impl std::ops::Deref for WriteTx<'_> {
     fn deref(&self) -> &Connection {
         match self {
             WriteTx::Transaction(t) => t,
-            WriteTx::Savepoint(s) => s,
+            WriteTx::InGroup(c) => c,
         }
     }
 }
@@ -197,7 +200,7 @@ impl WriteTx<'_> {
     fn commit(self) -> rusqlite::Result<()> {
         match self {
             WriteTx::Transaction(t) => t.commit(),
-            WriteTx::Savepoint(s) => s.commit(),
+            WriteTx::InGroup(_) => Ok(()),
         }
     }
 }
@@ -316,9 +319,9 @@ impl Store {
         &self.vec
     }
 
-    /// Start a group: the following file writes share one transaction (each is
-    /// still all-or-nothing through its savepoint) until [`Store::commit_group`].
-    /// A crash before the commit leaves every file of the group fully old.
+    /// Start a group: the following file writes share one transaction until
+    /// [`Store::commit_group`]. A crash (or an error, after [`Store::rollback_group`])
+    /// before the commit leaves every file of the group fully old.
     pub fn begin_group(&mut self) -> Result<()> {
         if self.conn.is_autocommit() {
             self.conn
@@ -351,7 +354,7 @@ impl Store {
                     .map_err(StoreError::from_sqlite)?,
             ))
         } else {
-            Ok(WriteTx::Savepoint(self.conn.savepoint()?))
+            Ok(WriteTx::InGroup(&self.conn))
         }
     }
 
