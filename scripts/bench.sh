@@ -4,7 +4,7 @@
 #
 #   scripts/bench.sh [TARGET...]     (no target = every target)
 #
-# Targets: indexing search chunking scoring     (cargo bench --bench NAME)
+# Targets: indexing search chunking scoring watch (cargo bench --bench NAME)
 #          eval-fixture eval-scifact eval-xquad (claw memory eval --mode all)
 #
 # Each target replaces only its own section (between `<!-- bench:NAME -->` markers);
@@ -13,7 +13,8 @@
 # target/criterion/<group>/<name>/new/{estimates,benchmark}.json written by the run.
 # Env: CLAW_EMBED_MODEL_DIR, ORT_DYLIB_PATH (the local model; required for the
 # model figures), CLAW_BENCH_QUICK=1 (sampled model indexing), CLAW_CONFIG (a
-# config file for the eval runs; default: an empty one, i.e. the defaults).
+# config file for the eval runs; default: an empty one, i.e. the defaults),
+# CLAW_BENCH_TAG=x (eval runs write section `NAME-x`, to keep a variant beside the default).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -23,7 +24,7 @@ DATA=$ROOT/../shared/data
 WORK=$ROOT/target/bench-out
 mkdir -p "$WORK"
 
-ALL=(indexing search chunking scoring eval-fixture eval-scifact eval-xquad)
+ALL=(indexing search chunking scoring watch eval-fixture eval-scifact eval-xquad)
 TARGETS=("$@")
 [ ${#TARGETS[@]} -eq 0 ] && TARGETS=("${ALL[@]}")
 
@@ -112,7 +113,8 @@ run_cargo_bench() {
 }
 
 run_eval() {
-  local name=$1 title=$2 dir=$3 extra=${4:-} log=$WORK/$1.out sec=$WORK/$1.md
+  local name=$1${CLAW_BENCH_TAG:+-$CLAW_BENCH_TAG} title=$2${CLAW_BENCH_TAG:+ ($CLAW_BENCH_TAG)} dir=$3 extra=${4:-}
+  local log=$WORK/$name.out sec=$WORK/$name.md
   [ -x "$ROOT/target/release/claw" ] || cargo build --release --bin claw >&2
   local cfg=${CLAW_CONFIG:-$WORK/empty-config.json}
   [ -n "${CLAW_CONFIG:-}" ] || echo '{}' >"$cfg"
@@ -136,6 +138,7 @@ for t in "${TARGETS[@]}"; do
     search) run_cargo_bench search "Search latency" ;;
     chunking) run_cargo_bench chunking "Chunking throughput" ;;
     scoring) run_cargo_bench scoring "Score pipeline and query sanitiser" ;;
+    watch) run_cargo_bench watch "Watcher: edit-to-searchable latency and a 1,000-file burst" ;;
     eval-fixture) run_eval eval-fixture "Retrieval quality: beir-mini fixture (CI smoke set)" "$ROOT/fixtures/beir-mini" ;;
     eval-scifact) run_eval eval-scifact "Retrieval quality: SciFact, train split (809 queries)" "$DATA/scifact" "--split train" ;;
     eval-xquad) run_eval eval-xquad "Retrieval quality: XQuAD-zh, test split" "$DATA/xquad-zh" "--split test" ;;

@@ -168,7 +168,7 @@ struct Run<'a> {
 /// File writes are grouped into one SQLite transaction for at most this long:
 /// each file is still all-or-nothing (a savepoint), a crash loses at most this
 /// much work, and small files stop paying one commit each.
-pub const GROUP_COMMIT_INTERVAL: std::time::Duration = std::time::Duration::from_millis(250);
+pub const GROUP_COMMIT_INTERVAL: std::time::Duration = std::time::Duration::from_millis(1000);
 
 impl Drop for Run<'_> {
     fn drop(&mut self) {

@@ -267,16 +267,16 @@ pub fn run(
             settings.memory.vector_weight = w;
             settings.memory.text_weight = 1.0 - w;
         }
-        if mode.needs_embedder() {
-            if let Err(reason) = &embedder {
-                modes.push((
-                    variant,
-                    ModeOutcome::Skipped {
-                        reason: reason.clone(),
-                    },
-                ));
-                continue;
-            }
+        if mode.needs_embedder()
+            && let Err(reason) = &embedder
+        {
+            modes.push((
+                variant,
+                ModeOutcome::Skipped {
+                    reason: reason.clone(),
+                },
+            ));
+            continue;
         }
         let mut run = Run::new();
         let mut latencies = Vec::with_capacity(data.queries.len());
