@@ -453,3 +453,60 @@ fn sources_add_list_remove() {
         .unwrap();
     assert_eq!(o.status.code(), Some(1));
 }
+
+#[test]
+fn a_second_writer_waits_then_says_who_holds_the_lock() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path();
+    support::write_tree(ws, &[("MEMORY.md", "# Memory\nThe wombat fact.\n")]);
+    index_json(&mut support::claw_keyword_only(ws));
+    support::write_tree(ws, &[("memory/new.md", "A note about echidnas.\n")]);
+
+    // Another writer (this test process) holds the lock.
+    let lock = claw::memory::lock::WriterLock::acquire(
+        &ws.join(".claw"),
+        "test holder",
+        std::time::Duration::ZERO,
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let out = support::claw_keyword_only(ws)
+        .args(["memory", "index", "--lock-timeout", "1"])
+        .output()
+        .unwrap();
+    assert!(
+        started.elapsed() >= std::time::Duration::from_secs(1),
+        "did not wait"
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&std::process::id().to_string()) && err.contains("test holder"),
+        "{err}"
+    );
+    // Nothing was lost, and searches still work while the lock is held.
+    assert_eq!(
+        count(
+            &db(ws),
+            "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH 'wombat'"
+        ),
+        1
+    );
+    let out = support::claw_keyword_only(ws)
+        .args(["memory", "search", "wombat", "--no-sync"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+
+    // Once released, the next index picks the new note up.
+    drop(lock);
+    let r = index_json(&mut support::claw_keyword_only(ws));
+    assert_eq!(r["files_changed"], 1);
+    assert_eq!(
+        count(
+            &db(ws),
+            "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH 'echidnas'"
+        ),
+        1
+    );
+}
