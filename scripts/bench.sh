@@ -14,7 +14,8 @@
 # Env: CLAW_EMBED_MODEL_DIR, ORT_DYLIB_PATH (the local model; required for the
 # model figures), CLAW_BENCH_QUICK=1 (sampled model indexing), CLAW_CONFIG (a
 # config file for the eval runs; default: an empty one, i.e. the defaults),
-# CLAW_BENCH_TAG=x (eval runs write section `NAME-x`, to keep a variant beside the default).
+# CLAW_BENCH_TAG=x (eval runs write section `NAME-x`, to keep a variant beside the default),
+# CLAW_BENCH_EVAL_ARGS="..." (extra `claw memory eval` flags, e.g. --keyword-norm min-max).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -119,8 +120,10 @@ run_eval() {
   local cfg=${CLAW_CONFIG:-$WORK/empty-config.json}
   [ -n "${CLAW_CONFIG:-}" ] || echo '{}' >"$cfg"
   local ws; ws=$(mktemp -d)
+  extra="$extra ${CLAW_BENCH_EVAL_ARGS:-}"
   local cmd="claw memory eval --beir ${dir#"$ROOT/"} --mode all $extra"
   echo "== $cmd" >&2
+  # shellcheck disable=SC2086
   CLAW_CONFIG=$cfg CLAW_WORKSPACE=$ws "$ROOT/target/release/claw" memory eval --beir "$dir" --mode all $extra >"$log"
   rm -rf "$ws"
   {

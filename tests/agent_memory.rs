@@ -4,20 +4,11 @@
 
 #[path = "support/scripted_server.rs"]
 mod scripted_server;
+mod support;
 
 use scripted_server::{ScriptedServer, openai};
-use std::path::Path;
-use std::process::Command;
 
-fn claw(ws: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_claw"));
-    c.env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", ws.join("home"))
-        .env("CLAW_WORKSPACE", ws)
-        .env("CLAW_EMBED_PROVIDER", "none");
-    c
-}
+use support::claw_keyword_only as claw;
 
 #[test]
 fn memory_search_and_get_reach_the_model_with_citations() {
