@@ -4,6 +4,7 @@
 //! the environment or the terminal itself — only [`Settings::resolve`] does, and
 //! it is handed the environment by the binary.
 
+use crate::memory::clock::Clock;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -26,6 +27,9 @@ pub const ENV_LLM_BASE_URL: &str = "CLAW_LLM_BASE_URL";
 pub const ENV_LLM_MODEL: &str = "CLAW_LLM_MODEL";
 /// API key for the LLM API.
 pub const ENV_LLM_API_KEY: &str = "CLAW_LLM_API_KEY";
+/// Test-only: the instant the process starts at (RFC 3339, `YYYY-MM-DD` or `@unix`);
+/// the clock then advances from there. Drives decay, daily notes and timestamps.
+pub const ENV_NOW: &str = "CLAW_NOW";
 
 /// Every variable above, for `--help` and the README.
 pub const ALL_ENV: &[(&str, &str)] = &[
@@ -50,6 +54,10 @@ pub const ALL_ENV: &[(&str, &str)] = &[
     (ENV_LLM_BASE_URL, "LLM API base URL"),
     (ENV_LLM_MODEL, "LLM model name"),
     (ENV_LLM_API_KEY, "LLM API key"),
+    (
+        ENV_NOW,
+        "test-only: start the clock at this instant (RFC 3339)",
+    ),
 ];
 
 /// Errors while resolving settings.
@@ -214,6 +222,8 @@ pub struct Settings {
     pub agent: AgentConfig,
     /// LLM overrides from the environment (`CLAW_LLM_*`).
     pub llm_env: LlmEnv,
+    /// "Now" for everything a result depends on (`CLAW_NOW` pins it for tests).
+    pub clock: Clock,
 }
 
 /// `CLAW_LLM_*` values, if set.
@@ -287,6 +297,13 @@ impl Settings {
             model: input.var(ENV_LLM_MODEL),
             api_key: input.var(ENV_LLM_API_KEY),
         };
+        let clock = match input.var(ENV_NOW) {
+            None => Clock::System,
+            Some(v) => Clock::parse_start(&v).map_err(|message| ConfigError::Invalid {
+                name: ENV_NOW.to_string(),
+                message,
+            })?,
+        };
         Ok(Settings {
             workspace,
             config_path,
@@ -295,6 +312,7 @@ impl Settings {
             memory,
             agent: file.agent,
             llm_env,
+            clock,
         })
     }
 
@@ -308,6 +326,7 @@ impl Settings {
             memory: MemorySettings::default(),
             agent: AgentConfig::default(),
             llm_env: LlmEnv::default(),
+            clock: Clock::System,
         }
     }
 

@@ -20,6 +20,9 @@ struct Run {
     stderr: String,
 }
 
+/// "Now" for every run (`CLAW_NOW`): the daily note's date follows it.
+const TEST_NOW: &str = "2026-11-05T12:00:00Z";
+
 fn claw_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_claw"))
 }
@@ -33,6 +36,7 @@ fn claw(ws: &Path, env: &[(&str, &str)]) -> Command {
         .env("HOME", ws.join("home"))
         .env("CLAW_WORKSPACE", ws)
         .env("CLAW_EMBED_PROVIDER", "none")
+        .env("CLAW_NOW", TEST_NOW)
         .env("TZ", "UTC");
     for (k, v) in env {
         c.env(k, v);
@@ -476,7 +480,7 @@ fn compaction_flushes_memory_then_summarises_then_answers() {
         r#"{"agent": {"context_window": 4096, "max_tokens": 512, "timezone": "UTC"}}"#,
     )
     .unwrap();
-    let today = chrono::Utc::now().format("%Y-%m-%d").to_string();
+    let today = &TEST_NOW[..10];
     let mem_path = format!("memory/{today}.md");
     let server = ScriptedServer::start([
         openai::tool_call(

@@ -59,6 +59,7 @@ fn options(ws: &Path) -> DriverOptions {
         utc_offset: FixedOffset::east_opt(0).unwrap(),
         timezone: "UTC".into(),
         os: "test".into(),
+        clock: Default::default(),
     }
 }
 

@@ -18,6 +18,7 @@ fn claw(ws: &Path, config: &Path) -> Command {
         .env("HOME", ws.join("home"))
         .env("CLAW_WORKSPACE", ws)
         .env("CLAW_CONFIG", config)
+        .env("CLAW_NOW", "2026-11-05T12:00:00Z")
         .env("EMBED_KEY", "sk-test-embeddings");
     c
 }

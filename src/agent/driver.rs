@@ -11,7 +11,8 @@ use crate::agent::core::{Agent, CoreConfig, Effect, Event, ModelFailure, Purpose
 use crate::agent::message::{ChatRequest, ChatResponse, StreamDelta, ToolCall, ToolSpec};
 use crate::agent::prompt::{self, PromptInputs};
 use crate::agent::session::{self, History, SessionError, SessionHandle};
-use chrono::{FixedOffset, Utc};
+use crate::memory::clock::Clock;
+use chrono::FixedOffset;
 use std::collections::VecDeque;
 use std::future::Future;
 use std::path::PathBuf;
@@ -79,6 +80,8 @@ pub struct DriverOptions {
     /// Label of the time zone for the prompt.
     pub timezone: String,
     pub os: String,
+    /// "Now" for timestamps, the prompt and the daily note.
+    pub clock: Clock,
 }
 
 /// What a finished turn reports.
@@ -115,7 +118,7 @@ impl<M: Model, T: Tools> Driver<M, T> {
             opts.sessions_dir.clone(),
             opts.session_key.clone(),
             opts.secrets.clone(),
-            Utc::now(),
+            opts.clock.now(),
         )
         .await?;
         if loaded.skipped > 0 || loaded.torn_tail {
@@ -155,14 +158,15 @@ impl<M: Model, T: Tools> Driver<M, T> {
     /// renamed to `<name>.<timestamp>.jsonl`, and the history is emptied.
     pub async fn new_session(&mut self) -> Result<Option<PathBuf>, DriverError> {
         let path = self.session.path().to_path_buf();
-        let archived = tokio::task::spawn_blocking(move || session::archive(&path, Utc::now()))
+        let now = self.opts.clock.now();
+        let archived = tokio::task::spawn_blocking(move || session::archive(&path, now))
             .await
             .map_err(|e| SessionError::Task(e.to_string()))??;
         let (handle, _) = SessionHandle::open(
             self.opts.sessions_dir.clone(),
             self.opts.session_key.clone(),
             self.opts.secrets.clone(),
-            Utc::now(),
+            self.opts.clock.now(),
         )
         .await?;
         self.session = handle;
@@ -184,7 +188,7 @@ impl<M: Model, T: Tools> Driver<M, T> {
         self.agent.set_system_prompt(system);
         let mut queue: VecDeque<Effect> = self
             .agent
-            .handle(Event::UserInput(input.to_string()), Utc::now())
+            .handle(Event::UserInput(input.to_string()), self.opts.clock.now())
             .into();
         let mut end = None;
         let mut model_calls = 0;
@@ -223,11 +227,11 @@ impl<M: Model, T: Tools> Driver<M, T> {
                     if purpose == Purpose::Answer {
                         streamed = did_stream;
                     }
-                    queue.extend(self.agent.handle(event, Utc::now()));
+                    queue.extend(self.agent.handle(event, self.opts.clock.now()));
                 }
                 Effect::Confirm(call) => {
                     let event = self.confirm(&call, cancel).await;
-                    queue.extend(self.agent.handle(event, Utc::now()));
+                    queue.extend(self.agent.handle(event, self.opts.clock.now()));
                 }
                 Effect::RunTool(call) => {
                     // Take the whole batch of runnable calls queued right now.
@@ -244,7 +248,7 @@ impl<M: Model, T: Tools> Driver<M, T> {
                     }
                     tool_calls += batch.len();
                     for event in self.run_tools(batch, cancel).await {
-                        queue.extend(self.agent.handle(event, Utc::now()));
+                        queue.extend(self.agent.handle(event, self.opts.clock.now()));
                     }
                 }
             }
@@ -264,7 +268,7 @@ impl<M: Model, T: Tools> Driver<M, T> {
             .unwrap_or_default();
         let specs = self.tools.specs();
         prompt::build(&PromptInputs {
-            now: Utc::now().with_timezone(&self.opts.utc_offset),
+            now: self.opts.clock.now().with_timezone(&self.opts.utc_offset),
             timezone: self.opts.timezone.clone(),
             os: self.opts.os.clone(),
             model: self.model.label(),

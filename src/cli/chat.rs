@@ -127,6 +127,7 @@ fn driver_options(settings: &Settings, a: &AgentSettings, key: &str) -> DriverOp
         utc_offset: offset,
         timezone: format!("UTC{offset}"),
         os: format!("{} {}", std::env::consts::OS, std::env::consts::ARCH),
+        clock: settings.clock,
     }
 }
 

@@ -10,7 +10,7 @@ use crate::memory::search::engine::{
     self, GetRequest, Mode, SearchError, SearchRequest, SourceFilter,
 };
 use crate::memory::service::query_embedder;
-use crate::memory::store::{Store, now_unix};
+use crate::memory::store::Store;
 use anyhow::Context;
 use std::io::Write;
 
@@ -137,12 +137,17 @@ pub fn run_search(settings: &Settings, args: SearchArgs) -> anyhow::Result<Exit>
     } else {
         loaded.embedder()
     };
-    let resp = engine::search(&store, query_embedder, &settings.memory, &req, now_unix()).map_err(
-        |e| match e {
-            SearchError::UnknownSource { .. } => anyhow::anyhow!(e),
-            other => anyhow::Error::new(other).context("search failed"),
-        },
-    )?;
+    let resp = engine::search(
+        &store,
+        query_embedder,
+        &settings.memory,
+        &req,
+        settings.clock.now_unix(),
+    )
+    .map_err(|e| match e {
+        SearchError::UnknownSource { .. } => anyhow::anyhow!(e),
+        other => anyhow::Error::new(other).context("search failed"),
+    })?;
     match output {
         Output::Json => print_json(&SearchJson {
             response: &resp,

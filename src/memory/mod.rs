@@ -5,6 +5,7 @@
 //! `dates`) is separated from I/O (`store`, `embed`, `walk`, `indexer`, `watch`).
 
 pub mod chunk;
+pub mod clock;
 pub mod dates;
 pub mod embed;
 pub mod eval;

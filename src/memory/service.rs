@@ -8,7 +8,7 @@ use crate::memory::embed::{self, Loaded};
 use crate::memory::search::engine::{
     self, GetRequest, GetResponse, Mode, SearchError, SearchRequest, SearchResponse,
 };
-use crate::memory::store::{Store, StoreError, now_unix};
+use crate::memory::store::{Store, StoreError};
 use std::sync::{Mutex, OnceLock};
 
 /// The embedder a search in `mode` needs: none for keyword-only searches or when
@@ -59,7 +59,13 @@ impl MemoryService {
                 }
             }
         };
-        engine::search(&store, embedder, &self.settings.memory, req, now_unix())
+        engine::search(
+            &store,
+            embedder,
+            &self.settings.memory,
+            req,
+            self.settings.clock.now_unix(),
+        )
     }
 
     /// Lines of an indexed file.

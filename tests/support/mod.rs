@@ -21,6 +21,10 @@ pub fn model_paths() -> (PathBuf, PathBuf) {
     }
 }
 
+/// "Now" for every `claw` a test runs (`CLAW_NOW`): dated fixture notes are
+/// written relative to it, so no test depends on the day it runs.
+pub const TEST_NOW: &str = "2026-11-05T12:00:00Z";
+
 /// The `claw` binary built for this test run.
 pub fn claw_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_claw"))
@@ -35,6 +39,7 @@ pub fn claw(workspace: &Path) -> Command {
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("HOME", workspace.join("home"))
         .env("CLAW_WORKSPACE", workspace)
+        .env("CLAW_NOW", TEST_NOW)
         .env("CLAW_EMBED_MODEL_DIR", dir)
         .env("ORT_DYLIB_PATH", ort);
     c
@@ -47,6 +52,7 @@ pub fn claw_keyword_only(workspace: &Path) -> Command {
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("HOME", workspace.join("home"))
         .env("CLAW_WORKSPACE", workspace)
+        .env("CLAW_NOW", TEST_NOW)
         .env("CLAW_EMBED_PROVIDER", "none");
     c
 }

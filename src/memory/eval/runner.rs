@@ -15,7 +15,7 @@ use crate::memory::lock::{LockError, WriterLock};
 use crate::memory::search::engine::{self, Mode, SearchRequest, SourceFilter};
 use crate::memory::search::score::KeywordNorm;
 
-use crate::memory::store::{Store, StoreError, now_unix};
+use crate::memory::store::{Store, StoreError};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -243,7 +243,7 @@ pub fn run(
         recall: opts.limit,
         ..Cutoffs::default()
     };
-    let now = now_unix();
+    let now = settings.clock.now_unix();
     let mut modes = Vec::new();
     let mut variants = Vec::new();
     for &mode in &opts.modes {
