@@ -92,12 +92,12 @@ PY
 
 run_cargo_bench() {
   local name=$1 title=$2 log=$WORK/$1.out sec=$WORK/$1.md stamp=$WORK/$1.stamp
-  local cmd="cargo bench --bench $name"
+  local cmd="cargo bench -p claw-memory --bench $name"
   [ "$name" = indexing ] && [ "${CLAW_BENCH_QUICK:-}" = 1 ] && cmd="CLAW_BENCH_QUICK=1 $cmd"
   [ "$name" = indexing ] && [ -n "${CLAW_BENCH_SETS:-}" ] && cmd="CLAW_BENCH_SETS=$CLAW_BENCH_SETS $cmd"
   echo "== $cmd" >&2
   touch "$stamp"; sleep 1
-  if ! cargo bench --bench "$name" >"$log" 2>"$WORK/$name.err"; then
+  if ! cargo bench -p claw-memory --bench "$name" >"$log" 2>"$WORK/$name.err"; then
     echo "bench $name failed; see $WORK/$name.err" >&2; return 1
   fi
   {
@@ -116,7 +116,7 @@ run_cargo_bench() {
 run_eval() {
   local name=$1${CLAW_BENCH_TAG:+-$CLAW_BENCH_TAG} title=$2${CLAW_BENCH_TAG:+ ($CLAW_BENCH_TAG)} dir=$3 extra=${4:-}
   local log=$WORK/$name.out sec=$WORK/$name.md
-  [ -x "$ROOT/target/release/claw" ] || cargo build --release --bin claw >&2
+  [ -x "$ROOT/target/release/claw" ] || cargo build --release -p claw --bin claw >&2
   local cfg=${CLAW_CONFIG:-$WORK/empty-config.json}
   [ -n "${CLAW_CONFIG:-}" ] || echo '{}' >"$cfg"
   local ws; ws=$(mktemp -d)

@@ -1,0 +1,68 @@
+//! The assistant's configuration as the application hands it over: the config
+//! file's `agent` section (deserialised by the application, interpreted by
+//! [`crate::settings`]) and the `CLAW_LLM_*` overrides, already read from the
+//! environment by the binary. Nothing here reads the environment.
+
+use serde::Deserialize;
+
+/// LLM API flavour: `openai` or `anthropic`.
+pub const ENV_LLM_API: &str = "CLAW_LLM_API";
+/// Base URL of the LLM API (e.g. `http://127.0.0.1:8089`).
+pub const ENV_LLM_BASE_URL: &str = "CLAW_LLM_BASE_URL";
+/// Model name sent to the LLM API.
+pub const ENV_LLM_MODEL: &str = "CLAW_LLM_MODEL";
+/// API key for the LLM API.
+pub const ENV_LLM_API_KEY: &str = "CLAW_LLM_API_KEY";
+
+/// `agent` section of the config file; its contents are interpreted by [`crate::settings`].
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentConfig {
+    /// Provider profiles tried in order (failover).
+    #[serde(default)]
+    pub profiles: Vec<ProfileConfig>,
+    pub max_iterations: Option<usize>,
+    pub context_window: Option<usize>,
+    pub max_tokens: Option<u32>,
+    /// Ask before running tools with side effects.
+    pub confirm_side_effects: Option<bool>,
+    /// Confine file tools to the workspace.
+    pub jail_to_workspace: Option<bool>,
+    pub exec_timeout_secs: Option<u64>,
+    /// Name of the environment variable holding a Brave Search API key.
+    pub brave_api_key_env: Option<String>,
+    pub timezone: Option<String>,
+}
+
+/// One provider profile of the config file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileConfig {
+    pub name: Option<String>,
+    /// `openai` or `anthropic`.
+    pub api: String,
+    pub base_url: Option<String>,
+    pub model: String,
+    /// Name of the environment variable holding the key.
+    pub api_key_env: Option<String>,
+    pub context_window: Option<usize>,
+}
+
+/// `CLAW_LLM_*` values, if set.
+#[derive(Debug, Clone, Default)]
+pub struct LlmEnv {
+    pub api: Option<String>,
+    pub base_url: Option<String>,
+    pub model: Option<String>,
+    pub api_key: Option<String>,
+}
+
+/// What the assistant is configured with: the config file's `agent` section and
+/// the `CLAW_LLM_*` overrides (flags are applied later, as [`crate::settings::Overrides`]).
+#[derive(Debug, Clone, Default)]
+pub struct AssistantConfig {
+    /// The config file's `agent` section.
+    pub agent: AgentConfig,
+    /// `CLAW_LLM_*` from the environment.
+    pub llm_env: LlmEnv,
+}

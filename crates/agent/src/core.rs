@@ -1,0 +1,1456 @@
+//! The agent core: a pure state machine. The driver feeds it [`Event`]s (user
+//! input, model output or failure, tool results, confirmation answers, cancel) and
+//! performs the [`Effect`]s it returns (call the model, run or confirm a tool,
+//! persist a record, show a notice, end the turn). It owns the conversation
+//! history, the per-turn iteration budget, the tool-loop breaker and the
+//! compaction flow (memory flush → summary → retry).
+//!
+//! Invariant: no I/O and no clock — time comes in with each event; every tool call
+//! the model made gets exactly one result in the history, even when the turn is
+//! cancelled, fails or is stopped.
+
+use crate::breaker::{Breaker, Verdict};
+use crate::compaction::{self, CompactionPolicy, FLUSH_MAX_CALLS};
+use crate::message::{ChatRequest, ChatResponse, Message, Role, ToolCall, ToolSpec};
+use crate::session::{CompactionRecord, History, MAX_TOOL_RESULT_BYTES, Record, truncate_middle};
+use chrono::{DateTime, FixedOffset, Utc};
+use std::collections::BTreeSet;
+
+/// Default number of model calls in one turn.
+pub const DEFAULT_MAX_ITERATIONS: usize = 30;
+/// Context-overflow compactions tried within one turn before giving up.
+const MAX_OVERFLOW_COMPACTIONS: usize = 2;
+
+/// What the core needs to know about its environment.
+#[derive(Debug, Clone)]
+pub struct CoreConfig {
+    /// Model calls allowed per user turn.
+    pub max_iterations: usize,
+    /// Output tokens requested per model call.
+    pub max_tokens: u32,
+    /// Tools offered to the model.
+    pub tools: Vec<ToolSpec>,
+    /// Tools that need the user's confirmation before running.
+    pub confirm: BTreeSet<String>,
+    pub compaction: CompactionPolicy,
+    /// Offset of the user's local time, for `memory/YYYY-MM-DD.md` names.
+    pub utc_offset: FixedOffset,
+}
+
+/// Why the model is being called.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    /// The conversation itself: stream its text to the user.
+    Answer,
+    /// The pre-compaction memory flush turn (silent).
+    MemoryFlush,
+    /// The compaction summary (silent).
+    Summary,
+}
+
+/// A classified model failure.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ModelFailure {
+    /// The request did not fit the model's context window.
+    ContextOverflow(String),
+    /// The call was cancelled.
+    Cancelled,
+    /// Anything else (after the provider's own retries and failover).
+    Other(String),
+}
+
+/// Input to the core.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    UserInput(String),
+    ModelResponse(ChatResponse),
+    ModelError(ModelFailure),
+    /// The rendered outcome of one tool call.
+    ToolResult {
+        call_id: String,
+        content: String,
+        is_error: bool,
+    },
+    /// The user's answer to an [`Effect::Confirm`].
+    Confirmation {
+        call_id: String,
+        approved: bool,
+    },
+    Cancel,
+}
+
+/// Something for the driver to do.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    CallModel {
+        purpose: Purpose,
+        request: ChatRequest,
+    },
+    RunTool(ToolCall),
+    /// Ask the user; answer with [`Event::Confirmation`].
+    Confirm(ToolCall),
+    /// Append to the session file.
+    Persist(Record),
+    /// A status line for the user (stderr).
+    Notice(String),
+    EndTurn(TurnEnd),
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TurnEnd {
+    /// The model answered in text.
+    Answered(String),
+    /// The iteration budget ran out; the text says so plainly.
+    MaxIterations(String),
+    Cancelled,
+    /// The tool-loop breaker ended the turn.
+    LoopBroken(String),
+    /// The model could not be called.
+    Failed(String),
+}
+
+impl TurnEnd {
+    /// Whether the turn produced what the user asked for.
+    pub fn is_success(&self) -> bool {
+        matches!(self, TurnEnd::Answered(_))
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reason {
+    Proactive,
+    Overflow,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    Flush,
+    Summary,
+}
+
+#[derive(Debug)]
+struct Compaction {
+    reason: Reason,
+    stage: Stage,
+    /// The flush conversation (never part of the history).
+    scratch: Vec<Message>,
+    flush_calls: usize,
+    flushed: bool,
+    tokens_before: usize,
+    split: usize,
+}
+
+#[derive(Debug)]
+struct Slot {
+    call: ToolCall,
+    done: bool,
+}
+
+#[derive(Debug)]
+enum Wait {
+    Model(Purpose),
+    Tools { purpose: Purpose, slots: Vec<Slot> },
+}
+
+#[derive(Debug)]
+struct Turn {
+    answer_calls: usize,
+    breaker: Breaker,
+    overflow_compactions: usize,
+    /// Compaction already ran for the next answer call: don't start another.
+    compacted: bool,
+    wait: Wait,
+    compaction: Option<Compaction>,
+}
+
+/// The agent state machine of one session.
+#[derive(Debug)]
+pub struct Agent {
+    config: CoreConfig,
+    system_prompt: String,
+    summary: Option<String>,
+    history: Vec<Message>,
+    turn: Option<Turn>,
+}
+
+type Fx = Vec<Effect>;
+
+impl Agent {
+    /// A core over an existing history (from a session file), repaired so every
+    /// tool call has a result.
+    pub fn new(config: CoreConfig, system_prompt: String, history: History) -> Agent {
+        Agent {
+            config,
+            system_prompt,
+            summary: history.summary,
+            history: repair_history(history.messages),
+            turn: None,
+        }
+    }
+
+    /// Replace the system prompt (rebuilt by the driver before each turn).
+    pub fn set_system_prompt(&mut self, prompt: String) {
+        self.system_prompt = prompt;
+    }
+
+    pub fn history(&self) -> &[Message] {
+        &self.history
+    }
+
+    pub fn summary(&self) -> Option<&str> {
+        self.summary.as_deref()
+    }
+
+    pub fn is_busy(&self) -> bool {
+        self.turn.is_some()
+    }
+
+    /// Feed one event; get the effects to perform, in order.
+    pub fn handle(&mut self, event: Event, now: DateTime<Utc>) -> Vec<Effect> {
+        let mut fx = Vec::new();
+        match event {
+            Event::UserInput(text) => self.on_user_input(text, now, &mut fx),
+            Event::ModelResponse(resp) => self.on_response(resp, now, &mut fx),
+            Event::ModelError(ModelFailure::Cancelled) | Event::Cancel => {
+                self.on_cancel(now, &mut fx)
+            }
+            Event::ModelError(f) => self.on_model_error(f, now, &mut fx),
+            Event::ToolResult {
+                call_id,
+                content,
+                is_error,
+            } => self.complete_call(&call_id, content, is_error, now, &mut fx),
+            Event::Confirmation { call_id, approved } => {
+                self.on_confirmation(&call_id, approved, now, &mut fx)
+            }
+        }
+        fx
+    }
+
+    // ---- events ------------------------------------------------------------
+
+    fn on_user_input(&mut self, text: String, now: DateTime<Utc>, fx: &mut Fx) {
+        if self.turn.is_some() {
+            fx.push(Effect::Notice(
+                "a turn is already running: wait for it or cancel it".into(),
+            ));
+            return;
+        }
+        let msg = Message::user(text, now);
+        self.push_history(msg, fx);
+        self.turn = Some(Turn {
+            answer_calls: 0,
+            breaker: Breaker::new(),
+            overflow_compactions: 0,
+            compacted: false,
+            wait: Wait::Model(Purpose::Answer),
+            compaction: None,
+        });
+        self.next_answer_call(now, fx);
+    }
+
+    fn on_response(&mut self, resp: ChatResponse, now: DateTime<Utc>, fx: &mut Fx) {
+        let Some(turn) = &self.turn else { return };
+        let Wait::Model(purpose) = turn.wait else {
+            return;
+        };
+        let calls = normalise_calls(resp.tool_calls, self.history.len());
+        let mut msg = Message::assistant(resp.text.clone(), calls.clone(), now);
+        msg.usage = Some(resp.usage);
+        match purpose {
+            Purpose::Answer => {
+                self.push_history(msg, fx);
+                if calls.is_empty() {
+                    self.end_turn(TurnEnd::Answered(resp.text), fx);
+                } else {
+                    self.start_batch(Purpose::Answer, calls, now, fx);
+                }
+            }
+            Purpose::MemoryFlush => {
+                let Some(c) = self.compaction_mut() else {
+                    return;
+                };
+                c.scratch.push(msg);
+                c.flush_calls += 1;
+                c.flushed = true;
+                let more = !calls.is_empty() && c.flush_calls < FLUSH_MAX_CALLS;
+                if more {
+                    self.start_batch(Purpose::MemoryFlush, calls, now, fx);
+                } else {
+                    self.start_summary(now, fx);
+                }
+            }
+            Purpose::Summary => {
+                let text = resp.text.trim().to_string();
+                self.finish_compaction((!text.is_empty()).then_some(text), now, fx);
+            }
+        }
+    }
+
+    fn on_model_error(&mut self, failure: ModelFailure, now: DateTime<Utc>, fx: &mut Fx) {
+        let Some(turn) = &mut self.turn else { return };
+        let Wait::Model(purpose) = turn.wait else {
+            return;
+        };
+        match (purpose, failure) {
+            (Purpose::Answer, ModelFailure::ContextOverflow(msg)) => {
+                if turn.overflow_compactions >= MAX_OVERFLOW_COMPACTIONS {
+                    self.end_turn(
+                        TurnEnd::Failed(format!(
+                            "the conversation still does not fit the model's context window \
+                             after compacting: {msg}"
+                        )),
+                        fx,
+                    );
+                    return;
+                }
+                turn.overflow_compactions += 1;
+                // The retry does not count against the iteration budget.
+                turn.answer_calls = turn.answer_calls.saturating_sub(1);
+                fx.push(Effect::Notice(format!(
+                    "the model reported a context overflow ({msg}); compacting and retrying"
+                )));
+                self.start_compaction(Reason::Overflow, now, fx);
+            }
+            (Purpose::Answer, ModelFailure::Other(msg)) => {
+                self.end_turn(TurnEnd::Failed(msg), fx);
+            }
+            (Purpose::MemoryFlush, f) => {
+                fx.push(Effect::Notice(format!(
+                    "memory flush skipped: {}",
+                    failure_text(&f)
+                )));
+                self.start_summary(now, fx);
+            }
+            (Purpose::Summary, f) => {
+                let reason = self.compaction_mut().map(|c| c.reason);
+                let overflow = matches!(f, ModelFailure::ContextOverflow(_));
+                if reason == Some(Reason::Proactive) && !overflow {
+                    // Nothing forces us to drop history yet: keep it, answer anyway.
+                    fx.push(Effect::Notice(format!(
+                        "compaction skipped: the summary failed ({})",
+                        failure_text(&f)
+                    )));
+                    if let Some(t) = &mut self.turn {
+                        t.compaction = None;
+                        t.compacted = true;
+                    }
+                    self.next_answer_call(now, fx);
+                } else {
+                    fx.push(Effect::Notice(format!(
+                        "the summary failed ({}); dropping older messages without one",
+                        failure_text(&f)
+                    )));
+                    self.finish_compaction(None, now, fx);
+                }
+            }
+            (_, ModelFailure::Cancelled) => self.on_cancel(now, fx),
+        }
+    }
+
+    fn on_confirmation(&mut self, call_id: &str, approved: bool, now: DateTime<Utc>, fx: &mut Fx) {
+        let Some(call) = self.pending_call(call_id) else {
+            return;
+        };
+        if approved {
+            fx.push(Effect::RunTool(call));
+        } else {
+            let text = format!("the user declined to run `{}`", call.name);
+            self.complete_call(call_id, text, true, now, fx);
+        }
+    }
+
+    fn on_cancel(&mut self, now: DateTime<Utc>, fx: &mut Fx) {
+        if self.turn.is_none() {
+            return;
+        }
+        self.close_pending("cancelled by the user", now, fx);
+        self.end_turn(TurnEnd::Cancelled, fx);
+    }
+
+    // ---- the loop ----------------------------------------------------------
+
+    fn next_answer_call(&mut self, now: DateTime<Utc>, fx: &mut Fx) {
+        let max = self.config.max_iterations;
+        let request = self.build_request(Purpose::Answer, now);
+        let estimate = compaction::estimate_request(&request);
+        let Some(turn) = &mut self.turn else { return };
+        if turn.answer_calls >= max {
+            let text = format!(
+                "I stopped without a final answer: this request used all {max} model calls \
+                 allowed for one turn (max_iterations = {max}). The work so far is in the \
+                 conversation above; ask me to continue, or raise agent.max_iterations."
+            );
+            self.push_history(Message::assistant(text.clone(), Vec::new(), now), fx);
+            self.end_turn(TurnEnd::MaxIterations(text), fx);
+            return;
+        }
+        if !turn.compacted && self.config.compaction.should_compact(estimate) {
+            self.start_compaction(Reason::Proactive, now, fx);
+            return;
+        }
+        turn.compacted = false;
+        turn.answer_calls += 1;
+        turn.wait = Wait::Model(Purpose::Answer);
+        fx.push(Effect::CallModel {
+            purpose: Purpose::Answer,
+            request,
+        });
+    }
+
+    fn start_batch(
+        &mut self,
+        purpose: Purpose,
+        calls: Vec<ToolCall>,
+        now: DateTime<Utc>,
+        fx: &mut Fx,
+    ) {
+        let offered: Vec<ToolSpec> = match purpose {
+            Purpose::MemoryFlush => compaction::flush_tools(&self.config.tools),
+            _ => self.config.tools.clone(),
+        };
+        let mut immediate = Vec::new();
+        for call in &calls {
+            if !offered.iter().any(|t| t.name == call.name) {
+                let names: Vec<&str> = offered.iter().map(|t| t.name.as_str()).collect();
+                immediate.push((
+                    call.id.clone(),
+                    format!(
+                        "error: unknown tool `{}`; available tools: {}",
+                        call.name,
+                        names.join(", ")
+                    ),
+                ));
+            } else if let Err(e) = check_arguments(&call.arguments) {
+                immediate.push((
+                    call.id.clone(),
+                    format!("error: invalid arguments for `{}`: {e}", call.name),
+                ));
+            } else if self.config.confirm.contains(&call.name) {
+                fx.push(Effect::Confirm(call.clone()));
+            } else {
+                fx.push(Effect::RunTool(call.clone()));
+            }
+        }
+        if let Some(turn) = &mut self.turn {
+            turn.wait = Wait::Tools {
+                purpose,
+                slots: calls
+                    .into_iter()
+                    .map(|call| Slot { call, done: false })
+                    .collect(),
+            };
+        }
+        for (id, text) in immediate {
+            self.complete_call(&id, text, true, now, fx);
+        }
+    }
+
+    fn pending_call(&self, call_id: &str) -> Option<ToolCall> {
+        match &self.turn.as_ref()?.wait {
+            Wait::Tools { slots, .. } => slots
+                .iter()
+                .find(|s| !s.done && s.call.id == call_id)
+                .map(|s| s.call.clone()),
+            Wait::Model(_) => None,
+        }
+    }
+
+    fn complete_call(
+        &mut self,
+        call_id: &str,
+        content: String,
+        is_error: bool,
+        now: DateTime<Utc>,
+        fx: &mut Fx,
+    ) {
+        let Some(turn) = &mut self.turn else { return };
+        let Wait::Tools { purpose, slots } = &mut turn.wait else {
+            return;
+        };
+        let purpose = *purpose;
+        let Some(slot) = slots.iter_mut().find(|s| !s.done && s.call.id == call_id) else {
+            return;
+        };
+        slot.done = true;
+        let call = slot.call.clone();
+        let all_done = slots.iter().all(|s| s.done);
+        let mut content = truncate_middle(&content, MAX_TOOL_RESULT_BYTES).into_owned();
+
+        if purpose == Purpose::MemoryFlush {
+            if let Some(c) = &mut turn.compaction {
+                c.scratch
+                    .push(Message::tool_result(&call, content, is_error, now));
+            }
+            if all_done {
+                self.call_flush(now, fx);
+            }
+            return;
+        }
+
+        let verdict = turn.breaker.observe(&call.name, &call.arguments, &content);
+        match &verdict {
+            Verdict::Ok => {}
+            Verdict::Warn(m) | Verdict::Stop(m) => {
+                content.push_str("\n\n");
+                content.push_str(m);
+                fx.push(Effect::Notice(m.clone()));
+            }
+            Verdict::Break(_) => {}
+        }
+        self.push_history(Message::tool_result(&call, content, is_error, now), fx);
+        if let Verdict::Break(why) = verdict {
+            self.close_pending("not run: the turn was stopped by the loop guard", now, fx);
+            let text = format!("I stopped: {why}. Tell me how you'd like to proceed.");
+            self.push_history(Message::assistant(text, Vec::new(), now), fx);
+            self.end_turn(TurnEnd::LoopBroken(why), fx);
+            return;
+        }
+        if all_done {
+            self.next_answer_call(now, fx);
+        }
+    }
+
+    /// Give every unanswered tool call of the current batch an error result.
+    fn close_pending(&mut self, why: &str, now: DateTime<Utc>, fx: &mut Fx) {
+        let Some(turn) = &mut self.turn else { return };
+        let Wait::Tools { purpose, slots } = &mut turn.wait else {
+            return;
+        };
+        if *purpose != Purpose::Answer {
+            return;
+        }
+        let open: Vec<ToolCall> = slots
+            .iter_mut()
+            .filter(|s| !s.done)
+            .map(|s| {
+                s.done = true;
+                s.call.clone()
+            })
+            .collect();
+        for call in open {
+            self.push_history(
+                Message::tool_result(&call, format!("error: {why}"), true, now),
+                fx,
+            );
+        }
+    }
+
+    fn end_turn(&mut self, end: TurnEnd, fx: &mut Fx) {
+        self.turn = None;
+        fx.push(Effect::EndTurn(end));
+    }
+
+    fn push_history(&mut self, msg: Message, fx: &mut Fx) {
+        fx.push(Effect::Persist(Record::Message(msg.clone())));
+        self.history.push(msg);
+    }
+
+    // ---- compaction ----------------------------------------------------------
+
+    fn compaction_mut(&mut self) -> Option<&mut Compaction> {
+        self.turn.as_mut()?.compaction.as_mut()
+    }
+
+    fn start_compaction(&mut self, reason: Reason, now: DateTime<Utc>, fx: &mut Fx) {
+        let tokens_before = compaction::estimate_request(&self.build_request(Purpose::Answer, now));
+        let window = self.config.compaction.context_window;
+        let Some(split) =
+            compaction::split_point(&self.history, self.config.compaction.keep_budget())
+        else {
+            match reason {
+                Reason::Proactive => {
+                    if let Some(t) = &mut self.turn {
+                        t.compacted = true;
+                    }
+                    self.next_answer_call(now, fx);
+                }
+                Reason::Overflow => self.end_turn(
+                    TurnEnd::Failed(format!(
+                        "the request does not fit the model's context window (~{tokens_before} \
+                         tokens estimated, window {window}) and there is no older history to compact"
+                    )),
+                    fx,
+                ),
+            }
+            return;
+        };
+        fx.push(Effect::Notice(format!(
+            "context ~{tokens_before} of {window} tokens: saving durable facts to memory, then compacting"
+        )));
+        let flush_possible = !compaction::flush_tools(&self.config.tools).is_empty();
+        let date = now
+            .with_timezone(&self.config.utc_offset)
+            .format("%Y-%m-%d")
+            .to_string();
+        let Some(turn) = &mut self.turn else { return };
+        turn.compaction = Some(Compaction {
+            reason,
+            stage: Stage::Flush,
+            scratch: vec![Message::user(compaction::flush_instruction(&date), now)],
+            flush_calls: 0,
+            flushed: false,
+            tokens_before,
+            split,
+        });
+        if flush_possible {
+            self.call_flush(now, fx);
+        } else {
+            self.start_summary(now, fx);
+        }
+    }
+
+    fn call_flush(&mut self, now: DateTime<Utc>, fx: &mut Fx) {
+        let request = self.build_request(Purpose::MemoryFlush, now);
+        if let Some(turn) = &mut self.turn {
+            turn.wait = Wait::Model(Purpose::MemoryFlush);
+        }
+        fx.push(Effect::CallModel {
+            purpose: Purpose::MemoryFlush,
+            request,
+        });
+    }
+
+    fn start_summary(&mut self, now: DateTime<Utc>, fx: &mut Fx) {
+        let keep = self.config.compaction.keep_budget();
+        let Some(split) = compaction::split_point(&self.history, keep) else {
+            return;
+        };
+        let request = compaction::summary_request(
+            self.summary.as_deref(),
+            &self.history[..split],
+            &self.config.compaction,
+            self.config.max_tokens,
+            now,
+        );
+        let Some(turn) = &mut self.turn else { return };
+        let Some(c) = &mut turn.compaction else {
+            return;
+        };
+        c.stage = Stage::Summary;
+        c.split = split;
+        c.scratch.clear();
+        turn.wait = Wait::Model(Purpose::Summary);
+        fx.push(Effect::CallModel {
+            purpose: Purpose::Summary,
+            request,
+        });
+    }
+
+    fn finish_compaction(&mut self, summary: Option<String>, now: DateTime<Utc>, fx: &mut Fx) {
+        let Some(turn) = &mut self.turn else { return };
+        let Some(c) = turn.compaction.take() else {
+            return;
+        };
+        debug_assert_eq!(c.stage, Stage::Summary);
+        turn.compacted = true;
+        let split = c.split.min(self.history.len());
+        self.history.drain(..split);
+        let summary = match summary {
+            Some(s) => s,
+            None => {
+                let mut s = self.summary.clone().unwrap_or_default();
+                if !s.is_empty() {
+                    s.push_str("\n\n");
+                }
+                s.push_str(&format!(
+                    "[{split} earlier messages were dropped without a summary; search memory \
+                     or the session transcript for details]"
+                ));
+                s
+            }
+        };
+        self.summary = Some(summary.clone());
+        let tokens_after = compaction::estimate_request(&self.build_request(Purpose::Answer, now));
+        fx.push(Effect::Persist(Record::Compaction(CompactionRecord {
+            timestamp: now,
+            summary,
+            replaced: split,
+            tokens_before: c.tokens_before,
+            tokens_after,
+            memory_flushed: c.flushed,
+        })));
+        fx.push(Effect::Notice(format!(
+            "compacted {split} messages into a summary (~{} → ~{tokens_after} tokens)",
+            c.tokens_before
+        )));
+        self.next_answer_call(now, fx);
+    }
+
+    // ---- requests ------------------------------------------------------------
+
+    fn build_request(&self, purpose: Purpose, now: DateTime<Utc>) -> ChatRequest {
+        let mut system = self.system_prompt.clone();
+        if let Some(s) = &self.summary {
+            system.push_str("\n\n# Summary of the earlier conversation\n\n");
+            system.push_str(s);
+        }
+        let mut messages = Vec::with_capacity(self.history.len() + 1);
+        if self.history.first().is_some_and(|m| m.role != Role::User) {
+            messages.push(Message::user(
+                "(The earlier conversation is summarised in the system prompt.)",
+                now,
+            ));
+        }
+        messages.extend(self.history.iter().cloned());
+        let tools = match purpose {
+            Purpose::MemoryFlush => {
+                if let Some(c) = self.turn.as_ref().and_then(|t| t.compaction.as_ref()) {
+                    messages.extend(c.scratch.iter().cloned());
+                }
+                compaction::flush_tools(&self.config.tools)
+            }
+            _ => self.config.tools.clone(),
+        };
+        ChatRequest {
+            system,
+            messages,
+            tools,
+            max_tokens: self.config.max_tokens,
+        }
+    }
+}
+
+fn failure_text(f: &ModelFailure) -> String {
+    match f {
+        ModelFailure::ContextOverflow(m) => format!("context overflow: {m}"),
+        ModelFailure::Cancelled => "cancelled".into(),
+        ModelFailure::Other(m) => m.clone(),
+    }
+}
+
+/// Tool arguments must be a JSON object (an empty string counts as `{}`).
+fn check_arguments(args: &str) -> Result<(), String> {
+    if args.trim().is_empty() {
+        return Ok(());
+    }
+    match serde_json::from_str::<serde_json::Value>(args) {
+        Ok(serde_json::Value::Object(_)) => Ok(()),
+        Ok(other) => Err(format!("expected a JSON object, got `{other}`")),
+        Err(e) => Err(format!(
+            "not valid JSON ({e}); send the arguments as a JSON object"
+        )),
+    }
+}
+
+/// Give calls without an id (or with duplicate ids) a unique one.
+fn normalise_calls(calls: Vec<ToolCall>, salt: usize) -> Vec<ToolCall> {
+    let mut seen = BTreeSet::new();
+    calls
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut c)| {
+            if c.id.is_empty() || !seen.insert(c.id.clone()) {
+                c.id = format!("call_{salt}_{i}");
+                seen.insert(c.id.clone());
+            }
+            c
+        })
+        .collect()
+}
+
+/// Give every tool call in a loaded history a result (a crash or kill can leave a
+/// call without one; providers reject such histories).
+pub fn repair_history(messages: Vec<Message>) -> Vec<Message> {
+    let mut out: Vec<Message> = Vec::with_capacity(messages.len());
+    let mut open: Vec<ToolCall> = Vec::new();
+    let close = |out: &mut Vec<Message>, open: &mut Vec<ToolCall>| {
+        for call in open.drain(..) {
+            let ts = out.last().map(|m| m.timestamp).unwrap_or_default();
+            out.push(Message::tool_result(
+                &call,
+                "error: no result was recorded (the run was interrupted)",
+                true,
+                ts,
+            ));
+        }
+    };
+    for m in messages {
+        match m.role {
+            Role::Tool => {
+                let id = m.tool_call_id.clone().unwrap_or_default();
+                let Some(pos) = open.iter().position(|c| c.id == id) else {
+                    // A result for no known call: providers reject it; drop it.
+                    continue;
+                };
+                open.remove(pos);
+                out.push(m);
+            }
+            _ => {
+                close(&mut out, &mut open);
+                open = m.tool_calls.clone();
+                out.push(m);
+            }
+        }
+    }
+    close(&mut out, &mut open);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::Usage;
+    use chrono::TimeZone;
+
+    fn now() -> DateTime<Utc> {
+        Utc.timestamp_opt(1_714_550_400, 0).unwrap() // 2024-05-01T08:00:00Z
+    }
+
+    fn spec(name: &str) -> ToolSpec {
+        ToolSpec {
+            name: name.into(),
+            description: format!("the {name} tool"),
+            parameters: serde_json::json!({"type": "object"}),
+        }
+    }
+
+    fn config() -> CoreConfig {
+        CoreConfig {
+            max_iterations: DEFAULT_MAX_ITERATIONS,
+            max_tokens: 256,
+            tools: [
+                "read_file",
+                "write_file",
+                "edit_file",
+                "exec",
+                "memory_search",
+            ]
+            .into_iter()
+            .map(spec)
+            .collect(),
+            confirm: BTreeSet::new(),
+            compaction: CompactionPolicy::new(100_000, 256),
+            utc_offset: FixedOffset::east_opt(0).unwrap(),
+        }
+    }
+
+    fn agent(config: CoreConfig) -> Agent {
+        Agent::new(config, "SYSTEM".into(), History::default())
+    }
+
+    fn call(id: &str, name: &str, args: &str) -> ToolCall {
+        ToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments: args.into(),
+        }
+    }
+
+    fn text(t: &str) -> Event {
+        Event::ModelResponse(ChatResponse {
+            text: t.into(),
+            usage: Usage {
+                input_tokens: 5,
+                output_tokens: 2,
+            },
+            ..Default::default()
+        })
+    }
+
+    fn tools(calls: Vec<ToolCall>) -> Event {
+        Event::ModelResponse(ChatResponse {
+            tool_calls: calls,
+            ..Default::default()
+        })
+    }
+
+    fn result(id: &str, content: &str) -> Event {
+        Event::ToolResult {
+            call_id: id.into(),
+            content: content.into(),
+            is_error: false,
+        }
+    }
+
+    fn model_calls(fx: &[Effect]) -> Vec<(Purpose, ChatRequest)> {
+        fx.iter()
+            .filter_map(|e| match e {
+                Effect::CallModel { purpose, request } => Some((*purpose, request.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn runs(fx: &[Effect]) -> Vec<ToolCall> {
+        fx.iter()
+            .filter_map(|e| match e {
+                Effect::RunTool(c) => Some(c.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn end(fx: &[Effect]) -> Option<TurnEnd> {
+        fx.iter().find_map(|e| match e {
+            Effect::EndTurn(t) => Some(t.clone()),
+            _ => None,
+        })
+    }
+
+    fn persisted(fx: &[Effect]) -> Vec<Record> {
+        fx.iter()
+            .filter_map(|e| match e {
+                Effect::Persist(r) => Some(r.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn plain_answer() {
+        let mut a = agent(config());
+        let fx = a.handle(Event::UserInput("hi".into()), now());
+        let calls = model_calls(&fx);
+        assert_eq!(calls.len(), 1);
+        assert_eq!(calls[0].0, Purpose::Answer);
+        assert_eq!(calls[0].1.system, "SYSTEM");
+        assert_eq!(calls[0].1.messages.len(), 1);
+        assert_eq!(calls[0].1.tools.len(), 5);
+        assert_eq!(
+            persisted(&fx).len(),
+            1,
+            "the user message is persisted first"
+        );
+        let fx = a.handle(text("hello!"), now());
+        assert_eq!(end(&fx), Some(TurnEnd::Answered("hello!".into())));
+        assert_eq!(persisted(&fx).len(), 1);
+        assert!(!a.is_busy());
+        assert_eq!(a.history().len(), 2);
+        assert_eq!(a.history()[1].usage.unwrap().input_tokens, 5);
+    }
+
+    #[test]
+    fn tool_call_result_then_answer() {
+        let mut a = agent(config());
+        a.handle(Event::UserInput("read it".into()), now());
+        let fx = a.handle(
+            tools(vec![call("c1", "read_file", r#"{"path":"MEMORY.md"}"#)]),
+            now(),
+        );
+        assert_eq!(
+            runs(&fx),
+            vec![call("c1", "read_file", r#"{"path":"MEMORY.md"}"#)]
+        );
+        assert!(model_calls(&fx).is_empty());
+        let fx = a.handle(result("c1", "the memory"), now());
+        let calls = model_calls(&fx);
+        assert_eq!(calls.len(), 1);
+        let msgs = &calls[0].1.messages;
+        assert_eq!(msgs.len(), 3);
+        assert_eq!(msgs[2].role, Role::Tool);
+        assert_eq!(msgs[2].tool_call_id.as_deref(), Some("c1"));
+        assert_eq!(msgs[2].content, "the memory");
+        let fx = a.handle(text("it says: the memory"), now());
+        assert!(matches!(end(&fx), Some(TurnEnd::Answered(_))));
+        let roles: Vec<Role> = a.history().iter().map(|m| m.role).collect();
+        assert_eq!(
+            roles,
+            [Role::User, Role::Assistant, Role::Tool, Role::Assistant]
+        );
+    }
+
+    #[test]
+    fn parallel_calls_wait_for_all_results() {
+        let mut a = agent(config());
+        a.handle(Event::UserInput("x".into()), now());
+        let fx = a.handle(
+            tools(vec![call("a", "read_file", "{}"), call("b", "exec", "{}")]),
+            now(),
+        );
+        assert_eq!(runs(&fx).len(), 2);
+        let fx = a.handle(result("b", "B"), now());
+        assert!(model_calls(&fx).is_empty(), "still waiting for a");
+        // A stale or unknown id is ignored.
+        assert!(a.handle(result("zzz", "?"), now()).is_empty());
+        let fx = a.handle(result("a", "A"), now());
+        assert_eq!(model_calls(&fx).len(), 1);
+    }
+
+    #[test]
+    fn tool_error_goes_back_to_the_model() {
+        let mut a = agent(config());
+        a.handle(Event::UserInput("x".into()), now());
+        a.handle(
+            tools(vec![call("c1", "read_file", r#"{"path":"nope"}"#)]),
+            now(),
+        );
+        let fx = a.handle(
+            Event::ToolResult {
+                call_id: "c1".into(),
+                content: "error: no such file".into(),
+                is_error: true,
+            },
+            now(),
+        );
+        let calls = model_calls(&fx);
+        let last = calls[0].1.messages.last().unwrap().clone();
+        assert!(last.is_error);
+        assert_eq!(last.content, "error: no such file");
+        assert!(end(&fx).is_none(), "the loop goes on");
+    }
+
+    #[test]
+    fn invalid_arguments_and_unknown_tools_never_run() {
+        let mut a = agent(config());
+        a.handle(Event::UserInput("x".into()), now());
+        let fx = a.handle(
+            tools(vec![
+                call("bad", "read_file", r#"{"path": "a"#),
+                call("arr", "exec", "[1,2]"),
+                call("ghost", "rm_everything", "{}"),
+                call("ok", "read_file", ""),
+            ]),
+            now(),
+        );
+        assert_eq!(runs(&fx), vec![call("ok", "read_file", "")]);
+        assert!(model_calls(&fx).is_empty());
+        let fx = a.handle(result("ok", "fine"), now());
+        let req = &model_calls(&fx)[0].1;
+        let results: Vec<&Message> = req
+            .messages
+            .iter()
+            .filter(|m| m.role == Role::Tool)
+            .collect();
+        assert_eq!(results.len(), 4);
+        let by_id = |id: &str| {
+            results
+                .iter()
+                .find(|m| m.tool_call_id.as_deref() == Some(id))
+                .unwrap()
+        };
+        assert!(by_id("bad").is_error && by_id("bad").content.contains("not valid JSON"));
+        assert!(by_id("arr").content.contains("expected a JSON object"));
+        assert!(
+            by_id("ghost")
+                .content
+                .contains("unknown tool `rm_everything`")
+        );
+        assert!(by_id("ghost").content.contains("read_file"));
+        assert!(!by_id("ok").is_error);
+    }
+
+    #[test]
+    fn all_calls_invalid_calls_the_model_right_away() {
+        let mut a = agent(config());
+        a.handle(Event::UserInput("x".into()), now());
+        let fx = a.handle(tools(vec![call("bad", "exec", "{oops")]), now());
+        assert!(runs(&fx).is_empty());
+        assert_eq!(model_calls(&fx).len(), 1);
+    }
+
+    #[test]
+    fn max_iterations_says_so_plainly() {
+        let mut cfg = config();
+        cfg.max_iterations = 3;
+        let mut a = agent(cfg);
+        let mut fx = a.handle(Event::UserInput("loop".into()), now());
+        let mut model_calls_seen = model_calls(&fx).len();
+        for i in 0..3 {
+            a.handle(
+                tools(vec![call(
+                    &format!("c{i}"),
+                    "read_file",
+                    &format!(r#"{{"i":{i}}}"#),
+                )]),
+                now(),
+            );
+            fx = a.handle(result(&format!("c{i}"), &format!("r{i}")), now());
+            model_calls_seen += model_calls(&fx).len();
+        }
+        assert_eq!(model_calls_seen, 3);
+        match end(&fx) {
+            Some(TurnEnd::MaxIterations(t)) => {
+                assert!(t.contains("max_iterations = 3"), "{t}");
+            }
+            other => panic!("{other:?}"),
+        }
+        let last = a.history().last().unwrap();
+        assert_eq!(last.role, Role::Assistant);
+        assert!(last.content.contains("stopped"));
+        assert!(!a.is_busy());
+    }
+
+    #[test]
+    fn cancel_while_tools_run_closes_every_call() {
+        let mut a = agent(config());
+        a.handle(Event::UserInput("x".into()), now());
+        a.handle(
+            tools(vec![
+                call("a", "exec", "{}"),
+                call("b", "exec", r#"{"x":1}"#),
+            ]),
+            now(),
+        );
+        a.handle(result("a", "done"), now());
+        let fx = a.handle(Event::Cancel, now());
+        assert_eq!(end(&fx), Some(TurnEnd::Cancelled));
+        let recs = persisted(&fx);
+        assert_eq!(recs.len(), 1);
+        match &recs[0] {
+            Record::Message(m) => {
+                assert_eq!(m.tool_call_id.as_deref(), Some("b"));
+                assert!(m.is_error && m.content.contains("cancelled"));
+            }
+            r => panic!("{r:?}"),
+        }
+        // Late results after cancel are ignored; a new turn works.
+        assert!(a.handle(result("b", "late"), now()).is_empty());
+        let fx = a.handle(Event::UserInput("again".into()), now());
+        assert_eq!(model_calls(&fx).len(), 1);
+    }
+
+    #[test]
+    fn cancel_while_streaming() {
+        let mut a = agent(config());
+        a.handle(Event::UserInput("x".into()), now());
+        let fx = a.handle(Event::ModelError(ModelFailure::Cancelled), now());
+        assert_eq!(end(&fx), Some(TurnEnd::Cancelled));
+        assert!(a.handle(text("too late"), now()).is_empty());
+        assert_eq!(a.history().len(), 1);
+    }
+
+    #[test]
+    fn model_failure_ends_the_turn_with_the_reason() {
+        let mut a = agent(config());
+        a.handle(Event::UserInput("x".into()), now());
+        let fx = a.handle(
+            Event::ModelError(ModelFailure::Other("all profiles failed".into())),
+            now(),
+        );
+        assert_eq!(
+            end(&fx),
+            Some(TurnEnd::Failed("all profiles failed".into()))
+        );
+        assert!(!a.is_busy());
+    }
+
+    #[test]
+    fn confirmation_flow() {
+        let mut cfg = config();
+        cfg.confirm.insert("exec".into());
+        let mut a = agent(cfg);
+        a.handle(Event::UserInput("x".into()), now());
+        let fx = a.handle(
+            tools(vec![
+                call("e1", "exec", r#"{"command":"ls"}"#),
+                call("r1", "read_file", "{}"),
+            ]),
+            now(),
+        );
+        assert!(fx.contains(&Effect::Confirm(call("e1", "exec", r#"{"command":"ls"}"#))));
+        assert_eq!(runs(&fx).len(), 1, "read-only runs without asking");
+        let fx = a.handle(
+            Event::Confirmation {
+                call_id: "e1".into(),
+                approved: true,
+            },
+            now(),
+        );
+        assert_eq!(runs(&fx)[0].id, "e1");
+        a.handle(result("e1", "files"), now());
+        a.handle(result("r1", "text"), now());
+        // Declined: an error result, the tool never runs.
+        let fx = a.handle(
+            tools(vec![call("e2", "exec", r#"{"command":"rm x"}"#)]),
+            now(),
+        );
+        assert!(runs(&fx).is_empty());
+        let fx = a.handle(
+            Event::Confirmation {
+                call_id: "e2".into(),
+                approved: false,
+            },
+            now(),
+        );
+        assert!(runs(&fx).is_empty());
+        let req = &model_calls(&fx)[0].1;
+        let last = req.messages.last().unwrap();
+        assert!(last.is_error && last.content.contains("declined"));
+    }
+
+    #[test]
+    fn loop_breaker_warns_stops_and_ends_the_turn() {
+        let mut a = agent(config());
+        a.handle(Event::UserInput("poll".into()), now());
+        let mut warned_in_result = None;
+        let mut stop_in_result = None;
+        let mut ended = None;
+        for i in 0..40 {
+            let id = format!("c{i}");
+            a.handle(
+                tools(vec![call(&id, "exec", r#"{"command":"cat status"}"#)]),
+                now(),
+            );
+            let fx = a.handle(result(&id, "pending"), now());
+            if let Some(e) = end(&fx) {
+                ended = Some((i + 1, e));
+                break;
+            }
+            let req = &model_calls(&fx)[0].1;
+            let last = &req.messages.last().unwrap().content;
+            if last.contains("Warning") && warned_in_result.is_none() {
+                warned_in_result = Some(i + 1);
+            }
+            if last.contains("STOP") && stop_in_result.is_none() {
+                stop_in_result = Some(i + 1);
+            }
+        }
+        assert_eq!(warned_in_result, Some(10));
+        assert_eq!(stop_in_result, Some(20));
+        let (n, e) = ended.unwrap();
+        assert_eq!(n, 30);
+        assert!(matches!(e, TurnEnd::LoopBroken(_)), "{e:?}");
+        assert_eq!(a.history().last().unwrap().role, Role::Assistant);
+        // Breaker state is per turn.
+        let fx = a.handle(Event::UserInput("again".into()), now());
+        assert_eq!(model_calls(&fx).len(), 1);
+    }
+
+    #[test]
+    fn loop_break_closes_other_calls_of_the_batch() {
+        let mut a = agent(config());
+        a.handle(Event::UserInput("poll".into()), now());
+        for i in 0..29 {
+            let id = format!("c{i}");
+            a.handle(tools(vec![call(&id, "exec", "{}")]), now());
+            a.handle(result(&id, "same"), now());
+        }
+        a.handle(
+            tools(vec![
+                call("last", "exec", "{}"),
+                call("other", "read_file", "{}"),
+            ]),
+            now(),
+        );
+        let fx = a.handle(result("last", "same"), now());
+        assert!(matches!(end(&fx), Some(TurnEnd::LoopBroken(_))));
+        let h = a.history();
+        assert!(
+            h.iter()
+                .any(|m| m.tool_call_id.as_deref() == Some("other") && m.is_error)
+        );
+        assert_eq!(
+            repair_history(h.to_vec()),
+            h.to_vec(),
+            "history is already consistent"
+        );
+    }
+
+    fn small_window() -> CoreConfig {
+        let mut cfg = config();
+        cfg.compaction = CompactionPolicy::new(2000, 256);
+        cfg
+    }
+
+    /// Fill the history with `n` finished turns of ~`size` chars each.
+    fn with_history(cfg: CoreConfig, n: usize, size: usize) -> Agent {
+        let mut msgs = Vec::new();
+        for i in 0..n {
+            msgs.push(Message::user(
+                format!("question {i}: {}", "q".repeat(size)),
+                now(),
+            ));
+            msgs.push(Message::assistant(
+                format!("answer {i}: {}", "a".repeat(size)),
+                vec![],
+                now(),
+            ));
+        }
+        Agent::new(
+            cfg,
+            "SYSTEM".into(),
+            History {
+                summary: None,
+                messages: msgs,
+            },
+        )
+    }
+
+    #[test]
+    fn proactive_compaction_flushes_memory_then_summarises_then_answers() {
+        let mut a = with_history(small_window(), 6, 600); // ~6*2*155 tokens > 0.8*2000-256
+        let fx = a.handle(Event::UserInput("what now?".into()), now());
+        let calls = model_calls(&fx);
+        assert_eq!(calls.len(), 1);
+        assert_eq!(calls[0].0, Purpose::MemoryFlush);
+        let flush = &calls[0].1;
+        let names: Vec<&str> = flush.tools.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["read_file", "write_file", "edit_file"]);
+        let instr = &flush.messages.last().unwrap().content;
+        assert!(instr.contains("memory/2024-05-01.md"), "{instr}");
+
+        // The model writes a memory file…
+        let fx = a.handle(
+            tools(vec![call(
+                "w1",
+                "write_file",
+                r#"{"path":"memory/2024-05-01.md","content":"facts"}"#,
+            )]),
+            now(),
+        );
+        assert_eq!(runs(&fx).len(), 1);
+        // … an exec during the flush is refused (not offered).
+        let fx = a.handle(result("w1", "wrote 5 bytes"), now());
+        let calls = model_calls(&fx);
+        assert_eq!(calls[0].0, Purpose::MemoryFlush);
+        let fx = a.handle(text("NO_REPLY"), now());
+        let calls = model_calls(&fx);
+        assert_eq!(calls.len(), 1);
+        assert_eq!(calls[0].0, Purpose::Summary);
+        assert!(calls[0].1.tools.is_empty());
+        assert!(calls[0].1.messages[0].content.contains("question "));
+
+        let fx = a.handle(text("SUMMARY OF EARLIER"), now());
+        let recs = persisted(&fx);
+        let comp = recs
+            .iter()
+            .find_map(|r| match r {
+                Record::Compaction(c) => Some(c.clone()),
+                _ => None,
+            })
+            .expect("a compaction record");
+        assert!(comp.memory_flushed);
+        assert!(comp.replaced > 0);
+        assert!(comp.tokens_after < comp.tokens_before);
+        let calls = model_calls(&fx);
+        assert_eq!(calls.len(), 1);
+        assert_eq!(calls[0].0, Purpose::Answer);
+        let req = &calls[0].1;
+        assert!(req.system.contains("SUMMARY OF EARLIER"));
+        assert_eq!(req.messages.last().unwrap().content, "what now?");
+        assert!(
+            !req.messages.iter().any(|m| m.content.contains("NO_REPLY")),
+            "flush turn not in history"
+        );
+        assert!(
+            !req.messages
+                .iter()
+                .any(|m| m.content.contains("memory flush"))
+        );
+        let fx = a.handle(text("answer"), now());
+        assert!(matches!(end(&fx), Some(TurnEnd::Answered(_))));
+        // Replaying the persisted records gives the same live history.
+        assert_eq!(a.summary(), Some("SUMMARY OF EARLIER"));
+    }
+
+    #[test]
+    fn context_overflow_compacts_and_retries() {
+        let mut a = with_history(config(), 4, 100); // well under the proactive threshold
+        let fx = a.handle(Event::UserInput("q".into()), now());
+        assert_eq!(model_calls(&fx)[0].0, Purpose::Answer);
+        let fx = a.handle(
+            Event::ModelError(ModelFailure::ContextOverflow("too long".into())),
+            now(),
+        );
+        assert_eq!(model_calls(&fx)[0].0, Purpose::MemoryFlush);
+        // The flush overflows too: skip to the summary.
+        let fx = a.handle(
+            Event::ModelError(ModelFailure::ContextOverflow("too long".into())),
+            now(),
+        );
+        assert_eq!(model_calls(&fx)[0].0, Purpose::Summary);
+        let fx = a.handle(text("S"), now());
+        let recs = persisted(&fx);
+        assert!(
+            recs.iter()
+                .any(|r| matches!(r, Record::Compaction(c) if !c.memory_flushed))
+        );
+        let calls = model_calls(&fx);
+        assert_eq!(calls[0].0, Purpose::Answer, "the retry");
+        let fx = a.handle(text("ok"), now());
+        assert_eq!(end(&fx), Some(TurnEnd::Answered("ok".into())));
+    }
+
+    #[test]
+    fn repeated_overflow_gives_up() {
+        let mut a = with_history(config(), 8, 100);
+        a.handle(Event::UserInput("q".into()), now());
+        let mut last = Vec::new();
+        for _ in 0..20 {
+            last = a.handle(
+                Event::ModelError(ModelFailure::ContextOverflow("no".into())),
+                now(),
+            );
+            if end(&last).is_some() {
+                break;
+            }
+            if model_calls(&last)[0].0 == Purpose::Summary {
+                last = a.handle(text("S"), now());
+            }
+        }
+        assert!(matches!(end(&last), Some(TurnEnd::Failed(m)) if m.contains("context window")));
+    }
+
+    #[test]
+    fn overflow_with_nothing_to_compact_fails_clearly() {
+        let mut a = agent(config());
+        a.handle(Event::UserInput("huge".into()), now());
+        let fx = a.handle(
+            Event::ModelError(ModelFailure::ContextOverflow("413".into())),
+            now(),
+        );
+        assert!(matches!(end(&fx), Some(TurnEnd::Failed(m)) if m.contains("no older history")));
+    }
+
+    #[test]
+    fn summary_failure_when_proactive_keeps_history() {
+        let mut a = with_history(small_window(), 6, 600);
+        let before = a.history().len();
+        a.handle(Event::UserInput("q".into()), now());
+        a.handle(text("NO_REPLY"), now());
+        let fx = a.handle(Event::ModelError(ModelFailure::Other("503".into())), now());
+        assert_eq!(model_calls(&fx)[0].0, Purpose::Answer);
+        assert_eq!(a.history().len(), before + 1);
+        assert!(persisted(&fx).is_empty());
+    }
+
+    #[test]
+    fn repair_gives_interrupted_calls_a_result() {
+        let c = call("x", "exec", "{}");
+        let msgs = vec![
+            Message::user("u", now()),
+            Message::assistant("", vec![c.clone(), call("y", "exec", "{}")], now()),
+            Message::tool_result(&c, "ok", false, now()),
+            Message::user("u2", now()),
+            Message::tool_result(&call("orphan", "exec", "{}"), "?", false, now()),
+        ];
+        let fixed = repair_history(msgs);
+        let roles: Vec<Role> = fixed.iter().map(|m| m.role).collect();
+        assert_eq!(
+            roles,
+            [
+                Role::User,
+                Role::Assistant,
+                Role::Tool,
+                Role::Tool,
+                Role::User
+            ]
+        );
+        assert_eq!(fixed[3].tool_call_id.as_deref(), Some("y"));
+        assert!(fixed[3].is_error);
+    }
+
+    #[test]
+    fn calls_without_ids_get_unique_ones() {
+        let mut a = agent(config());
+        a.handle(Event::UserInput("x".into()), now());
+        let fx = a.handle(
+            tools(vec![call("", "exec", "{}"), call("", "exec", r#"{"a":1}"#)]),
+            now(),
+        );
+        let ids: Vec<String> = runs(&fx).into_iter().map(|c| c.id).collect();
+        assert_eq!(ids.len(), 2);
+        assert!(!ids[0].is_empty() && ids[0] != ids[1]);
+    }
+
+    #[test]
+    fn input_while_busy_is_refused() {
+        let mut a = agent(config());
+        a.handle(Event::UserInput("x".into()), now());
+        let fx = a.handle(Event::UserInput("y".into()), now());
+        assert!(matches!(&fx[..], [Effect::Notice(_)]));
+        assert_eq!(a.history().len(), 1);
+    }
+}

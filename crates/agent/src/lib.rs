@@ -1,0 +1,16 @@
+//! The assistant: a pure agent state machine (`core`), LLM providers with
+//! streaming and failover (`provider`), typed tools (`tools`), JSONL sessions
+//! (`session`), and the async driver that performs the machine's effects (`driver`).
+
+pub mod breaker;
+pub mod compaction;
+pub mod config;
+pub mod core;
+pub mod driver;
+pub mod memory_backend;
+pub mod message;
+pub mod prompt;
+pub mod provider;
+pub mod session;
+pub mod settings;
+pub mod tools;

@@ -1,0 +1,370 @@
+//! The system prompt, built at run time: identity, runtime facts (OS, date, time
+//! zone, model, workspace), the workspace's `AGENTS.md`, `SOUL.md`, `USER.md` and
+//! `MEMORY.md` (each size-bounded with a truncation note), the tool list, one line
+//! per skill in `workspace/skills/*/SKILL.md`, and the memory-recall rule.
+//! [`build`] is pure; [`read_workspace_files`] is the small blocking reader.
+//!
+//! Invariant: never includes secrets — only workspace files and tool descriptions.
+
+use crate::message::ToolSpec;
+use chrono::{DateTime, FixedOffset};
+use std::path::{Path, PathBuf};
+
+/// `MEMORY.md` is cut beyond this many bytes.
+pub const MEMORY_MD_MAX_BYTES: usize = 8 * 1024;
+/// `AGENTS.md`, `SOUL.md`, `USER.md` are cut beyond this many bytes.
+pub const OTHER_MD_MAX_BYTES: usize = 12 * 1024;
+/// At most this many skills are listed.
+pub const MAX_SKILLS: usize = 64;
+
+/// A skill found in `skills/<name>/SKILL.md`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Skill {
+    pub name: String,
+    pub summary: String,
+    /// Relative to the workspace.
+    pub path: String,
+}
+
+/// Workspace files the prompt is built from (`None` when absent).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WorkspaceFiles {
+    pub agents_md: Option<String>,
+    pub soul_md: Option<String>,
+    pub user_md: Option<String>,
+    pub memory_md: Option<String>,
+    pub skills: Vec<Skill>,
+}
+
+/// Everything [`build`] needs.
+#[derive(Debug, Clone)]
+pub struct PromptInputs<'a> {
+    pub now: DateTime<FixedOffset>,
+    /// A time zone label (e.g. `UTC+02:00` or an IANA name if known).
+    pub timezone: String,
+    pub os: String,
+    pub model: String,
+    pub workspace: &'a Path,
+    pub files: &'a WorkspaceFiles,
+    pub tools: &'a [ToolSpec],
+}
+
+/// The memory-recall rule (also checked by tests).
+pub const MEMORY_RULE: &str = "Before answering anything about prior work, decisions, \
+preferences, people, dates or todos, search memory first (memory_search, then memory_get for \
+the lines you need) and cite what you used (path#line). If memory has nothing, say you checked.";
+
+/// Build the system prompt. Pure.
+pub fn build(p: &PromptInputs<'_>) -> String {
+    let mut s = String::new();
+    s.push_str(
+        "You are claw, a personal AI assistant running in the user's terminal. You live on \
+         your memory: a workspace of Markdown notes (MEMORY.md, memory/*.md) and past session \
+         transcripts, searchable with your memory tools. Be direct and concise; use tools when \
+         they help, and say plainly when you could not do something.\n",
+    );
+
+    s.push_str("\n## Runtime\n");
+    s.push_str(&format!("- OS: {}\n", p.os));
+    s.push_str(&format!(
+        "- Date and time: {} ({})\n",
+        p.now.format("%A %Y-%m-%d %H:%M"),
+        p.timezone
+    ));
+    s.push_str(&format!("- Model: {}\n", p.model));
+    s.push_str(&format!("- Workspace: {}\n", p.workspace.display()));
+    s.push_str(&format!(
+        "- Today's memory file: memory/{}.md\n",
+        p.now.format("%Y-%m-%d")
+    ));
+
+    s.push_str("\n## Memory\n");
+    s.push_str(MEMORY_RULE);
+    s.push_str(
+        "\nWhen you learn a durable fact (a decision, a preference, a person, a date), write it \
+         to today's memory file with write_file or edit_file.\n",
+    );
+
+    for (title, content, max) in [
+        (
+            "AGENTS.md (operating instructions)",
+            &p.files.agents_md,
+            OTHER_MD_MAX_BYTES,
+        ),
+        ("SOUL.md (persona)", &p.files.soul_md, OTHER_MD_MAX_BYTES),
+        (
+            "USER.md (about the user)",
+            &p.files.user_md,
+            OTHER_MD_MAX_BYTES,
+        ),
+        (
+            "MEMORY.md (long-term memory)",
+            &p.files.memory_md,
+            MEMORY_MD_MAX_BYTES,
+        ),
+    ] {
+        if let Some(text) = content.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
+            s.push_str(&format!("\n## {title}\n"));
+            s.push_str(&bounded(text, max));
+            s.push('\n');
+        }
+    }
+
+    if !p.tools.is_empty() {
+        s.push_str("\n## Tools\n");
+        for t in p.tools {
+            let first_line = t.description.lines().next().unwrap_or("").trim();
+            s.push_str(&format!("- {}: {}\n", t.name, first_line));
+        }
+    }
+
+    if !p.files.skills.is_empty() {
+        s.push_str("\n## Skills\nRead a skill's SKILL.md with read_file before using it.\n");
+        for sk in p.files.skills.iter().take(MAX_SKILLS) {
+            s.push_str(&format!("- {} ({}): {}\n", sk.name, sk.path, sk.summary));
+        }
+    }
+    s
+}
+
+/// `text` cut to at most `max` bytes (on a line or char boundary) with a note.
+pub fn bounded(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let cut = text[..end]
+        .rfind('\n')
+        .filter(|&i| i > max / 2)
+        .unwrap_or(end);
+    format!(
+        "{}\n[… truncated: {} of {} bytes shown; read the file for the rest]",
+        &text[..cut],
+        cut,
+        text.len()
+    )
+}
+
+/// One-line summary of a SKILL.md: the front matter's `description:`, else the
+/// first non-empty line that is not a heading. Capped at 200 characters.
+pub fn skill_summary(text: &str) -> Option<String> {
+    let mut lines = text.lines().peekable();
+    let mut from_body = None;
+    if lines.peek().map(|l| l.trim()) == Some("---") {
+        lines.next();
+        for line in lines.by_ref() {
+            let l = line.trim();
+            if l == "---" {
+                break;
+            }
+            if let Some(rest) = l.strip_prefix("description:") {
+                let d = rest.trim().trim_matches(|c| c == '"' || c == '\'').trim();
+                if !d.is_empty() {
+                    return Some(cap(d));
+                }
+            }
+        }
+    }
+    for line in lines {
+        let l = line.trim();
+        if !l.is_empty() && !l.starts_with('#') {
+            from_body = Some(cap(l));
+            break;
+        }
+    }
+    from_body
+}
+
+fn cap(s: &str) -> String {
+    if s.chars().count() <= 200 {
+        s.to_string()
+    } else {
+        let head: String = s.chars().take(199).collect();
+        format!("{head}…")
+    }
+}
+
+/// Read the prompt's files from the workspace. Blocking: call via `spawn_blocking`.
+/// Missing or unreadable files are left out (they are optional).
+pub fn read_workspace_files(workspace: &Path) -> WorkspaceFiles {
+    let read = |name: &str| read_capped(&workspace.join(name), 256 * 1024);
+    let mut skills = Vec::new();
+    let skills_dir = workspace.join("skills");
+    if let Ok(entries) = std::fs::read_dir(&skills_dir) {
+        let mut dirs: Vec<PathBuf> = entries
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.join("SKILL.md").is_file())
+            .collect();
+        dirs.sort();
+        for dir in dirs.into_iter().take(MAX_SKILLS) {
+            let name = dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            if let Some(summary) =
+                read_capped(&dir.join("SKILL.md"), 64 * 1024).and_then(|t| skill_summary(&t))
+            {
+                skills.push(Skill {
+                    path: format!("skills/{name}/SKILL.md"),
+                    name,
+                    summary,
+                });
+            }
+        }
+    }
+    WorkspaceFiles {
+        agents_md: read("AGENTS.md"),
+        soul_md: read("SOUL.md"),
+        user_md: read("USER.md"),
+        memory_md: read("MEMORY.md"),
+        skills,
+    }
+}
+
+fn read_capped(path: &Path, max: u64) -> Option<String> {
+    use std::io::Read;
+    let f = std::fs::File::open(path).ok()?;
+    let mut buf = Vec::new();
+    f.take(max).read_to_end(&mut buf).ok()?;
+    Some(String::from_utf8_lossy(&buf).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    fn now() -> DateTime<FixedOffset> {
+        FixedOffset::east_opt(2 * 3600)
+            .unwrap()
+            .with_ymd_and_hms(2024, 5, 1, 9, 30, 0)
+            .unwrap()
+    }
+
+    fn tool(name: &str) -> ToolSpec {
+        ToolSpec {
+            name: name.into(),
+            description: format!("Does {name}.\nMore detail."),
+            parameters: serde_json::json!({}),
+        }
+    }
+
+    #[test]
+    fn prompt_has_every_section() {
+        let files = WorkspaceFiles {
+            agents_md: Some("Always be brief.".into()),
+            soul_md: Some("Warm.".into()),
+            user_md: Some("Name: Ada".into()),
+            memory_md: Some("- Project X ships in June".into()),
+            skills: vec![Skill {
+                name: "weather".into(),
+                summary: "Get the forecast".into(),
+                path: "skills/weather/SKILL.md".into(),
+            }],
+        };
+        let tools = [tool("read_file"), tool("memory_search")];
+        let ws = PathBuf::from("/ws");
+        let s = build(&PromptInputs {
+            now: now(),
+            timezone: "UTC+02:00".into(),
+            os: "linux".into(),
+            model: "smol".into(),
+            workspace: &ws,
+            files: &files,
+            tools: &tools,
+        });
+        for needle in [
+            "You are claw",
+            "OS: linux",
+            "Wednesday 2024-05-01 09:30 (UTC+02:00)",
+            "Model: smol",
+            "Workspace: /ws",
+            "memory/2024-05-01.md",
+            "Always be brief.",
+            "Warm.",
+            "Name: Ada",
+            "Project X ships in June",
+            "- read_file: Does read_file.",
+            "- memory_search: Does memory_search.",
+            "weather (skills/weather/SKILL.md): Get the forecast",
+            MEMORY_RULE,
+        ] {
+            assert!(s.contains(needle), "missing {needle:?} in:\n{s}");
+        }
+        assert!(
+            !s.contains("More detail."),
+            "only the first description line"
+        );
+    }
+
+    #[test]
+    fn absent_files_leave_no_empty_sections() {
+        let files = WorkspaceFiles::default();
+        let ws = PathBuf::from("/ws");
+        let s = build(&PromptInputs {
+            now: now(),
+            timezone: "UTC".into(),
+            os: "linux".into(),
+            model: "m".into(),
+            workspace: &ws,
+            files: &files,
+            tools: &[],
+        });
+        assert!(!s.contains("MEMORY.md (long-term"));
+        assert!(!s.contains("## Tools"));
+        assert!(!s.contains("## Skills"));
+    }
+
+    #[test]
+    fn memory_md_is_bounded_with_a_note() {
+        let big = "- a fact line that is long enough\n".repeat(1000);
+        let out = bounded(&big, MEMORY_MD_MAX_BYTES);
+        assert!(out.len() < MEMORY_MD_MAX_BYTES + 120);
+        assert!(out.contains("truncated"));
+        assert!(out.contains(&format!("of {} bytes", big.len())));
+    }
+
+    #[test]
+    fn skill_summaries() {
+        assert_eq!(
+            skill_summary("---\nname: w\ndescription: \"Weather lookups\"\n---\n# W\nbody")
+                .as_deref(),
+            Some("Weather lookups")
+        );
+        assert_eq!(
+            skill_summary("# Title\n\nFirst real line.\nSecond.").as_deref(),
+            Some("First real line.")
+        );
+        assert_eq!(
+            skill_summary("---\nname: x\n---\n# T\nBody line").as_deref(),
+            Some("Body line")
+        );
+        assert_eq!(skill_summary("# only a heading\n"), None);
+    }
+
+    #[test]
+    fn reads_files_and_skills_from_disk() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path();
+        std::fs::write(ws.join("MEMORY.md"), "remember this").unwrap();
+        std::fs::create_dir_all(ws.join("skills/b-skill")).unwrap();
+        std::fs::create_dir_all(ws.join("skills/a-skill")).unwrap();
+        std::fs::create_dir_all(ws.join("skills/no-file")).unwrap();
+        std::fs::write(ws.join("skills/b-skill/SKILL.md"), "# B\nDoes B things").unwrap();
+        std::fs::write(
+            ws.join("skills/a-skill/SKILL.md"),
+            "---\ndescription: Does A\n---\n",
+        )
+        .unwrap();
+        let f = read_workspace_files(ws);
+        assert_eq!(f.memory_md.as_deref(), Some("remember this"));
+        assert_eq!(f.agents_md, None);
+        let names: Vec<&str> = f.skills.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["a-skill", "b-skill"]);
+        assert_eq!(f.skills[1].summary, "Does B things");
+    }
+}

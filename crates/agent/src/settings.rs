@@ -1,0 +1,313 @@
+//! Agent settings resolved from [`AssistantConfig`]: iteration budget, output tokens,
+//! context window, confirmation policy, file jail, exec timeout, Brave key, time
+//! zone — and the provider profile list with the `--profile` / `--model` flags
+//! applied on top of the config file and the `CLAW_LLM_*` variables. Pure: the
+//! environment arrives as a lookup function.
+
+use crate::config::{
+    AssistantConfig, ENV_LLM_API, ENV_LLM_API_KEY, ENV_LLM_BASE_URL, ENV_LLM_MODEL,
+};
+use crate::core::DEFAULT_MAX_ITERATIONS;
+use crate::provider::{Profile, ProfileError, apply_overrides, profiles_from_settings};
+use chrono::FixedOffset;
+use std::time::Duration;
+
+/// Default output tokens per model call.
+pub const DEFAULT_MAX_TOKENS: u32 = 4096;
+/// Default `exec` timeout.
+pub const DEFAULT_EXEC_TIMEOUT_SECS: u64 = 60;
+
+/// Errors resolving agent settings.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentSettingsError {
+    #[error(
+        "no LLM is configured. Set {ENV_LLM_MODEL} (the model name), {ENV_LLM_BASE_URL} (e.g. \
+         http://127.0.0.1:8089), {ENV_LLM_API} (openai or anthropic) and, if the server needs \
+         one, {ENV_LLM_API_KEY}; or add `agent.profiles` to the config file"
+    )]
+    NoLlm,
+    #[error("{0}")]
+    Profile(#[from] ProfileError),
+    #[error("invalid value for {name}: {message}")]
+    Invalid { name: String, message: String },
+}
+
+/// Command-line overrides.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    /// `--profile NAME`: use this profile first.
+    pub profile: Option<String>,
+    /// `--model NAME`: the model of the first profile.
+    pub model: Option<String>,
+}
+
+/// Everything the assistant needs, resolved once.
+#[derive(Debug, Clone)]
+pub struct AgentSettings {
+    /// In failover order.
+    pub profiles: Vec<Profile>,
+    pub max_iterations: usize,
+    pub max_tokens: u32,
+    /// Context window of the first profile (or `agent.context_window`).
+    pub context_window: usize,
+    pub confirm_side_effects: bool,
+    pub jail_to_workspace: bool,
+    pub exec_timeout: Duration,
+    pub brave_api_key: Option<String>,
+    /// `agent.timezone` as a fixed offset, if set.
+    pub utc_offset: Option<FixedOffset>,
+}
+
+impl AgentSettings {
+    /// Secrets that must never reach a session file.
+    pub fn secrets(&self) -> Vec<String> {
+        let mut s: Vec<String> = self
+            .profiles
+            .iter()
+            .filter_map(|p| p.api_key.clone())
+            .collect();
+        s.extend(self.brave_api_key.clone());
+        s.sort();
+        s.dedup();
+        s
+    }
+}
+
+/// Resolve. `env` looks up the variables named in the config (`api_key_env`,
+/// `brave_api_key_env`).
+pub fn resolve(
+    settings: &AssistantConfig,
+    overrides: &Overrides,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<AgentSettings, AgentSettingsError> {
+    let a = &settings.agent;
+    let profiles = match profiles_from_settings(settings, env) {
+        Ok(p) => p,
+        Err(ProfileError::NoProfiles) => return Err(AgentSettingsError::NoLlm),
+        Err(e) => return Err(e.into()),
+    };
+    if overrides
+        .model
+        .as_deref()
+        .is_some_and(|m| m.trim().is_empty())
+    {
+        return Err(AgentSettingsError::Invalid {
+            name: "--model".into(),
+            message: "empty".into(),
+        });
+    }
+    let profiles = apply_overrides(
+        profiles,
+        overrides.profile.as_deref(),
+        overrides.model.as_deref(),
+    )?;
+    let max_iterations = a.max_iterations.unwrap_or(DEFAULT_MAX_ITERATIONS);
+    if max_iterations == 0 {
+        return Err(AgentSettingsError::Invalid {
+            name: "agent.max_iterations".into(),
+            message: "must be at least 1".into(),
+        });
+    }
+    let max_tokens = a.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS);
+    if max_tokens < 16 {
+        return Err(AgentSettingsError::Invalid {
+            name: "agent.max_tokens".into(),
+            message: "must be at least 16".into(),
+        });
+    }
+    let context_window = profiles[0].context_window;
+    if context_window < 1024 {
+        return Err(AgentSettingsError::Invalid {
+            name: "context_window".into(),
+            message: format!("{context_window} tokens is too small (at least 1024)"),
+        });
+    }
+    let brave_api_key = a
+        .brave_api_key_env
+        .as_deref()
+        .and_then(env)
+        .filter(|k| !k.is_empty());
+    let utc_offset = match &a.timezone {
+        Some(tz) => Some(parse_offset(tz).ok_or_else(|| AgentSettingsError::Invalid {
+            name: "agent.timezone".into(),
+            message: format!("`{tz}` (expected UTC or an offset like +02:00)"),
+        })?),
+        None => None,
+    };
+    Ok(AgentSettings {
+        profiles,
+        max_iterations,
+        max_tokens,
+        context_window,
+        confirm_side_effects: a.confirm_side_effects.unwrap_or(false),
+        jail_to_workspace: a.jail_to_workspace.unwrap_or(false),
+        exec_timeout: Duration::from_secs(
+            a.exec_timeout_secs
+                .unwrap_or(DEFAULT_EXEC_TIMEOUT_SECS)
+                .max(1),
+        ),
+        brave_api_key,
+        utc_offset,
+    })
+}
+
+/// `UTC`, `Z`, `+02:00`, `-0530`, `UTC+2`.
+pub fn parse_offset(s: &str) -> Option<FixedOffset> {
+    let t = s.trim();
+    let rest = t
+        .strip_prefix("UTC")
+        .or_else(|| t.strip_prefix("GMT"))
+        .unwrap_or(t);
+    if rest.is_empty() || rest == "Z" {
+        return FixedOffset::east_opt(0);
+    }
+    let (sign, digits) = match rest.as_bytes().first()? {
+        b'+' => (1, &rest[1..]),
+        b'-' => (-1, &rest[1..]),
+        _ => return None,
+    };
+    let (h, m) = match digits.split_once(':') {
+        Some((h, m)) => (h.parse::<i32>().ok()?, m.parse::<i32>().ok()?),
+        None if digits.len() == 4 => (digits[..2].parse().ok()?, digits[2..].parse().ok()?),
+        None => (digits.parse().ok()?, 0),
+    };
+    if h > 14 || m > 59 {
+        return None;
+    }
+    FixedOffset::east_opt(sign * (h * 3600 + m * 60))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{LlmEnv, ProfileConfig};
+
+    fn settings() -> AssistantConfig {
+        AssistantConfig::default()
+    }
+
+    fn no_env(_: &str) -> Option<String> {
+        None
+    }
+
+    #[test]
+    fn missing_llm_names_the_variables() {
+        let err = resolve(&settings(), &Overrides::default(), &no_env).unwrap_err();
+        let msg = err.to_string();
+        for v in [
+            ENV_LLM_MODEL,
+            ENV_LLM_BASE_URL,
+            ENV_LLM_API,
+            ENV_LLM_API_KEY,
+        ] {
+            assert!(msg.contains(v), "{msg}");
+        }
+    }
+
+    #[test]
+    fn env_defines_the_profile_and_flags_override() {
+        let mut s = settings();
+        s.llm_env = LlmEnv {
+            api: Some("anthropic".into()),
+            base_url: Some("http://127.0.0.1:9".into()),
+            model: Some("m-env".into()),
+            api_key: Some("sk-secret-key".into()),
+        };
+        let a = resolve(&s, &Overrides::default(), &no_env).unwrap();
+        assert_eq!(a.profiles.len(), 1);
+        assert_eq!(a.profiles[0].model, "m-env");
+        assert_eq!(a.max_iterations, 30);
+        assert_eq!(a.secrets(), vec!["sk-secret-key".to_string()]);
+        let a = resolve(
+            &s,
+            &Overrides {
+                model: Some("m-flag".into()),
+                profile: None,
+            },
+            &no_env,
+        )
+        .unwrap();
+        assert_eq!(a.profiles[0].model, "m-flag");
+    }
+
+    #[test]
+    fn profile_flag_reorders_and_unknown_is_an_error() {
+        let mut s = settings();
+        let p = |name: &str| ProfileConfig {
+            name: Some(name.into()),
+            api: "openai".into(),
+            base_url: Some("http://127.0.0.1:1".into()),
+            model: format!("model-{name}"),
+            api_key_env: Some("KEY_VAR".into()),
+            context_window: Some(8192),
+        };
+        s.agent.profiles = vec![p("a"), p("b")];
+        s.agent.max_iterations = Some(7);
+        s.agent.brave_api_key_env = Some("BRAVE".into());
+        s.agent.timezone = Some("+02:00".into());
+        let env = |k: &str| match k {
+            "KEY_VAR" => Some("key-from-env".to_string()),
+            "BRAVE" => Some("brave-key".to_string()),
+            _ => None,
+        };
+        let a = resolve(
+            &s,
+            &Overrides {
+                profile: Some("b".into()),
+                model: None,
+            },
+            &env,
+        )
+        .unwrap();
+        let names: Vec<&str> = a.profiles.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["b", "a"]);
+        assert_eq!(a.max_iterations, 7);
+        assert_eq!(a.context_window, 8192);
+        assert_eq!(a.brave_api_key.as_deref(), Some("brave-key"));
+        assert_eq!(a.utc_offset, FixedOffset::east_opt(7200));
+        assert!(a.secrets().contains(&"key-from-env".to_string()));
+        let err = resolve(
+            &s,
+            &Overrides {
+                profile: Some("zzz".into()),
+                model: None,
+            },
+            &env,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("zzz") && err.to_string().contains("a, b"));
+    }
+
+    #[test]
+    fn bad_values_are_named() {
+        let mut s = settings();
+        s.llm_env.model = Some("m".into());
+        s.agent.max_iterations = Some(0);
+        assert!(
+            resolve(&s, &Overrides::default(), &no_env)
+                .unwrap_err()
+                .to_string()
+                .contains("agent.max_iterations")
+        );
+        s.agent.max_iterations = None;
+        s.agent.timezone = Some("Mars/Olympus".into());
+        assert!(
+            resolve(&s, &Overrides::default(), &no_env)
+                .unwrap_err()
+                .to_string()
+                .contains("agent.timezone")
+        );
+    }
+
+    #[test]
+    fn offsets() {
+        assert_eq!(parse_offset("UTC"), FixedOffset::east_opt(0));
+        assert_eq!(parse_offset("+02:00"), FixedOffset::east_opt(7200));
+        assert_eq!(
+            parse_offset("-0530"),
+            FixedOffset::east_opt(-(5 * 3600 + 1800))
+        );
+        assert_eq!(parse_offset("UTC+2"), FixedOffset::east_opt(7200));
+        assert_eq!(parse_offset("Europe/Paris"), None);
+    }
+}

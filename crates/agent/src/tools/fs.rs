@@ -1,0 +1,722 @@
+//! File tools: `read_file` (line ranges, size cap, where to continue),
+//! `write_file` (creates parents), `edit_file` (exact, unique replacement; the
+//! closest text on a miss) and `list_dir`. Blocking I/O: the registry runs these
+//! on `spawn_blocking`.
+//!
+//! Invariant: a refused or failed `edit_file` never modifies the file; with the
+//! jail on, no path outside the workspace is read or written (see `policy`).
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::policy::{display_path, resolve_path};
+use super::{ClosestMatch, ToolContext, ToolError, ToolOutput, ToolResult};
+
+/// Lines returned by one `read_file` when the model does not say.
+pub const DEFAULT_READ_LINES: usize = 500;
+/// Most lines one `read_file` returns.
+pub const MAX_READ_LINES: usize = 2_000;
+/// Most characters one `read_file` returns.
+pub const MAX_READ_CHARS: usize = 40_000;
+/// Most entries one `list_dir` returns.
+pub const MAX_DIR_ENTRIES: usize = 500;
+/// Largest file `edit_file` works on.
+pub const MAX_EDIT_BYTES: u64 = 8 * 1024 * 1024;
+/// Longest closest-match excerpt shown after a failed edit.
+const MAX_CLOSEST_CHARS: usize = 2_000;
+
+pub const READ_FILE_DESCRIPTION: &str = "Read a text file. Returns lines start_line.. (1-based, \
+default 1) up to max_lines (default 500, at most 2000) and at most 40000 characters, with the \
+file's total line count and the start_line to continue from when more remains.";
+pub const WRITE_FILE_DESCRIPTION: &str = "Write a text file, replacing it if it exists; missing \
+parent directories are created.";
+pub const EDIT_FILE_DESCRIPTION: &str = "Replace old_text with new_text in a file. old_text must \
+occur exactly once (whitespace included); otherwise nothing changes and the error shows the \
+closest text or where the duplicates are.";
+pub const LIST_DIR_DESCRIPTION: &str = "List a directory (default: the workspace): names, kinds \
+(directories end with /) and file sizes.";
+
+/// Arguments of `read_file`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReadFileArgs {
+    pub path: String,
+    #[serde(default)]
+    pub start_line: Option<usize>,
+    #[serde(default)]
+    pub max_lines: Option<usize>,
+}
+
+pub fn read_file_schema() -> serde_json::Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "path": {"type": "string", "description": "File path, relative to the workspace or absolute."},
+            "start_line": {"type": "integer", "minimum": 1, "description": "First line to return (1-based). Default 1."},
+            "max_lines": {"type": "integer", "minimum": 1, "description": "Most lines to return. Default 500, at most 2000."}
+        },
+        "required": ["path"],
+        "additionalProperties": false
+    })
+}
+
+/// Arguments of `write_file`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WriteFileArgs {
+    pub path: String,
+    pub content: String,
+}
+
+pub fn write_file_schema() -> serde_json::Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "path": {"type": "string", "description": "File path, relative to the workspace or absolute."},
+            "content": {"type": "string", "description": "The complete new content of the file."}
+        },
+        "required": ["path", "content"],
+        "additionalProperties": false
+    })
+}
+
+/// Arguments of `edit_file`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EditFileArgs {
+    pub path: String,
+    pub old_text: String,
+    pub new_text: String,
+}
+
+pub fn edit_file_schema() -> serde_json::Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "path": {"type": "string", "description": "File path, relative to the workspace or absolute."},
+            "old_text": {"type": "string", "description": "Exact text to replace; must occur exactly once in the file."},
+            "new_text": {"type": "string", "description": "Replacement text."}
+        },
+        "required": ["path", "old_text", "new_text"],
+        "additionalProperties": false
+    })
+}
+
+/// Arguments of `list_dir`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListDirArgs {
+    #[serde(default)]
+    pub path: Option<String>,
+}
+
+pub fn list_dir_schema() -> serde_json::Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "path": {"type": "string", "description": "Directory, relative to the workspace or absolute. Default: the workspace."}
+        },
+        "required": [],
+        "additionalProperties": false
+    })
+}
+
+/// What a directory entry is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EntryKind {
+    File,
+    Dir,
+    Symlink,
+    Other,
+}
+
+/// One entry of a `list_dir` result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DirEntry {
+    pub name: String,
+    pub kind: EntryKind,
+    /// Size in bytes, for files.
+    pub size: Option<u64>,
+}
+
+fn io_error(path: &Path, ctx: &ToolContext, e: std::io::Error) -> ToolError {
+    let shown = display_path(&ctx.workspace, path);
+    if e.kind() == std::io::ErrorKind::NotFound {
+        ToolError::NotFound { path: shown }
+    } else {
+        ToolError::Io {
+            path: shown,
+            message: e.to_string(),
+        }
+    }
+}
+
+fn resolve(ctx: &ToolContext, raw: &str) -> Result<PathBuf, ToolError> {
+    resolve_path(&ctx.workspace, ctx.jail, raw)
+}
+
+/// `read_file`: a window of lines, streamed so that large files cost no memory.
+pub fn read_file(ctx: &ToolContext, args: &ReadFileArgs) -> ToolResult {
+    let path = resolve(ctx, &args.path)?;
+    let shown = display_path(&ctx.workspace, &path);
+    if path.is_dir() {
+        return Err(ToolError::Io {
+            path: shown,
+            message: "is a directory; use list_dir".into(),
+        });
+    }
+    let file = std::fs::File::open(&path).map_err(|e| io_error(&path, ctx, e))?;
+    let start = args.start_line.unwrap_or(1).max(1);
+    let max_lines = args
+        .max_lines
+        .unwrap_or(DEFAULT_READ_LINES)
+        .clamp(1, MAX_READ_LINES);
+    let mut reader = BufReader::new(file);
+    let mut buf = Vec::new();
+    let mut total = 0usize;
+    let mut text = String::new();
+    let mut chars = 0usize;
+    let mut end = start.saturating_sub(1);
+    let mut cut = false;
+    loop {
+        buf.clear();
+        let n = reader
+            .read_until(b'\n', &mut buf)
+            .map_err(|e| io_error(&path, ctx, e))?;
+        if n == 0 {
+            break;
+        }
+        if total == 0 && buf.iter().take(8192).any(|b| *b == 0) {
+            return Err(ToolError::Io {
+                path: shown,
+                message: "looks like a binary file (contains NUL bytes); not shown".into(),
+            });
+        }
+        total += 1;
+        if cut || total < start || total >= start + max_lines {
+            continue;
+        }
+        let line = String::from_utf8_lossy(&buf);
+        let line = line.trim_end_matches(['\n', '\r']);
+        let len = line.chars().count() + 1;
+        if chars + len > MAX_READ_CHARS {
+            if total == start {
+                // A single huge line: show its beginning.
+                let room = MAX_READ_CHARS.saturating_sub(1);
+                text.extend(line.chars().take(room));
+                text.push('\n');
+                end = total;
+            }
+            cut = true;
+            continue;
+        }
+        text.push_str(line);
+        text.push('\n');
+        chars += len;
+        end = total;
+    }
+    if total > 0 && start > total {
+        return Err(ToolError::InvalidArguments {
+            tool: "read_file".into(),
+            message: format!("start_line {start} is past the end of {shown} ({total} lines)"),
+        });
+    }
+    if text.ends_with('\n') {
+        text.pop();
+    }
+    Ok(ToolOutput::FileRead {
+        path: shown,
+        start_line: start.min(total.max(1)),
+        end_line: end,
+        total_lines: total,
+        text,
+        truncated: end < total,
+    })
+}
+
+/// `write_file`: replaces the file, creating parent directories.
+pub fn write_file(ctx: &ToolContext, args: &WriteFileArgs) -> ToolResult {
+    let path = resolve(ctx, &args.path)?;
+    let shown = display_path(&ctx.workspace, &path);
+    if path.is_dir() {
+        return Err(ToolError::Io {
+            path: shown,
+            message: "is a directory".into(),
+        });
+    }
+    let created = !path.exists();
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| io_error(parent, ctx, e))?;
+    }
+    std::fs::write(&path, args.content.as_bytes()).map_err(|e| io_error(&path, ctx, e))?;
+    Ok(ToolOutput::FileWritten {
+        path: display_path(&ctx.workspace, &path),
+        bytes: args.content.len(),
+        created,
+    })
+}
+
+/// `edit_file`: replaces the single occurrence of `old_text`.
+pub fn edit_file(ctx: &ToolContext, args: &EditFileArgs) -> ToolResult {
+    if args.old_text.is_empty() {
+        return Err(ToolError::InvalidArguments {
+            tool: "edit_file".into(),
+            message: "old_text must not be empty (use write_file to create a file)".into(),
+        });
+    }
+    let path = resolve(ctx, &args.path)?;
+    let shown = display_path(&ctx.workspace, &path);
+    let meta = std::fs::metadata(&path).map_err(|e| io_error(&path, ctx, e))?;
+    if !meta.is_file() {
+        return Err(ToolError::Io {
+            path: shown,
+            message: "is not a regular file".into(),
+        });
+    }
+    if meta.len() > MAX_EDIT_BYTES {
+        return Err(ToolError::Io {
+            path: shown,
+            message: format!("is larger than {MAX_EDIT_BYTES} bytes; not edited"),
+        });
+    }
+    let mut content = String::new();
+    std::fs::File::open(&path)
+        .and_then(|mut f| f.read_to_string(&mut content))
+        .map_err(|e| io_error(&path, ctx, e))?;
+    let positions: Vec<usize> = content
+        .match_indices(args.old_text.as_str())
+        .map(|(i, _)| i)
+        .collect();
+    match positions.len() {
+        0 => Err(ToolError::EditNoMatch {
+            path: shown,
+            closest: closest_match(&content, &args.old_text),
+        }),
+        1 => {
+            let at = positions[0];
+            let mut updated = String::with_capacity(content.len() + args.new_text.len());
+            updated.push_str(&content[..at]);
+            updated.push_str(&args.new_text);
+            updated.push_str(&content[at + args.old_text.len()..]);
+            std::fs::write(&path, updated.as_bytes()).map_err(|e| io_error(&path, ctx, e))?;
+            Ok(ToolOutput::FileEdited {
+                path: shown,
+                line: line_of(&content, at),
+                removed_lines: args.old_text.lines().count().max(1),
+                added_lines: args.new_text.lines().count(),
+            })
+        }
+        count => Err(ToolError::EditAmbiguous {
+            path: shown,
+            count,
+            lines: positions.iter().map(|&i| line_of(&content, i)).collect(),
+        }),
+    }
+}
+
+/// 1-based line number of byte offset `at`.
+fn line_of(content: &str, at: usize) -> usize {
+    content.as_bytes()[..at]
+        .iter()
+        .filter(|b| **b == b'\n')
+        .count()
+        + 1
+}
+
+/// The window of lines (as many as `needle` has) most similar to `needle`, by
+/// the Dice coefficient over character bigrams of whitespace-collapsed text.
+pub fn closest_match(haystack: &str, needle: &str) -> Option<ClosestMatch> {
+    let lines: Vec<&str> = haystack.lines().collect();
+    if lines.is_empty() {
+        return None;
+    }
+    let window = needle.lines().count().clamp(1, lines.len());
+    let target = bigrams(needle);
+    let mut best: Option<(f64, usize)> = None;
+    for start in 0..=(lines.len() - window) {
+        let candidate = lines[start..start + window].join("\n");
+        let score = dice(&target, &bigrams(&candidate));
+        if best.is_none_or(|(s, _)| score > s) {
+            best = Some((score, start));
+        }
+    }
+    let (similarity, start) = best?;
+    let mut text = lines[start..start + window].join("\n");
+    if text.chars().count() > MAX_CLOSEST_CHARS {
+        text = text.chars().take(MAX_CLOSEST_CHARS).collect::<String>() + "…";
+    }
+    Some(ClosestMatch {
+        start_line: start + 1,
+        end_line: start + window,
+        similarity,
+        text,
+    })
+}
+
+fn bigrams(text: &str) -> HashMap<(char, char), usize> {
+    let collapsed: Vec<char> = text
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .chars()
+        .collect();
+    let mut map = HashMap::new();
+    for pair in collapsed.windows(2) {
+        *map.entry((pair[0], pair[1])).or_insert(0) += 1;
+    }
+    map
+}
+
+fn dice(a: &HashMap<(char, char), usize>, b: &HashMap<(char, char), usize>) -> f64 {
+    let total: usize = a.values().sum::<usize>() + b.values().sum::<usize>();
+    if total == 0 {
+        return 0.0;
+    }
+    let common: usize = a
+        .iter()
+        .map(|(k, n)| (*n).min(b.get(k).copied().unwrap_or(0)))
+        .sum();
+    2.0 * common as f64 / total as f64
+}
+
+/// `list_dir`: entries sorted with directories first, then by name.
+pub fn list_dir(ctx: &ToolContext, args: &ListDirArgs) -> ToolResult {
+    let raw = args.path.as_deref().unwrap_or(".");
+    let path = resolve(ctx, raw)?;
+    let shown = display_path(&ctx.workspace, &path);
+    let reader = std::fs::read_dir(&path).map_err(|e| io_error(&path, ctx, e))?;
+    let mut entries = Vec::new();
+    for entry in reader {
+        let entry = entry.map_err(|e| io_error(&path, ctx, e))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let (kind, size) = match entry.file_type() {
+            Ok(t) if t.is_symlink() => (EntryKind::Symlink, None),
+            Ok(t) if t.is_dir() => (EntryKind::Dir, None),
+            Ok(t) if t.is_file() => (EntryKind::File, entry.metadata().ok().map(|m| m.len())),
+            _ => (EntryKind::Other, None),
+        };
+        entries.push(DirEntry { name, kind, size });
+    }
+    entries.sort_by(|a, b| {
+        (a.kind != EntryKind::Dir)
+            .cmp(&(b.kind != EntryKind::Dir))
+            .then_with(|| a.name.cmp(&b.name))
+    });
+    let truncated = entries.len() > MAX_DIR_ENTRIES;
+    entries.truncate(MAX_DIR_ENTRIES);
+    Ok(ToolOutput::DirListing {
+        path: shown,
+        entries,
+        truncated,
+    })
+}
+
+/// Renders the file tools' outputs for the model.
+pub(super) fn render(output: &ToolOutput) -> String {
+    match output {
+        ToolOutput::FileRead {
+            path,
+            start_line,
+            end_line,
+            total_lines,
+            text,
+            truncated,
+        } => {
+            if *total_lines == 0 {
+                return format!("{path} is empty (0 lines).");
+            }
+            let mut out =
+                format!("{path} (lines {start_line}-{end_line} of {total_lines})\n{text}");
+            if *truncated {
+                out.push_str(&format!(
+                    "\n[{} more lines; continue with start_line={}]",
+                    total_lines - end_line,
+                    end_line + 1
+                ));
+            }
+            out
+        }
+        ToolOutput::FileWritten {
+            path,
+            bytes,
+            created,
+        } => format!(
+            "{} {path} ({bytes} bytes).",
+            if *created { "Created" } else { "Overwrote" }
+        ),
+        ToolOutput::FileEdited {
+            path,
+            line,
+            removed_lines,
+            added_lines,
+        } => format!(
+            "Edited {path} at line {line}: replaced {removed_lines} line(s) with {added_lines} line(s)."
+        ),
+        ToolOutput::DirListing {
+            path,
+            entries,
+            truncated,
+        } => {
+            let mut out = format!("{path}/ ({} entries)", entries.len());
+            for e in entries {
+                out.push('\n');
+                match (e.kind, e.size) {
+                    (EntryKind::Dir, _) => out.push_str(&format!("{}/", e.name)),
+                    (EntryKind::Symlink, _) => out.push_str(&format!("{}@", e.name)),
+                    (_, Some(size)) => out.push_str(&format!("{} ({size} bytes)", e.name)),
+                    (_, None) => out.push_str(&e.name),
+                }
+            }
+            if *truncated {
+                out.push_str(&format!("\n[listing cut at {MAX_DIR_ENTRIES} entries]"));
+            }
+            out
+        }
+        other => format!("{other:?}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::check_schema;
+
+    fn ctx(dir: &Path) -> ToolContext {
+        ToolContext::new(dir)
+    }
+
+    #[test]
+    fn schemas_match_structs() {
+        check_schema::<ReadFileArgs>(&read_file_schema());
+        check_schema::<WriteFileArgs>(&write_file_schema());
+        check_schema::<EditFileArgs>(&edit_file_schema());
+        check_schema::<ListDirArgs>(&list_dir_schema());
+    }
+
+    #[test]
+    fn read_window_and_continuation() {
+        let dir = tempfile::tempdir().unwrap();
+        let body: String = (1..=10).map(|i| format!("line {i}\n")).collect();
+        std::fs::write(dir.path().join("a.txt"), body).unwrap();
+        let out = read_file(
+            &ctx(dir.path()),
+            &ReadFileArgs {
+                path: "a.txt".into(),
+                start_line: Some(3),
+                max_lines: Some(4),
+            },
+        )
+        .unwrap();
+        let ToolOutput::FileRead {
+            start_line,
+            end_line,
+            total_lines,
+            ref text,
+            truncated,
+            ..
+        } = out
+        else {
+            panic!("{out:?}")
+        };
+        assert_eq!(
+            (start_line, end_line, total_lines, truncated),
+            (3, 6, 10, true)
+        );
+        assert_eq!(text, "line 3\nline 4\nline 5\nline 6");
+        let shown = out.render();
+        assert!(shown.contains("continue with start_line=7"), "{shown}");
+        assert!(shown.starts_with("a.txt (lines 3-6 of 10)"), "{shown}");
+    }
+
+    #[test]
+    fn read_respects_char_cap() {
+        let dir = tempfile::tempdir().unwrap();
+        let line = "x".repeat(999);
+        let body: String = (0..100).map(|_| format!("{line}\n")).collect();
+        std::fs::write(dir.path().join("big.txt"), body).unwrap();
+        let out = read_file(
+            &ctx(dir.path()),
+            &ReadFileArgs {
+                path: "big.txt".into(),
+                start_line: None,
+                max_lines: None,
+            },
+        )
+        .unwrap();
+        let ToolOutput::FileRead {
+            end_line,
+            total_lines,
+            text,
+            truncated,
+            ..
+        } = out
+        else {
+            panic!()
+        };
+        assert_eq!(total_lines, 100);
+        assert_eq!(end_line, MAX_READ_CHARS / 1000);
+        assert!(truncated);
+        assert!(text.chars().count() <= MAX_READ_CHARS);
+    }
+
+    #[test]
+    fn read_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.txt"), "one\ntwo\n").unwrap();
+        std::fs::write(dir.path().join("bin"), b"\x00\x01\x02").unwrap();
+        let c = ctx(dir.path());
+        let args = |p: &str, s: Option<usize>| ReadFileArgs {
+            path: p.into(),
+            start_line: s,
+            max_lines: None,
+        };
+        assert!(matches!(
+            read_file(&c, &args("nope.txt", None)),
+            Err(ToolError::NotFound { .. })
+        ));
+        assert!(
+            read_file(&c, &args("a.txt", Some(5)))
+                .unwrap_err()
+                .render()
+                .contains("past the end")
+        );
+        assert!(
+            read_file(&c, &args("bin", None))
+                .unwrap_err()
+                .render()
+                .contains("binary")
+        );
+        assert!(
+            read_file(&c, &args(".", None))
+                .unwrap_err()
+                .render()
+                .contains("list_dir")
+        );
+    }
+
+    #[test]
+    fn edit_unique_ambiguous_and_missing() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f.rs");
+        std::fs::write(
+            &p,
+            "fn a() {\n    let x = 1;\n}\nfn b() {\n    let x = 1;\n}\n",
+        )
+        .unwrap();
+        let c = ctx(dir.path());
+        let edit = |old: &str, new: &str| {
+            edit_file(
+                &c,
+                &EditFileArgs {
+                    path: "f.rs".into(),
+                    old_text: old.into(),
+                    new_text: new.into(),
+                },
+            )
+        };
+        let before = std::fs::read_to_string(&p).unwrap();
+        let err = edit("let x = 1;", "let x = 2;").unwrap_err();
+        assert_eq!(
+            err,
+            ToolError::EditAmbiguous {
+                path: "f.rs".into(),
+                count: 2,
+                lines: vec![2, 5]
+            }
+        );
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), before);
+
+        let err = edit("fn b() {\n  let x = 1;", "x").unwrap_err();
+        let ToolError::EditNoMatch {
+            closest: Some(ref m),
+            ..
+        } = err
+        else {
+            panic!("{err:?}")
+        };
+        assert_eq!((m.start_line, m.end_line), (4, 5));
+        assert!(m.similarity > 0.9, "{m:?}");
+        assert!(
+            err.render().contains("fn b() {\n    let x = 1;"),
+            "{}",
+            err.render()
+        );
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), before);
+
+        let out = edit(
+            "fn b() {\n    let x = 1;",
+            "fn b() {\n    let x = 3;\n    let y = 4;",
+        )
+        .unwrap();
+        assert_eq!(
+            out,
+            ToolOutput::FileEdited {
+                path: "f.rs".into(),
+                line: 4,
+                removed_lines: 2,
+                added_lines: 3
+            }
+        );
+        assert_eq!(
+            std::fs::read_to_string(&p).unwrap(),
+            "fn a() {\n    let x = 1;\n}\nfn b() {\n    let x = 3;\n    let y = 4;\n}\n"
+        );
+        assert!(matches!(
+            edit("", "x"),
+            Err(ToolError::InvalidArguments { .. })
+        ));
+    }
+
+    #[test]
+    fn closest_match_picks_most_similar_window() {
+        let hay = "alpha beta\ngamma delta\nepsilon zeta\n";
+        let m = closest_match(hay, "gamma  delt").unwrap();
+        assert_eq!(m.start_line, 2);
+        assert_eq!(m.text, "gamma delta");
+        assert!(closest_match("", "x").is_none());
+    }
+
+    #[test]
+    fn write_creates_parents_and_list_dir() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = ctx(dir.path());
+        let out = write_file(
+            &c,
+            &WriteFileArgs {
+                path: "a/b/c.txt".into(),
+                content: "hi".into(),
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            out,
+            ToolOutput::FileWritten {
+                path: "a/b/c.txt".into(),
+                bytes: 2,
+                created: true
+            }
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("a/b/c.txt")).unwrap(),
+            "hi"
+        );
+        std::fs::write(dir.path().join("z.txt"), "12345").unwrap();
+        let out = list_dir(&c, &ListDirArgs { path: None }).unwrap();
+        let ToolOutput::DirListing { ref entries, .. } = out else {
+            panic!()
+        };
+        assert_eq!(entries[0].name, "a");
+        assert_eq!(entries[0].kind, EntryKind::Dir);
+        assert_eq!(entries[1].size, Some(5));
+        assert!(
+            out.render().contains("a/\nz.txt (5 bytes)"),
+            "{}",
+            out.render()
+        );
+    }
+}

@@ -1,0 +1,655 @@
+//! The tool layer: typed tool arguments (serde) with matching JSON Schemas, typed
+//! outcomes ([`ToolOutput`]) and errors ([`ToolError`]), and the [`ToolRegistry`]
+//! the driver uses to offer tools (`specs`), ask the policy
+//! (`needs_confirmation`) and run a model's tool call (`dispatch`).
+//!
+//! Invariant: `dispatch` never panics and never fails the loop: an unknown tool,
+//! invalid JSON or arguments that do not match the schema become a
+//! [`ToolError`] that is rendered back to the model. Text for the model is
+//! produced only by [`ToolOutput::render`] / [`ToolError::render`] /
+//! [`render_for_model`].
+
+#[allow(unsafe_code)] // process groups and rlimits (libc); each block carries its SAFETY note
+pub mod exec;
+pub mod fs;
+pub mod memory;
+pub mod policy;
+pub mod web;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::message::{ToolCall, ToolSpec};
+
+pub use exec::{ExecArgs, ExecOutcome};
+pub use fs::{DirEntry, EditFileArgs, EntryKind, ListDirArgs, ReadFileArgs, WriteFileArgs};
+pub use memory::{
+    MemoryBackend, MemoryGetArgs, MemoryGetResponse, MemoryHit, MemorySearchArgs,
+    MemorySearchResponse,
+};
+pub use policy::{is_read_only, resolve_path};
+pub use web::{SearchHit, WebFetchArgs, WebSearchArgs};
+
+/// Default timeout of `exec`.
+pub const DEFAULT_EXEC_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default time limit of one `web_fetch` / `web_search` request.
+pub const DEFAULT_FETCH_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default limit on the bytes `web_fetch` downloads.
+pub const DEFAULT_FETCH_MAX_BYTES: usize = 2 * 1024 * 1024;
+/// The Brave Search web endpoint.
+pub const BRAVE_SEARCH_URL: &str = "https://api.search.brave.com/res/v1/web/search";
+
+/// Everything the tools need to know about their environment. Built once by the
+/// driver from the resolved settings; library code never reads the environment.
+#[derive(Clone)]
+pub struct ToolContext {
+    /// Working directory of `exec` and base of relative paths.
+    pub workspace: PathBuf,
+    /// Confine file tools to the workspace.
+    pub jail: bool,
+    /// Timeout of `exec` (the model may ask for less, never for more).
+    pub exec_timeout: Duration,
+    /// Brave Search API key; without it `web_search` is not offered.
+    pub brave_api_key: Option<String>,
+    /// Endpoint of the Brave web search API (overridable for tests).
+    pub brave_endpoint: String,
+    /// Tools with side effects need the user's confirmation.
+    pub confirm_side_effects: bool,
+    /// The memory engine; without it `memory_search`/`memory_get` are not offered.
+    pub memory: Option<Arc<dyn MemoryBackend>>,
+    /// Time limit of one web request.
+    pub fetch_timeout: Duration,
+    /// Size limit of one `web_fetch` download.
+    pub fetch_max_bytes: usize,
+}
+
+impl ToolContext {
+    /// A context with defaults: no jail, 60 s exec timeout, no web search, no
+    /// confirmation, no memory backend.
+    pub fn new(workspace: impl Into<PathBuf>) -> ToolContext {
+        ToolContext {
+            workspace: workspace.into(),
+            jail: false,
+            exec_timeout: DEFAULT_EXEC_TIMEOUT,
+            brave_api_key: None,
+            brave_endpoint: BRAVE_SEARCH_URL.to_string(),
+            confirm_side_effects: false,
+            memory: None,
+            fetch_timeout: DEFAULT_FETCH_TIMEOUT,
+            fetch_max_bytes: DEFAULT_FETCH_MAX_BYTES,
+        }
+    }
+}
+
+impl std::fmt::Debug for ToolContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolContext")
+            .field("workspace", &self.workspace)
+            .field("jail", &self.jail)
+            .field("exec_timeout", &self.exec_timeout)
+            .field(
+                "brave_api_key",
+                &self.brave_api_key.as_ref().map(|_| "<set>"),
+            )
+            .field("brave_endpoint", &self.brave_endpoint)
+            .field("confirm_side_effects", &self.confirm_side_effects)
+            .field("memory", &self.memory.is_some())
+            .field("fetch_timeout", &self.fetch_timeout)
+            .field("fetch_max_bytes", &self.fetch_max_bytes)
+            .finish()
+    }
+}
+
+/// The tools claw knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ToolName {
+    ReadFile,
+    WriteFile,
+    EditFile,
+    ListDir,
+    Exec,
+    WebFetch,
+    WebSearch,
+    MemorySearch,
+    MemoryGet,
+}
+
+impl ToolName {
+    pub const ALL: [ToolName; 9] = [
+        ToolName::ReadFile,
+        ToolName::WriteFile,
+        ToolName::EditFile,
+        ToolName::ListDir,
+        ToolName::Exec,
+        ToolName::WebFetch,
+        ToolName::WebSearch,
+        ToolName::MemorySearch,
+        ToolName::MemoryGet,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolName::ReadFile => "read_file",
+            ToolName::WriteFile => "write_file",
+            ToolName::EditFile => "edit_file",
+            ToolName::ListDir => "list_dir",
+            ToolName::Exec => "exec",
+            ToolName::WebFetch => "web_fetch",
+            ToolName::WebSearch => "web_search",
+            ToolName::MemorySearch => "memory_search",
+            ToolName::MemoryGet => "memory_get",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<ToolName> {
+        ToolName::ALL.into_iter().find(|t| t.as_str() == name)
+    }
+
+    /// Description and JSON Schema of the arguments, as offered to the model.
+    pub fn spec(self) -> ToolSpec {
+        let (description, parameters) = match self {
+            ToolName::ReadFile => (fs::READ_FILE_DESCRIPTION, fs::read_file_schema()),
+            ToolName::WriteFile => (fs::WRITE_FILE_DESCRIPTION, fs::write_file_schema()),
+            ToolName::EditFile => (fs::EDIT_FILE_DESCRIPTION, fs::edit_file_schema()),
+            ToolName::ListDir => (fs::LIST_DIR_DESCRIPTION, fs::list_dir_schema()),
+            ToolName::Exec => (exec::EXEC_DESCRIPTION, exec::exec_schema()),
+            ToolName::WebFetch => (web::WEB_FETCH_DESCRIPTION, web::web_fetch_schema()),
+            ToolName::WebSearch => (web::WEB_SEARCH_DESCRIPTION, web::web_search_schema()),
+            ToolName::MemorySearch => (
+                memory::MEMORY_SEARCH_DESCRIPTION,
+                memory::memory_search_schema(),
+            ),
+            ToolName::MemoryGet => (memory::MEMORY_GET_DESCRIPTION, memory::memory_get_schema()),
+        };
+        ToolSpec {
+            name: self.as_str().to_string(),
+            description: description.to_string(),
+            parameters,
+        }
+    }
+}
+
+/// A typed tool outcome. Rendered to text only at the model boundary.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "tool", rename_all = "snake_case")]
+pub enum ToolOutput {
+    /// Lines `start_line..=end_line` (1-based) of a file with `total_lines` lines.
+    FileRead {
+        path: String,
+        start_line: usize,
+        end_line: usize,
+        total_lines: usize,
+        text: String,
+        /// More lines follow `end_line` (cut by the line or character limit).
+        truncated: bool,
+    },
+    FileWritten {
+        path: String,
+        bytes: usize,
+        /// The file did not exist before.
+        created: bool,
+    },
+    FileEdited {
+        path: String,
+        /// First line of the replaced text (1-based).
+        line: usize,
+        removed_lines: usize,
+        added_lines: usize,
+    },
+    DirListing {
+        path: String,
+        entries: Vec<DirEntry>,
+        /// More entries exist than were listed.
+        truncated: bool,
+    },
+    Exec(ExecOutcome),
+    WebPage {
+        url: String,
+        /// URL after redirects.
+        final_url: String,
+        status: u16,
+        content_type: String,
+        title: Option<String>,
+        text: String,
+        /// The body or the text was cut at a limit.
+        truncated: bool,
+    },
+    WebSearch {
+        query: String,
+        results: Vec<SearchHit>,
+    },
+    MemorySearch(MemorySearchResponse),
+    MemoryGet(MemoryGetResponse),
+}
+
+impl ToolOutput {
+    /// Text shown to the model.
+    pub fn render(&self) -> String {
+        match self {
+            ToolOutput::FileRead { .. }
+            | ToolOutput::FileWritten { .. }
+            | ToolOutput::FileEdited { .. }
+            | ToolOutput::DirListing { .. } => fs::render(self),
+            ToolOutput::Exec(outcome) => outcome.render(),
+            ToolOutput::WebPage { .. } | ToolOutput::WebSearch { .. } => web::render(self),
+            ToolOutput::MemorySearch(r) => r.render(),
+            ToolOutput::MemoryGet(r) => r.render(),
+        }
+    }
+}
+
+/// The closest text to a failed `edit_file` search.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClosestMatch {
+    pub start_line: usize,
+    pub end_line: usize,
+    /// Similarity in [0, 1].
+    pub similarity: f64,
+    pub text: String,
+}
+
+/// Why a tool call failed. Rendered to the model as an error result.
+#[derive(Debug, Clone, PartialEq, thiserror::Error, Serialize, Deserialize)]
+#[serde(tag = "error", rename_all = "snake_case")]
+pub enum ToolError {
+    #[error("unknown tool `{name}`; available tools: {available}")]
+    UnknownTool { name: String, available: String },
+    #[error(
+        "the arguments of `{tool}` are not valid JSON ({message}); send a JSON object matching the tool's schema"
+    )]
+    InvalidJson { tool: String, message: String },
+    #[error("invalid arguments for `{tool}`: {message}")]
+    InvalidArguments { tool: String, message: String },
+    #[error("`{path}` is outside the workspace {workspace} (file tools are confined to it)")]
+    OutsideWorkspace { path: String, workspace: String },
+    #[error("`{path}` does not exist")]
+    NotFound { path: String },
+    #[error("{path}: {message}")]
+    Io { path: String, message: String },
+    #[error("{}", render_no_match(.path, .closest))]
+    EditNoMatch {
+        path: String,
+        closest: Option<ClosestMatch>,
+    },
+    #[error(
+        "old_text occurs {count} times in {path} (at lines {lines:?}); nothing was changed. Include more surrounding context so it matches exactly once"
+    )]
+    EditAmbiguous {
+        path: String,
+        count: usize,
+        lines: Vec<usize>,
+    },
+    #[error("command refused by the deny list ({reason}): {command}")]
+    CommandDenied { command: String, reason: String },
+    #[error("could not start the command: {message}")]
+    Spawn { message: String },
+    #[error("refused URL {url}: {reason}")]
+    UrlRefused { url: String, reason: String },
+    #[error("fetching {url} failed: {message}")]
+    Fetch { url: String, message: String },
+    #[error("{url} answered HTTP {status}{}", if .body.is_empty() { String::new() } else { format!(": {}", .body) })]
+    HttpStatus {
+        url: String,
+        status: u16,
+        body: String,
+    },
+    #[error("{url} returned content of type `{content_type}`, which cannot be shown as text")]
+    UnsupportedContent { url: String, content_type: String },
+    #[error("memory: {message}")]
+    Memory { message: String },
+}
+
+fn render_no_match(path: &str, closest: &Option<ClosestMatch>) -> String {
+    match closest {
+        Some(c) => format!(
+            "old_text was not found in {path}; nothing was changed. The closest text \
+             (lines {}-{}, {:.0}% similar) is:\n{}\nCopy the exact text (whitespace included) into old_text.",
+            c.start_line,
+            c.end_line,
+            c.similarity * 100.0,
+            c.text
+        ),
+        None => {
+            format!("old_text was not found in {path}; nothing was changed (the file is empty).")
+        }
+    }
+}
+
+impl ToolError {
+    /// Text shown to the model.
+    pub fn render(&self) -> String {
+        format!("Error: {self}")
+    }
+
+    fn with_tool(self, tool: &str) -> ToolError {
+        match self {
+            ToolError::InvalidArguments { tool: t, message } if t.is_empty() => {
+                ToolError::InvalidArguments {
+                    tool: tool.to_string(),
+                    message,
+                }
+            }
+            other => other,
+        }
+    }
+}
+
+/// The result of one tool call.
+pub type ToolResult = Result<ToolOutput, ToolError>;
+
+/// The text that goes back to the model for a tool result (and whether it is an error).
+pub fn render_for_model(result: &ToolResult) -> (String, bool) {
+    match result {
+        Ok(output) => (output.render(), false),
+        Err(error) => (error.render(), true),
+    }
+}
+
+/// Parses a model's raw JSON arguments into a tool's typed arguments. An empty
+/// string counts as `{}` (some models send nothing for argument-less calls).
+pub fn parse_args<T: DeserializeOwned>(tool: &str, raw: &str) -> Result<T, ToolError> {
+    let raw = if raw.trim().is_empty() { "{}" } else { raw };
+    let value: serde_json::Value =
+        serde_json::from_str(raw).map_err(|e| ToolError::InvalidJson {
+            tool: tool.to_string(),
+            message: e.to_string(),
+        })?;
+    if !value.is_object() {
+        return Err(ToolError::InvalidArguments {
+            tool: tool.to_string(),
+            message: "the arguments must be a JSON object".into(),
+        });
+    }
+    serde_json::from_value(value).map_err(|e| ToolError::InvalidArguments {
+        tool: tool.to_string(),
+        message: e.to_string(),
+    })
+}
+
+/// Offers the configured tools to the driver and runs the model's calls.
+pub struct ToolRegistry {
+    ctx: ToolContext,
+    http: reqwest::Client,
+    enabled: Vec<ToolName>,
+}
+
+impl ToolRegistry {
+    /// Builds the registry: `web_search` is offered only with a Brave key, the
+    /// memory tools only with a memory backend.
+    pub fn new(ctx: ToolContext) -> ToolRegistry {
+        let enabled = ToolName::ALL
+            .into_iter()
+            .filter(|t| match t {
+                ToolName::WebSearch => ctx.brave_api_key.is_some(),
+                ToolName::MemorySearch | ToolName::MemoryGet => ctx.memory.is_some(),
+                _ => true,
+            })
+            .collect();
+        let http = web::build_client(ctx.fetch_timeout);
+        ToolRegistry { ctx, http, enabled }
+    }
+
+    pub fn context(&self) -> &ToolContext {
+        &self.ctx
+    }
+
+    /// The tools offered to the model.
+    pub fn specs(&self) -> Vec<ToolSpec> {
+        self.enabled.iter().map(|t| t.spec()).collect()
+    }
+
+    /// Names of the tools offered to the model.
+    pub fn names(&self) -> Vec<&'static str> {
+        self.enabled.iter().map(|t| t.as_str()).collect()
+    }
+
+    /// True when the driver must ask the user before running `name`.
+    pub fn needs_confirmation(&self, name: &str) -> bool {
+        policy::needs_confirmation(name, self.ctx.confirm_side_effects)
+    }
+
+    /// True for a tool that changes nothing.
+    pub fn is_read_only(&self, name: &str) -> bool {
+        policy::is_read_only(name)
+    }
+
+    /// A one-line summary of a call for a confirmation prompt or a status line,
+    /// e.g. `exec: cargo test` or `write_file: notes/a.md`.
+    pub fn preview(call: &ToolCall) -> String {
+        let value: serde_json::Value =
+            serde_json::from_str(&call.arguments).unwrap_or(serde_json::Value::Null);
+        let key = match call.name.as_str() {
+            "exec" => "command",
+            "web_fetch" => "url",
+            "web_search" | "memory_search" => "query",
+            _ => "path",
+        };
+        let detail = value
+            .get(key)
+            .and_then(|v| v.as_str())
+            .map(|s| s.to_string())
+            .unwrap_or_else(|| call.arguments.clone());
+        let detail: String = if detail.chars().count() > 200 {
+            detail.chars().take(200).collect::<String>() + "…"
+        } else {
+            detail
+        };
+        format!("{}: {}", call.name, detail)
+    }
+
+    /// Runs one tool call. Never panics; every failure is an `Err` for the model.
+    pub async fn dispatch(&self, call: &ToolCall) -> ToolResult {
+        let Some(tool) = ToolName::parse(&call.name).filter(|t| self.enabled.contains(t)) else {
+            return Err(ToolError::UnknownTool {
+                name: call.name.clone(),
+                available: self.names().join(", "),
+            });
+        };
+        let name = tool.as_str();
+        let raw = call.arguments.as_str();
+        let result = match tool {
+            ToolName::ReadFile => {
+                let args: ReadFileArgs = parse_args(name, raw)?;
+                blocking(self.ctx.clone(), move |ctx| fs::read_file(&ctx, &args)).await
+            }
+            ToolName::WriteFile => {
+                let args: WriteFileArgs = parse_args(name, raw)?;
+                blocking(self.ctx.clone(), move |ctx| fs::write_file(&ctx, &args)).await
+            }
+            ToolName::EditFile => {
+                let args: EditFileArgs = parse_args(name, raw)?;
+                blocking(self.ctx.clone(), move |ctx| fs::edit_file(&ctx, &args)).await
+            }
+            ToolName::ListDir => {
+                let args: ListDirArgs = parse_args(name, raw)?;
+                blocking(self.ctx.clone(), move |ctx| fs::list_dir(&ctx, &args)).await
+            }
+            ToolName::Exec => {
+                let args: ExecArgs = parse_args(name, raw)?;
+                exec::run(&self.ctx, &args).await.map(ToolOutput::Exec)
+            }
+            ToolName::WebFetch => {
+                let args: WebFetchArgs = parse_args(name, raw)?;
+                web::fetch(&self.http, &self.ctx, &args).await
+            }
+            ToolName::WebSearch => {
+                let args: WebSearchArgs = parse_args(name, raw)?;
+                web::search(&self.http, &self.ctx, &args).await
+            }
+            ToolName::MemorySearch => {
+                let args: MemorySearchArgs = parse_args(name, raw)?;
+                memory::search(&self.ctx, args).await
+            }
+            ToolName::MemoryGet => {
+                let args: MemoryGetArgs = parse_args(name, raw)?;
+                memory::get(&self.ctx, args).await
+            }
+        };
+        result.map_err(|e| e.with_tool(name))
+    }
+}
+
+/// Runs blocking file work off the async runtime.
+async fn blocking<F>(ctx: ToolContext, f: F) -> ToolResult
+where
+    F: FnOnce(ToolContext) -> ToolResult + Send + 'static,
+{
+    match tokio::task::spawn_blocking(move || f(ctx)).await {
+        Ok(result) => result,
+        Err(e) => Err(ToolError::Io {
+            path: String::new(),
+            message: format!("the tool task failed: {e}"),
+        }),
+    }
+}
+
+/// Test helper shared by the tool modules: checks a hand-written schema against
+/// the serde struct it describes. A value built from the schema's properties
+/// must deserialise (with `deny_unknown_fields`, so every property is a field of
+/// the right type); serialising it back must give exactly the schema's
+/// properties (so every field is in the schema); dropping a required property
+/// must fail and dropping an optional one must succeed.
+#[cfg(test)]
+pub(crate) fn check_schema<T: DeserializeOwned + Serialize>(schema: &serde_json::Value) {
+    use serde_json::{Map, Value};
+    assert_eq!(schema["type"], "object", "schema must describe an object");
+    assert_eq!(schema["additionalProperties"], false);
+    let props = schema["properties"]
+        .as_object()
+        .expect("schema has properties");
+    let required: Vec<&str> = schema["required"]
+        .as_array()
+        .map(|a| a.iter().map(|v| v.as_str().expect("string")).collect())
+        .unwrap_or_default();
+    for r in &required {
+        assert!(props.contains_key(*r), "required `{r}` is not a property");
+    }
+    let example = |p: &Value| -> Value {
+        if let Some(e) = p.get("enum").and_then(|e| e.as_array()) {
+            return e[0].clone();
+        }
+        match p["type"].as_str() {
+            Some("string") => Value::from("x"),
+            Some("integer") => Value::from(p.get("minimum").and_then(|m| m.as_u64()).unwrap_or(1)),
+            Some("number") => Value::from(0.5),
+            Some("boolean") => Value::from(true),
+            other => panic!("unsupported schema type {other:?}"),
+        }
+    };
+    let full: Map<String, Value> = props.iter().map(|(k, p)| (k.clone(), example(p))).collect();
+    let parsed: T = serde_json::from_value(Value::Object(full.clone()))
+        .unwrap_or_else(|e| panic!("example from schema does not deserialise: {e}"));
+    let back = serde_json::to_value(&parsed).unwrap();
+    let mut back_keys: Vec<&String> = back.as_object().unwrap().keys().collect();
+    let mut schema_keys: Vec<&String> = props.keys().collect();
+    back_keys.sort();
+    schema_keys.sort();
+    assert_eq!(
+        back_keys, schema_keys,
+        "struct fields and schema properties differ"
+    );
+    for key in props.keys() {
+        let mut partial = full.clone();
+        partial.remove(key);
+        let ok = serde_json::from_value::<T>(Value::Object(partial)).is_ok();
+        if required.contains(&key.as_str()) {
+            assert!(
+                !ok,
+                "`{key}` is required by the schema but optional in the struct"
+            );
+        } else {
+            assert!(
+                ok,
+                "`{key}` is optional in the schema but required by the struct"
+            );
+        }
+    }
+    let mut extra = full.clone();
+    extra.insert("no_such_field".into(), Value::from(1));
+    assert!(
+        serde_json::from_value::<T>(Value::Object(extra)).is_err(),
+        "unknown fields must be rejected"
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_args_reports_json_and_schema_errors() {
+        let e = parse_args::<ReadFileArgs>("read_file", "{not json").unwrap_err();
+        assert!(matches!(e, ToolError::InvalidJson { .. }), "{e:?}");
+        let e = parse_args::<ReadFileArgs>("read_file", "[1,2]").unwrap_err();
+        assert!(matches!(e, ToolError::InvalidArguments { .. }), "{e:?}");
+        let e = parse_args::<ReadFileArgs>("read_file", r#"{"path": 3}"#).unwrap_err();
+        assert!(
+            e.render().contains("invalid arguments for `read_file`"),
+            "{}",
+            e.render()
+        );
+        let e = parse_args::<ReadFileArgs>("read_file", r#"{"path":"a","bogus":1}"#).unwrap_err();
+        assert!(e.render().contains("bogus"), "{}", e.render());
+        let ok: ReadFileArgs = parse_args("read_file", r#"{"path":"a"}"#).unwrap();
+        assert_eq!(ok.path, "a");
+        let e = parse_args::<ReadFileArgs>("read_file", "").unwrap_err();
+        assert!(e.render().contains("path"), "{}", e.render());
+    }
+
+    #[test]
+    fn every_spec_is_an_object_schema_with_a_description() {
+        for t in ToolName::ALL {
+            let spec = t.spec();
+            assert_eq!(spec.name, t.as_str());
+            assert!(!spec.description.is_empty());
+            assert_eq!(spec.parameters["type"], "object");
+            assert_eq!(ToolName::parse(t.as_str()), Some(t));
+        }
+    }
+
+    #[test]
+    fn registry_offers_optional_tools_only_when_configured() {
+        let ctx = ToolContext::new("/tmp");
+        let reg = ToolRegistry::new(ctx.clone());
+        let names = reg.names();
+        assert!(names.contains(&"exec"));
+        assert!(!names.contains(&"web_search"));
+        assert!(!names.contains(&"memory_search"));
+        let reg = ToolRegistry::new(ToolContext {
+            brave_api_key: Some("k".into()),
+            ..ctx
+        });
+        assert!(reg.names().contains(&"web_search"));
+    }
+
+    #[test]
+    fn preview_shows_the_key_argument() {
+        let call = ToolCall {
+            id: "1".into(),
+            name: "exec".into(),
+            arguments: r#"{"command":"cargo test"}"#.into(),
+        };
+        assert_eq!(ToolRegistry::preview(&call), "exec: cargo test");
+        let call = ToolCall {
+            id: "1".into(),
+            name: "write_file".into(),
+            arguments: "garbage".into(),
+        };
+        assert_eq!(ToolRegistry::preview(&call), "write_file: garbage");
+    }
+
+    #[test]
+    fn errors_render_with_prefix() {
+        let (text, is_err) = render_for_model(&Err(ToolError::EditAmbiguous {
+            path: "a.txt".into(),
+            count: 2,
+            lines: vec![1, 5],
+        }));
+        assert!(is_err);
+        assert!(text.starts_with("Error: old_text occurs 2 times"), "{text}");
+    }
+}

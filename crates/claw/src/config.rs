@@ -1,0 +1,415 @@
+//! Settings: every environment variable claw reads, the config file format, and
+//! their resolution (flags > environment > config file > defaults) into one typed
+//! [`Settings`] value. Library code receives `Settings`; it never reads `$HOME`,
+//! the environment or the terminal itself — only [`Settings::resolve`] does, and
+//! it is handed the environment by the binary.
+
+pub use claw_agent::config::{
+    AgentConfig, AssistantConfig, ENV_LLM_API, ENV_LLM_API_KEY, ENV_LLM_BASE_URL, ENV_LLM_MODEL,
+    LlmEnv,
+};
+use claw_memory::clock::Clock;
+pub use claw_memory::config::{
+    ENV_EMBED_MODEL_DIR, ENV_ORT_DYLIB_PATH, EmbedProvider, MemoryConfig, MemorySettings,
+};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Workspace directory (MEMORY.md, memory/, sessions/, state dir).
+pub const ENV_WORKSPACE: &str = "CLAW_WORKSPACE";
+/// Path of the JSON config file (default `~/.claw/config.json`).
+pub const ENV_CONFIG: &str = "CLAW_CONFIG";
+/// Embedding backend: `local` (default), `openai` or `none`.
+pub const ENV_EMBED_PROVIDER: &str = "CLAW_EMBED_PROVIDER";
+/// Test-only: the instant the process starts at (RFC 3339, `YYYY-MM-DD` or `@unix`);
+/// the clock then advances from there. Drives decay, daily notes and timestamps.
+pub const ENV_NOW: &str = "CLAW_NOW";
+
+/// Every variable above, for `--help` and the README.
+pub const ALL_ENV: &[(&str, &str)] = &[
+    (
+        ENV_WORKSPACE,
+        "workspace directory (default ~/.claw/workspace)",
+    ),
+    (ENV_CONFIG, "config file (default ~/.claw/config.json)"),
+    (
+        ENV_EMBED_MODEL_DIR,
+        "local embedding model dir (model.onnx + tokenizer.json)",
+    ),
+    (
+        ENV_EMBED_PROVIDER,
+        "embedding backend: local | openai | none",
+    ),
+    (
+        ENV_ORT_DYLIB_PATH,
+        "path to libonnxruntime.so for the local model",
+    ),
+    (ENV_LLM_API, "LLM API: openai | anthropic"),
+    (ENV_LLM_BASE_URL, "LLM API base URL"),
+    (ENV_LLM_MODEL, "LLM model name"),
+    (ENV_LLM_API_KEY, "LLM API key"),
+    (
+        ENV_NOW,
+        "test-only: start the clock at this instant (RFC 3339)",
+    ),
+];
+
+/// Errors while resolving settings.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("invalid config file {path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("invalid value for {name}: {message}")]
+    Invalid { name: String, message: String },
+    #[error("no home directory: set {ENV_WORKSPACE} and {ENV_CONFIG}")]
+    NoHome,
+}
+
+/// The config file, `~/.claw/config.json`. Unknown keys are an error naming the key.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    pub workspace: Option<PathBuf>,
+    #[serde(default)]
+    pub memory: MemorySection,
+    #[serde(default)]
+    pub embedding: EmbeddingConfig,
+    #[serde(default)]
+    pub agent: AgentConfig,
+}
+
+/// `memory` section of the config file.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemorySection {
+    pub vector_weight: Option<f64>,
+    pub text_weight: Option<f64>,
+    pub half_life_days: Option<f64>,
+    pub mmr_lambda: Option<f64>,
+    pub min_score: Option<f64>,
+    pub candidate_multiplier: Option<usize>,
+    pub cache_max_entries: Option<usize>,
+    pub max_file_bytes: Option<u64>,
+    pub chunk_tokens: Option<usize>,
+    pub chunk_overlap_tokens: Option<usize>,
+}
+
+/// `embedding` section of the config file.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EmbeddingConfig {
+    /// `local`, `openai` or `none`.
+    pub provider: Option<String>,
+    pub model_dir: Option<PathBuf>,
+    pub ort_dylib_path: Option<PathBuf>,
+    pub batch_size: Option<usize>,
+    /// OpenAI-compatible backend.
+    pub base_url: Option<String>,
+    pub model: Option<String>,
+    /// Name of the environment variable holding the API key (never the key itself).
+    pub api_key_env: Option<String>,
+    pub dims: Option<usize>,
+}
+
+/// Everything resolved once at start-up.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The memory engine's configuration: workspace, embedding backend, retrieval
+    /// parameters and the clock (`CLAW_NOW` pins it for tests).
+    pub mem: MemoryConfig,
+    /// The assistant's configuration: the `agent` section and `CLAW_LLM_*`.
+    pub assistant: AssistantConfig,
+    /// Where `claw memory install-model` puts the model by default (`~/.claw/models`),
+    /// and where the local backend looks when nothing is configured.
+    pub models_dir: Option<PathBuf>,
+}
+
+/// Inputs to resolution, gathered by the binary (so library code never reads the process environment).
+#[derive(Debug, Clone, Default)]
+pub struct ResolveInput {
+    /// The user's home directory, if known.
+    pub home: Option<PathBuf>,
+    /// A snapshot of the environment.
+    pub env: BTreeMap<String, String>,
+    /// `--workspace` flag.
+    pub workspace_flag: Option<PathBuf>,
+    /// `--config` flag.
+    pub config_flag: Option<PathBuf>,
+}
+
+impl ResolveInput {
+    /// Snapshot the real process environment. Only the binary should call this.
+    pub fn from_process(workspace_flag: Option<PathBuf>, config_flag: Option<PathBuf>) -> Self {
+        ResolveInput {
+            home: std::env::var_os("HOME")
+                .filter(|h| !h.is_empty())
+                .map(PathBuf::from),
+            env: std::env::vars().collect(),
+            workspace_flag,
+            config_flag,
+        }
+    }
+
+    fn var(&self, name: &str) -> Option<String> {
+        self.env.get(name).filter(|v| !v.is_empty()).cloned()
+    }
+}
+
+impl Settings {
+    /// Resolve flags > environment > config file > defaults.
+    pub fn resolve(input: &ResolveInput) -> Result<Settings, ConfigError> {
+        let config_path = input
+            .config_flag
+            .clone()
+            .or_else(|| input.var(ENV_CONFIG).map(PathBuf::from))
+            .or_else(|| input.home.as_ref().map(|h| h.join(".claw/config.json")));
+        let explicit_config = input.config_flag.is_some() || input.var(ENV_CONFIG).is_some();
+        let file = match &config_path {
+            Some(p) if p.exists() || explicit_config => load_config_file(p)?,
+            _ => ConfigFile::default(),
+        };
+
+        let workspace = input
+            .workspace_flag
+            .clone()
+            .or_else(|| input.var(ENV_WORKSPACE).map(PathBuf::from))
+            .or_else(|| file.workspace.clone())
+            .or_else(|| input.home.as_ref().map(|h| h.join(".claw/workspace")))
+            .ok_or(ConfigError::NoHome)?;
+        let workspace = expand_tilde(&workspace, input.home.as_deref());
+
+        let embed = resolve_embed(input, &file.embedding)?;
+        let memory = resolve_memory(&file.memory, &file.embedding)?;
+        let llm_env = LlmEnv {
+            api: input.var(ENV_LLM_API),
+            base_url: input.var(ENV_LLM_BASE_URL),
+            model: input.var(ENV_LLM_MODEL),
+            api_key: input.var(ENV_LLM_API_KEY),
+        };
+        let clock = match input.var(ENV_NOW) {
+            None => Clock::System,
+            Some(v) => Clock::parse_start(&v).map_err(|message| ConfigError::Invalid {
+                name: ENV_NOW.to_string(),
+                message,
+            })?,
+        };
+        Ok(Settings {
+            mem: MemoryConfig {
+                workspace,
+                embed,
+                memory,
+                clock,
+            },
+            assistant: AssistantConfig {
+                agent: file.agent,
+                llm_env,
+            },
+            models_dir: input.home.as_ref().map(|h| h.join(".claw/models")),
+        })
+    }
+
+    /// The state directory (database, locks) inside the workspace.
+    pub fn state_dir(&self) -> PathBuf {
+        self.mem.state_dir()
+    }
+
+    /// Path of the memory database.
+    pub fn db_path(&self) -> PathBuf {
+        self.mem.db_path()
+    }
+
+    /// Directory of session transcripts.
+    pub fn sessions_dir(&self) -> PathBuf {
+        self.mem.sessions_dir()
+    }
+}
+
+fn load_config_file(path: &Path) -> Result<ConfigFile, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    serde_json::from_str(&text).map_err(|e| ConfigError::Parse {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })
+}
+
+fn expand_tilde(p: &Path, home: Option<&Path>) -> PathBuf {
+    match (p.strip_prefix("~"), home) {
+        (Ok(rest), Some(h)) => h.join(rest),
+        _ => p.to_path_buf(),
+    }
+}
+
+fn resolve_embed(
+    input: &ResolveInput,
+    cfg: &EmbeddingConfig,
+) -> Result<EmbedProvider, ConfigError> {
+    let provider = input
+        .var(ENV_EMBED_PROVIDER)
+        .or_else(|| cfg.provider.clone())
+        .unwrap_or_else(|| "local".to_string());
+    match provider.as_str() {
+        "local" => Ok(EmbedProvider::Local {
+            model_dir: input
+                .var(ENV_EMBED_MODEL_DIR)
+                .map(PathBuf::from)
+                .or_else(|| cfg.model_dir.clone())
+                .map(|p| expand_tilde(&p, input.home.as_deref()))
+                .or_else(|| {
+                    input
+                        .home
+                        .as_ref()
+                        .map(|h| h.join(".claw/models/all-MiniLM-L6-v2"))
+                        .filter(|p| p.join("model.onnx").exists())
+                }),
+            ort_dylib_path: input
+                .var(ENV_ORT_DYLIB_PATH)
+                .map(PathBuf::from)
+                .or_else(|| cfg.ort_dylib_path.clone())
+                .map(|p| expand_tilde(&p, input.home.as_deref()))
+                .or_else(|| {
+                    input
+                        .home
+                        .as_ref()
+                        .map(|h| h.join(".claw/models/ort/libonnxruntime.so.1.24.4"))
+                        .filter(|p| p.exists())
+                }),
+        }),
+        "openai" => Ok(EmbedProvider::OpenAi {
+            base_url: cfg
+                .base_url
+                .clone()
+                .unwrap_or_else(|| "https://api.openai.com".to_string()),
+            model: cfg
+                .model
+                .clone()
+                .unwrap_or_else(|| "text-embedding-3-small".to_string()),
+            api_key: cfg.api_key_env.as_deref().and_then(|name| input.var(name)),
+            dims: cfg.dims,
+        }),
+        "none" => Ok(EmbedProvider::None),
+        other => Err(ConfigError::Invalid {
+            name: "embedding.provider".into(),
+            message: format!("`{other}` (expected local, openai or none)"),
+        }),
+    }
+}
+
+fn resolve_memory(
+    cfg: &MemorySection,
+    emb: &EmbeddingConfig,
+) -> Result<MemorySettings, ConfigError> {
+    let d = MemorySettings::default();
+    let vw = cfg.vector_weight.unwrap_or(d.vector_weight);
+    let tw = cfg.text_weight.unwrap_or(d.text_weight);
+    if !(vw >= 0.0 && tw >= 0.0 && vw + tw > 0.0) {
+        return Err(ConfigError::Invalid {
+            name: "memory.vector_weight/text_weight".into(),
+            message: "weights must be non-negative and not both zero".into(),
+        });
+    }
+    let half_life = cfg.half_life_days.unwrap_or(d.half_life_days);
+    if half_life.is_nan() || half_life <= 0.0 {
+        return Err(ConfigError::Invalid {
+            name: "memory.half_life_days".into(),
+            message: "must be > 0".into(),
+        });
+    }
+    Ok(MemorySettings {
+        // Normalised to sum 1.
+        vector_weight: vw / (vw + tw),
+        text_weight: tw / (vw + tw),
+        half_life_days: half_life,
+        mmr_lambda: cfg.mmr_lambda.unwrap_or(d.mmr_lambda).clamp(0.0, 1.0),
+        min_score: cfg.min_score.unwrap_or(d.min_score),
+        candidate_multiplier: cfg
+            .candidate_multiplier
+            .unwrap_or(d.candidate_multiplier)
+            .max(4),
+        cache_max_entries: cfg.cache_max_entries.unwrap_or(d.cache_max_entries),
+        max_file_bytes: cfg.max_file_bytes.unwrap_or(d.max_file_bytes),
+        chunk_tokens: cfg.chunk_tokens.unwrap_or(d.chunk_tokens).clamp(16, 4096),
+        chunk_overlap_tokens: cfg.chunk_overlap_tokens.unwrap_or(d.chunk_overlap_tokens),
+        embed_batch_size: emb.batch_size.unwrap_or(d.embed_batch_size).max(1),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn input(env: &[(&str, &str)]) -> ResolveInput {
+        ResolveInput {
+            home: Some(PathBuf::from("/home/u")),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn defaults_use_home() {
+        let s = Settings::resolve(&input(&[])).unwrap();
+        assert_eq!(s.mem.workspace, PathBuf::from("/home/u/.claw/workspace"));
+        assert_eq!(
+            s.db_path(),
+            PathBuf::from("/home/u/.claw/workspace/.claw/memory.sqlite")
+        );
+        assert!((s.mem.memory.vector_weight - 0.7).abs() < 1e-12);
+    }
+
+    #[test]
+    fn flag_beats_env_beats_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = dir.path().join("c.json");
+        std::fs::write(&cfg, r#"{"workspace": "/from/file"}"#).unwrap();
+        let mut i = input(&[(ENV_CONFIG, cfg.to_str().unwrap())]);
+        assert_eq!(
+            Settings::resolve(&i).unwrap().mem.workspace,
+            PathBuf::from("/from/file")
+        );
+        i.env.insert(ENV_WORKSPACE.into(), "/from/env".into());
+        assert_eq!(
+            Settings::resolve(&i).unwrap().mem.workspace,
+            PathBuf::from("/from/env")
+        );
+        i.workspace_flag = Some(PathBuf::from("/from/flag"));
+        assert_eq!(
+            Settings::resolve(&i).unwrap().mem.workspace,
+            PathBuf::from("/from/flag")
+        );
+    }
+
+    #[test]
+    fn unknown_key_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = dir.path().join("c.json");
+        std::fs::write(&cfg, r#"{"memory": {"vector_weigth": 0.5}}"#).unwrap();
+        let err = Settings::resolve(&input(&[(ENV_CONFIG, cfg.to_str().unwrap())])).unwrap_err();
+        assert!(err.to_string().contains("vector_weigth"), "{err}");
+    }
+
+    #[test]
+    fn weights_are_normalised() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = dir.path().join("c.json");
+        std::fs::write(
+            &cfg,
+            r#"{"memory": {"vector_weight": 3, "text_weight": 1}}"#,
+        )
+        .unwrap();
+        let s = Settings::resolve(&input(&[(ENV_CONFIG, cfg.to_str().unwrap())])).unwrap();
+        assert!((s.mem.memory.vector_weight - 0.75).abs() < 1e-12);
+        assert!((s.mem.memory.text_weight - 0.25).abs() < 1e-12);
+    }
+}

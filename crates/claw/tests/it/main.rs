@@ -1,0 +1,17 @@
+//! One integration-test binary for the `claw` binary end to end: index, search, get, watch, transcripts, the assistant against scripted and real LLM servers.
+#![allow(clippy::unwrap_used)]
+#![allow(unsafe_code)] // kill(2)/killpg(2) on child processes the tests start
+
+mod agent_cli;
+mod agent_memory;
+mod crash_index;
+mod e2e_local_llm;
+mod embed_openai;
+mod eval_smoke;
+mod index_cli;
+mod search_cli;
+mod search_sync;
+mod soak_watch;
+mod transcript_incremental;
+mod transcript_secrets;
+mod watch_events;

@@ -1,0 +1,423 @@
+//! Embedding backends behind one [`Embedder`] trait: the local fastembed/ONNX
+//! model (default), an OpenAI-compatible `/v1/embeddings` endpoint, or none
+//! (keyword-only). All calls are blocking; run them off the async runtime.
+
+use crate::chunk::{ApproxCounter, TokenCounter};
+use crate::config::{ENV_EMBED_MODEL_DIR, ENV_ORT_DYLIB_PATH, EmbedProvider};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Model id recorded in the index when there is no embedder.
+pub const KEYWORD_ONLY_MODEL: &str = "";
+
+/// The command that installs the local model, quoted in error hints.
+pub const INSTALL_HINT: &str =
+    "run `claw memory install-model` (or set CLAW_EMBED_MODEL_DIR and ORT_DYLIB_PATH)";
+
+/// Errors from embedding backends.
+#[derive(Debug, thiserror::Error)]
+pub enum EmbedError {
+    #[error("no local embedding model configured; {INSTALL_HINT}")]
+    NoModelDir,
+    #[error("embedding model directory {0} is missing {1}; {INSTALL_HINT}")]
+    MissingFile(PathBuf, &'static str),
+    #[error("ONNX Runtime library not found (set {ENV_ORT_DYLIB_PATH}); {INSTALL_HINT}")]
+    NoRuntime,
+    #[error("cannot load ONNX Runtime from {0}: {1}; {INSTALL_HINT}")]
+    Runtime(PathBuf, String),
+    #[error("cannot load the embedding model from {0}: {1}")]
+    Model(PathBuf, String),
+    #[error("embedding failed: {0}")]
+    Inference(String),
+    #[error("embedding endpoint {url}: {message}")]
+    Http { url: String, message: String },
+}
+
+/// A text embedding model.
+pub trait Embedder: Send + Sync {
+    /// Backend name (`local`, `openai`), part of the embedding cache key.
+    fn provider(&self) -> &str;
+    /// Model identity recorded in the index (a change triggers a rebuild).
+    fn model_id(&self) -> &str;
+    /// Vector dimension.
+    fn dims(&self) -> usize;
+    /// Embed passages; returns one L2-normalised vector per text.
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError>;
+    /// Embed a search query.
+    fn embed_query(&self, query: &str) -> Result<Vec<f32>, EmbedError> {
+        let mut v = self.embed(&[query])?;
+        v.pop()
+            .ok_or_else(|| EmbedError::Inference("empty result".into()))
+    }
+    /// Token counter matching the model's tokenizer (for the chunk budget).
+    fn token_counter(&self) -> &dyn TokenCounter;
+    /// Most tokens the model accepts per input, including special tokens.
+    fn max_input_tokens(&self) -> usize;
+}
+
+/// Scale a vector to unit length (zero vectors are left alone).
+pub fn normalize(v: &mut [f32]) {
+    let n: f32 = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if n > 0.0 {
+        v.iter_mut().for_each(|x| *x /= n);
+    }
+}
+
+/// The outcome of loading the configured backend: an embedder, or the reason there is none.
+pub enum Loaded {
+    Ready(Box<dyn Embedder>),
+    /// Keyword-only because the user chose `none`.
+    Disabled,
+    /// Keyword-only because the configured backend could not load.
+    Unavailable(EmbedError),
+}
+
+impl Loaded {
+    pub fn embedder(&self) -> Option<&dyn Embedder> {
+        match self {
+            Loaded::Ready(e) => Some(e.as_ref()),
+            _ => None,
+        }
+    }
+}
+
+/// Load the configured backend; never fails — a broken backend becomes `Unavailable`.
+pub fn load(provider: &EmbedProvider, batch_size: usize) -> Loaded {
+    match provider {
+        EmbedProvider::None => Loaded::Disabled,
+        EmbedProvider::Local {
+            model_dir,
+            ort_dylib_path,
+        } => match LocalEmbedder::load(model_dir.as_deref(), ort_dylib_path.as_deref(), batch_size)
+        {
+            Ok(e) => Loaded::Ready(Box::new(e)),
+            Err(e) => Loaded::Unavailable(e),
+        },
+        EmbedProvider::OpenAi {
+            base_url,
+            model,
+            api_key,
+            dims,
+        } => match OpenAiEmbedder::new(base_url, model, api_key.clone(), *dims) {
+            Ok(e) => Loaded::Ready(Box::new(e)),
+            Err(e) => Loaded::Unavailable(e),
+        },
+    }
+}
+
+/// Counts word pieces with the model's own `tokenizer.json`.
+pub struct HfTokenCounter {
+    tokenizer: tokenizers::Tokenizer,
+}
+
+impl HfTokenCounter {
+    pub fn from_file(path: &Path) -> Result<HfTokenCounter, EmbedError> {
+        let mut tokenizer = tokenizers::Tokenizer::from_file(path)
+            .map_err(|e| EmbedError::Model(path.to_path_buf(), e.to_string()))?;
+        tokenizer.with_truncation(None).ok();
+        tokenizer.with_padding(None);
+        Ok(HfTokenCounter { tokenizer })
+    }
+}
+
+impl TokenCounter for HfTokenCounter {
+    fn count(&self, text: &str) -> usize {
+        match self.tokenizer.encode(text, false) {
+            Ok(enc) => enc.len(),
+            Err(_) => ApproxCounter.count(text),
+        }
+    }
+}
+
+/// The default backend: a user-provided ONNX sentence-embedding model run by fastembed
+/// (mean pooling, normalised), with ONNX Runtime loaded from a configured path.
+pub struct LocalEmbedder {
+    model: Mutex<fastembed::TextEmbedding>,
+    counter: HfTokenCounter,
+    model_id: String,
+    dims: usize,
+    max_len: usize,
+    batch_size: usize,
+}
+
+/// ONNX Runtime is loaded once per process; the environment must outlive every session.
+static ORT_ENV: Mutex<Option<Result<ort::environment::Environment, String>>> = Mutex::new(None);
+
+fn init_ort(path: &Path) -> Result<ort::environment::Environment, EmbedError> {
+    let mut guard = ORT_ENV.lock().unwrap_or_else(|p| p.into_inner());
+    if guard.is_none() {
+        let result = (|| -> Result<ort::environment::Environment, String> {
+            if !path.is_file() {
+                return Err("file not found".into());
+            }
+            let builder = ort::init_from(path).map_err(|e| e.to_string())?;
+            builder.with_name("claw").build().map_err(|e| e.to_string())
+        })();
+        *guard = Some(result);
+    }
+    match guard.as_ref() {
+        Some(Ok(env)) => Ok(env.clone()),
+        Some(Err(e)) => Err(EmbedError::Runtime(path.to_path_buf(), e.clone())),
+        None => Err(EmbedError::NoRuntime),
+    }
+}
+
+impl LocalEmbedder {
+    /// Load from `model_dir` (model.onnx, tokenizer.json, config.json, special_tokens_map.json,
+    /// tokenizer_config.json) with ONNX Runtime at `ort_path`.
+    pub fn load(
+        model_dir: Option<&Path>,
+        ort_path: Option<&Path>,
+        batch_size: usize,
+    ) -> Result<LocalEmbedder, EmbedError> {
+        let dir = model_dir.ok_or(EmbedError::NoModelDir)?;
+        let need = |name: &'static str| -> Result<Vec<u8>, EmbedError> {
+            std::fs::read(dir.join(name))
+                .map_err(|_| EmbedError::MissingFile(dir.to_path_buf(), name))
+        };
+        let onnx = need("model.onnx")?;
+        let tokenizer_file = need("tokenizer.json")?;
+        let config_file = need("config.json")?;
+        let special = need("special_tokens_map.json")?;
+        let tok_config = need("tokenizer_config.json")?;
+        let ort_path = ort_path.ok_or(EmbedError::NoRuntime)?;
+        let env = init_ort(ort_path)?;
+
+        let config: serde_json::Value = serde_json::from_slice(&config_file)
+            .map_err(|e| EmbedError::Model(dir.to_path_buf(), format!("config.json: {e}")))?;
+        let dims = config["hidden_size"].as_u64().unwrap_or(384) as usize;
+        let max_pos = config["max_position_embeddings"].as_u64().unwrap_or(512) as usize;
+        // MiniLM accepts 512 positions but was trained on 128..256 word pieces; cap at 256.
+        let max_len = max_pos.min(256);
+        let name = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "local".into());
+        // Identity = directory name + a digest of the graph, so a swapped model rebuilds the index.
+        let digest = {
+            use sha2::Digest;
+            let d = sha2::Sha256::digest(&onnx);
+            hex::encode(&d[..6])
+        };
+        let model_id = format!("{name}@{digest}");
+
+        let files = fastembed::TokenizerFiles {
+            tokenizer_file: tokenizer_file.clone(),
+            config_file,
+            special_tokens_map_file: special,
+            tokenizer_config_file: tok_config,
+        };
+        let user_model = fastembed::UserDefinedEmbeddingModel::new(onnx, files)
+            .with_pooling(fastembed::Pooling::Mean);
+        let mut opts = fastembed::InitOptionsUserDefined::default();
+        opts.max_length = max_len;
+        opts.environment = Some(env);
+        let model = fastembed::TextEmbedding::try_new_from_user_defined(user_model, opts)
+            .map_err(|e| EmbedError::Model(dir.to_path_buf(), e.to_string()))?;
+        let counter = HfTokenCounter::from_file(&dir.join("tokenizer.json"))?;
+        Ok(LocalEmbedder {
+            model: Mutex::new(model),
+            counter,
+            model_id,
+            dims,
+            max_len,
+            batch_size: batch_size.max(1),
+        })
+    }
+}
+
+impl Embedder for LocalEmbedder {
+    fn provider(&self) -> &str {
+        "local"
+    }
+    fn model_id(&self) -> &str {
+        &self.model_id
+    }
+    fn dims(&self) -> usize {
+        self.dims
+    }
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        if texts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut model = self.model.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out = model
+            .embed(texts, Some(self.batch_size))
+            .map_err(|e| EmbedError::Inference(e.to_string()))?;
+        for v in &mut out {
+            normalize(v);
+        }
+        Ok(out)
+    }
+    fn token_counter(&self) -> &dyn TokenCounter {
+        &self.counter
+    }
+    fn max_input_tokens(&self) -> usize {
+        self.max_len
+    }
+}
+
+/// An OpenAI-compatible `/v1/embeddings` endpoint (OpenAI, Ollama, vLLM, LM Studio).
+pub struct OpenAiEmbedder {
+    agent: ureq::Agent,
+    url: String,
+    model: String,
+    model_id: String,
+    api_key: Option<String>,
+    dims: usize,
+}
+
+#[derive(serde::Deserialize)]
+struct EmbeddingsResponse {
+    data: Vec<EmbeddingItem>,
+}
+
+#[derive(serde::Deserialize)]
+struct EmbeddingItem {
+    index: usize,
+    embedding: Vec<f32>,
+}
+
+impl OpenAiEmbedder {
+    /// Create a client; when `dims` is not configured, one probe request discovers it.
+    pub fn new(
+        base_url: &str,
+        model: &str,
+        api_key: Option<String>,
+        dims: Option<usize>,
+    ) -> Result<OpenAiEmbedder, EmbedError> {
+        let base = base_url.trim_end_matches('/');
+        let url = if base.ends_with("/v1") {
+            format!("{base}/embeddings")
+        } else {
+            format!("{base}/v1/embeddings")
+        };
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .timeout_global(Some(Duration::from_secs(60)))
+            .http_status_as_error(false)
+            .build()
+            .into();
+        let mut e = OpenAiEmbedder {
+            agent,
+            url,
+            model: model.to_string(),
+            model_id: format!("openai:{model}"),
+            api_key,
+            dims: dims.unwrap_or(0),
+        };
+        if e.dims == 0 {
+            e.dims = e
+                .request(&["dimension probe"])?
+                .first()
+                .map(|v| v.len())
+                .unwrap_or(0);
+        }
+        Ok(e)
+    }
+
+    fn request(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let err = |message: String| EmbedError::Http {
+            url: self.url.clone(),
+            message,
+        };
+        let mut req = self.agent.post(&self.url);
+        if let Some(k) = &self.api_key {
+            req = req.header("Authorization", format!("Bearer {k}"));
+        }
+        let mut resp = req
+            .send_json(serde_json::json!({"model": self.model, "input": texts}))
+            .map_err(|e| err(e.to_string()))?;
+        let status = resp.status();
+        if !status.is_success() {
+            let body = resp.body_mut().read_to_string().unwrap_or_default();
+            return Err(err(format!(
+                "HTTP {status}: {}",
+                body.chars().take(300).collect::<String>()
+            )));
+        }
+        let parsed: EmbeddingsResponse = resp
+            .body_mut()
+            .read_json()
+            .map_err(|e| err(format!("bad response: {e}")))?;
+        if parsed.data.len() != texts.len() {
+            return Err(err(format!(
+                "{} embeddings for {} inputs",
+                parsed.data.len(),
+                texts.len()
+            )));
+        }
+        let mut data = parsed.data;
+        data.sort_by_key(|d| d.index);
+        Ok(data
+            .into_iter()
+            .map(|d| {
+                let mut v = d.embedding;
+                normalize(&mut v);
+                v
+            })
+            .collect())
+    }
+}
+
+impl Embedder for OpenAiEmbedder {
+    fn provider(&self) -> &str {
+        "openai"
+    }
+    fn model_id(&self) -> &str {
+        &self.model_id
+    }
+    fn dims(&self) -> usize {
+        self.dims
+    }
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let mut out = Vec::with_capacity(texts.len());
+        for batch in texts.chunks(64) {
+            out.extend(self.request(batch)?);
+        }
+        Ok(out)
+    }
+    fn token_counter(&self) -> &dyn TokenCounter {
+        &ApproxCounter
+    }
+    fn max_input_tokens(&self) -> usize {
+        8192
+    }
+}
+
+/// Describe where the local model is expected, for messages.
+pub fn describe_local(model_dir: Option<&Path>) -> String {
+    match model_dir {
+        Some(d) => d.display().to_string(),
+        None => format!("(not set; {ENV_EMBED_MODEL_DIR})"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalize_unit_length() {
+        let mut v = vec![3.0, 4.0];
+        normalize(&mut v);
+        assert!((v[0] - 0.6).abs() < 1e-6 && (v[1] - 0.8).abs() < 1e-6);
+        let mut z = vec![0.0, 0.0];
+        normalize(&mut z);
+        assert_eq!(z, vec![0.0, 0.0]);
+    }
+
+    #[test]
+    fn missing_model_says_what_to_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = LocalEmbedder::load(Some(dir.path()), None, 1)
+            .err()
+            .unwrap();
+        assert!(
+            err.to_string().contains("claw memory install-model"),
+            "{err}"
+        );
+        let err = LocalEmbedder::load(None, None, 1).err().unwrap();
+        assert!(matches!(err, EmbedError::NoModelDir));
+    }
+}

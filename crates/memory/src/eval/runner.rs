@@ -1,0 +1,422 @@
+//! The evaluation run: writes the corpus as Markdown notes into a temporary
+//! registered source, indexes it with the normal indexer, runs every query
+//! through the normal search engine per mode, and scores the rankings.
+//!
+//! Invariant: all files live under a fresh temporary directory (removed on drop);
+//! the user's workspace and database are never opened.
+
+use super::beir::Dataset;
+use super::metrics::{self, Cutoffs, QueryMetrics, Run, Summary};
+use super::{EVAL_SOURCE, doc_file_name, doc_markdown};
+use crate::config::MemoryConfig;
+use crate::embed::Embedder;
+use crate::indexer::{self, IndexError, IndexOptions};
+use crate::lock::{LockError, WriterLock};
+use crate::search::engine::{self, Mode, SearchRequest, SourceFilter};
+use crate::search::score::KeywordNorm;
+
+use crate::store::{Store, StoreError};
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// Errors that stop an evaluation.
+#[derive(Debug, thiserror::Error)]
+pub enum EvalError {
+    #[error("cannot write the temporary corpus at {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Lock(#[from] LockError),
+    #[error("indexing the corpus failed: {0}")]
+    Index(#[from] IndexError),
+    #[error("search failed for query `{query}` in mode {mode}: {message}")]
+    Search {
+        mode: String,
+        query: String,
+        message: String,
+    },
+    #[error("{0}")]
+    Empty(String),
+}
+
+/// A retrieval configuration evaluated on the shared index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum EvalMode {
+    /// Keyword only (FTS5 BM25).
+    Fts,
+    /// Vector only.
+    Vector,
+    /// The default: vector + keyword blended, MMR on.
+    Hybrid,
+    /// Hybrid with MMR off.
+    HybridNoMmr,
+}
+
+impl EvalMode {
+    /// Every mode, in report order.
+    pub const ALL: [EvalMode; 4] = [
+        EvalMode::Fts,
+        EvalMode::Vector,
+        EvalMode::Hybrid,
+        EvalMode::HybridNoMmr,
+    ];
+
+    /// The name used in reports and JSON keys.
+    pub fn name(self) -> &'static str {
+        match self {
+            EvalMode::Fts => "fts",
+            EvalMode::Vector => "vector",
+            EvalMode::Hybrid => "hybrid",
+            EvalMode::HybridNoMmr => "hybrid-nommr",
+        }
+    }
+
+    /// Whether the mode needs an embedding model.
+    pub fn needs_embedder(self) -> bool {
+        self != EvalMode::Fts
+    }
+}
+
+/// One evaluated configuration: a mode, optionally with the hybrid blend's vector
+/// weight overridden (text weight = 1 − w), so one index serves a weight sweep.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Variant {
+    pub mode: EvalMode,
+    pub vector_weight: Option<f64>,
+}
+
+impl Variant {
+    /// Report label: the mode name, plus `@vw0.50` for a weight override.
+    pub fn name(&self) -> String {
+        match self.vector_weight {
+            Some(w) => format!("{}@vw{w:.2}", self.mode.name()),
+            None => self.mode.name().to_string(),
+        }
+    }
+}
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct EvalOptions {
+    pub modes: Vec<EvalMode>,
+    /// Extra vector weights to evaluate the hybrid modes at (besides the configured one).
+    pub vector_weights: Vec<f64>,
+    /// Results requested per query (also the Recall cut-off).
+    pub limit: usize,
+    /// BM25 normalisation handed to the engine (a tuning knob).
+    pub keyword_norm: KeywordNorm,
+}
+
+/// Progress notifications for a UI.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EvalProgress {
+    /// Writing the corpus notes.
+    Writing { docs: usize },
+    /// Indexing: `done` of `total` files.
+    Indexing { done: usize, total: usize },
+    /// Querying one mode: `done` of `total` queries.
+    Querying {
+        mode: EvalMode,
+        done: usize,
+        total: usize,
+    },
+}
+
+/// The outcome of one mode.
+#[derive(Debug, Clone)]
+pub enum ModeOutcome {
+    Ran(ModeResult),
+    Skipped { reason: String },
+}
+
+/// Scores and latency of one mode.
+#[derive(Debug, Clone)]
+pub struct ModeResult {
+    pub summary: Summary,
+    pub p50_ms: f64,
+    pub p95_ms: f64,
+    pub per_query: BTreeMap<String, QueryMetrics>,
+    /// The evaluated rankings, for export as a TREC run.
+    pub run: Run,
+}
+
+/// The whole report.
+#[derive(Debug, Clone)]
+pub struct EvalReport {
+    pub dataset: String,
+    pub split: String,
+    /// Queries of the split (those run).
+    pub queries: usize,
+    pub documents: usize,
+    pub chunks: usize,
+    pub index_seconds: f64,
+    pub cutoffs: Cutoffs,
+    pub modes: Vec<(Variant, ModeOutcome)>,
+}
+
+/// Run the evaluation. `embedder` is the loaded model, or the reason there is
+/// none (modes needing it are then reported as skipped with that reason).
+pub fn run(
+    data: &Dataset,
+    settings: &MemoryConfig,
+    embedder: Result<&dyn Embedder, String>,
+    opts: &EvalOptions,
+    progress: &dyn Fn(EvalProgress),
+) -> Result<EvalReport, EvalError> {
+    if data.queries.is_empty() {
+        return Err(EvalError::Empty(format!(
+            "split `{}` of {} has no queries",
+            data.split, data.name
+        )));
+    }
+    let tmp = tempfile::Builder::new()
+        .prefix("claw-eval-")
+        .tempdir()
+        .map_err(|source| EvalError::Io {
+            path: std::env::temp_dir(),
+            source,
+        })?;
+    let corpus_dir = tmp.path().join("corpus");
+    let workspace = tmp.path().join("workspace");
+    let mut settings = settings.clone();
+    settings.workspace = workspace.clone();
+    for dir in [&corpus_dir, &settings.state_dir()] {
+        std::fs::create_dir_all(dir).map_err(|source| EvalError::Io {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+    }
+
+    // One note per document; remember which file is which id.
+    progress(EvalProgress::Writing {
+        docs: data.corpus.len(),
+    });
+    let mut by_file: HashMap<String, String> = HashMap::with_capacity(data.corpus.len());
+    for doc in &data.corpus {
+        let name = doc_file_name(&doc.id);
+        let path = corpus_dir.join(&name);
+        std::fs::write(&path, doc_markdown(&doc.title, &doc.text))
+            .map_err(|source| EvalError::Io { path, source })?;
+        by_file.insert(name, doc.id.clone());
+    }
+
+    let model = embedder.as_ref().ok().copied();
+    let mut store = Store::open(&settings.db_path())?;
+    store.add_source(EVAL_SOURCE, &corpus_dir)?;
+    let lock = WriterLock::acquire(&settings.state_dir(), "eval", Duration::from_secs(5))?;
+    let started = Instant::now();
+    let total = data.corpus.len();
+    let done = std::cell::Cell::new(0usize);
+    let report = indexer::run(
+        &mut store,
+        &settings,
+        model,
+        &IndexOptions::default(),
+        &lock,
+        &|p| {
+            if let indexer::Progress::File { .. } = p {
+                done.set(done.get() + 1);
+                progress(EvalProgress::Indexing {
+                    done: done.get(),
+                    total,
+                });
+            }
+        },
+    )?;
+    let index_seconds = started.elapsed().as_secs_f64();
+    drop(lock);
+    let chunks = store.stats()?.chunks as usize;
+    if let Some(issue) = report.issues.iter().find(|i| i.skipped) {
+        return Err(EvalError::Empty(format!(
+            "the indexer skipped {} ({}); the evaluation would be wrong",
+            issue.path, issue.message
+        )));
+    }
+
+    let cutoffs = Cutoffs {
+        recall: opts.limit,
+        ..Cutoffs::default()
+    };
+    let now = settings.clock.now_unix();
+    let mut modes = Vec::new();
+    let mut variants = Vec::new();
+    for &mode in &opts.modes {
+        variants.push(Variant {
+            mode,
+            vector_weight: None,
+        });
+        if matches!(mode, EvalMode::Hybrid | EvalMode::HybridNoMmr) {
+            for &w in &opts.vector_weights {
+                variants.push(Variant {
+                    mode,
+                    vector_weight: Some(w.clamp(0.0, 1.0)),
+                });
+            }
+        }
+    }
+    for variant in variants {
+        let mode = variant.mode;
+        let mut settings = settings.clone();
+        if let Some(w) = variant.vector_weight {
+            settings.memory.vector_weight = w;
+            settings.memory.text_weight = 1.0 - w;
+        }
+        if mode.needs_embedder()
+            && let Err(reason) = &embedder
+        {
+            modes.push((
+                variant,
+                ModeOutcome::Skipped {
+                    reason: reason.clone(),
+                },
+            ));
+            continue;
+        }
+        let mut run = Run::new();
+        let mut latencies = Vec::with_capacity(data.queries.len());
+        for (i, q) in data.queries.iter().enumerate() {
+            let t = Instant::now();
+            let hits = search_one(
+                &store,
+                &settings,
+                model,
+                mode,
+                opts.keyword_norm,
+                &q.text,
+                opts.limit,
+                now,
+            )
+            .map_err(|message| EvalError::Search {
+                mode: variant.name(),
+                query: q.id.clone(),
+                message,
+            })?;
+            latencies.push(t.elapsed().as_secs_f64() * 1000.0);
+            run.insert(q.id.clone(), ranking_to_run(&hits, &by_file));
+            progress(EvalProgress::Querying {
+                mode,
+                done: i + 1,
+                total: data.queries.len(),
+            });
+        }
+        latencies.sort_by(f64::total_cmp);
+        let per_query = metrics::evaluate(&data.qrels, &run, cutoffs);
+        modes.push((
+            variant,
+            ModeOutcome::Ran(ModeResult {
+                summary: metrics::summarize(&per_query),
+                p50_ms: metrics::percentile(&latencies, 50.0),
+                p95_ms: metrics::percentile(&latencies, 95.0),
+                per_query,
+                run,
+            }),
+        ));
+    }
+
+    Ok(EvalReport {
+        dataset: data.name.clone(),
+        split: data.split.clone(),
+        queries: data.queries.len(),
+        documents: data.corpus.len(),
+        chunks,
+        index_seconds,
+        cutoffs,
+        modes,
+    })
+}
+
+/// Turn the engine's ranked hits (source-relative paths, best first) into a
+/// document ranking: a document ranks where its best chunk first appears
+/// (later chunks of it are dropped); hits outside the corpus are ignored.
+/// The ranking handed to the metrics is exactly the engine's order, expressed as
+/// strictly decreasing scores `n, n-1, …` so trec_eval's score sort keeps it.
+pub fn ranking_to_run(
+    hit_paths: &[String],
+    by_file: &HashMap<String, String>,
+) -> Vec<(String, f64)> {
+    let mut seen = std::collections::HashSet::new();
+    let ids: Vec<&String> = hit_paths
+        .iter()
+        .filter_map(|p| by_file.get(p.rsplit('/').next().unwrap_or(p)))
+        .filter(|id| seen.insert(id.as_str()))
+        .collect();
+    let n = ids.len();
+    ids.into_iter()
+        .enumerate()
+        .map(|(i, id)| (id.clone(), (n - i) as f64))
+        .collect()
+}
+
+/// One query through the normal search path; returns hit paths, best first.
+/// A silent fallback (e.g. vector mode answered by keywords) is an error: the
+/// mode's figures would be mislabelled.
+#[allow(clippy::too_many_arguments)]
+fn search_one(
+    store: &Store,
+    settings: &MemoryConfig,
+    embedder: Option<&dyn Embedder>,
+    mode: EvalMode,
+    keyword_norm: KeywordNorm,
+    query: &str,
+    limit: usize,
+    now: i64,
+) -> Result<Vec<String>, String> {
+    let mut req = SearchRequest::new(query);
+    req.limit = limit;
+    req.min_score = Some(f64::NEG_INFINITY);
+    req.source = SourceFilter::Named(EVAL_SOURCE.to_string());
+    req.keyword_norm = keyword_norm;
+    (req.mode, req.mmr) = match mode {
+        EvalMode::Fts => (Mode::Fts, true),
+        EvalMode::Vector => (Mode::Vector, true),
+        EvalMode::Hybrid => (Mode::Hybrid, true),
+        EvalMode::HybridNoMmr => (Mode::Hybrid, false),
+    };
+    let resp =
+        engine::search(store, embedder, &settings.memory, &req, now).map_err(|e| e.to_string())?;
+    if let Some(fb) = &resp.fallback {
+        return Err(format!(
+            "the engine fell back ({fb}) instead of running {}",
+            mode.name()
+        ));
+    }
+    Ok(resp.results.into_iter().map(|h| h.path).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranking_keeps_first_occurrence_and_engine_order() {
+        let by_file: HashMap<String, String> =
+            [("doc-a.md", "a"), ("doc-b.md", "b"), ("doc-c.md", "c")]
+                .iter()
+                .map(|(f, d)| (f.to_string(), d.to_string()))
+                .collect();
+        let hits: Vec<String> = ["doc-b.md", "doc-a.md", "doc-b.md", "other.md", "doc-c.md"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let run = ranking_to_run(&hits, &by_file);
+        assert_eq!(
+            run,
+            vec![
+                ("b".to_string(), 3.0),
+                ("a".to_string(), 2.0),
+                ("c".to_string(), 1.0)
+            ]
+        );
+        // trec ordering reproduces the engine's order.
+        let ids: Vec<String> = metrics::trec_order(&run)
+            .into_iter()
+            .map(|(d, _)| d)
+            .collect();
+        assert_eq!(ids, vec!["b", "a", "c"]);
+    }
+}

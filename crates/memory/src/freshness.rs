@@ -1,0 +1,463 @@
+//! Freshness: a cheap, stat-level comparison of the disk (walk + stat, never a
+//! hash) with the `files` table, and the bounded inline sync `claw memory search`
+//! runs before answering.
+//!
+//! Invariant: a backlog larger than the caller's limit is never re-indexed
+//! inline; the answer says the index is stale instead. The inline sync never
+//! waits for another writer.
+
+use crate::config::MemoryConfig;
+use crate::embed::Embedder;
+use crate::indexer;
+use crate::lock::{LockError, WriterLock};
+use crate::store::{FileRecord, Store, StoreError};
+use crate::walk::{self, SourceRoot};
+use std::collections::{BTreeSet, HashMap};
+use std::time::{Duration, Instant};
+
+/// One file of one source.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+pub struct FileRef {
+    pub source: String,
+    pub path: String,
+}
+
+impl FileRef {
+    pub fn new(source: impl Into<String>, path: impl Into<String>) -> FileRef {
+        FileRef {
+            source: source.into(),
+            path: path.into(),
+        }
+    }
+}
+
+/// How the disk differs from the index, by stat only.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct Staleness {
+    /// On disk, not indexed.
+    pub new: Vec<FileRef>,
+    /// Indexed, but the size or mtime differs.
+    pub changed: Vec<FileRef>,
+    /// Indexed, gone from disk (or its source is gone).
+    pub deleted: Vec<FileRef>,
+    /// Files seen on disk.
+    pub scanned: usize,
+    pub elapsed_ms: u64,
+}
+
+impl Staleness {
+    /// Number of files that need work.
+    pub fn dirty(&self) -> usize {
+        self.new.len() + self.changed.len() + self.deleted.len()
+    }
+
+    pub fn is_fresh(&self) -> bool {
+        self.dirty() == 0
+    }
+
+    /// Every dirty file (new, changed, deleted), sorted.
+    pub fn dirty_files(&self) -> Vec<FileRef> {
+        let set: BTreeSet<FileRef> = self
+            .new
+            .iter()
+            .chain(&self.changed)
+            .chain(&self.deleted)
+            .cloned()
+            .collect();
+        set.into_iter().collect()
+    }
+
+    fn merge(&mut self, other: Staleness) {
+        self.new.extend(other.new);
+        self.changed.extend(other.changed);
+        self.deleted.extend(other.deleted);
+        self.scanned += other.scanned;
+    }
+}
+
+/// Compare every source (built-ins and registered folders) with the index.
+pub fn check(settings: &MemoryConfig, store: &Store) -> Result<Staleness, StoreError> {
+    let start = Instant::now();
+    let sources = walk::sources(settings, store)?;
+    let mut out = Staleness::default();
+    for src in &sources {
+        out.merge(check_source(src, store)?);
+    }
+    // Rows of sources that no longer exist (unregistered behind our back).
+    let known: BTreeSet<&str> = sources.iter().map(|s| s.name.as_str()).collect();
+    for name in store.indexed_sources()? {
+        if !known.contains(name.as_str()) {
+            let mut paths: Vec<_> = store.file_records(&name)?.into_keys().collect();
+            paths.sort();
+            out.deleted
+                .extend(paths.into_iter().map(|p| FileRef::new(name.clone(), p)));
+        }
+    }
+    out.elapsed_ms = start.elapsed().as_millis() as u64;
+    Ok(out)
+}
+
+/// Compare one source with the index.
+pub fn check_source(src: &SourceRoot, store: &Store) -> Result<Staleness, StoreError> {
+    let start = Instant::now();
+    let (disk, _issues) = walk::walk_source(src);
+    let records = store.file_records(&src.name)?;
+    let mut out = diff(&src.name, &disk, &records);
+    out.elapsed_ms = start.elapsed().as_millis() as u64;
+    Ok(out)
+}
+
+/// Pure comparison of a source's disk listing with its stored records (the
+/// indexer's own plan, by stat only).
+pub fn diff(
+    source: &str,
+    disk: &[walk::DiskFile],
+    records: &HashMap<String, FileRecord>,
+) -> Staleness {
+    let p = crate::plan::plan(disk, records, false);
+    let refs = |files: &[walk::DiskFile]| -> Vec<FileRef> {
+        files.iter().map(|f| FileRef::new(source, &f.rel)).collect()
+    };
+    Staleness {
+        new: refs(&p.add),
+        changed: refs(&p.check),
+        deleted: p
+            .remove
+            .into_iter()
+            .map(|r| FileRef::new(source, r))
+            .collect(),
+        scanned: disk.len(),
+        elapsed_ms: 0,
+    }
+}
+
+/// What the inline sync before a search did; serialised as the `sync` object of
+/// `claw memory search --json`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum SyncReport {
+    /// The index matched the disk; nothing to do.
+    Fresh { checked_ms: u64 },
+    /// The few dirty files were re-indexed before answering.
+    Synced {
+        reindexed: Vec<FileRef>,
+        removed: Vec<FileRef>,
+        elapsed_ms: u64,
+    },
+    /// Too many dirty files (or another writer is busy): answered from the
+    /// current index, which is behind the disk by `pending` files.
+    Stale {
+        pending: usize,
+        reason: String,
+        /// A few of the dirty files, for the message.
+        sample: Vec<FileRef>,
+    },
+    /// `--no-sync`: not checked.
+    Skipped,
+}
+
+impl SyncReport {
+    /// One line for the text output (None when there is nothing worth saying).
+    pub fn describe(&self) -> Option<String> {
+        match self {
+            SyncReport::Fresh { .. } | SyncReport::Skipped => None,
+            SyncReport::Synced {
+                reindexed,
+                removed,
+                elapsed_ms,
+            } => Some(format!(
+                "synced {} changed and {} removed file(s) before searching ({elapsed_ms} ms)",
+                reindexed.len(),
+                removed.len()
+            )),
+            SyncReport::Stale {
+                pending, reason, ..
+            } => Some(format!(
+                "index is stale: {pending} file(s) changed on disk are not indexed yet ({reason}); run `claw memory index` or `claw memory watch`"
+            )),
+        }
+    }
+}
+
+/// Default: at most this many dirty files are re-indexed inline before a search.
+pub const DEFAULT_SYNC_LIMIT: usize = 20;
+
+/// How the inline sync re-indexes files: the indexer's targeted entry point.
+/// Returns (re-indexed, removed).
+pub type ReindexFn<'a> =
+    dyn FnMut(&mut Store, &[FileRef]) -> Result<(Vec<FileRef>, Vec<FileRef>), String> + 'a;
+
+/// Check freshness and, when at most `limit` files are dirty, re-index them via
+/// `reindex` (which takes the writer lock without waiting). A larger backlog, or
+/// a busy writer, yields [`SyncReport::Stale`] and leaves the index alone.
+pub fn sync_small_with(
+    store: &mut Store,
+    st: Staleness,
+    limit: usize,
+    reindex: &mut ReindexFn<'_>,
+) -> Result<SyncReport, StoreError> {
+    let start = Instant::now();
+    if st.is_fresh() {
+        return Ok(SyncReport::Fresh {
+            checked_ms: st.elapsed_ms,
+        });
+    }
+    let dirty = st.dirty_files();
+    if dirty.len() > limit {
+        return Ok(SyncReport::Stale {
+            pending: dirty.len(),
+            reason: format!("more than {limit} files to re-index; not done inline"),
+            sample: dirty.into_iter().take(5).collect(),
+        });
+    }
+    match reindex(store, &dirty) {
+        Ok((reindexed, removed)) => Ok(SyncReport::Synced {
+            reindexed,
+            removed,
+            elapsed_ms: start.elapsed().as_millis() as u64,
+        }),
+        Err(reason) => Ok(SyncReport::Stale {
+            pending: dirty.len(),
+            reason,
+            sample: dirty.into_iter().take(5).collect(),
+        }),
+    }
+}
+
+/// How long the inline sync waits for the writer lock (it never queues behind a
+/// long index run: the watcher or that run will bring the index up to date).
+pub const SYNC_LOCK_WAIT: Duration = Duration::from_millis(0);
+
+/// The inline sync `claw memory search` runs before answering: at most `limit`
+/// dirty files are re-indexed (with the writer lock, never waiting for it);
+/// otherwise the report says the index is stale.
+pub fn sync_small(
+    store: &mut Store,
+    settings: &MemoryConfig,
+    embedder: Option<&dyn Embedder>,
+    limit: usize,
+) -> Result<SyncReport, StoreError> {
+    let st = check(settings, store)?;
+    sync_checked(store, settings, embedder, limit, st)
+}
+
+/// [`sync_small`] for a caller that already ran [`check`] (to decide, say, whether
+/// the embedder is worth loading).
+pub fn sync_checked(
+    store: &mut Store,
+    settings: &MemoryConfig,
+    embedder: Option<&dyn Embedder>,
+    limit: usize,
+    st: Staleness,
+) -> Result<SyncReport, StoreError> {
+    // Never let an inline sync rebuild the index (a different model or chunker
+    // would reset every row): that is `claw memory index`'s job.
+    if let Some(reason) = identity_mismatch(store, embedder)? {
+        if st.is_fresh() {
+            return Ok(SyncReport::Fresh {
+                checked_ms: st.elapsed_ms,
+            });
+        }
+        let dirty = st.dirty_files();
+        return Ok(SyncReport::Stale {
+            pending: dirty.len(),
+            reason,
+            sample: dirty.into_iter().take(5).collect(),
+        });
+    }
+    let mut reindex = |store: &mut Store, files: &[FileRef]| {
+        let lock = WriterLock::acquire(
+            &settings.state_dir(),
+            "claw memory search (sync)",
+            SYNC_LOCK_WAIT,
+        )
+        .map_err(|e| match e {
+            LockError::Held { pid, what, .. } => {
+                format!("another writer (pid {pid}, `{what}`) is updating the index")
+            }
+            other => other.to_string(),
+        })?;
+        apply_paths(store, settings, embedder, files, &lock).map(|o| (o.reindexed, o.removed))
+    };
+    sync_small_with(store, st, limit, &mut reindex)
+}
+
+/// Why a targeted re-index with `embedder` would have to rebuild the index, if it would.
+/// A database never indexed has no identity yet: building it is allowed.
+pub fn identity_mismatch(
+    store: &Store,
+    embedder: Option<&dyn Embedder>,
+) -> Result<Option<String>, StoreError> {
+    let Some(stored) = store.meta("model")? else {
+        return Ok(None);
+    };
+    let model = embedder.map(|e| e.model_id()).unwrap_or("");
+    if stored != model {
+        let show = |m: &str| {
+            if m.is_empty() {
+                "keyword-only".to_string()
+            } else {
+                m.to_string()
+            }
+        };
+        return Ok(Some(format!(
+            "the index was built with {} but this search runs with {}; run `claw memory index`",
+            show(&stored),
+            show(model)
+        )));
+    }
+    if store.meta("chunker_version")?.as_deref() != Some(crate::chunk::CHUNKER_VERSION) {
+        return Ok(Some(
+            "the chunker changed since the last index; run `claw memory index`".into(),
+        ));
+    }
+    Ok(None)
+}
+
+/// Re-index or remove `files` through the indexer's targeted entry point and
+/// say, per file, what happened. The caller holds the writer lock.
+pub fn apply_paths(
+    store: &mut Store,
+    settings: &MemoryConfig,
+    embedder: Option<&dyn Embedder>,
+    files: &[FileRef],
+    lock: &WriterLock,
+) -> Result<SyncOutcome, String> {
+    let sources = walk::sources(settings, store).map_err(|e| e.to_string())?;
+    // Classify first (the indexer reports counts, the caller wants names).
+    let mut will_index = Vec::new();
+    let mut will_remove = Vec::new();
+    for f in files {
+        let Some(src) = sources.iter().find(|s| s.name == f.source) else {
+            // An unregistered source: its rows are dropped by the indexer's full pass.
+            continue;
+        };
+        let stored = store
+            .file_record(&f.source, &f.path)
+            .map_err(|e| e.to_string())?;
+        match walk::stat_file(src, &f.path) {
+            Some(d) => {
+                let same = stored
+                    .as_ref()
+                    .is_some_and(|r| r.mtime_ns == d.mtime_ns && r.size == d.size);
+                if !same {
+                    will_index.push(f.clone());
+                }
+            }
+            None if stored.is_some() => will_remove.push(f.clone()),
+            None => {}
+        }
+    }
+    let targets: Vec<(String, String)> = files
+        .iter()
+        .map(|f| (f.source.clone(), f.path.clone()))
+        .collect();
+    let report = indexer::run_paths(store, settings, embedder, &targets, lock, &|_| {})
+        .map_err(|e| e.to_string())?;
+    let skipped: BTreeSet<(&str, &str)> = report
+        .issues
+        .iter()
+        .filter(|i| i.skipped)
+        .map(|i| (i.source.as_str(), i.path.as_str()))
+        .collect();
+    let reindexed: Vec<FileRef> = will_index
+        .into_iter()
+        .filter(|f| !skipped.contains(&(f.source.as_str(), f.path.as_str())))
+        .collect();
+    Ok(SyncOutcome {
+        unchanged: report.files_unchanged,
+        reindexed,
+        removed: will_remove,
+        errors: report
+            .issues
+            .iter()
+            .map(|i| format!("{}/{}: {}", i.source, i.path, i.message))
+            .collect(),
+        rebuilt: report.rebuilt.clone(),
+    })
+}
+
+/// What one targeted re-index did, per file.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct SyncOutcome {
+    /// Files whose stat had moved and were re-read (content may still be unchanged).
+    pub reindexed: Vec<FileRef>,
+    pub removed: Vec<FileRef>,
+    /// Files whose content hash was unchanged.
+    pub unchanged: usize,
+    /// Per-file problems (counted skips), never fatal.
+    pub errors: Vec<String>,
+    /// Set when the index had to be rebuilt (model or chunker changed).
+    pub rebuilt: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::walk::DiskFile;
+
+    fn disk(rel: &str, mtime: i64, size: i64) -> DiskFile {
+        DiskFile {
+            rel: rel.into(),
+            abs: rel.into(),
+            mtime_ns: mtime,
+            size,
+        }
+    }
+
+    fn rec(path: &str, mtime: i64, size: i64) -> (String, FileRecord) {
+        (
+            path.into(),
+            FileRecord {
+                source: "memory".into(),
+                path: path.into(),
+                sha256: "x".into(),
+                mtime_ns: mtime,
+                size,
+                indexed_bytes: 0,
+                indexed_lines: 0,
+            },
+        )
+    }
+
+    #[test]
+    fn diff_classifies_by_stat() {
+        let on_disk = [
+            disk("same.md", 1, 10),
+            disk("touched.md", 2, 10),
+            disk("grown.md", 1, 11),
+            disk("new.md", 1, 1),
+        ];
+        let records: HashMap<_, _> = [
+            rec("same.md", 1, 10),
+            rec("touched.md", 1, 10),
+            rec("grown.md", 1, 10),
+            rec("gone.md", 1, 1),
+        ]
+        .into_iter()
+        .collect();
+        let st = diff("memory", &on_disk, &records);
+        let names = |v: &[FileRef]| v.iter().map(|f| f.path.clone()).collect::<Vec<_>>();
+        assert_eq!(names(&st.new), ["new.md"]);
+        assert_eq!(names(&st.changed), ["touched.md", "grown.md"]);
+        assert_eq!(names(&st.deleted), ["gone.md"]);
+        assert_eq!(st.dirty(), 4);
+        assert_eq!(st.scanned, 4);
+    }
+
+    #[test]
+    fn sync_report_json_shape() {
+        let r = SyncReport::Stale {
+            pending: 30,
+            reason: "too many".into(),
+            sample: vec![FileRef::new("memory", "a.md")],
+        };
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["status"], "stale");
+        assert_eq!(v["pending"], 30);
+        assert_eq!(v["sample"][0]["path"], "a.md");
+        assert!(r.describe().unwrap().contains("stale"));
+        let v = serde_json::to_value(SyncReport::Fresh { checked_ms: 3 }).unwrap();
+        assert_eq!(v["status"], "fresh");
+    }
+}

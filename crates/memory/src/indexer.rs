@@ -1,0 +1,589 @@
+//! Incremental indexing: walk every source, plan against the store, and for each
+//! new or changed file read → hash → redact → chunk → embed (cache first) → write
+//! in one transaction. Unchanged files cost a stat (and a hash when the stat
+//! moved); only chunk texts missing from the embedding cache are embedded.
+//!
+//! Invariant: blocking work only (SQLite, file reads, embedding); the caller runs
+//! it on a dedicated thread or `spawn_blocking`, and must hold the [`WriterLock`].
+
+use crate::chunk::{self, ApproxCounter, CHUNKER_VERSION, ChunkParams, TokenCounter};
+use crate::config::MemoryConfig;
+use crate::dates::note_time_from_path;
+use crate::embed::{Embedder, KEYWORD_ONLY_MODEL};
+use crate::lock::WriterLock;
+use crate::plan::plan;
+use crate::redact::redact;
+use crate::store::{FileRecord, NewChunk, Store, StoreError, WriteMode};
+use crate::transcript::read_transcript;
+use crate::walk::{self, DiskFile, SourceKind, SourceRoot};
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::time::Instant;
+
+/// Errors that stop an index run (per-file problems are counted in the report instead).
+#[derive(Debug, thiserror::Error)]
+pub enum IndexError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Options of a full pass.
+#[derive(Debug, Clone, Default)]
+pub struct IndexOptions {
+    /// Re-read every file and rebuild the index from scratch.
+    pub force: bool,
+}
+
+/// A per-file problem: the file was skipped (or indexed with a caveat).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct IndexIssue {
+    pub source: String,
+    pub path: String,
+    pub message: String,
+    /// Whether the file was left out of the index.
+    pub skipped: bool,
+}
+
+/// What an index run did.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct IndexReport {
+    pub files_scanned: usize,
+    /// New or modified files re-chunked.
+    pub files_changed: usize,
+    pub files_unchanged: usize,
+    pub files_removed: usize,
+    pub files_skipped: usize,
+    pub chunks_added: usize,
+    pub chunks_removed: usize,
+    pub embeddings_computed: usize,
+    pub cache_hits: usize,
+    pub elapsed_ms: u64,
+    /// Embedding model id; empty when keyword-only.
+    pub model: String,
+    /// Why the index was rebuilt from scratch, if it was.
+    pub rebuilt: Option<String>,
+    pub issues: Vec<IndexIssue>,
+}
+
+/// Progress notifications for a UI.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Progress {
+    /// Discovery finished: `files` on disk, `to_read` need reading.
+    Planned { files: usize, to_read: usize },
+    /// One file processed.
+    File { chunks: usize, embedded: usize },
+}
+
+/// Chunk budget for an embedder: the configured size, capped so the model never truncates.
+pub fn chunk_params(settings: &MemoryConfig, embedder: Option<&dyn Embedder>) -> ChunkParams {
+    let mut max = settings.memory.chunk_tokens;
+    if let Some(e) = embedder {
+        // Two special tokens ([CLS], [SEP]) are added by the model.
+        max = max.min(e.max_input_tokens().saturating_sub(2)).max(8);
+    }
+    ChunkParams {
+        max_tokens: max,
+        overlap_tokens: settings.memory.chunk_overlap_tokens.min(max / 2),
+    }
+}
+
+/// Content-addressed chunk id: sha256 of `source:path:start:end:chunk-hash:model`.
+pub fn chunk_id(
+    source: &str,
+    path: &str,
+    start: usize,
+    end: usize,
+    hash: &str,
+    model: &str,
+) -> String {
+    sha256_hex(format!("{source}:{path}:{start}:{end}:{hash}:{model}").as_bytes())
+}
+
+/// Lower-case hex sha256.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// Make sure the stored index was built with this model and chunker; rebuild it if
+/// not (or when `force`). Returns the reason for a rebuild.
+pub fn ensure_identity(
+    store: &mut Store,
+    embedder: Option<&dyn Embedder>,
+    force: bool,
+) -> Result<Option<String>, StoreError> {
+    let model = embedder.map(|e| e.model_id()).unwrap_or(KEYWORD_ONLY_MODEL);
+    let dims = embedder.map(|e| e.dims()).unwrap_or(0);
+    let stored_model = store.meta("model")?;
+    let stored_chunker = store.meta("chunker_version")?;
+    let stored_dims = store.vec_dims()?.unwrap_or(0);
+    let reason = if force {
+        Some("--force".to_string())
+    } else if stored_model.is_none() {
+        Some("new index".to_string())
+    } else if stored_model.as_deref() != Some(model) {
+        let show = |m: &str| {
+            if m.is_empty() {
+                "keyword-only".to_string()
+            } else {
+                m.to_string()
+            }
+        };
+        Some(format!(
+            "embedding model changed ({} -> {})",
+            show(stored_model.as_deref().unwrap_or("")),
+            show(model)
+        ))
+    } else if stored_chunker.as_deref() != Some(CHUNKER_VERSION) {
+        Some(format!(
+            "chunker changed ({} -> {CHUNKER_VERSION})",
+            stored_chunker.as_deref().unwrap_or("none")
+        ))
+    } else if stored_dims != dims {
+        Some(format!("dimension changed ({stored_dims} -> {dims})"))
+    } else if dims > 0 && store.vec_backend().is_loaded() && !store.has_vec_tables()? {
+        Some("vector tables missing".to_string())
+    } else {
+        None
+    };
+    if reason.is_some() {
+        store.reset_index(model, dims, CHUNKER_VERSION)?;
+    }
+    Ok(reason)
+}
+
+/// One indexing session over a store: holds the embedder, chunk budget and report.
+struct Run<'a> {
+    store: &'a mut Store,
+    settings: &'a MemoryConfig,
+    embedder: Option<&'a dyn Embedder>,
+    params: ChunkParams,
+    model: String,
+    report: IndexReport,
+    progress: &'a dyn Fn(Progress),
+    /// When the open write group started (see [`GROUP_COMMIT_INTERVAL`]).
+    group_started: Instant,
+}
+
+/// File writes are grouped into one SQLite transaction for at most this long:
+/// each file is still all-or-nothing (a savepoint), a crash loses at most this
+/// much work, and small files stop paying one commit each.
+pub const GROUP_COMMIT_INTERVAL: std::time::Duration = std::time::Duration::from_millis(1000);
+
+impl Drop for Run<'_> {
+    fn drop(&mut self) {
+        // An error unwound the run: its open group is abandoned (files stay as
+        // they were before it). After `finish` there is no open group.
+        self.store.rollback_group();
+    }
+}
+
+/// A full incremental pass over every source.
+pub fn run(
+    store: &mut Store,
+    settings: &MemoryConfig,
+    embedder: Option<&dyn Embedder>,
+    opts: &IndexOptions,
+    _lock: &WriterLock,
+    progress: &dyn Fn(Progress),
+) -> Result<IndexReport, IndexError> {
+    let started = Instant::now();
+    let rebuilt = ensure_identity(store, embedder, opts.force)?;
+    let sources = walk::sources(settings, store)?;
+    let mut run = Run::new(store, settings, embedder, progress)?;
+    run.report.rebuilt = rebuilt;
+
+    // Discover and plan every source first, so progress knows the total.
+    let mut plans = Vec::new();
+    for src in &sources {
+        let (disk, issues) = walk::walk_source(src);
+        for i in issues {
+            run.issue(&src.name, &i.path, &i.message, false);
+        }
+        let stored = run.store.file_records(&src.name)?;
+        run.report.files_scanned += disk.len();
+        let p = plan(&disk, &stored, false);
+        run.report.files_unchanged += p.unchanged;
+        plans.push((src, p, stored));
+    }
+    // Sources that are no longer registered.
+    let known: Vec<&str> = sources.iter().map(|s| s.name.as_str()).collect();
+    for name in run.store.indexed_sources()? {
+        if !known.contains(&name.as_str()) {
+            for path in run.store.file_records(&name)?.into_keys() {
+                run.remove(&name, &path)?;
+                run.tick()?;
+            }
+        }
+    }
+    let to_read = plans.iter().map(|(_, p, _)| p.to_read()).sum();
+    (run.progress)(Progress::Planned {
+        files: run.report.files_scanned,
+        to_read,
+    });
+    for (src, p, stored) in plans {
+        for f in p.add.iter().chain(p.check.iter()) {
+            run.file(src, f, stored.get(&f.rel))?;
+            run.tick()?;
+        }
+        // Removals last, so a renamed file's chunks can reuse the old rows' embeddings.
+        for path in &p.remove {
+            run.remove(&src.name, path)?;
+            run.tick()?;
+        }
+    }
+    run.finish(started)
+}
+
+/// Re-index (or remove) specific files: `(source name, relative path)` pairs, as
+/// reported by the watcher. Files that vanished are removed; unknown sources ignored.
+pub fn run_paths(
+    store: &mut Store,
+    settings: &MemoryConfig,
+    embedder: Option<&dyn Embedder>,
+    targets: &[(String, String)],
+    lock: &WriterLock,
+    progress: &dyn Fn(Progress),
+) -> Result<IndexReport, IndexError> {
+    let started = Instant::now();
+    if let Some(reason) = ensure_identity(store, embedder, false)? {
+        // The whole index was reset: a targeted pass is not enough.
+        let mut report = run(
+            store,
+            settings,
+            embedder,
+            &IndexOptions::default(),
+            lock,
+            progress,
+        )?;
+        report.rebuilt = Some(reason);
+        return Ok(report);
+    }
+    let sources = walk::sources(settings, store)?;
+    let mut run = Run::new(store, settings, embedder, progress)?;
+    (run.progress)(Progress::Planned {
+        files: targets.len(),
+        to_read: targets.len(),
+    });
+    for (source, rel) in targets {
+        let Some(src) = sources.iter().find(|s| &s.name == source) else {
+            continue;
+        };
+        run.report.files_scanned += 1;
+        let stored = run.store.file_record(source, rel)?;
+        match walk::stat_file(src, rel) {
+            Some(f) => {
+                let same_stat = stored
+                    .as_ref()
+                    .is_some_and(|r| r.mtime_ns == f.mtime_ns && r.size == f.size);
+                if same_stat {
+                    run.report.files_unchanged += 1;
+                } else {
+                    run.file(src, &f, stored.as_ref())?;
+                }
+            }
+            None => {
+                if stored.is_some() {
+                    run.remove(source, rel)?;
+                }
+            }
+        }
+        run.tick()?;
+    }
+    run.finish(started)
+}
+
+impl<'a> Run<'a> {
+    fn new(
+        store: &'a mut Store,
+        settings: &'a MemoryConfig,
+        embedder: Option<&'a dyn Embedder>,
+        progress: &'a dyn Fn(Progress),
+    ) -> Result<Run<'a>, IndexError> {
+        let model = embedder
+            .map(|e| e.model_id().to_string())
+            .unwrap_or_default();
+        store.begin_group()?;
+        Ok(Run {
+            params: chunk_params(settings, embedder),
+            store,
+            settings,
+            embedder,
+            report: IndexReport {
+                model: model.clone(),
+                ..Default::default()
+            },
+            model,
+            progress,
+            group_started: Instant::now(),
+        })
+    }
+
+    /// Commit the open write group when it has been open long enough.
+    fn tick(&mut self) -> Result<(), IndexError> {
+        if self.group_started.elapsed() >= GROUP_COMMIT_INTERVAL {
+            self.store.commit_group()?;
+            self.store.begin_group()?;
+            self.group_started = Instant::now();
+        }
+        Ok(())
+    }
+
+    fn finish(mut self, started: Instant) -> Result<IndexReport, IndexError> {
+        self.store
+            .prune_cache(self.settings.memory.cache_max_entries)?;
+        self.store
+            .set_meta("last_index_at", &crate::store::now_unix().to_string())?;
+        self.store.commit_group()?;
+        self.report.elapsed_ms = started.elapsed().as_millis() as u64;
+        Ok(std::mem::take(&mut self.report))
+    }
+
+    fn issue(&mut self, source: &str, path: &str, message: &str, skipped: bool) {
+        if skipped {
+            self.report.files_skipped += 1;
+        }
+        self.report.issues.push(IndexIssue {
+            source: source.to_string(),
+            path: path.to_string(),
+            message: message.to_string(),
+            skipped,
+        });
+    }
+
+    fn counter(&self) -> &dyn TokenCounter {
+        match self.embedder {
+            Some(e) => e.token_counter(),
+            None => &ApproxCounter,
+        }
+    }
+
+    fn remove(&mut self, source: &str, path: &str) -> Result<(), IndexError> {
+        let n = self.store.remove_file(source, path)?;
+        self.report.files_removed += 1;
+        self.report.chunks_removed += n;
+        Ok(())
+    }
+
+    /// Index one new or changed file.
+    fn file(
+        &mut self,
+        src: &SourceRoot,
+        f: &DiskFile,
+        stored: Option<&FileRecord>,
+    ) -> Result<(), IndexError> {
+        if f.size as u64 > self.settings.memory.max_file_bytes {
+            let msg = format!(
+                "skipped: {} MB is over the {} MB limit (raise memory.max_file_bytes in the config to index it)",
+                f.size / 1_000_000,
+                self.settings.memory.max_file_bytes / 1_000_000
+            );
+            self.issue(&src.name, &f.rel, &msg, true);
+            return Ok(());
+        }
+        let bytes = match std::fs::read(&f.abs) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                // Deleted while we were indexing: it is gone, so drop what we had.
+                if stored.is_some() {
+                    self.remove(&src.name, &f.rel)?;
+                }
+                return Ok(());
+            }
+            Err(e) => {
+                self.issue(
+                    &src.name,
+                    &f.rel,
+                    &format!("skipped: cannot read: {e}"),
+                    true,
+                );
+                return Ok(());
+            }
+        };
+        if src.kind == SourceKind::Sessions {
+            return self.transcript(src, f, stored, &bytes);
+        }
+        let sha = sha256_hex(&bytes);
+        if let Some(r) = stored
+            && r.sha256 == sha
+        {
+            self.store
+                .touch_file(&src.name, &f.rel, f.mtime_ns, f.size)?;
+            self.report.files_unchanged += 1;
+            return Ok(());
+        }
+        if bytes[..bytes.len().min(8192)].contains(&0) {
+            self.issue(
+                &src.name,
+                &f.rel,
+                "skipped: binary file (contains NUL bytes)",
+                true,
+            );
+            return Ok(());
+        }
+        let text = match std::str::from_utf8(&bytes) {
+            Ok(t) => std::borrow::Cow::Borrowed(t),
+            Err(_) => {
+                self.issue(
+                    &src.name,
+                    &f.rel,
+                    "not valid UTF-8: invalid bytes were replaced with U+FFFD",
+                    false,
+                );
+                String::from_utf8_lossy(&bytes)
+            }
+        };
+        let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+        let text = redact(text);
+        let chunks = chunk::chunk_markdown(&text, &self.params, self.counter());
+        let note_time = note_time_from_path(&f.rel);
+        let pieces: Vec<(usize, usize, String, Option<i64>)> = chunks
+            .into_iter()
+            .map(|c| (c.start_line, c.end_line, c.text, note_time))
+            .collect();
+        let record = FileRecord {
+            source: src.name.clone(),
+            path: f.rel.clone(),
+            sha256: sha,
+            mtime_ns: f.mtime_ns,
+            size: f.size,
+            indexed_bytes: f.size,
+            indexed_lines: text.lines().count() as i64,
+        };
+        self.write(src, &record, pieces, WriteMode::Replace)
+    }
+
+    /// Index a session transcript: append-only from the last indexed offset when the
+    /// already-indexed prefix is unchanged, else from scratch.
+    fn transcript(
+        &mut self,
+        src: &SourceRoot,
+        f: &DiskFile,
+        stored: Option<&FileRecord>,
+        bytes: &[u8],
+    ) -> Result<(), IndexError> {
+        let (from_byte, from_line, mode) = match stored {
+            Some(r)
+                if r.indexed_bytes as usize <= bytes.len()
+                    && sha256_hex(&bytes[..r.indexed_bytes as usize]) == r.sha256 =>
+            {
+                (
+                    r.indexed_bytes as usize,
+                    r.indexed_lines as usize,
+                    WriteMode::Append,
+                )
+            }
+            _ => (0, 0, WriteMode::Replace),
+        };
+        let read = read_transcript(
+            &bytes[from_byte..],
+            from_line + 1,
+            &self.params,
+            self.counter(),
+        );
+        if mode == WriteMode::Append && read.consumed_bytes == 0 {
+            // Nothing new but a torn last line: just remember the stat.
+            if stored.is_some() {
+                self.store
+                    .touch_file(&src.name, &f.rel, f.mtime_ns, f.size)?;
+            }
+            self.report.files_unchanged += 1;
+            return Ok(());
+        }
+        let end = from_byte + read.consumed_bytes;
+        let record = FileRecord {
+            source: src.name.clone(),
+            path: f.rel.clone(),
+            sha256: sha256_hex(&bytes[..end]),
+            mtime_ns: f.mtime_ns,
+            size: f.size,
+            indexed_bytes: end as i64,
+            indexed_lines: (from_line + read.consumed_lines) as i64,
+        };
+        let pieces = read
+            .chunks
+            .into_iter()
+            .map(|c| (c.start_line, c.end_line, c.text, c.time))
+            .collect();
+        self.write(src, &record, pieces, mode)
+    }
+
+    /// Embed (cache first) and write one file's chunks in one transaction.
+    fn write(
+        &mut self,
+        src: &SourceRoot,
+        record: &FileRecord,
+        pieces: Vec<(usize, usize, String, Option<i64>)>,
+        mode: WriteMode,
+    ) -> Result<(), IndexError> {
+        let hashes: Vec<String> = pieces.iter().map(|p| sha256_hex(p.2.as_bytes())).collect();
+        let mut vectors: HashMap<String, Vec<f32>> = HashMap::new();
+        let mut embedded = 0;
+        if let Some(e) = self.embedder {
+            let refs: Vec<&str> = hashes.iter().map(String::as_str).collect();
+            vectors = self
+                .store
+                .cached_embeddings(e.provider(), e.model_id(), &refs)?;
+            let mut missing: Vec<(String, &str)> = Vec::new();
+            for (h, p) in hashes.iter().zip(&pieces) {
+                if !vectors.contains_key(h) && !missing.iter().any(|(m, _)| m == h) {
+                    missing.push((h.clone(), p.2.as_str()));
+                }
+            }
+            self.report.cache_hits += hashes.len() - missing.len();
+            if !missing.is_empty() {
+                let texts: Vec<&str> = missing.iter().map(|(_, t)| *t).collect();
+                match e.embed(&texts) {
+                    Ok(vs) if vs.len() == texts.len() => {
+                        let fresh: Vec<(String, Vec<f32>)> =
+                            missing.iter().map(|(h, _)| h.clone()).zip(vs).collect();
+                        self.store.put_cache(e.provider(), e.model_id(), &fresh)?;
+                        embedded = fresh.len();
+                        vectors.extend(fresh);
+                    }
+                    Ok(vs) => {
+                        let msg = format!(
+                            "skipped: embedder returned {} vectors for {} texts",
+                            vs.len(),
+                            texts.len()
+                        );
+                        self.issue(&src.name, &record.path, &msg, true);
+                        return Ok(());
+                    }
+                    Err(err) => {
+                        self.issue(&src.name, &record.path, &format!("skipped: {err}"), true);
+                        return Ok(());
+                    }
+                }
+            }
+        }
+        let chunks: Vec<NewChunk> = pieces
+            .into_iter()
+            .zip(hashes)
+            .map(|((start, end, text, note_time), hash)| NewChunk {
+                id: chunk_id(&src.name, &record.path, start, end, &hash, &self.model),
+                start_line: start,
+                end_line: end,
+                embedding: vectors.get(&hash).cloned(),
+                hash,
+                text,
+                note_time,
+            })
+            .collect();
+        let removed = if mode == WriteMode::Replace {
+            self.store.chunk_count(&src.name, &record.path)?
+        } else {
+            0
+        };
+        self.store.write_file(record, &chunks, mode, &self.model)?;
+        self.report.files_changed += 1;
+        self.report.chunks_added += chunks.len();
+        self.report.chunks_removed += removed;
+        self.report.embeddings_computed += embedded;
+        (self.progress)(Progress::File {
+            chunks: chunks.len(),
+            embedded,
+        });
+        Ok(())
+    }
+}

@@ -1,0 +1,23 @@
+//! The memory engine: notes folders and session transcripts become one searchable
+//! memory in one SQLite file (chunks + FTS5 + sqlite-vec), kept fresh incrementally.
+//!
+//! Pure logic (`chunk`, `plan`, `search::query`, `search::score`, `redact`,
+//! `dates`) is separated from I/O (`store`, `embed`, `walk`, `indexer`, `watch`).
+
+pub mod chunk;
+pub mod clock;
+pub mod config;
+pub mod dates;
+pub mod embed;
+pub mod eval;
+pub mod freshness;
+pub mod indexer;
+pub mod lock;
+pub mod plan;
+pub mod redact;
+pub mod search;
+pub mod service;
+pub mod store;
+pub mod transcript;
+pub mod walk;
+pub mod watch;

@@ -1,0 +1,600 @@
+//! Scoring for hybrid retrieval: BM25 normalisation, weighted blend, temporal
+//! decay, MMR reranking with near-duplicate deferral, the minimum-score filter and
+//! the identifier pin. Pure: no database, no clock (callers pass `now`).
+//!
+//! Invariant: a pinned candidate (verbatim match of a rare identifier query) is
+//! never dropped and always ends in the top 3.
+
+use crate::chunk::is_cjk;
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+
+/// Seconds per day, for ages.
+pub const DAY_SECS: f64 = 86_400.0;
+/// Token-set Jaccard similarity at or above which a candidate counts as a near
+/// duplicate of one already selected: MMR defers it behind every non-duplicate.
+pub const DUPLICATE_JACCARD: f64 = 0.8;
+/// At most this many pinned identifier matches are placed in the top 3.
+pub const MAX_PINS: usize = 3;
+
+/// How FTS5 `bm25()` ranks (negative; more negative = better) become [0,1].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum KeywordNorm {
+    /// `relevance / max relevance` with relevance = −rank: the best hit gets 1.0, the
+    /// others keep their proportion (a weak hit stays weak but non-zero; one hit = 1.0).
+    #[default]
+    MaxScaled,
+    /// `(r − min) / (max − min)` per query: spreads the candidates over [0,1] but
+    /// puts the weakest keyword candidate at 0 (all equal = 1.0).
+    MinMax,
+}
+
+/// Normalise a query's FTS5 `bm25()` ranks to [0,1], higher = better.
+/// (OpenClaw's `1/(1+max(0,rank))` maps every negative rank to 1.0; this does not.)
+pub fn normalize_bm25(ranks: &[f64], how: KeywordNorm) -> Vec<f64> {
+    let rel: Vec<f64> = ranks
+        .iter()
+        .map(|r| if r.is_finite() { (-r).max(0.0) } else { 0.0 })
+        .collect();
+    let max = rel.iter().copied().fold(0.0f64, f64::max);
+    match how {
+        KeywordNorm::MaxScaled => rel
+            .iter()
+            .map(|r| if max > 0.0 { r / max } else { 1.0 })
+            .collect(),
+        KeywordNorm::MinMax => {
+            let min = rel.iter().copied().fold(f64::INFINITY, f64::min);
+            rel.iter()
+                .map(|r| {
+                    if max - min > 1e-12 {
+                        (r - min) / (max - min)
+                    } else {
+                        1.0
+                    }
+                })
+                .collect()
+        }
+    }
+}
+
+/// Scale positive raw relevances by their maximum (used for the short-CJK scan).
+pub fn max_scale(raw: &[f64]) -> Vec<f64> {
+    let max = raw.iter().copied().fold(0.0f64, f64::max);
+    raw.iter()
+        .map(|r| {
+            if max > 0.0 {
+                (r / max).clamp(0.0, 1.0)
+            } else {
+                0.0
+            }
+        })
+        .collect()
+}
+
+/// Vector score from cosine similarity: clamped to [0,1] (negative = unrelated).
+pub fn vector_score(cosine: f64) -> f64 {
+    if cosine.is_finite() {
+        cosine.clamp(0.0, 1.0)
+    } else {
+        0.0
+    }
+}
+
+/// Cosine similarity of two vectors (0 when either is zero or lengths differ).
+pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
+    if a.len() != b.len() || a.is_empty() {
+        return 0.0;
+    }
+    let (mut dot, mut na, mut nb) = (0.0f32, 0.0f32, 0.0f32);
+    for (x, y) in a.iter().zip(b) {
+        dot += x * y;
+        na += x * x;
+        nb += y * y;
+    }
+    if na == 0.0 || nb == 0.0 {
+        0.0
+    } else {
+        (dot / (na.sqrt() * nb.sqrt())) as f64
+    }
+}
+
+/// Blend weights actually applied: the configured weights of the stages that ran,
+/// renormalised to sum 1 (so a keyword-only search is not capped at `text_weight`).
+pub fn effective_weights(
+    vector_weight: f64,
+    text_weight: f64,
+    vector_ran: bool,
+    keyword_ran: bool,
+) -> (f64, f64) {
+    let v = if vector_ran {
+        vector_weight.max(0.0)
+    } else {
+        0.0
+    };
+    let t = if keyword_ran {
+        text_weight.max(0.0)
+    } else {
+        0.0
+    };
+    if v + t > 0.0 {
+        (v / (v + t), t / (v + t))
+    } else if vector_ran {
+        (1.0, 0.0)
+    } else if keyword_ran {
+        (0.0, 1.0)
+    } else {
+        (0.0, 0.0)
+    }
+}
+
+/// `w_v × vector + w_t × keyword`, a missing component counting 0.
+pub fn blend(vector: Option<f64>, keyword: Option<f64>, weights: (f64, f64)) -> f64 {
+    weights.0 * vector.unwrap_or(0.0) + weights.1 * keyword.unwrap_or(0.0)
+}
+
+/// Temporal decay factor `exp(−ln2 / half_life × age_days)` for a chunk dated
+/// `note_time` (unix seconds). Evergreen (`None`) and future dates give 1; so does a
+/// non-positive or non-finite half-life.
+pub fn decay_factor(note_time: Option<i64>, now_unix: i64, half_life_days: f64) -> f64 {
+    let Some(t) = note_time else {
+        return 1.0;
+    };
+    if !(half_life_days.is_finite() && half_life_days > 0.0) {
+        return 1.0;
+    }
+    let age_days = (now_unix as f64 - t as f64) / DAY_SECS;
+    // Future dates (and NaN) never boost: factor 1.
+    if age_days.is_nan() || age_days <= 0.0 {
+        return 1.0;
+    }
+    (-(std::f64::consts::LN_2 / half_life_days) * age_days).exp()
+}
+
+/// The token set used for MMR similarity: lower-cased words (runs of letters and
+/// digits outside CJK) plus CJK character bigrams (a lone CJK character counts as
+/// itself), hashed, sorted, de-duplicated.
+pub fn token_set(text: &str) -> Vec<u64> {
+    fn h(s: &str) -> u64 {
+        let mut hasher = DefaultHasher::new();
+        s.hash(&mut hasher);
+        hasher.finish()
+    }
+    let mut out = Vec::new();
+    let mut word = String::new();
+    let mut cjk_run: Vec<char> = Vec::new();
+    let flush_cjk = |run: &mut Vec<char>, out: &mut Vec<u64>| {
+        if run.len() == 1 {
+            out.push(h(&run[0].to_string()));
+        }
+        for w in run.windows(2) {
+            out.push(h(&w.iter().collect::<String>()));
+        }
+        run.clear();
+    };
+    for c in text.chars() {
+        if is_cjk(c) {
+            if !word.is_empty() {
+                out.push(h(&word));
+                word.clear();
+            }
+            cjk_run.push(c);
+        } else {
+            flush_cjk(&mut cjk_run, &mut out);
+            if c.is_alphanumeric() {
+                word.extend(c.to_lowercase());
+            } else if !word.is_empty() {
+                out.push(h(&word));
+                word.clear();
+            }
+        }
+    }
+    if !word.is_empty() {
+        out.push(h(&word));
+    }
+    flush_cjk(&mut cjk_run, &mut out);
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// Jaccard similarity of two sorted, de-duplicated token sets (two empty sets = 0).
+pub fn jaccard(a: &[u64], b: &[u64]) -> f64 {
+    if a.is_empty() && b.is_empty() {
+        return 0.0;
+    }
+    let (mut i, mut j, mut inter) = (0, 0, 0usize);
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                inter += 1;
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    inter as f64 / (a.len() + b.len() - inter) as f64
+}
+
+/// Min-max normalise to [0,1] (all equal = 1.0).
+pub fn min_max(xs: &[f64]) -> Vec<f64> {
+    let max = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let min = xs.iter().copied().fold(f64::INFINITY, f64::min);
+    xs.iter()
+        .map(|x| {
+            if max - min > 1e-12 {
+                (x - min) / (max - min)
+            } else {
+                1.0
+            }
+        })
+        .collect()
+}
+
+/// Maximal marginal relevance: select up to `k` indices greedily by
+/// `λ·rel − (1−λ)·max_sim(selected)`, relevance min-max normalised, similarity =
+/// Jaccard over [`token_set`]s. A candidate whose similarity to a selected one is at
+/// least [`DUPLICATE_JACCARD`] is deferred until no other candidate is left, so
+/// near-duplicates never fill the results. Ties keep the input order.
+pub fn mmr_select(relevance: &[f64], tokens: &[Vec<u64>], lambda: f64, k: usize) -> Vec<usize> {
+    let n = relevance.len().min(tokens.len());
+    let rel = min_max(&relevance[..n]);
+    let mut max_sim = vec![0.0f64; n];
+    let mut taken = vec![false; n];
+    let mut out = Vec::with_capacity(k.min(n));
+    while out.len() < k.min(n) {
+        let mut best: Option<(usize, bool, f64)> = None;
+        for i in 0..n {
+            if taken[i] {
+                continue;
+            }
+            let dup = max_sim[i] >= DUPLICATE_JACCARD;
+            let v = lambda * rel[i] - (1.0 - lambda) * max_sim[i];
+            let better = match best {
+                None => true,
+                Some((_, bdup, bv)) => (bdup && !dup) || (bdup == dup && v > bv),
+            };
+            if better {
+                best = Some((i, dup, v));
+            }
+        }
+        let Some((pick, _, _)) = best else { break };
+        taken[pick] = true;
+        out.push(pick);
+        for i in 0..n {
+            if !taken[i] {
+                let s = jaccard(&tokens[i], &tokens[pick]);
+                if s > max_sim[i] {
+                    max_sim[i] = s;
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Move `pins` (indices that must appear in the first `slots` places, normally
+/// [`MAX_PINS`]) into `order`: a pin already high enough keeps its place; others are
+/// inserted so every pin lands within the first `slots` places. Pins beyond `slots`
+/// are ignored. Returns the new order (longer by the pins not yet present).
+pub fn place_pins(order: &[usize], pins: &[usize], slots: usize) -> Vec<usize> {
+    let pins: Vec<usize> = pins.iter().copied().take(slots).collect();
+    if pins.is_empty() {
+        return order.to_vec();
+    }
+    // Position of each pin in the current order (absent = end).
+    let mut with_pos: Vec<(usize, usize)> = pins
+        .iter()
+        .map(|p| (order.iter().position(|o| o == p).unwrap_or(usize::MAX), *p))
+        .collect();
+    with_pos.sort();
+    let mut rest: Vec<usize> = order
+        .iter()
+        .copied()
+        .filter(|o| !pins.contains(o))
+        .collect();
+    let np = with_pos.len();
+    for (k, (pos, pin)) in with_pos.into_iter().enumerate() {
+        let target = pos.min(slots - np + k).min(rest.len());
+        rest.insert(target, pin);
+    }
+    rest
+}
+
+/// One candidate chunk entering the ranking.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Candidate {
+    /// Vector score in [0,1], `None` if the vector stage did not produce one.
+    pub vector: Option<f64>,
+    /// Normalised keyword score in [0,1], `None` if not a keyword hit.
+    pub keyword: Option<f64>,
+    /// Unix seconds for decay; `None` = evergreen.
+    pub note_time: Option<i64>,
+    /// [`token_set`] of the chunk text.
+    pub tokens: Vec<u64>,
+    /// Verbatim match of a rare identifier query: never dropped, top 3.
+    pub pinned: bool,
+}
+
+/// Parameters of [`rank`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct RankParams {
+    /// Effective (vector, keyword) weights, see [`effective_weights`].
+    pub weights: (f64, f64),
+    pub half_life_days: f64,
+    /// MMR λ; `None` disables MMR (order by score).
+    pub mmr_lambda: Option<f64>,
+    /// Candidates scoring below are dropped (pinned ones excepted).
+    pub min_score: f64,
+    pub limit: usize,
+}
+
+/// A ranked candidate: index into the input plus its score components.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ranked {
+    pub index: usize,
+    /// `blend × decay`.
+    pub score: f64,
+    pub blended: f64,
+    pub decay: f64,
+    /// Position chosen by MMR (0-based), `None` when MMR is off or the hit was pinned in.
+    pub mmr_rank: Option<usize>,
+    pub pinned: bool,
+}
+
+/// The whole pure pipeline: blend → decay → min-score filter → MMR (or score order)
+/// → identifier pins into the top 3 → truncate to `limit`.
+pub fn rank(cands: &[Candidate], p: &RankParams, now_unix: i64) -> Vec<Ranked> {
+    let scored: Vec<Ranked> = cands
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let blended = blend(c.vector, c.keyword, p.weights);
+            let decay = decay_factor(c.note_time, now_unix, p.half_life_days);
+            Ranked {
+                index: i,
+                score: blended * decay,
+                blended,
+                decay,
+                mmr_rank: None,
+                pinned: c.pinned,
+            }
+        })
+        .collect();
+    // Filter, then order by score (stable on input order for ties).
+    let mut kept: Vec<usize> = (0..scored.len())
+        .filter(|&i| scored[i].pinned || scored[i].score >= p.min_score)
+        .collect();
+    kept.sort_by(|&a, &b| scored[b].score.total_cmp(&scored[a].score));
+    let order: Vec<usize> = match p.mmr_lambda {
+        Some(lambda) if kept.len() > 1 => {
+            let rel: Vec<f64> = kept.iter().map(|&i| scored[i].score).collect();
+            let toks: Vec<Vec<u64>> = kept.iter().map(|&i| cands[i].tokens.clone()).collect();
+            mmr_select(&rel, &toks, lambda, p.limit)
+                .into_iter()
+                .map(|j| kept[j])
+                .collect()
+        }
+        _ => kept.iter().copied().take(p.limit).collect(),
+    };
+    let mmr_on = p.mmr_lambda.is_some();
+    let mut pins: Vec<usize> = kept.iter().copied().filter(|&i| scored[i].pinned).collect();
+    let slots = MAX_PINS.min(p.limit);
+    pins.truncate(slots);
+    let mut out: Vec<Ranked> = place_pins(&order, &pins, slots)
+        .into_iter()
+        .map(|i| {
+            let mut r = scored[i].clone();
+            r.mmr_rank = if mmr_on {
+                order.iter().position(|&o| o == i)
+            } else {
+                None
+            };
+            r
+        })
+        .collect();
+    out.truncate(p.limit);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: i64 = 1_800_000_000;
+
+    #[test]
+    fn bm25_normalisation() {
+        let ranks = [-8.0, -4.0, -2.0];
+        assert_eq!(
+            normalize_bm25(&ranks, KeywordNorm::MaxScaled),
+            vec![1.0, 0.5, 0.25]
+        );
+        let mm = normalize_bm25(&ranks, KeywordNorm::MinMax);
+        assert_eq!(mm[0], 1.0);
+        assert_eq!(mm[2], 0.0);
+        assert!((mm[1] - 1.0 / 3.0).abs() < 1e-12);
+        // One hit, or all equal: 1.0 (not 0, not NaN).
+        assert_eq!(normalize_bm25(&[-3.0], KeywordNorm::MinMax), vec![1.0]);
+        assert_eq!(normalize_bm25(&[-3.0], KeywordNorm::MaxScaled), vec![1.0]);
+        // OpenClaw's formula gave 1.0 for everything; ours discriminates.
+        let v = normalize_bm25(&[-10.0, -1.0], KeywordNorm::MaxScaled);
+        assert!(v[0] > v[1]);
+        // Degenerate input never yields NaN.
+        let v = normalize_bm25(&[0.0, f64::NAN, -0.0], KeywordNorm::MaxScaled);
+        assert!(v.iter().all(|x| x.is_finite() && (0.0..=1.0).contains(x)));
+        assert!(normalize_bm25(&[], KeywordNorm::MinMax).is_empty());
+    }
+
+    #[test]
+    fn blend_and_weights() {
+        let w = effective_weights(0.7, 0.3, true, true);
+        assert!((blend(Some(0.8), Some(0.5), w) - (0.56 + 0.15)).abs() < 1e-12);
+        assert!((blend(Some(0.8), None, w) - 0.56).abs() < 1e-12);
+        assert!((blend(None, Some(1.0), w) - 0.3).abs() < 1e-12);
+        // Keyword-only search: keyword weight becomes 1, so hits are not capped at 0.3.
+        let w = effective_weights(0.7, 0.3, false, true);
+        assert_eq!(w, (0.0, 1.0));
+        assert_eq!(blend(None, Some(0.9), w), 0.9);
+        assert_eq!(effective_weights(0.7, 0.3, true, false), (1.0, 0.0));
+        assert_eq!(effective_weights(0.0, 0.0, true, true), (1.0, 0.0));
+    }
+
+    #[test]
+    fn decay_dated_vs_evergreen() {
+        let day = DAY_SECS as i64;
+        assert_eq!(decay_factor(None, NOW, 30.0), 1.0);
+        assert!((decay_factor(Some(NOW - 30 * day), NOW, 30.0) - 0.5).abs() < 1e-9);
+        assert!((decay_factor(Some(NOW - 60 * day), NOW, 30.0) - 0.25).abs() < 1e-9);
+        assert_eq!(decay_factor(Some(NOW), NOW, 30.0), 1.0);
+        // Future dates never boost.
+        assert_eq!(decay_factor(Some(NOW + 10 * day), NOW, 30.0), 1.0);
+        // Configurable half-life.
+        assert!((decay_factor(Some(NOW - 7 * day), NOW, 7.0) - 0.5).abs() < 1e-9);
+        // Bad half-life: no decay, no NaN.
+        assert_eq!(decay_factor(Some(NOW - day), NOW, 0.0), 1.0);
+        assert_eq!(decay_factor(Some(NOW - day), NOW, f64::NAN), 1.0);
+        // Ancient dates: tiny but finite and non-negative.
+        let f = decay_factor(Some(i64::MIN / 2), NOW, 30.0);
+        assert!(f.is_finite() && f >= 0.0);
+    }
+
+    #[test]
+    fn malformed_dates_are_evergreen() {
+        use crate::dates::note_time_from_path;
+        for p in [
+            "memory/2026-13-45.md",
+            "memory/2026-02-30.md",
+            "memory/20261102.md",
+        ] {
+            assert_eq!(decay_factor(note_time_from_path(p), NOW, 30.0), 1.0, "{p}");
+        }
+        let dated = note_time_from_path("memory/2020-01-01.md");
+        assert!(decay_factor(dated, NOW, 30.0) < 0.01);
+    }
+
+    #[test]
+    fn tokens_and_jaccard() {
+        let a = token_set("Hello, World! hello");
+        assert_eq!(a.len(), 2);
+        assert_eq!(jaccard(&a, &token_set("world HELLO")), 1.0);
+        assert_eq!(jaccard(&a, &token_set("other words")), 0.0);
+        // CJK bigrams: 东京塔 -> {东京, 京塔}; 东京 -> {东京}.
+        let c = token_set("东京塔");
+        assert_eq!(c.len(), 2);
+        assert!((jaccard(&c, &token_set("东京")) - 0.5).abs() < 1e-12);
+        assert_eq!(token_set("猫").len(), 1);
+        assert_eq!(jaccard(&[], &[]), 0.0);
+    }
+
+    #[test]
+    fn mmr_demotes_a_duplicate() {
+        let texts = [
+            "the deploy runbook for the payments service uses blue green",
+            "the deploy runbook for the payments service uses blue green", // exact duplicate
+            "database backups run nightly at three",
+            "payments service deploy checklist and rollback plan",
+        ];
+        let toks: Vec<Vec<u64>> = texts.iter().map(|t| token_set(t)).collect();
+        let rel = [0.95, 0.94, 0.60, 0.70];
+        let order = mmr_select(&rel, &toks, 0.7, 4);
+        assert_eq!(order[0], 0);
+        assert_eq!(
+            *order.last().unwrap(),
+            1,
+            "duplicate must be last: {order:?}"
+        );
+        // Without diversity (λ = 1) the duplicate would be second... except it is deferred.
+        let k2 = mmr_select(&rel, &toks, 0.7, 2);
+        assert!(!k2.contains(&1), "{k2:?}");
+        // Distinct items keep relevance order with λ = 1.
+        let distinct = [toks[0].clone(), toks[2].clone(), toks[3].clone()];
+        assert_eq!(
+            mmr_select(&[0.2, 0.9, 0.5], &distinct, 1.0, 3),
+            vec![1, 2, 0]
+        );
+    }
+
+    fn order_of(x: &[usize]) -> Vec<usize> {
+        x.to_vec()
+    }
+
+    #[test]
+    fn pins_land_in_top_three() {
+        let order = vec![10, 11, 12, 13, 14, 15];
+        assert_eq!(place_pins(&order, &[14], 3), vec![10, 11, 14, 12, 13, 15]);
+        assert_eq!(place_pins(&order, &[11], 3), order);
+        let two = place_pins(&order, &[15, 13], 3);
+        assert_eq!(&two[..3], &[10, 13, 15]);
+        let absent = place_pins(&order, &[99], 3);
+        assert_eq!(absent.len(), 7);
+        assert_eq!(absent[2], 99);
+        assert_eq!(place_pins(&[], &[5], 3), vec![5]);
+    }
+
+    fn cand(v: Option<f64>, k: Option<f64>, t: Option<i64>, text: &str, pinned: bool) -> Candidate {
+        Candidate {
+            vector: v,
+            keyword: k,
+            note_time: t,
+            tokens: token_set(text),
+            pinned,
+        }
+    }
+
+    #[test]
+    fn rank_pipeline() {
+        let day = DAY_SECS as i64;
+        let cands = vec![
+            cand(
+                Some(0.8),
+                Some(0.6),
+                Some(NOW - 90 * day),
+                "old dated note about rust",
+                false,
+            ),
+            cand(
+                Some(0.8),
+                Some(0.6),
+                None,
+                "evergreen note about rust",
+                false,
+            ),
+            cand(Some(0.3), None, None, "weak vector hit", false),
+            cand(None, Some(0.2), None, "ticket ABC-123 mentioned once", true),
+        ];
+        let p = RankParams {
+            weights: (0.7, 0.3),
+            half_life_days: 30.0,
+            mmr_lambda: Some(0.7),
+            min_score: 0.35,
+            limit: 10,
+        };
+        let r = rank(&cands, &p, NOW);
+        let idx: Vec<usize> = r.iter().map(|x| x.index).collect();
+        // Evergreen first; the old note decays (0.74 × 1/8 < 0.35) and is dropped;
+        // the weak hit is dropped; the pinned identifier hit survives below min-score.
+        assert_eq!(idx, vec![1, 3]);
+        assert!(r[1].pinned && r[1].score < 0.35);
+        assert!((r[0].score - 0.74).abs() < 1e-9);
+        // No min-score: the old note is there but below the evergreen one.
+        let p2 = RankParams {
+            min_score: f64::NEG_INFINITY,
+            mmr_lambda: None,
+            ..p.clone()
+        };
+        let r2 = rank(&cands, &p2, NOW);
+        let pos = |i| r2.iter().position(|x| x.index == i).unwrap();
+        assert!(pos(1) < pos(0));
+        assert!((r2[pos(0)].decay - 0.125).abs() < 1e-9);
+        assert_eq!(r2.len(), 4);
+        // Limit applies after pins, and a pin survives even a limit of 1.
+        let p3 = RankParams { limit: 1, ..p2 };
+        let r3 = rank(&cands, &p3, NOW);
+        assert_eq!(r3.len(), 1);
+        assert_eq!(r3[0].index, 3);
+        assert_eq!(place_pins(&order_of(&[1, 2, 3]), &[3], 1), vec![3, 1, 2]);
+    }
+}

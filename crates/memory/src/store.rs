@@ -1,0 +1,932 @@
+//! The memory database: one SQLite file (`memory.sqlite`) owning files, chunks,
+//! the FTS5 indexes, the sqlite-vec `vec0` indexes, the embedding cache and meta.
+//! Schema comes from numbered files in `migrations/`; every write that touches a
+//! file's rows is one transaction across all of those tables.
+//!
+//! Invariant: this module is blocking I/O. Call it from a dedicated thread or
+//! `spawn_blocking`, never from an async task directly.
+
+use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Once;
+use std::time::Duration;
+
+/// Numbered migrations, applied in order; `PRAGMA user_version` records the last applied.
+const MIGRATIONS: &[(i64, &str)] = &[(1, include_str!("../migrations/0001_init.sql"))];
+
+/// The schema version this build writes.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS[MIGRATIONS.len() - 1].0;
+
+/// How long a statement waits for another connection's lock.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Errors from the store.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error(
+        "database {path} has schema version {found}, newer than this claw supports ({supported}); \
+         upgrade claw, or move the file away and run `claw memory index` to rebuild"
+    )]
+    NewerSchema {
+        path: PathBuf,
+        found: i64,
+        supported: i64,
+    },
+    #[error("cannot create state directory {path}: {source}")]
+    StateDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("database is busy (another process holds a write lock); try again in a moment")]
+    Busy,
+    #[error("sqlite: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("io: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl StoreError {
+    fn from_sqlite(e: rusqlite::Error) -> StoreError {
+        match e.sqlite_error_code() {
+            Some(rusqlite::ErrorCode::DatabaseBusy) | Some(rusqlite::ErrorCode::DatabaseLocked) => {
+                StoreError::Busy
+            }
+            _ => StoreError::Sqlite(e),
+        }
+    }
+}
+
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// Whether the sqlite-vec extension is usable on this connection.
+#[derive(Debug, Clone, PartialEq)]
+pub enum VecBackend {
+    /// vec0 loaded; `version` is `vec_version()`.
+    Vec0 { version: String },
+    /// vec0 could not be loaded; vectors are scanned in-process from `chunks.embedding`.
+    Unavailable { reason: String },
+}
+
+impl VecBackend {
+    pub fn is_loaded(&self) -> bool {
+        matches!(self, VecBackend::Vec0 { .. })
+    }
+}
+
+/// The stored state of one indexed file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FileRecord {
+    pub source: String,
+    pub path: String,
+    pub sha256: String,
+    pub mtime_ns: i64,
+    pub size: i64,
+    /// Transcripts: bytes and lines already indexed (0 for notes).
+    pub indexed_bytes: i64,
+    pub indexed_lines: i64,
+}
+
+/// A chunk ready to be written.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewChunk {
+    pub id: String,
+    pub start_line: usize,
+    pub end_line: usize,
+    pub hash: String,
+    pub text: String,
+    /// Unix seconds used for temporal decay; `None` = evergreen.
+    pub note_time: Option<i64>,
+    pub embedding: Option<Vec<f32>>,
+}
+
+/// How a file's chunks are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteMode {
+    /// Drop the file's old chunks and write the new ones.
+    Replace,
+    /// Keep the old chunks and add these (transcript appends).
+    Append,
+}
+
+/// A registered notes folder.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct SourceRecord {
+    pub name: String,
+    pub root: PathBuf,
+    pub added_at: i64,
+}
+
+/// Counts for `claw memory status`.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct StoreStats {
+    pub files: i64,
+    pub chunks: i64,
+    pub vectors: i64,
+    pub cache_entries: i64,
+    pub db_bytes: u64,
+}
+
+static REGISTER_VEC: Once = Once::new();
+
+/// Register sqlite-vec (statically linked) as an auto-extension for every connection
+/// this process opens.
+#[allow(unsafe_code)] // one FFI call, justified below
+pub fn register_sqlite_vec() {
+    REGISTER_VEC.call_once(|| {
+        // SAFETY: sqlite3_vec_init has the signature SQLite expects of an extension
+        // entry point; sqlite3_auto_extension only stores the pointer.
+        unsafe {
+            rusqlite::ffi::sqlite3_auto_extension(Some(std::mem::transmute::<
+                *const (),
+                unsafe extern "C" fn(
+                    *mut rusqlite::ffi::sqlite3,
+                    *mut *mut std::os::raw::c_char,
+                    *const rusqlite::ffi::sqlite3_api_routines,
+                ) -> std::os::raw::c_int,
+            >(
+                sqlite_vec::sqlite3_vec_init as *const (),
+            )));
+        }
+    });
+}
+
+/// Encode a vector as little-endian f32 bytes.
+pub fn vec_to_blob(v: &[f32]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(v.len() * 4);
+    for x in v {
+        out.extend_from_slice(&x.to_le_bytes());
+    }
+    out
+}
+
+/// Decode little-endian f32 bytes; `None` if the length is not a multiple of 4.
+pub fn blob_to_vec(b: &[u8]) -> Option<Vec<f32>> {
+    if !b.len().is_multiple_of(4) {
+        return None;
+    }
+    Some(
+        b.chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect(),
+    )
+}
+
+/// Current unix time in seconds.
+pub fn now_unix() -> i64 {
+    chrono::Utc::now().timestamp()
+}
+
+/// A write unit: its own IMMEDIATE transaction, or — inside an open group (see
+/// [`Store::begin_group`]) — the group's transaction itself. No savepoint per file:
+/// FTS5 flushes its pending terms at every savepoint, which made small-file
+/// indexing several times slower. A failed write inside a group aborts the whole
+/// run, whose group is rolled back, so every file still ends fully old or new.
+enum WriteTx<'a> {
+    Transaction(rusqlite::Transaction<'a>),
+    InGroup(&'a Connection),
+}
+
+impl std::ops::Deref for WriteTx<'_> {
+    type Target = Connection;
+    fn deref(&self) -> &Connection {
+        match self {
+            WriteTx::Transaction(t) => t,
+            WriteTx::InGroup(c) => c,
+        }
+    }
+}
+
+impl WriteTx<'_> {
+    fn commit(self) -> rusqlite::Result<()> {
+        match self {
+            WriteTx::Transaction(t) => t.commit(),
+            WriteTx::InGroup(_) => Ok(()),
+        }
+    }
+}
+
+/// The memory database.
+pub struct Store {
+    conn: Connection,
+    path: PathBuf,
+    vec: VecBackend,
+}
+
+impl Store {
+    /// Open (creating if needed) the database at `path`, apply migrations, check vec0.
+    pub fn open(path: &Path) -> Result<Store> {
+        Self::open_with(path, true)
+    }
+
+    /// Open without loading sqlite-vec (to exercise the in-process fallback).
+    pub fn open_without_vec(path: &Path) -> Result<Store> {
+        Self::open_with(path, false)
+    }
+
+    fn open_with(path: &Path, load_vec: bool) -> Result<Store> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|source| StoreError::StateDir {
+                path: dir.to_path_buf(),
+                source,
+            })?;
+        }
+        create_private(path)?;
+        if load_vec {
+            register_sqlite_vec();
+        }
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_CREATE
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        conn.busy_timeout(BUSY_TIMEOUT)?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(StoreError::from_sqlite)?;
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        // Memory-mapped reads: measured to speed up the vector scan (benches/search.rs,
+        // CLAW_BENCH_MMAP) without changing durability (writes still go through WAL).
+        conn.pragma_update(None, "mmap_size", 256 * 1024 * 1024)?;
+        conn.pragma_update(None, "foreign_keys", "ON")?;
+        let vec = if load_vec {
+            match conn.query_row("SELECT vec_version()", [], |r| r.get::<_, String>(0)) {
+                Ok(version) => VecBackend::Vec0 { version },
+                Err(e) => VecBackend::Unavailable {
+                    reason: e.to_string(),
+                },
+            }
+        } else {
+            VecBackend::Unavailable {
+                reason: "sqlite-vec disabled".into(),
+            }
+        };
+        let mut store = Store {
+            conn,
+            path: path.to_path_buf(),
+            vec,
+        };
+        store.migrate()?;
+        Ok(store)
+    }
+
+    fn migrate(&mut self) -> Result<()> {
+        let current: i64 = self
+            .conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        if current > SCHEMA_VERSION {
+            return Err(StoreError::NewerSchema {
+                path: self.path.clone(),
+                found: current,
+                supported: SCHEMA_VERSION,
+            });
+        }
+        for (version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > current) {
+            let tx = self
+                .conn
+                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+                .map_err(StoreError::from_sqlite)?;
+            // Another process may have migrated while we waited for the lock.
+            let now: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+            if now >= *version {
+                continue;
+            }
+            tx.execute_batch(sql)?;
+            tx.pragma_update(None, "user_version", version)?;
+            tx.execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?1)",
+                [version.to_string()],
+            )?;
+            tx.commit()?;
+        }
+        Ok(())
+    }
+
+    /// The underlying connection (read queries in `search`, `status`).
+    pub fn conn(&self) -> &Connection {
+        &self.conn
+    }
+
+    /// Mutable connection access for modules that own their own transactions.
+    pub fn conn_mut(&mut self) -> &mut Connection {
+        &mut self.conn
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn vec_backend(&self) -> &VecBackend {
+        &self.vec
+    }
+
+    /// Start a group: the following file writes share one transaction until
+    /// [`Store::commit_group`]. A crash (or an error, after [`Store::rollback_group`])
+    /// before the commit leaves every file of the group fully old.
+    pub fn begin_group(&mut self) -> Result<()> {
+        if self.conn.is_autocommit() {
+            self.conn
+                .execute_batch("BEGIN IMMEDIATE")
+                .map_err(StoreError::from_sqlite)?;
+        }
+        Ok(())
+    }
+
+    /// Commit the open group, if any.
+    pub fn commit_group(&mut self) -> Result<()> {
+        if !self.conn.is_autocommit() {
+            self.conn.execute_batch("COMMIT")?;
+        }
+        Ok(())
+    }
+
+    /// Abandon the open group, if any (its files stay as they were before it).
+    pub fn rollback_group(&mut self) {
+        if !self.conn.is_autocommit() {
+            let _ = self.conn.execute_batch("ROLLBACK");
+        }
+    }
+
+    fn begin_write(&mut self) -> Result<WriteTx<'_>> {
+        if self.conn.is_autocommit() {
+            Ok(WriteTx::Transaction(
+                self.conn
+                    .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+                    .map_err(StoreError::from_sqlite)?,
+            ))
+        } else {
+            Ok(WriteTx::InGroup(&self.conn))
+        }
+    }
+
+    /// Read a meta value.
+    pub fn meta(&self, key: &str) -> Result<Option<String>> {
+        Ok(self
+            .conn
+            .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+            .optional()?)
+    }
+
+    /// Write a meta value.
+    pub fn set_meta(&self, key: &str, value: &str) -> Result<()> {
+        self.conn.execute(
+            "INSERT INTO meta (key, value) VALUES (?1, ?2)
+             ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            params![key, value],
+        )?;
+        Ok(())
+    }
+
+    /// Dimension of the vec0 tables, if created.
+    pub fn vec_dims(&self) -> Result<Option<usize>> {
+        Ok(self
+            .meta("dims")?
+            .and_then(|d| d.parse().ok())
+            .filter(|d| *d > 0))
+    }
+
+    /// Whether the vec0 tables exist in this file.
+    pub fn has_vec_tables(&self) -> Result<bool> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT 1 FROM sqlite_master WHERE name = 'chunks_vec'",
+                [],
+                |_| Ok(()),
+            )
+            .optional()?
+            .is_some())
+    }
+
+    /// Drop every indexed row (files, chunks, FTS, vectors) and set the index identity
+    /// (model, dims, chunker version) — used when it changed or on `--force`.
+    /// The embedding cache survives: it is keyed by model.
+    pub fn reset_index(&mut self, model: &str, dims: usize, chunker_version: &str) -> Result<()> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(StoreError::from_sqlite)?;
+        tx.execute_batch(
+            "DROP TRIGGER IF EXISTS chunks_vec_ad;
+             DROP TABLE IF EXISTS chunks_vec;
+             DROP TABLE IF EXISTS chunks_vec_bit;
+             DELETE FROM chunks;
+             DELETE FROM files;
+             INSERT INTO chunks_fts (chunks_fts) VALUES ('rebuild');
+             INSERT INTO chunks_trigram (chunks_trigram) VALUES ('rebuild');",
+        )?;
+        if dims > 0 && self.vec.is_loaded() {
+            create_vec_tables(&tx, dims)?;
+        }
+        for (k, v) in [
+            ("model", model.to_string()),
+            ("dims", dims.to_string()),
+            ("chunker_version", chunker_version.to_string()),
+        ] {
+            tx.execute(
+                "INSERT INTO meta (key, value) VALUES (?1, ?2)
+                 ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                params![k, v],
+            )?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Stored file states of one source, keyed by relative path.
+    pub fn file_records(&self, source: &str) -> Result<HashMap<String, FileRecord>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT source, path, sha256, mtime, size, indexed_bytes, indexed_lines
+             FROM files WHERE source = ?1",
+        )?;
+        let rows = stmt.query_map([source], row_to_file)?;
+        let mut out = HashMap::new();
+        for r in rows {
+            let r = r?;
+            out.insert(r.path.clone(), r);
+        }
+        Ok(out)
+    }
+
+    /// One stored file state.
+    pub fn file_record(&self, source: &str, path: &str) -> Result<Option<FileRecord>> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT source, path, sha256, mtime, size, indexed_bytes, indexed_lines
+                 FROM files WHERE source = ?1 AND path = ?2",
+                params![source, path],
+                row_to_file,
+            )
+            .optional()?)
+    }
+
+    /// Names of every source that has indexed files.
+    pub fn indexed_sources(&self) -> Result<Vec<String>> {
+        let mut stmt = self.conn.prepare("SELECT DISTINCT source FROM files")?;
+        let rows = stmt.query_map([], |r| r.get(0))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Write one file's new state and chunks in one transaction.
+    pub fn write_file(
+        &mut self,
+        file: &FileRecord,
+        chunks: &[NewChunk],
+        mode: WriteMode,
+        model: &str,
+    ) -> Result<()> {
+        let now = now_unix();
+        let has_vec = self.vec.is_loaded() && self.has_vec_tables()?;
+        let has_bit = has_vec && self.vec_dims()?.is_some_and(|d| d.is_multiple_of(8));
+        let tx = self.begin_write()?;
+        if mode == WriteMode::Replace {
+            tx.execute(
+                "DELETE FROM chunks WHERE source = ?1 AND path = ?2",
+                params![file.source, file.path],
+            )?;
+        }
+        {
+            let mut ins = tx.prepare_cached(
+                "INSERT OR REPLACE INTO chunks
+                 (id, source, path, start_line, end_line, hash, model, text, updated_at, note_time, embedding)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            )?;
+            let mut ins_vec = if has_vec {
+                Some(
+                    tx.prepare_cached("INSERT INTO chunks_vec (rowid, embedding) VALUES (?1, ?2)")?,
+                )
+            } else {
+                None
+            };
+            let mut ins_bit = if has_bit {
+                Some(tx.prepare_cached(
+                    "INSERT INTO chunks_vec_bit (rowid, embedding) VALUES (?1, vec_quantize_binary(?2))",
+                )?)
+            } else {
+                None
+            };
+            for c in chunks {
+                let blob = c.embedding.as_deref().map(vec_to_blob);
+                ins.execute(params![
+                    c.id,
+                    file.source,
+                    file.path,
+                    c.start_line as i64,
+                    c.end_line as i64,
+                    c.hash,
+                    model,
+                    c.text,
+                    now,
+                    c.note_time,
+                    blob
+                ])?;
+                let rowid = tx.last_insert_rowid();
+                if let Some(blob) = &blob {
+                    if let Some(s) = ins_vec.as_mut() {
+                        s.execute(params![rowid, blob])?;
+                    }
+                    if let Some(s) = ins_bit.as_mut() {
+                        s.execute(params![rowid, blob])?;
+                    }
+                }
+            }
+        }
+        tx.execute(
+            "INSERT INTO files (source, path, sha256, mtime, size, indexed_at, indexed_bytes, indexed_lines)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+             ON CONFLICT(source, path) DO UPDATE SET sha256 = excluded.sha256, mtime = excluded.mtime,
+               size = excluded.size, indexed_at = excluded.indexed_at,
+               indexed_bytes = excluded.indexed_bytes, indexed_lines = excluded.indexed_lines",
+            params![
+                file.source,
+                file.path,
+                file.sha256,
+                file.mtime_ns,
+                file.size,
+                now,
+                file.indexed_bytes,
+                file.indexed_lines
+            ],
+        )?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Update only the stat fields of a file whose content hash did not change.
+    pub fn touch_file(&self, source: &str, path: &str, mtime_ns: i64, size: i64) -> Result<()> {
+        self.conn.execute(
+            "UPDATE files SET mtime = ?3, size = ?4 WHERE source = ?1 AND path = ?2",
+            params![source, path, mtime_ns, size],
+        )?;
+        Ok(())
+    }
+
+    /// Remove a file and all of its rows, in one transaction. Returns chunks removed.
+    pub fn remove_file(&mut self, source: &str, path: &str) -> Result<usize> {
+        let tx = self.begin_write()?;
+        let n = tx.execute(
+            "DELETE FROM chunks WHERE source = ?1 AND path = ?2",
+            params![source, path],
+        )?;
+        tx.execute(
+            "DELETE FROM files WHERE source = ?1 AND path = ?2",
+            params![source, path],
+        )?;
+        tx.commit()?;
+        Ok(n)
+    }
+
+    /// Count the chunks a file currently has.
+    pub fn chunk_count(&self, source: &str, path: &str) -> Result<usize> {
+        let n: i64 = self.conn.query_row(
+            "SELECT count(*) FROM chunks WHERE source = ?1 AND path = ?2",
+            params![source, path],
+            |r| r.get(0),
+        )?;
+        Ok(n as usize)
+    }
+
+    /// Look up cached embeddings by text hash: first the cache table, then chunks
+    /// already stored with the same text and model. Returns hash -> vector.
+    pub fn cached_embeddings(
+        &self,
+        provider: &str,
+        model: &str,
+        hashes: &[&str],
+    ) -> Result<HashMap<String, Vec<f32>>> {
+        let mut out = HashMap::new();
+        let mut q = self.conn.prepare_cached(
+            "SELECT embedding FROM embedding_cache WHERE provider = ?1 AND model = ?2 AND hash = ?3",
+        )?;
+        let mut q2 = self.conn.prepare_cached(
+            "SELECT embedding FROM chunks WHERE hash = ?1 AND model = ?2 AND embedding IS NOT NULL LIMIT 1",
+        )?;
+        for h in hashes {
+            if out.contains_key(*h) {
+                continue;
+            }
+            let blob: Option<Vec<u8>> = q
+                .query_row(params![provider, model, h], |r| r.get(0))
+                .optional()?;
+            let blob = match blob {
+                Some(b) => Some(b),
+                None => q2.query_row(params![h, model], |r| r.get(0)).optional()?,
+            };
+            if let Some(v) = blob.as_deref().and_then(blob_to_vec) {
+                out.insert(h.to_string(), v);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Store embeddings in the cache (hash -> vector).
+    pub fn put_cache(
+        &mut self,
+        provider: &str,
+        model: &str,
+        entries: &[(String, Vec<f32>)],
+    ) -> Result<()> {
+        let now = now_unix();
+        let tx = self.begin_write()?;
+        {
+            let mut ins = tx.prepare_cached(
+                "INSERT INTO embedding_cache (provider, model, hash, embedding, dims, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                 ON CONFLICT(provider, model, hash) DO UPDATE SET updated_at = excluded.updated_at",
+            )?;
+            for (h, v) in entries {
+                ins.execute(params![
+                    provider,
+                    model,
+                    h,
+                    vec_to_blob(v),
+                    v.len() as i64,
+                    now
+                ])?;
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Keep at most `max` cache entries, dropping the oldest. Returns entries removed.
+    pub fn prune_cache(&self, max: usize) -> Result<usize> {
+        let n: i64 = self
+            .conn
+            .query_row("SELECT count(*) FROM embedding_cache", [], |r| r.get(0))?;
+        let excess = n - max as i64;
+        if excess <= 0 {
+            return Ok(0);
+        }
+        Ok(self.conn.execute(
+            "DELETE FROM embedding_cache WHERE (provider, model, hash) IN (
+                 SELECT provider, model, hash FROM embedding_cache ORDER BY updated_at ASC LIMIT ?1)",
+            [excess],
+        )?)
+    }
+
+    /// Register a notes folder.
+    pub fn add_source(&self, name: &str, root: &Path) -> Result<()> {
+        self.conn.execute(
+            "INSERT INTO sources (name, root, added_at) VALUES (?1, ?2, ?3)",
+            params![name, root.to_string_lossy(), now_unix()],
+        )?;
+        Ok(())
+    }
+
+    /// Registered notes folders, by name.
+    pub fn sources(&self) -> Result<Vec<SourceRecord>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT name, root, added_at FROM sources ORDER BY name")?;
+        let rows = stmt.query_map([], |r| {
+            Ok(SourceRecord {
+                name: r.get(0)?,
+                root: PathBuf::from(r.get::<_, String>(1)?),
+                added_at: r.get(2)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Drop a source and all of its rows. Returns (files, chunks) removed, or None if unknown.
+    pub fn remove_source(&mut self, name: &str) -> Result<Option<(usize, usize)>> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(StoreError::from_sqlite)?;
+        let n = tx.execute("DELETE FROM sources WHERE name = ?1", [name])?;
+        if n == 0 {
+            return Ok(None);
+        }
+        let chunks = tx.execute("DELETE FROM chunks WHERE source = ?1", [name])?;
+        let files = tx.execute("DELETE FROM files WHERE source = ?1", [name])?;
+        tx.commit()?;
+        Ok(Some((files, chunks)))
+    }
+
+    /// Row counts and file size.
+    pub fn stats(&self) -> Result<StoreStats> {
+        let count = |sql: &str| -> Result<i64> { Ok(self.conn.query_row(sql, [], |r| r.get(0))?) };
+        let vectors = if self.vec.is_loaded() && self.has_vec_tables()? {
+            count("SELECT count(*) FROM chunks_vec")?
+        } else {
+            count("SELECT count(*) FROM chunks WHERE embedding IS NOT NULL")?
+        };
+        let db_bytes = [self.path.clone(), wal_path(&self.path)]
+            .iter()
+            .filter_map(|p| std::fs::metadata(p).ok())
+            .map(|m| m.len())
+            .sum();
+        Ok(StoreStats {
+            files: count("SELECT count(*) FROM files")?,
+            chunks: count("SELECT count(*) FROM chunks")?,
+            vectors,
+            cache_entries: count("SELECT count(*) FROM embedding_cache")?,
+            db_bytes,
+        })
+    }
+
+    /// `PRAGMA integrity_check` plus the cross-table invariants: every chunk has its
+    /// FTS rows and (when embedded and vec0 exists) its vector rows, and no
+    /// chunk exists without a file row. Returns a list of problems (empty = ok).
+    pub fn check_consistency(&self) -> Result<Vec<String>> {
+        let mut problems = Vec::new();
+        let ic: String = self
+            .conn
+            .query_row("PRAGMA integrity_check", [], |r| r.get(0))?;
+        if ic != "ok" {
+            problems.push(format!("integrity_check: {ic}"));
+        }
+        let count = |sql: &str| -> Result<i64> { Ok(self.conn.query_row(sql, [], |r| r.get(0))?) };
+        let orphans = count(
+            "SELECT count(*) FROM chunks c WHERE NOT EXISTS
+               (SELECT 1 FROM files f WHERE f.source = c.source AND f.path = c.path)",
+        )?;
+        if orphans > 0 {
+            problems.push(format!("{orphans} chunks without a file row"));
+        }
+        // FTS5 external-content integrity: 'integrity-check' compares the index with the content table.
+        for t in ["chunks_fts", "chunks_trigram"] {
+            if let Err(e) = self.conn.execute(
+                &format!("INSERT INTO {t} ({t}, rank) VALUES ('integrity-check', 1)"),
+                [],
+            ) {
+                problems.push(format!("{t}: {e}"));
+            }
+        }
+        if self.vec.is_loaded() && self.has_vec_tables()? {
+            let embedded = count("SELECT count(*) FROM chunks WHERE embedding IS NOT NULL")?;
+            let vecs = count("SELECT count(*) FROM chunks_vec")?;
+            if vecs != embedded {
+                problems.push(format!("{vecs} vectors for {embedded} embedded chunks"));
+            }
+            let missing = count(
+                "SELECT count(*) FROM chunks c WHERE c.embedding IS NOT NULL AND NOT EXISTS
+                   (SELECT 1 FROM chunks_vec v WHERE v.rowid = c.rowid)",
+            )?;
+            if missing > 0 {
+                problems.push(format!("{missing} embedded chunks without a vec0 row"));
+            }
+        }
+        Ok(problems)
+    }
+}
+
+fn row_to_file(r: &rusqlite::Row<'_>) -> rusqlite::Result<FileRecord> {
+    Ok(FileRecord {
+        source: r.get(0)?,
+        path: r.get(1)?,
+        sha256: r.get(2)?,
+        mtime_ns: r.get(3)?,
+        size: r.get(4)?,
+        indexed_bytes: r.get(5)?,
+        indexed_lines: r.get(6)?,
+    })
+}
+
+fn create_vec_tables(conn: &Connection, dims: usize) -> rusqlite::Result<()> {
+    conn.execute_batch(&format!(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS chunks_vec USING vec0 (
+             embedding float[{dims}] distance_metric=cosine
+         );"
+    ))?;
+    let mut trigger = String::from(
+        "CREATE TRIGGER IF NOT EXISTS chunks_vec_ad AFTER DELETE ON chunks BEGIN
+             DELETE FROM chunks_vec WHERE rowid = old.rowid;",
+    );
+    if dims.is_multiple_of(8) {
+        conn.execute_batch(&format!(
+            "CREATE VIRTUAL TABLE IF NOT EXISTS chunks_vec_bit USING vec0 (embedding bit[{dims}]);"
+        ))?;
+        trigger.push_str(" DELETE FROM chunks_vec_bit WHERE rowid = old.rowid;");
+    }
+    trigger.push_str(" END;");
+    conn.execute_batch(&trigger)
+}
+
+fn wal_path(db: &Path) -> PathBuf {
+    let mut s = db.as_os_str().to_owned();
+    s.push("-wal");
+    PathBuf::from(s)
+}
+
+/// Create the database file with mode 0600 if it does not exist yet.
+fn create_private(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+    {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chunk(id: &str, text: &str, emb: Option<Vec<f32>>) -> NewChunk {
+        NewChunk {
+            id: id.into(),
+            start_line: 1,
+            end_line: 1,
+            hash: format!("h-{text}"),
+            text: text.into(),
+            note_time: None,
+            embedding: emb,
+        }
+    }
+
+    fn file(path: &str) -> FileRecord {
+        FileRecord {
+            source: "memory".into(),
+            path: path.into(),
+            sha256: "abc".into(),
+            mtime_ns: 1,
+            size: 2,
+            indexed_bytes: 0,
+            indexed_lines: 0,
+        }
+    }
+
+    #[test]
+    fn open_migrate_write_remove() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("state/memory.sqlite");
+        let mut s = Store::open(&db).unwrap();
+        assert!(s.vec_backend().is_loaded());
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(&db).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        s.reset_index("m", 8, "1").unwrap();
+        let e = vec![1.0f32, 0., 0., 0., 0., 0., 0., 0.];
+        s.write_file(
+            &file("a.md"),
+            &[
+                chunk("1", "hello world", Some(e.clone())),
+                chunk("2", "other", Some(e)),
+            ],
+            WriteMode::Replace,
+            "m",
+        )
+        .unwrap();
+        let st = s.stats().unwrap();
+        assert_eq!((st.files, st.chunks, st.vectors), (1, 2, 2));
+        assert!(s.check_consistency().unwrap().is_empty());
+        let fts: i64 = s
+            .conn()
+            .query_row(
+                "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH 'hello'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(fts, 1);
+        assert_eq!(s.remove_file("memory", "a.md").unwrap(), 2);
+        let st = s.stats().unwrap();
+        assert_eq!((st.files, st.chunks, st.vectors), (0, 0, 0));
+        assert!(s.check_consistency().unwrap().is_empty());
+    }
+
+    #[test]
+    fn newer_schema_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("memory.sqlite");
+        drop(Store::open(&db).unwrap());
+        let c = Connection::open(&db).unwrap();
+        c.pragma_update(None, "user_version", 99).unwrap();
+        drop(c);
+        let err = Store::open(&db).err().expect("must refuse");
+        assert!(err.to_string().contains("newer"), "{err}");
+    }
+
+    #[test]
+    fn cache_roundtrip_and_prune() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(&dir.path().join("m.sqlite")).unwrap();
+        let entries: Vec<_> = (0..10)
+            .map(|i| (format!("h{i}"), vec![i as f32, 0.5]))
+            .collect();
+        s.put_cache("p", "m", &entries).unwrap();
+        let got = s.cached_embeddings("p", "m", &["h3", "zz"]).unwrap();
+        assert_eq!(got.get("h3"), Some(&vec![3.0, 0.5]));
+        assert!(!got.contains_key("zz"));
+        assert_eq!(s.prune_cache(4).unwrap(), 6);
+        assert_eq!(s.stats().unwrap().cache_entries, 4);
+    }
+
+    #[test]
+    fn blob_roundtrip() {
+        let v = vec![1.5f32, -2.0, 0.0];
+        assert_eq!(blob_to_vec(&vec_to_blob(&v)).unwrap(), v);
+        assert!(blob_to_vec(&[1, 2, 3]).is_none());
+    }
+}

@@ -1,0 +1,278 @@
+//! Sources and discovery: which roots are indexed (the workspace's `memory` and
+//! `sessions`, plus registered notes folders) and which files on disk belong to
+//! each, with their stat. Blocking directory walks; skips hidden directories,
+//! `.git`, `node_modules` and symlink loops.
+
+use crate::config::MemoryConfig;
+use crate::store::{Store, StoreError};
+use std::path::{Path, PathBuf};
+use std::time::UNIX_EPOCH;
+
+/// Built-in source: `MEMORY.md` and `memory/**/*.md` in the workspace.
+pub const SOURCE_MEMORY: &str = "memory";
+/// Built-in source: `sessions/*.jsonl` in the workspace.
+pub const SOURCE_SESSIONS: &str = "sessions";
+
+/// What kind of files a source holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SourceKind {
+    /// The workspace memory: `MEMORY.md` + `memory/**`.
+    Workspace,
+    /// Session transcripts: `sessions/*.jsonl`.
+    Sessions,
+    /// A registered folder of Markdown notes.
+    Notes,
+}
+
+/// One indexed root. File paths are stored relative to `root`, '/'-separated.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct SourceRoot {
+    pub name: String,
+    pub root: PathBuf,
+    pub kind: SourceKind,
+}
+
+/// A file found on disk.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DiskFile {
+    /// Relative to the source root, '/'-separated.
+    pub rel: String,
+    pub abs: PathBuf,
+    pub mtime_ns: i64,
+    pub size: i64,
+}
+
+/// A problem met while walking (counted, reported, never fatal).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct WalkIssue {
+    pub path: String,
+    pub message: String,
+}
+
+/// Every source: the two built-ins, then registered folders.
+pub fn sources(settings: &MemoryConfig, store: &Store) -> Result<Vec<SourceRoot>, StoreError> {
+    let mut out = builtin_sources(settings);
+    for s in store.sources()? {
+        out.push(SourceRoot {
+            name: s.name,
+            root: s.root,
+            kind: SourceKind::Notes,
+        });
+    }
+    Ok(out)
+}
+
+/// The built-in sources of the workspace.
+pub fn builtin_sources(settings: &MemoryConfig) -> Vec<SourceRoot> {
+    vec![
+        SourceRoot {
+            name: SOURCE_MEMORY.into(),
+            root: settings.workspace.clone(),
+            kind: SourceKind::Workspace,
+        },
+        SourceRoot {
+            name: SOURCE_SESSIONS.into(),
+            root: settings.workspace.clone(),
+            kind: SourceKind::Sessions,
+        },
+    ]
+}
+
+/// Whether a file name is indexed Markdown.
+pub fn is_markdown(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    lower.ends_with(".md") || lower.ends_with(".markdown")
+}
+
+/// Whether a directory entry name is skipped during walks.
+pub fn is_skipped_dir(name: &str) -> bool {
+    name.starts_with('.') || name == "node_modules" || name == "target"
+}
+
+/// Whether `rel` (relative to the source root) belongs to the source.
+pub fn belongs(kind: SourceKind, rel: &str) -> bool {
+    let parts: Vec<&str> = rel.split('/').collect();
+    if parts.iter().any(|p| p.is_empty() || *p == "..") {
+        return false;
+    }
+    let (dirs, name) = parts.split_at(parts.len() - 1);
+    let name = name[0];
+    if dirs.iter().any(|d| is_skipped_dir(d)) || name.starts_with('.') {
+        return false;
+    }
+    match kind {
+        SourceKind::Workspace => {
+            (dirs.is_empty() && name == "MEMORY.md")
+                || (dirs.first() == Some(&"memory") && is_markdown(name))
+        }
+        SourceKind::Sessions => dirs == ["sessions"] && name.ends_with(".jsonl"),
+        SourceKind::Notes => is_markdown(name),
+    }
+}
+
+/// List the files of a source with their stat.
+pub fn walk_source(src: &SourceRoot) -> (Vec<DiskFile>, Vec<WalkIssue>) {
+    let mut files = Vec::new();
+    let mut issues = Vec::new();
+    let start: Vec<PathBuf> = match src.kind {
+        SourceKind::Workspace => vec![src.root.join("MEMORY.md"), src.root.join("memory")],
+        SourceKind::Sessions => vec![src.root.join("sessions")],
+        SourceKind::Notes => vec![src.root.clone()],
+    };
+    if src.kind == SourceKind::Notes && !src.root.is_dir() {
+        issues.push(WalkIssue {
+            path: src.root.display().to_string(),
+            message: "source folder is missing".into(),
+        });
+        return (files, issues);
+    }
+    for top in start {
+        if !top.exists() {
+            continue;
+        }
+        let max_depth = if src.kind == SourceKind::Sessions {
+            1
+        } else {
+            usize::MAX
+        };
+        let walker = walkdir::WalkDir::new(&top)
+            .follow_links(true)
+            .max_depth(max_depth)
+            .sort_by_file_name()
+            .into_iter()
+            .filter_entry(|e| {
+                e.depth() == 0
+                    || !(e.file_type().is_dir() && is_skipped_dir(&e.file_name().to_string_lossy()))
+            });
+        for entry in walker {
+            let entry = match entry {
+                Ok(e) => e,
+                Err(e) => {
+                    // Symlink loops and unreadable directories: counted, never fatal.
+                    let path = e
+                        .path()
+                        .map(|p| p.display().to_string())
+                        .unwrap_or_else(|| top.display().to_string());
+                    let message = if e.loop_ancestor().is_some() {
+                        "symlink loop skipped".to_string()
+                    } else {
+                        e.to_string()
+                    };
+                    issues.push(WalkIssue { path, message });
+                    continue;
+                }
+            };
+            if !entry.file_type().is_file() {
+                continue;
+            }
+            let Some(rel) = relative(&src.root, entry.path()) else {
+                continue;
+            };
+            if !belongs(src.kind, &rel) {
+                continue;
+            }
+            match entry.metadata() {
+                Ok(md) => files.push(DiskFile {
+                    rel,
+                    abs: entry.path().to_path_buf(),
+                    mtime_ns: mtime_ns(&md),
+                    size: md.len() as i64,
+                }),
+                Err(e) => issues.push(WalkIssue {
+                    path: entry.path().display().to_string(),
+                    message: e.to_string(),
+                }),
+            }
+        }
+    }
+    (files, issues)
+}
+
+/// Stat one file of a source (for targeted re-index by the watcher and search sync).
+pub fn stat_file(src: &SourceRoot, rel: &str) -> Option<DiskFile> {
+    if !belongs(src.kind, rel) {
+        return None;
+    }
+    let abs = src.root.join(rel);
+    let md = std::fs::metadata(&abs).ok()?;
+    md.is_file().then(|| DiskFile {
+        rel: rel.to_string(),
+        abs,
+        mtime_ns: mtime_ns(&md),
+        size: md.len() as i64,
+    })
+}
+
+/// `path` relative to `root`, '/'-separated; `None` if outside or not UTF-8.
+pub fn relative(root: &Path, path: &Path) -> Option<String> {
+    let rel = path.strip_prefix(root).ok()?;
+    let parts: Option<Vec<&str>> = rel.components().map(|c| c.as_os_str().to_str()).collect();
+    let parts = parts?;
+    if parts.is_empty() {
+        return None;
+    }
+    Some(parts.join("/"))
+}
+
+/// Modification time in nanoseconds since the epoch.
+pub fn mtime_ns(md: &std::fs::Metadata) -> i64 {
+    md.modified()
+        .ok()
+        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn membership() {
+        use SourceKind::*;
+        assert!(belongs(Workspace, "MEMORY.md"));
+        assert!(belongs(Workspace, "memory/2026-01-01.md"));
+        assert!(belongs(Workspace, "memory/sub/x.markdown"));
+        assert!(!belongs(Workspace, "notes/x.md"));
+        assert!(!belongs(Workspace, "memory/.git/x.md"));
+        assert!(!belongs(Workspace, "memory/node_modules/x.md"));
+        assert!(!belongs(Workspace, "memory/x.txt"));
+        assert!(belongs(Sessions, "sessions/cli_default.jsonl"));
+        assert!(!belongs(Sessions, "sessions/a/b.jsonl"));
+        assert!(belongs(Notes, "a/b/c.md"));
+        assert!(!belongs(Notes, "a/../c.md"));
+        assert!(!belongs(Notes, ".hidden/c.md"));
+    }
+
+    #[test]
+    fn walk_skips_hidden_and_loops() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        for p in [
+            "a.md",
+            "sub/b.md",
+            ".git/c.md",
+            "node_modules/d.md",
+            "e.txt",
+            "sub/.f.md",
+        ] {
+            let f = root.join(p);
+            std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+            std::fs::write(f, "x").unwrap();
+        }
+        std::os::unix::fs::symlink(root, root.join("sub/loop")).unwrap();
+        let src = SourceRoot {
+            name: "n".into(),
+            root: root.to_path_buf(),
+            kind: SourceKind::Notes,
+        };
+        let (files, issues) = walk_source(&src);
+        let rels: Vec<_> = files.iter().map(|f| f.rel.as_str()).collect();
+        assert_eq!(rels, vec!["a.md", "sub/b.md"]);
+        assert!(
+            issues.iter().any(|i| i.message.contains("loop")),
+            "{issues:?}"
+        );
+    }
+}

@@ -1,0 +1,10 @@
+//! One integration-test binary for the memory library: chunker, search engine on a real model, sanitiser, XQuAD, the writer lock across processes, watcher overflow.
+#![allow(clippy::unwrap_used)]
+
+mod chunk_model;
+mod lock_process;
+mod search_engine;
+mod search_sanitiser;
+mod search_support;
+mod search_xquad;
+mod watch_overflow;

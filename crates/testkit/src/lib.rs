@@ -1,0 +1,106 @@
+//! Dev-only helpers shared by every crate's integration tests: the real local
+//! model's paths, the `claw` binary with a clean environment, temp workspaces, the
+//! scripted LLM server and the watcher child process. A test that needs the model
+//! fails loudly when it is missing — it never passes silently.
+#![allow(
+    dead_code,
+    unsafe_code,
+    clippy::unwrap_used,
+    clippy::missing_panics_doc
+)]
+
+pub mod scripted_server;
+pub mod watch_proc;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// (model dir, ONNX Runtime library) from `CLAW_EMBED_MODEL_DIR` / `ORT_DYLIB_PATH`.
+/// Panics with the command to run when they are not set: `.ci/run` sets them.
+pub fn model_paths() -> (PathBuf, PathBuf) {
+    let dir = std::env::var_os("CLAW_EMBED_MODEL_DIR").map(PathBuf::from);
+    let ort = std::env::var_os("ORT_DYLIB_PATH").map(PathBuf::from);
+    match (dir, ort) {
+        (Some(d), Some(o)) if d.join("model.onnx").is_file() && o.is_file() => (d, o),
+        _ => panic!(
+            "this test needs the real embedding model: run \
+             `eval \"$(bash ../shared/tools/embed-assets/fetch_embed_assets.sh ~/.cache/claw-assets | grep =)\"` \
+             and export CLAW_EMBED_MODEL_DIR and ORT_DYLIB_PATH (or simply run `scripts/test.sh`, which installs the model and exports both)"
+        ),
+    }
+}
+
+/// "Now" for every `claw` a test runs (`CLAW_NOW`): dated fixture notes are
+/// written relative to it, so no test depends on the day it runs.
+pub const TEST_NOW: &str = "2026-11-05T12:00:00Z";
+
+/// The `claw` binary built for this test run: `CLAW_TEST_BIN` if set, else
+/// `target/<profile>/claw` beside the running test executable (cargo builds it
+/// for the `claw` crate's integration tests).
+pub fn claw_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("CLAW_TEST_BIN") {
+        return PathBuf::from(p);
+    }
+    let exe = std::env::current_exe().expect("current test executable");
+    let dir = exe.parent().expect("deps dir");
+    let dir = if dir.ends_with("deps") {
+        dir.parent().expect("profile dir")
+    } else {
+        dir
+    };
+    let bin = dir.join("claw");
+    assert!(
+        bin.is_file(),
+        "the claw binary is not built at {}: run the claw crate's tests (`cargo test -p claw`) or set CLAW_TEST_BIN",
+        bin.display()
+    );
+    bin
+}
+
+/// The repository root (the workspace's top directory).
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// A `claw` command with a clean environment pointing at `workspace`, with the
+/// real local model configured.
+pub fn claw(workspace: &Path) -> Command {
+    let (dir, ort) = model_paths();
+    let mut c = Command::new(claw_bin());
+    c.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", workspace.join("home"))
+        .env("CLAW_WORKSPACE", workspace)
+        .env("CLAW_NOW", TEST_NOW)
+        .env("CLAW_EMBED_MODEL_DIR", dir)
+        .env("ORT_DYLIB_PATH", ort);
+    c
+}
+
+/// A `claw` command with keyword-only indexing (no model).
+pub fn claw_keyword_only(workspace: &Path) -> Command {
+    let mut c = Command::new(claw_bin());
+    c.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", workspace.join("home"))
+        .env("CLAW_WORKSPACE", workspace)
+        .env("CLAW_NOW", TEST_NOW)
+        .env("CLAW_EMBED_PROVIDER", "none");
+    c
+}
+
+/// The repository's `../shared` directory (data sets and tools).
+pub fn shared_dir() -> PathBuf {
+    let p = repo_root().join("../shared");
+    assert!(p.is_dir(), "../shared is missing beside the repository");
+    p
+}
+
+/// Write `files` (relative path, content) under `root`.
+pub fn write_tree(root: &Path, files: &[(&str, &str)]) {
+    for (rel, content) in files {
+        let p = root.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, content).unwrap();
+    }
+}
