@@ -87,6 +87,17 @@ pub struct ConfigFile {
     pub embedding: EmbeddingConfig,
     #[serde(default)]
     pub agent: AgentConfig,
+    #[serde(default)]
+    pub web: WebConfig,
+}
+
+/// `web` section of the config file.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebConfig {
+    /// Let `web_fetch` reach loopback, private, link-local and other non-public
+    /// addresses (off by default: SSRF protection).
+    pub allow_private: Option<bool>,
 }
 
 /// `memory` section of the config file.
@@ -220,6 +231,8 @@ pub struct Settings {
     pub embed: EmbedProvider,
     pub memory: MemorySettings,
     pub agent: AgentConfig,
+    /// The `web` section of the config file.
+    pub web: WebConfig,
     /// LLM overrides from the environment (`CLAW_LLM_*`).
     pub llm_env: LlmEnv,
     /// "Now" for everything a result depends on (`CLAW_NOW` pins it for tests).
@@ -311,6 +324,7 @@ impl Settings {
             embed,
             memory,
             agent: file.agent,
+            web: file.web,
             llm_env,
             clock,
         })
@@ -325,6 +339,7 @@ impl Settings {
             embed,
             memory: MemorySettings::default(),
             agent: AgentConfig::default(),
+            web: WebConfig::default(),
             llm_env: LlmEnv::default(),
             clock: Clock::System,
         }
