@@ -182,7 +182,7 @@ pub async fn fetch(ctx: &ToolContext, args: &WebFetchArgs) -> ToolResult {
                 .get(reqwest::header::LOCATION)
                 .and_then(|v| v.to_str().ok());
             let next = match location {
-                Some(loc) if resp.status().is_redirection() => loc,
+                Some(loc) if matches!(resp.status().as_u16(), 301 | 302 | 303 | 307 | 308) => loc,
                 _ => break resp,
             };
             if hop == MAX_REDIRECTS {
