@@ -63,6 +63,17 @@ pub struct LlmEnv {
 pub struct AssistantConfig {
     /// The config file's `agent` section.
     pub agent: AgentConfig,
+    /// The config file's `web` section.
+    pub web: WebConfig,
     /// `CLAW_LLM_*` from the environment.
     pub llm_env: LlmEnv,
+}
+
+/// `web` section of the config file.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebConfig {
+    /// Let `web_fetch` reach loopback, private, link-local and other non-public
+    /// addresses (off by default: SSRF protection).
+    pub allow_private: Option<bool>,
 }

@@ -54,6 +54,8 @@ pub struct AgentSettings {
     pub jail_to_workspace: bool,
     pub exec_timeout: Duration,
     pub brave_api_key: Option<String>,
+    /// `web.allow_private`: `web_fetch` may reach non-public addresses.
+    pub allow_private: bool,
     /// `agent.timezone` as a fixed offset, if set.
     pub utc_offset: Option<FixedOffset>,
 }
@@ -147,6 +149,7 @@ pub fn resolve(
                 .max(1),
         ),
         brave_api_key,
+        allow_private: settings.web.allow_private.unwrap_or(false),
         utc_offset,
     })
 }

@@ -6,7 +6,7 @@
 
 pub use claw_agent::config::{
     AgentConfig, AssistantConfig, ENV_LLM_API, ENV_LLM_API_KEY, ENV_LLM_BASE_URL, ENV_LLM_MODEL,
-    LlmEnv,
+    LlmEnv, WebConfig,
 };
 use claw_memory::clock::Clock;
 pub use claw_memory::config::{
@@ -82,7 +82,10 @@ pub struct ConfigFile {
     pub embedding: EmbeddingConfig,
     #[serde(default)]
     pub agent: AgentConfig,
+    #[serde(default)]
+    pub web: WebConfig,
 }
+
 
 /// `memory` section of the config file.
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -208,6 +211,7 @@ impl Settings {
             },
             assistant: AssistantConfig {
                 agent: file.agent,
+                web: file.web,
                 llm_env,
             },
             models_dir: input.home.as_ref().map(|h| h.join(".claw/models")),

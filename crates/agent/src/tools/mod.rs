@@ -13,6 +13,7 @@
 pub mod exec;
 pub mod fs;
 pub mod memory;
+pub mod netguard;
 pub mod policy;
 pub mod web;
 
@@ -65,6 +66,8 @@ pub struct ToolContext {
     pub fetch_timeout: Duration,
     /// Size limit of one `web_fetch` download.
     pub fetch_max_bytes: usize,
+    /// Which addresses `web_fetch` may reach (`web.allow_private`).
+    pub net: netguard::NetPolicy,
 }
 
 impl ToolContext {
@@ -81,6 +84,7 @@ impl ToolContext {
             memory: None,
             fetch_timeout: DEFAULT_FETCH_TIMEOUT,
             fetch_max_bytes: DEFAULT_FETCH_MAX_BYTES,
+            net: netguard::NetPolicy::default(),
         }
     }
 }
@@ -100,6 +104,7 @@ impl std::fmt::Debug for ToolContext {
             .field("memory", &self.memory.is_some())
             .field("fetch_timeout", &self.fetch_timeout)
             .field("fetch_max_bytes", &self.fetch_max_bytes)
+            .field("net", &self.net)
             .finish()
     }
 }
@@ -474,7 +479,7 @@ impl ToolRegistry {
             }
             ToolName::WebFetch => {
                 let args: WebFetchArgs = parse_args(name, raw)?;
-                web::fetch(&self.http, &self.ctx, &args).await
+                web::fetch(&self.ctx, &args).await
             }
             ToolName::WebSearch => {
                 let args: WebSearchArgs = parse_args(name, raw)?;

@@ -3,7 +3,9 @@
 //! through) and `web_search` (Brave Search API, offered only with a key).
 //!
 //! Invariant: only `http` and `https` URLs are fetched; a download never holds
-//! more than `ToolContext::fetch_max_bytes` of body in memory.
+//! more than `ToolContext::fetch_max_bytes` of body in memory; `web_fetch`
+//! connects only to addresses the network guard (`netguard`) checked, for the
+//! URL and for every redirect hop (followed here, never by the HTTP client).
 
 use std::time::Duration;
 
@@ -11,6 +13,7 @@ use scraper::{ElementRef, Html, Node, Selector};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use super::netguard::{self, GuardError, Pins};
 use super::{ToolContext, ToolError, ToolOutput, ToolResult};
 
 /// Characters of page text returned when the model does not say.
@@ -77,7 +80,8 @@ pub struct SearchHit {
     pub description: String,
 }
 
-/// The HTTP client shared by the web tools.
+/// The HTTP client of `web_search` (its endpoint comes from the configuration,
+/// not from the model; `web_fetch` builds a guarded client per call).
 pub(super) fn build_client(timeout: Duration) -> reqwest::Client {
     reqwest::Client::builder()
         .timeout(timeout)
@@ -117,24 +121,92 @@ fn fetch_error(url: &str, e: reqwest::Error) -> ToolError {
     }
 }
 
-/// `web_fetch`.
-pub async fn fetch(client: &reqwest::Client, ctx: &ToolContext, args: &WebFetchArgs) -> ToolResult {
+/// Redirects `web_fetch` follows (each hop is checked by the network guard).
+pub const MAX_REDIRECTS: usize = 5;
+
+/// Why one hop of a fetch was stopped by the guard, as a tool error naming the
+/// URL the model asked for.
+fn guard_error(requested: &str, hop: usize, hop_url: &reqwest::Url, e: GuardError) -> ToolError {
+    let via = if hop == 0 {
+        String::new()
+    } else {
+        format!("it redirects (hop {hop}) to {hop_url}, and ")
+    };
+    match e {
+        GuardError::Refused { .. } => ToolError::UrlRefused {
+            url: requested.to_string(),
+            reason: format!("{via}{e}"),
+        },
+        other => ToolError::Fetch {
+            url: requested.to_string(),
+            message: format!("{via}{other}"),
+        },
+    }
+}
+
+/// `web_fetch`: every hop (the URL, then each redirect, at most
+/// [`MAX_REDIRECTS`]) is resolved and checked by [`netguard::check_target`]
+/// under `ctx.net`, and the connection goes only to the checked addresses.
+pub async fn fetch(ctx: &ToolContext, args: &WebFetchArgs) -> ToolResult {
     let url = check_url(&args.url)?;
     let max_chars = args
         .max_chars
         .unwrap_or(DEFAULT_FETCH_CHARS)
         .clamp(100, MAX_FETCH_CHARS);
-    let request = client.get(url.clone()).header(
-        reqwest::header::ACCEPT,
-        "text/html, application/xhtml+xml, application/json, text/plain;q=0.9, */*;q=0.5",
-    );
+    let pins = Pins::default();
+    let client = netguard::guarded_client(ctx.fetch_timeout, pins.clone()).map_err(|e| {
+        ToolError::Fetch {
+            url: args.url.clone(),
+            message: e.to_string(),
+        }
+    })?;
     let work = async {
-        let mut resp = request
-            .send()
-            .await
-            .map_err(|e| fetch_error(&args.url, e))?;
+        let mut current = url;
+        let mut hop = 0;
+        let mut resp = loop {
+            let target = netguard::check_target(&current, &ctx.net)
+                .await
+                .map_err(|e| guard_error(&args.url, hop, &current, e))?;
+            pins.pin(&target);
+            let resp = client
+                .get(current.clone())
+                .header(
+                    reqwest::header::ACCEPT,
+                    "text/html, application/xhtml+xml, application/json, text/plain;q=0.9, */*;q=0.5",
+                )
+                .send()
+                .await
+                .map_err(|e| fetch_error(&args.url, e))?;
+            let location = resp
+                .headers()
+                .get(reqwest::header::LOCATION)
+                .and_then(|v| v.to_str().ok());
+            let next = match location {
+                Some(loc) if matches!(resp.status().as_u16(), 301 | 302 | 303 | 307 | 308) => loc,
+                _ => break resp,
+            };
+            if hop == MAX_REDIRECTS {
+                return Err(ToolError::Fetch {
+                    url: args.url.clone(),
+                    message: format!("stopped after {MAX_REDIRECTS} redirects"),
+                });
+            }
+            let next = current.join(next).map_err(|e| ToolError::UrlRefused {
+                url: args.url.clone(),
+                reason: format!("it redirects to an invalid URL `{next}` ({e})"),
+            })?;
+            hop += 1;
+            check_url(next.as_str()).map_err(|e| match e {
+                ToolError::UrlRefused { reason, .. } => ToolError::UrlRefused {
+                    url: args.url.clone(),
+                    reason: format!("it redirects (hop {hop}) to {next}, and {reason}"),
+                },
+                other => other,
+            })?;
+            current = next;
+        };
         let status = resp.status();
-        let final_url = resp.url().to_string();
+        let final_url = current.to_string();
         let content_type = resp
             .headers()
             .get(reqwest::header::CONTENT_TYPE)

@@ -4,6 +4,7 @@
 mod agent_driver;
 mod provider_failover;
 mod provider_streaming;
+mod ssrf_fetch;
 mod tools_exec;
 mod tools_fs;
 mod tools_web;

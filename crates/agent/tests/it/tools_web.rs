@@ -152,6 +152,8 @@ fn registry() -> ToolRegistry {
     let mut ctx = ToolContext::new(std::env::temp_dir());
     ctx.fetch_timeout = Duration::from_millis(800);
     ctx.fetch_max_bytes = 64 * 1024;
+    // The test server is on 127.0.0.1: opt in, as `web.allow_private: true` does.
+    ctx.net.allow_private = true;
     ToolRegistry::new(ctx)
 }
 

@@ -12,6 +12,7 @@ mod index_cli;
 mod search_cli;
 mod search_sync;
 mod soak_watch;
+mod ssrf_cli;
 mod transcript_incremental;
 mod transcript_secrets;
 mod watch_events;
