@@ -11,6 +11,7 @@
 
 pub mod exec;
 pub mod fs;
+pub mod jail;
 pub mod memory;
 pub mod policy;
 pub mod web;
