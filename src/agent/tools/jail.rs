@@ -26,7 +26,7 @@ use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 use super::policy::display_path;
 use super::{ToolContext, ToolError};
@@ -111,15 +111,27 @@ impl Jail {
         let Some(b) = &self.beneath else {
             return Ok((joined, shown));
         };
-        if !given.is_absolute() {
-            return Ok((given.to_path_buf(), shown));
-        }
-        for base in [b.root(), self.workspace.as_path()] {
-            if let Ok(rel) = given.strip_prefix(base) {
-                return Ok((rel.to_path_buf(), shown));
+        let rel = if given.is_absolute() {
+            [b.root(), self.workspace.as_path()]
+                .into_iter()
+                .find_map(|base| given.strip_prefix(base).ok())
+                .ok_or_else(|| self.outside(raw))?
+        } else {
+            given
+        };
+        // `..` that climbs above the workspace on paper is refused before the
+        // file system is asked (the kernel refuses it too, but a missing
+        // directory on the way would otherwise read as "not found").
+        let mut depth = 0usize;
+        for c in rel.components() {
+            match c {
+                Component::ParentDir if depth == 0 => return Err(self.outside(raw)),
+                Component::ParentDir => depth -= 1,
+                Component::Normal(_) => depth += 1,
+                _ => {}
             }
         }
-        Err(self.outside(raw))
+        Ok((rel.to_path_buf(), shown))
     }
 
     fn outside(&self, raw: &str) -> ToolError {
