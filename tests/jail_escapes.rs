@@ -161,6 +161,12 @@ fn attempts(f: &Fixture) -> Vec<Attempt> {
             json!({"path": o("new-abs.txt"), "content": "x"}),
             Outside,
         ),
+        a(
+            "absolute",
+            "read_file",
+            json!({"path": format!("{}/../outside/secret.txt", f.ws.display())}),
+            Outside,
+        ),
         a("absolute", "list_dir", json!({"path": "/"}), Outside),
         a(
             "symlink-file",
