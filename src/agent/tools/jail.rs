@@ -298,13 +298,15 @@ fn open_plain(path: &Path, flags: libc::c_int) -> io::Result<File> {
     o.open(path)
 }
 
+/// Without the jail: creates like `std::fs::write` (a dangling link's target included).
 fn create_plain(path: &Path) -> io::Result<File> {
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent)?;
     }
     OpenOptions::new()
         .write(true)
-        .create_new(true)
+        .create(true)
+        .truncate(false)
         .custom_flags(libc::O_NOCTTY)
         .open(path)
 }
