@@ -357,8 +357,8 @@ async fn every_escape_attempt_is_refused_by_every_resolver() {
             got[0], got[1], got[2]
         );
         totals.0 += tried;
-        for i in 0..3 {
-            totals.1[i] += got[i];
+        for (total, n) in totals.1.iter_mut().zip(got) {
+            *total += n;
         }
     }
     println!(
