@@ -97,13 +97,14 @@ const PROBE_YES: u8 = 1;
 const PROBE_NO: u8 = 2;
 static OPENAT2: AtomicU8 = AtomicU8::new(PROBE_UNKNOWN);
 
-/// The resolver this process uses: `Openat2` unless the kernel said `ENOSYS`.
+/// The resolver this process uses: `Openat2` unless probing it said `ENOSYS`
+/// (or `EPERM`, what older seccomp profiles answer for syscalls they do not know).
 pub fn default_resolver() -> Resolver {
     if OPENAT2.load(Ordering::Relaxed) == PROBE_UNKNOWN {
         let dot = c".";
         let r = sys_openat2(libc::AT_FDCWD, dot, libc::O_PATH, 0, libc::RESOLVE_BENEATH);
         let state = match r {
-            Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => PROBE_NO,
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOSYS | libc::EPERM)) => PROBE_NO,
             _ => PROBE_YES,
         };
         OPENAT2.store(state, Ordering::Relaxed);

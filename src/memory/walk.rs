@@ -152,7 +152,7 @@ pub fn walk_source(src: &SourceRoot) -> (Vec<DiskFile>, Vec<WalkIssue>) {
         Some(Beneath::open(&src.root))
     };
     for top in start {
-        if top.symlink_metadata().is_err() {
+        if !top.exists() {
             continue;
         }
         let max_depth = if src.kind == SourceKind::Sessions {
