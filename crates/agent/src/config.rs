@@ -26,7 +26,8 @@ pub struct AgentConfig {
     pub max_tokens: Option<u32>,
     /// Ask before running tools with side effects.
     pub confirm_side_effects: Option<bool>,
-    /// Confine file tools to the workspace.
+    /// Confine file tools to the workspace (default true; `false` lets them
+    /// follow any path and link).
     pub jail_to_workspace: Option<bool>,
     pub exec_timeout_secs: Option<u64>,
     /// Name of the environment variable holding a Brave Search API key.

@@ -142,7 +142,7 @@ pub fn resolve(
         max_tokens,
         context_window,
         confirm_side_effects: a.confirm_side_effects.unwrap_or(false),
-        jail_to_workspace: a.jail_to_workspace.unwrap_or(false),
+        jail_to_workspace: a.jail_to_workspace.unwrap_or(true),
         exec_timeout: Duration::from_secs(
             a.exec_timeout_secs
                 .unwrap_or(DEFAULT_EXEC_TIMEOUT_SECS)
@@ -231,6 +231,28 @@ mod tests {
         )
         .unwrap();
         assert_eq!(a.profiles[0].model, "m-flag");
+    }
+
+    #[test]
+    fn file_jail_is_on_by_default() {
+        let mut s = settings();
+        s.llm_env = LlmEnv {
+            api: Some("openai".into()),
+            base_url: Some("http://127.0.0.1:9".into()),
+            model: Some("m".into()),
+            api_key: None,
+        };
+        assert!(
+            resolve(&s, &Overrides::default(), &no_env)
+                .unwrap()
+                .jail_to_workspace
+        );
+        s.agent.jail_to_workspace = Some(false);
+        assert!(
+            !resolve(&s, &Overrides::default(), &no_env)
+                .unwrap()
+                .jail_to_workspace
+        );
     }
 
     #[test]

@@ -198,7 +198,7 @@ pub fn run(
     for src in &sources {
         let (disk, issues) = walk::walk_source(src);
         for i in issues {
-            run.issue(&src.name, &i.path, &i.message, false);
+            run.issue(&src.name, &i.path, &i.message, i.skipped);
         }
         let stored = run.store.file_records(&src.name)?;
         run.report.files_scanned += disk.len();
@@ -381,7 +381,7 @@ impl<'a> Run<'a> {
             self.issue(&src.name, &f.rel, &msg, true);
             return Ok(());
         }
-        let bytes = match std::fs::read(&f.abs) {
+        let bytes = match walk::read_source_file(src, &f.rel) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 // Deleted while we were indexing: it is gone, so drop what we had.

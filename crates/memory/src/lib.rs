@@ -4,6 +4,7 @@
 //! Pure logic (`chunk`, `plan`, `search::query`, `search::score`, `redact`,
 //! `dates`) is separated from I/O (`store`, `embed`, `walk`, `indexer`, `watch`).
 
+pub mod beneath;
 pub mod chunk;
 pub mod clock;
 pub mod config;

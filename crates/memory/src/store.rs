@@ -13,7 +13,10 @@ use std::sync::Once;
 use std::time::Duration;
 
 /// Numbered migrations, applied in order; `PRAGMA user_version` records the last applied.
-const MIGRATIONS: &[(i64, &str)] = &[(1, include_str!("../migrations/0001_init.sql"))];
+const MIGRATIONS: &[(i64, &str)] = &[
+    (1, include_str!("../migrations/0001_init.sql")),
+    (2, include_str!("../migrations/0002_source_symlinks.sql")),
+];
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS[MIGRATIONS.len() - 1].0;
@@ -115,6 +118,8 @@ pub struct SourceRecord {
     pub name: String,
     pub root: PathBuf,
     pub added_at: i64,
+    /// Index files whose symlinks resolve outside `root` (off by default).
+    pub follow_symlinks_outside: bool,
 }
 
 /// Counts for `claw memory status`.
@@ -675,16 +680,27 @@ impl Store {
         Ok(())
     }
 
+    /// Let a registered source follow symlinks that resolve outside its root.
+    /// Returns false when no source has that name.
+    pub fn set_source_follow_symlinks_outside(&self, name: &str, follow: bool) -> Result<bool> {
+        let n = self.conn.execute(
+            "UPDATE sources SET follow_symlinks_outside = ?2 WHERE name = ?1",
+            params![name, follow as i64],
+        )?;
+        Ok(n > 0)
+    }
+
     /// Registered notes folders, by name.
     pub fn sources(&self) -> Result<Vec<SourceRecord>> {
-        let mut stmt = self
-            .conn
-            .prepare("SELECT name, root, added_at FROM sources ORDER BY name")?;
+        let mut stmt = self.conn.prepare(
+            "SELECT name, root, added_at, follow_symlinks_outside FROM sources ORDER BY name",
+        )?;
         let rows = stmt.query_map([], |r| {
             Ok(SourceRecord {
                 name: r.get(0)?,
                 root: PathBuf::from(r.get::<_, String>(1)?),
                 added_at: r.get(2)?,
+                follow_symlinks_outside: r.get::<_, i64>(3)? != 0,
             })
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)

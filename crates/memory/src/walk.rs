@@ -2,9 +2,19 @@
 //! `sessions`, plus registered notes folders) and which files on disk belong to
 //! each, with their stat. Blocking directory walks; skips hidden directories,
 //! `.git`, `node_modules` and symlink loops.
+//!
+//! Invariant: unless a source opts in (`follow_symlinks_outside`), no file is
+//! listed, stat'ed or read through a symlink that resolves outside the source
+//! root. The walk skips such links (a file, or a whole linked directory) with a
+//! counted issue; [`stat_file`] and [`read_source_file`] resolve beneath the root
+//! ([`crate::beneath`]) at the moment they run, so a file replaced by such
+//! a link after the walk is neither re-indexed nor served.
 
+use crate::beneath::{self, Beneath};
 use crate::config::MemoryConfig;
 use crate::store::{Store, StoreError};
+use std::io::Read;
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
 
@@ -31,6 +41,8 @@ pub struct SourceRoot {
     pub name: String,
     pub root: PathBuf,
     pub kind: SourceKind,
+    /// Follow symlinks that resolve outside `root` (opt-in per registered source).
+    pub follow_symlinks_outside: bool,
 }
 
 /// A file found on disk.
@@ -48,6 +60,8 @@ pub struct DiskFile {
 pub struct WalkIssue {
     pub path: String,
     pub message: String,
+    /// A file (or linked directory) was left out of the index because of it.
+    pub skipped: bool,
 }
 
 /// Every source: the two built-ins, then registered folders.
@@ -58,6 +72,7 @@ pub fn sources(settings: &MemoryConfig, store: &Store) -> Result<Vec<SourceRoot>
             name: s.name,
             root: s.root,
             kind: SourceKind::Notes,
+            follow_symlinks_outside: s.follow_symlinks_outside,
         });
     }
     Ok(out)
@@ -70,11 +85,13 @@ pub fn builtin_sources(settings: &MemoryConfig) -> Vec<SourceRoot> {
             name: SOURCE_MEMORY.into(),
             root: settings.workspace.clone(),
             kind: SourceKind::Workspace,
+            follow_symlinks_outside: false,
         },
         SourceRoot {
             name: SOURCE_SESSIONS.into(),
             root: settings.workspace.clone(),
             kind: SourceKind::Sessions,
+            follow_symlinks_outside: false,
         },
     ]
 }
@@ -124,9 +141,16 @@ pub fn walk_source(src: &SourceRoot) -> (Vec<DiskFile>, Vec<WalkIssue>) {
         issues.push(WalkIssue {
             path: src.root.display().to_string(),
             message: "source folder is missing".into(),
+            skipped: false,
         });
         return (files, issues);
     }
+    // Held open for the whole walk: symlinks are checked beneath this root.
+    let guard = if src.follow_symlinks_outside {
+        None
+    } else {
+        Some(Beneath::open(&src.root))
+    };
     for top in start {
         if !top.exists() {
             continue;
@@ -145,7 +169,8 @@ pub fn walk_source(src: &SourceRoot) -> (Vec<DiskFile>, Vec<WalkIssue>) {
                 e.depth() == 0
                     || !(e.file_type().is_dir() && is_skipped_dir(&e.file_name().to_string_lossy()))
             });
-        for entry in walker {
+        let mut walker = walker;
+        while let Some(entry) = walker.next() {
             let entry = match entry {
                 Ok(e) => e,
                 Err(e) => {
@@ -159,10 +184,32 @@ pub fn walk_source(src: &SourceRoot) -> (Vec<DiskFile>, Vec<WalkIssue>) {
                     } else {
                         e.to_string()
                     };
-                    issues.push(WalkIssue { path, message });
+                    issues.push(WalkIssue {
+                        path,
+                        message,
+                        skipped: false,
+                    });
                     continue;
                 }
             };
+            if let Some(guard) = &guard
+                && entry.path_is_symlink()
+            {
+                let is_dir = entry.file_type().is_dir();
+                let rel = relative(&src.root, entry.path()).unwrap_or_default();
+                // Only links that would be indexed (or could hold indexed files) matter.
+                if is_dir || belongs(src.kind, &rel) {
+                    if let Some(issue) = outside_link(guard, entry.path(), &rel) {
+                        issues.push(issue);
+                        if is_dir {
+                            walker.skip_current_dir();
+                        }
+                        continue;
+                    }
+                } else {
+                    continue;
+                }
+            }
             if !entry.file_type().is_file() {
                 continue;
             }
@@ -182,6 +229,7 @@ pub fn walk_source(src: &SourceRoot) -> (Vec<DiskFile>, Vec<WalkIssue>) {
                 Err(e) => issues.push(WalkIssue {
                     path: entry.path().display().to_string(),
                     message: e.to_string(),
+                    skipped: false,
                 }),
             }
         }
@@ -195,13 +243,81 @@ pub fn stat_file(src: &SourceRoot, rel: &str) -> Option<DiskFile> {
         return None;
     }
     let abs = src.root.join(rel);
-    let md = std::fs::metadata(&abs).ok()?;
+    let md = if src.follow_symlinks_outside {
+        std::fs::metadata(&abs).ok()?
+    } else {
+        // Stat what resolves beneath the root: a link out of it reads as missing.
+        Beneath::open(&src.root)
+            .ok()?
+            .open_file(Path::new(rel), libc::O_PATH)
+            .ok()?
+            .metadata()
+            .ok()?
+    };
     md.is_file().then(|| DiskFile {
         rel: rel.to_string(),
         abs,
         mtime_ns: mtime_ns(&md),
         size: md.len() as i64,
     })
+}
+
+/// Why the symlink at `path` (`rel` in its source) is skipped, or `None` when it
+/// resolves beneath the source root.
+fn outside_link(guard: &std::io::Result<Beneath>, path: &Path, rel: &str) -> Option<WalkIssue> {
+    let shown = if rel.is_empty() {
+        path.display().to_string()
+    } else {
+        rel.to_string()
+    };
+    let target = std::fs::read_link(path)
+        .map(|t| t.display().to_string())
+        .unwrap_or_else(|_| "?".into());
+    let message = match guard {
+        Ok(b) => match b.contains(Path::new(rel)) {
+            Ok(true) => return None,
+            Ok(false) => format!(
+                "skipped: symlink to {target} resolves outside the source root (register the \
+                 folder with `claw memory add --follow-symlinks-outside` to index such links)"
+            ),
+            Err(e) => format!("skipped: symlink to {target} cannot be checked: {e}"),
+        },
+        Err(e) => format!("skipped: symlink to {target}: cannot open the source root: {e}"),
+    };
+    Some(WalkIssue {
+        path: shown,
+        message,
+        skipped: true,
+    })
+}
+
+/// Reads a file of a source, resolving `rel` beneath the source root at the
+/// moment of reading (unless the source follows links outside). A link out of
+/// the root is an error of kind `PermissionDenied` carrying
+/// [`beneath::BeneathError::Outside`]; devices and FIFOs are refused.
+pub fn read_source_file(src: &SourceRoot, rel: &str) -> std::io::Result<Vec<u8>> {
+    let flags = libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY;
+    let mut file = if src.follow_symlinks_outside {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+            .open(src.root.join(rel))?
+    } else {
+        Beneath::open(&src.root)?
+            .open_file(Path::new(rel), flags)
+            .map_err(beneath::BeneathError::into_io)?
+    };
+    let st = beneath::fstat(file.as_raw_fd())?;
+    if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{rel} is not a regular file"),
+        ));
+    }
+    let mut bytes = Vec::with_capacity(st.st_size.max(0) as usize);
+    file.read_to_end(&mut bytes)?;
+    Ok(bytes)
 }
 
 /// `path` relative to `root`, '/'-separated; `None` if outside or not UTF-8.
@@ -266,6 +382,7 @@ mod tests {
             name: "n".into(),
             root: root.to_path_buf(),
             kind: SourceKind::Notes,
+            follow_symlinks_outside: false,
         };
         let (files, issues) = walk_source(&src);
         let rels: Vec<_> = files.iter().map(|f| f.rel.as_str()).collect();

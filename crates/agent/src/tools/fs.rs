@@ -4,17 +4,18 @@
 //! on `spawn_blocking`.
 //!
 //! Invariant: a refused or failed `edit_file` never modifies the file; with the
-//! jail on, no path outside the workspace is read or written (see `policy`).
+//! jail on, no path outside the workspace is read or written: every path is
+//! opened once through [`super::jail::Jail`] and used through that descriptor.
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read};
-use std::path::{Path, PathBuf};
+use std::io::{BufRead, BufReader, Read, Write};
 
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::policy::{display_path, resolve_path};
+use super::jail::{Jail, io_error};
 use super::{ClosestMatch, ToolContext, ToolError, ToolOutput, ToolResult};
+use claw_memory::beneath::{self, EntryType};
 
 /// Lines returned by one `read_file` when the model does not say.
 pub const DEFAULT_READ_LINES: usize = 500;
@@ -144,33 +145,16 @@ pub struct DirEntry {
     pub size: Option<u64>,
 }
 
-fn io_error(path: &Path, ctx: &ToolContext, e: std::io::Error) -> ToolError {
-    let shown = display_path(&ctx.workspace, path);
-    if e.kind() == std::io::ErrorKind::NotFound {
-        ToolError::NotFound { path: shown }
-    } else {
-        ToolError::Io {
-            path: shown,
-            message: e.to_string(),
-        }
-    }
-}
-
-fn resolve(ctx: &ToolContext, raw: &str) -> Result<PathBuf, ToolError> {
-    resolve_path(&ctx.workspace, ctx.jail, raw)
-}
-
 /// `read_file`: a window of lines, streamed so that large files cost no memory.
 pub fn read_file(ctx: &ToolContext, args: &ReadFileArgs) -> ToolResult {
-    let path = resolve(ctx, &args.path)?;
-    let shown = display_path(&ctx.workspace, &path);
-    if path.is_dir() {
-        return Err(ToolError::Io {
-            path: shown,
-            message: "is a directory; use list_dir".into(),
-        });
-    }
-    let file = std::fs::File::open(&path).map_err(|e| io_error(&path, ctx, e))?;
+    read_file_in(&Jail::from_context(ctx)?, args)
+}
+
+/// [`read_file`] through a given jail.
+pub fn read_file_in(jail: &Jail, args: &ReadFileArgs) -> ToolResult {
+    let opened = jail.open_read(&args.path)?;
+    let shown = opened.shown;
+    let file = opened.handle;
     let start = args.start_line.unwrap_or(1).max(1);
     let max_lines = args
         .max_lines
@@ -187,7 +171,7 @@ pub fn read_file(ctx: &ToolContext, args: &ReadFileArgs) -> ToolResult {
         buf.clear();
         let n = reader
             .read_until(b'\n', &mut buf)
-            .map_err(|e| io_error(&path, ctx, e))?;
+            .map_err(|e| io_error(&shown, e))?;
         if n == 0 {
             break;
         }
@@ -241,21 +225,20 @@ pub fn read_file(ctx: &ToolContext, args: &ReadFileArgs) -> ToolResult {
 
 /// `write_file`: replaces the file, creating parent directories.
 pub fn write_file(ctx: &ToolContext, args: &WriteFileArgs) -> ToolResult {
-    let path = resolve(ctx, &args.path)?;
-    let shown = display_path(&ctx.workspace, &path);
-    if path.is_dir() {
-        return Err(ToolError::Io {
-            path: shown,
-            message: "is a directory".into(),
-        });
-    }
-    let created = !path.exists();
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| io_error(parent, ctx, e))?;
-    }
-    std::fs::write(&path, args.content.as_bytes()).map_err(|e| io_error(&path, ctx, e))?;
+    write_file_in(&Jail::from_context(ctx)?, args)
+}
+
+/// [`write_file`] through a given jail: the file is opened (or created) once
+/// and written through that descriptor.
+pub fn write_file_in(jail: &Jail, args: &WriteFileArgs) -> ToolResult {
+    let (opened, created) = jail.open_write(&args.path)?;
+    let mut file = opened.handle;
+    let shown = opened.shown;
+    file.set_len(0)
+        .and_then(|()| file.write_all(args.content.as_bytes()))
+        .map_err(|e| io_error(&shown, e))?;
     Ok(ToolOutput::FileWritten {
-        path: display_path(&ctx.workspace, &path),
+        path: shown,
         bytes: args.content.len(),
         created,
     })
@@ -263,31 +246,30 @@ pub fn write_file(ctx: &ToolContext, args: &WriteFileArgs) -> ToolResult {
 
 /// `edit_file`: replaces the single occurrence of `old_text`.
 pub fn edit_file(ctx: &ToolContext, args: &EditFileArgs) -> ToolResult {
+    edit_file_in(&Jail::from_context(ctx)?, args)
+}
+
+/// [`edit_file`] through a given jail: the file is opened read-write once; it is
+/// read and rewritten through that descriptor.
+pub fn edit_file_in(jail: &Jail, args: &EditFileArgs) -> ToolResult {
     if args.old_text.is_empty() {
         return Err(ToolError::InvalidArguments {
             tool: "edit_file".into(),
             message: "old_text must not be empty (use write_file to create a file)".into(),
         });
     }
-    let path = resolve(ctx, &args.path)?;
-    let shown = display_path(&ctx.workspace, &path);
-    let meta = std::fs::metadata(&path).map_err(|e| io_error(&path, ctx, e))?;
-    if !meta.is_file() {
-        return Err(ToolError::Io {
-            path: shown,
-            message: "is not a regular file".into(),
-        });
-    }
-    if meta.len() > MAX_EDIT_BYTES {
+    let (opened, size) = jail.open_edit(&args.path)?;
+    let shown = opened.shown;
+    let mut file = opened.handle;
+    if size > MAX_EDIT_BYTES {
         return Err(ToolError::Io {
             path: shown,
             message: format!("is larger than {MAX_EDIT_BYTES} bytes; not edited"),
         });
     }
     let mut content = String::new();
-    std::fs::File::open(&path)
-        .and_then(|mut f| f.read_to_string(&mut content))
-        .map_err(|e| io_error(&path, ctx, e))?;
+    file.read_to_string(&mut content)
+        .map_err(|e| io_error(&shown, e))?;
     let positions: Vec<usize> = content
         .match_indices(args.old_text.as_str())
         .map(|(i, _)| i)
@@ -303,7 +285,9 @@ pub fn edit_file(ctx: &ToolContext, args: &EditFileArgs) -> ToolResult {
             updated.push_str(&content[..at]);
             updated.push_str(&args.new_text);
             updated.push_str(&content[at + args.old_text.len()..]);
-            std::fs::write(&path, updated.as_bytes()).map_err(|e| io_error(&path, ctx, e))?;
+            std::os::unix::fs::FileExt::write_all_at(&file, updated.as_bytes(), 0)
+                .and_then(|()| file.set_len(updated.len() as u64))
+                .map_err(|e| io_error(&shown, e))?;
             Ok(ToolOutput::FileEdited {
                 path: shown,
                 line: line_of(&content, at),
@@ -386,22 +370,29 @@ fn dice(a: &HashMap<(char, char), usize>, b: &HashMap<(char, char), usize>) -> f
 
 /// `list_dir`: entries sorted with directories first, then by name.
 pub fn list_dir(ctx: &ToolContext, args: &ListDirArgs) -> ToolResult {
+    list_dir_in(&Jail::from_context(ctx)?, args)
+}
+
+/// [`list_dir`] through a given jail: the directory is opened once and listed
+/// through that descriptor (entries are not followed).
+pub fn list_dir_in(jail: &Jail, args: &ListDirArgs) -> ToolResult {
     let raw = args.path.as_deref().unwrap_or(".");
-    let path = resolve(ctx, raw)?;
-    let shown = display_path(&ctx.workspace, &path);
-    let reader = std::fs::read_dir(&path).map_err(|e| io_error(&path, ctx, e))?;
-    let mut entries = Vec::new();
-    for entry in reader {
-        let entry = entry.map_err(|e| io_error(&path, ctx, e))?;
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let (kind, size) = match entry.file_type() {
-            Ok(t) if t.is_symlink() => (EntryKind::Symlink, None),
-            Ok(t) if t.is_dir() => (EntryKind::Dir, None),
-            Ok(t) if t.is_file() => (EntryKind::File, entry.metadata().ok().map(|m| m.len())),
-            _ => (EntryKind::Other, None),
-        };
-        entries.push(DirEntry { name, kind, size });
-    }
+    let opened = jail.open_dir(raw)?;
+    let shown = opened.shown;
+    let listed = beneath::read_dir(&opened.handle).map_err(|e| io_error(&shown, e))?;
+    let mut entries: Vec<DirEntry> = listed
+        .into_iter()
+        .map(|e| DirEntry {
+            name: e.name.to_string_lossy().into_owned(),
+            kind: match e.kind {
+                EntryType::File => EntryKind::File,
+                EntryType::Dir => EntryKind::Dir,
+                EntryType::Symlink => EntryKind::Symlink,
+                EntryType::Other => EntryKind::Other,
+            },
+            size: e.size,
+        })
+        .collect();
     entries.sort_by(|a, b| {
         (a.kind != EntryKind::Dir)
             .cmp(&(b.kind != EntryKind::Dir))
@@ -485,6 +476,7 @@ pub(super) fn render(output: &ToolOutput) -> String {
 mod tests {
     use super::*;
     use crate::tools::check_schema;
+    use std::path::Path;
 
     fn ctx(dir: &Path) -> ToolContext {
         ToolContext::new(dir)

@@ -12,6 +12,7 @@
 #[allow(unsafe_code)] // process groups and rlimits (libc); each block carries its SAFETY note
 pub mod exec;
 pub mod fs;
+pub mod jail;
 pub mod memory;
 pub mod netguard;
 pub mod policy;

@@ -3,10 +3,11 @@
 //! tools to the workspace.
 //!
 //! Invariant: with the jail on, a resolved path is never outside the canonical
-//! workspace — neither through `..` nor through a symlink (checked on the
-//! canonical path of the nearest existing ancestor). The check is done when the
-//! tool runs; it is a guard-rail against model mistakes, not a sandbox against a
-//! hostile process racing the tool.
+//! workspace — neither through `..` nor through a symlink, dangling ones included
+//! (checked on the canonical path of the nearest existing ancestor).
+//! [`resolve_path`] returns a *path*, so it is only a check at one instant; the
+//! file tools do not use it: they open through [`super::jail::Jail`], which
+//! resolves beneath a workspace descriptor and works on what it opened.
 
 use std::path::{Component, Path, PathBuf};
 
@@ -85,10 +86,15 @@ pub fn resolve_path(workspace: &Path, jail: bool, raw: &str) -> Result<PathBuf, 
 
 /// Canonicalises `path`; when it does not exist, canonicalises the nearest
 /// existing ancestor and appends the missing components. Missing components may
-/// not contain `..` (they cannot be resolved safely) — that is an error.
+/// not contain `..` (they cannot be resolved safely) — that is an error. So is a
+/// component that exists but cannot be canonicalised (a dangling symlink: writing
+/// through it would create its target, wherever that is).
 fn canonicalize_lenient(path: &Path) -> Result<PathBuf, ()> {
     for ancestor in path.ancestors() {
         let Ok(base) = ancestor.canonicalize() else {
+            if ancestor.symlink_metadata().is_ok() {
+                return Err(());
+            }
             continue;
         };
         let rest = path.strip_prefix(ancestor).map_err(|_| ())?;
@@ -192,5 +198,15 @@ mod tests {
             Err(ToolError::OutsideWorkspace { .. })
         ));
         assert!(resolve_path(&ws, false, "link/secret.txt").is_ok());
+        // A dangling symlink (its target outside) is refused, not appended to.
+        std::os::unix::fs::symlink(outside.join("new"), ws.join("dangling")).unwrap();
+        assert!(matches!(
+            resolve_path(&ws, true, "dangling"),
+            Err(ToolError::OutsideWorkspace { .. })
+        ));
+        assert!(matches!(
+            resolve_path(&ws, true, "dangling/x"),
+            Err(ToolError::OutsideWorkspace { .. })
+        ));
     }
 }

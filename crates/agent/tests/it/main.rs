@@ -1,7 +1,9 @@
 //! One integration-test binary for the assistant library: driver, providers over real HTTP/SSE, tools.
 #![allow(clippy::unwrap_used)]
+#![allow(unsafe_code)] // libc calls that set up hostile filesystem states (FIFOs, renameat2 races)
 
 mod agent_driver;
+mod jail_escapes;
 mod provider_failover;
 mod provider_streaming;
 mod ssrf_fetch;

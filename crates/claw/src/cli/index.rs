@@ -44,6 +44,10 @@ pub struct AddArgs {
     /// Source name (default: the folder's name).
     #[arg(long)]
     pub name: Option<String>,
+    /// Also index files reached through symlinks that resolve outside the folder
+    /// (by default such links are skipped and reported).
+    #[arg(long)]
+    pub follow_symlinks_outside: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -360,9 +364,17 @@ pub fn run_add(settings: &Settings, args: AddArgs) -> anyhow::Result<Exit> {
         );
     }
     store.add_source(&name, &root)?;
+    if args.follow_symlinks_outside {
+        store.set_source_follow_symlinks_outside(&name, true)?;
+    }
     println!(
-        "added source `{name}` ({}); run `claw memory index` to index it",
-        root.display()
+        "added source `{name}` ({}){}; run `claw memory index` to index it",
+        root.display(),
+        if args.follow_symlinks_outside {
+            ", following symlinks outside it"
+        } else {
+            ""
+        }
     );
     Ok(Exit::Ok)
 }

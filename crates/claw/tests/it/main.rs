@@ -9,6 +9,8 @@ mod e2e_local_llm;
 mod embed_openai;
 mod eval_smoke;
 mod index_cli;
+mod jail_agent_cli;
+mod jail_memory_cli;
 mod search_cli;
 mod search_sync;
 mod soak_watch;

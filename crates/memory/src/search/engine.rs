@@ -1051,7 +1051,9 @@ pub fn get_lines(
         return Err(SearchError::NotIndexed(req.path.clone()));
     };
     let abs = src.root.join(&rel);
-    let text = std::fs::read(&abs).map_err(|source| SearchError::Read {
+    // Resolved again beneath the source root now: a file swapped for a symlink
+    // out of it since indexing is refused, not served.
+    let text = walk::read_source_file(src, &rel).map_err(|source| SearchError::Read {
         path: abs.display().to_string(),
         source,
     })?;
