@@ -4,6 +4,7 @@
 //! Pure logic (`chunk`, `plan`, `search::query`, `search::score`, `redact`,
 //! `dates`) is separated from I/O (`store`, `embed`, `walk`, `indexer`, `watch`).
 
+#[allow(unsafe_code)] // openat2(2) and fd-relative syscalls; each block carries a SAFETY note
 pub mod beneath;
 pub mod chunk;
 pub mod clock;
