@@ -8,7 +8,7 @@
 //! own thread and runtime, so it works from `#[tokio::test]` (any flavour, paused
 //! clock included) and from plain `#[test]`s that run the `claw` binary.
 //!
-//! ```ignore
+//! ```text
 //! #[path = "support/scripted_server.rs"]
 //! mod scripted_server;
 //! use scripted_server::{ScriptedServer, Reply, Step, openai, anthropic};
