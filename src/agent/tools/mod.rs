@@ -13,6 +13,7 @@ pub mod exec;
 pub mod fs;
 pub mod memory;
 pub mod policy;
+pub mod sandbox;
 pub mod web;
 
 use std::path::PathBuf;
@@ -64,6 +65,8 @@ pub struct ToolContext {
     pub fetch_timeout: Duration,
     /// Size limit of one `web_fetch` download.
     pub fetch_max_bytes: usize,
+    /// How `exec` confines commands (on by default, network off).
+    pub sandbox: sandbox::SandboxPolicy,
 }
 
 impl ToolContext {
@@ -80,6 +83,7 @@ impl ToolContext {
             memory: None,
             fetch_timeout: DEFAULT_FETCH_TIMEOUT,
             fetch_max_bytes: DEFAULT_FETCH_MAX_BYTES,
+            sandbox: sandbox::SandboxPolicy::default(),
         }
     }
 }
@@ -99,6 +103,7 @@ impl std::fmt::Debug for ToolContext {
             .field("memory", &self.memory.is_some())
             .field("fetch_timeout", &self.fetch_timeout)
             .field("fetch_max_bytes", &self.fetch_max_bytes)
+            .field("sandbox", &self.sandbox)
             .finish()
     }
 }
@@ -406,9 +411,11 @@ impl ToolRegistry {
         self.enabled.iter().map(|t| t.as_str()).collect()
     }
 
-    /// True when the driver must ask the user before running `name`.
+    /// True when the driver must ask the user before running `name` (`exec`
+    /// always, when its sandbox is on but unavailable on this machine).
     pub fn needs_confirmation(&self, name: &str) -> bool {
         policy::needs_confirmation(name, self.ctx.confirm_side_effects)
+            || (name == "exec" && exec::unconfined_fallback(&self.ctx))
     }
 
     /// True for a tool that changes nothing.
