@@ -87,6 +87,29 @@ pub struct ConfigFile {
     pub embedding: EmbeddingConfig,
     #[serde(default)]
     pub agent: AgentConfig,
+    #[serde(default)]
+    pub exec: ExecConfig,
+}
+
+/// `exec` section of the config file: the exec tool's sandbox; interpreted by
+/// `crate::agent::settings` (defaults in `crate::agent::tools::sandbox`).
+#[derive(Debug, Default, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExecConfig {
+    /// Confine commands (default true).
+    pub sandbox: Option<bool>,
+    /// Allow network access (default false).
+    pub network: Option<bool>,
+    pub max_processes: Option<u64>,
+    pub max_file_mb: Option<u64>,
+    pub max_cpu_secs: Option<u64>,
+    pub tmp_mb: Option<u64>,
+    /// Extra directories commands may read and execute (`~` expanded).
+    #[serde(default)]
+    pub read_paths: Vec<PathBuf>,
+    /// Extra directories commands may write (`~` expanded).
+    #[serde(default)]
+    pub write_paths: Vec<PathBuf>,
 }
 
 /// `memory` section of the config file.
@@ -220,6 +243,8 @@ pub struct Settings {
     pub embed: EmbedProvider,
     pub memory: MemorySettings,
     pub agent: AgentConfig,
+    /// The `exec` section, paths `~`-expanded.
+    pub exec: ExecConfig,
     /// LLM overrides from the environment (`CLAW_LLM_*`).
     pub llm_env: LlmEnv,
     /// "Now" for everything a result depends on (`CLAW_NOW` pins it for tests).
@@ -311,6 +336,21 @@ impl Settings {
             embed,
             memory,
             agent: file.agent,
+            exec: ExecConfig {
+                read_paths: file
+                    .exec
+                    .read_paths
+                    .iter()
+                    .map(|p| expand_tilde(p, input.home.as_deref()))
+                    .collect(),
+                write_paths: file
+                    .exec
+                    .write_paths
+                    .iter()
+                    .map(|p| expand_tilde(p, input.home.as_deref()))
+                    .collect(),
+                ..file.exec
+            },
             llm_env,
             clock,
         })
@@ -325,6 +365,7 @@ impl Settings {
             embed,
             memory: MemorySettings::default(),
             agent: AgentConfig::default(),
+            exec: ExecConfig::default(),
             llm_env: LlmEnv::default(),
             clock: Clock::System,
         }

@@ -108,6 +108,7 @@ fn build_tools(settings: &Settings, a: &AgentSettings) -> ToolRegistry {
     ctx.exec_timeout = a.exec_timeout;
     ctx.brave_api_key = a.brave_api_key.clone();
     ctx.confirm_side_effects = a.confirm_side_effects;
+    ctx.sandbox = a.sandbox.clone();
     ctx.memory = Some(Arc::new(EngineBackend::new(settings.clone())));
     ToolRegistry::new(ctx)
 }
