@@ -32,9 +32,12 @@
 //!    and no abstract-socket connections with processes outside the sandbox
 //!    (ABI ≥ 6). Landlock also forbids mounting, so the namespace's
 //!    capabilities cannot undo layer 2.
-//! 4. **rlimits and `no_new_privs`** — `RLIMIT_NPROC` (set after the user
-//!    namespace exists, so it counts only the sandbox's processes; the kernel
-//!    ignores it for root, hence layer 1), `RLIMIT_FSIZE`, `RLIMIT_CPU`.
+//! 4. **rlimits, capabilities, `no_new_privs`** — `RLIMIT_NPROC` (set after
+//!    the user namespace exists, so it counts only the sandbox's processes; the
+//!    kernel ignores it for root, hence layer 1), `RLIMIT_FSIZE`, `RLIMIT_CPU`,
+//!    `RLIMIT_CORE` 0; every capability dropped (bounding, ambient, effective,
+//!    permitted, inheritable sets), so even a root command without namespaces
+//!    cannot `reboot(2)`, load modules or reconfigure the network.
 //!
 //! Design choice — fork/exec: the Landlock ruleset, every path, every mount
 //! target and every byte the child writes are prepared in the parent
@@ -78,6 +81,11 @@ pub struct SandboxPolicy {
     pub enabled: bool,
     /// Allow network access (`exec.network`, default false).
     pub network: bool,
+    /// Use the user, mount and network namespaces where the machine has them
+    /// (default true). False leaves Landlock, the rlimits, the pids cgroup and
+    /// the dropped capabilities (diagnostics, and the tests that measure the
+    /// Landlock layer alone).
+    pub namespaces: bool,
     /// Processes and threads of one command (`exec.max_processes`).
     pub max_processes: u64,
     /// Largest file a command may write, bytes (`exec.max_file_mb`).
@@ -100,6 +108,7 @@ impl Default for SandboxPolicy {
         SandboxPolicy {
             enabled: true,
             network: false,
+            namespaces: true,
             max_processes: DEFAULT_MAX_PROCESSES,
             max_file_bytes: DEFAULT_MAX_FILE_BYTES,
             max_cpu_secs: DEFAULT_MAX_CPU_SECS,

@@ -25,6 +25,7 @@ pub(super) const STEP_NAMES: &[&str] = &[
     "populating the new root (system directories, workspace, private /tmp)",
     "remounting the system directories read-only",
     "switching to the new root (pivot_root)",
+    "dropping all capabilities",
     "entering the workspace",
     "adding the private /tmp and the new root to the Landlock ruleset",
     "setting no_new_privs",
@@ -43,10 +44,11 @@ const STEP_TMPFS: u32 = 8;
 const STEP_BIND: u32 = 9;
 const STEP_READONLY: u32 = 10;
 const STEP_PIVOT: u32 = 11;
-const STEP_CHDIR: u32 = 12;
-const STEP_LANDLOCK_TMP: u32 = 13;
-const STEP_NO_NEW_PRIVS: u32 = 14;
-const STEP_LANDLOCK: u32 = 15;
+const STEP_CAPS: u32 = 12;
+const STEP_CHDIR: u32 = 13;
+const STEP_LANDLOCK_TMP: u32 = 14;
+const STEP_NO_NEW_PRIVS: u32 = 15;
+const STEP_LANDLOCK: u32 = 16;
 
 /// One `u32` in a shared anonymous mapping: the child writes the step it is
 /// in; the parent reads it when the spawn failed.
@@ -171,6 +173,60 @@ pub(super) struct ChildPlan {
     pub landlock: Option<LandlockPlan>,
 }
 
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: i32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+
+/// Empties the bounding and ambient sets (best effort: needs CAP_SETPCAP, which
+/// only a privileged or namespaced process has) and the effective, permitted
+/// and inheritable sets (always allowed). A root command then has no
+/// capability — not even after `execve`, which grants root only what the
+/// bounding set holds.
+fn drop_capabilities() -> io::Result<()> {
+    for cap in 0..64 {
+        // SAFETY: plain prctl; EINVAL past the last capability and EPERM without
+        // CAP_SETPCAP are expected and ignored.
+        unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) };
+    }
+    // SAFETY: plain prctl; fails harmlessly on kernels without ambient capabilities.
+    unsafe {
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL,
+            0,
+            0,
+            0,
+        )
+    };
+    let header = CapHeader {
+        version: LINUX_CAPABILITY_VERSION_3,
+        pid: 0,
+    };
+    let data = [CapData {
+        effective: 0,
+        permitted: 0,
+        inheritable: 0,
+    }; 2];
+    // SAFETY: capset(&header, data) with a version-3 header and two data structs.
+    let r = unsafe { libc::syscall(libc::SYS_capset, &header as *const CapHeader, data.as_ptr()) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 fn mkdirs(dirs: &[CString]) -> io::Result<()> {
     for d in dirs {
         // SAFETY: NUL-terminated path.
@@ -283,6 +339,8 @@ impl ChildPlan {
         if let Some(mounts) = &self.mounts {
             self.apply_mounts(mounts)?;
         }
+        m.set(STEP_CAPS);
+        drop_capabilities()?;
         m.set(STEP_CHDIR);
         // SAFETY: NUL-terminated path.
         cvt(unsafe { libc::chdir(self.workspace.as_ptr()) })?;

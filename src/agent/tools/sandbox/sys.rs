@@ -804,7 +804,7 @@ pub(super) fn prepare(
             message: "it is the root directory".into(),
         });
     }
-    let userns = status.user_namespace;
+    let userns = status.user_namespace && policy.namespaces;
     let netns = userns && status.network_namespace && !policy.network;
     let mountns = userns && status.mount_namespace;
 
