@@ -47,8 +47,9 @@ its exit code, stdout and stderr. Non-interactive (stdin is empty). Default time
 whole process group is killed on timeout and when the command exits, so do not start background \
 servers. Output over 10000 characters keeps the first and last 5000. Destructive commands \
 (rm -rf /, mkfs, dd, shutdown, …) are refused. Commands run in a sandbox: they can write only \
-inside the workspace and $TMPDIR (a private /tmp), read only the workspace and system \
-directories, and have no network access unless it was enabled in the configuration.";
+inside the workspace and $TMPDIR (a private /tmp, which is also $HOME), read only the \
+workspace and system directories, and have no network access unless it was enabled in the \
+configuration.";
 
 /// Arguments of `exec`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -748,9 +748,13 @@ pub(super) struct PreparedLinux {
 
 impl PreparedLinux {
     pub(super) fn configure(&self, cmd: &mut tokio::process::Command) {
+        // HOME too: the real one is invisible (namespaces) or unreadable
+        // (Landlock), and tools that read or cache there (git, pip) should
+        // find an empty, writable home rather than fail.
         cmd.env("TMPDIR", &self.tmpdir)
             .env("TMP", &self.tmpdir)
-            .env("TEMP", &self.tmpdir);
+            .env("TEMP", &self.tmpdir)
+            .env("HOME", &self.tmpdir);
         let plan = self.plan.clone();
         // SAFETY: `apply` only makes async-signal-safe system calls on data
         // prepared before the fork (see `child`).
