@@ -120,6 +120,9 @@ pub(super) enum RootEntry {
         /// Flags of the read-only remount (the source mount's locked flags);
         /// `None` keeps it writable.
         readonly: Option<libc::c_ulong>,
+        /// Mounts below the source (copied by the recursive bind) to remount
+        /// read-only as well, best effort (`/etc/hosts` in a container).
+        sub_readonly: Vec<(CString, libc::c_ulong)>,
     },
     /// A symbolic link (`/bin -> usr/bin`, `/dev/fd -> /proc/self/fd`).
     Symlink {
@@ -506,6 +509,7 @@ impl ChildPlan {
             if let RootEntry::Bind {
                 target,
                 readonly: Some(flags),
+                sub_readonly,
                 ..
             } = e
             {
@@ -516,6 +520,15 @@ impl ChildPlan {
                     libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | flags,
                     None,
                 )?;
+                for (sub, flags) in sub_readonly {
+                    let _ = mount(
+                        None,
+                        sub,
+                        None,
+                        libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | flags,
+                        None,
+                    );
+                }
             }
         }
         m.set(STEP_PIVOT);

@@ -689,6 +689,17 @@ fn plan_root(
                 } else {
                     Some(mount_of(mounts, path).map_or(0, |m| mount_flags(&m.options)))
                 },
+                sub_readonly: if *writable {
+                    Vec::new()
+                } else {
+                    let mut subs = Vec::new();
+                    for m in mounts {
+                        if m.mount_point != *path && m.mount_point.starts_with(path) {
+                            subs.push((staged(&m.mount_point)?, mount_flags(&m.options)));
+                        }
+                    }
+                    subs
+                },
             },
             Item::Symlink { path, contents } => RootEntry::Symlink {
                 mkdirs: parents(path)?,
