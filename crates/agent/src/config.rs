@@ -4,6 +4,7 @@
 //! environment by the binary. Nothing here reads the environment.
 
 use serde::Deserialize;
+use std::path::PathBuf;
 
 /// LLM API flavour: `openai` or `anthropic`.
 pub const ENV_LLM_API: &str = "CLAW_LLM_API";
@@ -66,6 +67,8 @@ pub struct AssistantConfig {
     pub agent: AgentConfig,
     /// The config file's `web` section.
     pub web: WebConfig,
+    /// The config file's `exec` section (paths already `~`-expanded).
+    pub exec: ExecConfig,
     /// `CLAW_LLM_*` from the environment.
     pub llm_env: LlmEnv,
 }
@@ -77,4 +80,25 @@ pub struct WebConfig {
     /// Let `web_fetch` reach loopback, private, link-local and other non-public
     /// addresses (off by default: SSRF protection).
     pub allow_private: Option<bool>,
+}
+
+/// `exec` section of the config file: the exec tool's sandbox; interpreted by
+/// [`crate::settings`] (defaults in [`crate::tools::sandbox`]).
+#[derive(Debug, Default, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExecConfig {
+    /// Confine commands (default true).
+    pub sandbox: Option<bool>,
+    /// Allow network access (default false).
+    pub network: Option<bool>,
+    pub max_processes: Option<u64>,
+    pub max_file_mb: Option<u64>,
+    pub max_cpu_secs: Option<u64>,
+    pub tmp_mb: Option<u64>,
+    /// Extra directories commands may read and execute (`~` expanded).
+    #[serde(default)]
+    pub read_paths: Vec<PathBuf>,
+    /// Extra directories commands may write (`~` expanded).
+    #[serde(default)]
+    pub write_paths: Vec<PathBuf>,
 }

@@ -9,6 +9,7 @@ use crate::config::{
 };
 use crate::core::DEFAULT_MAX_ITERATIONS;
 use crate::provider::{Profile, ProfileError, apply_overrides, profiles_from_settings};
+use crate::tools::sandbox::SandboxPolicy;
 use chrono::FixedOffset;
 use std::time::Duration;
 
@@ -58,6 +59,8 @@ pub struct AgentSettings {
     pub allow_private: bool,
     /// `agent.timezone` as a fixed offset, if set.
     pub utc_offset: Option<FixedOffset>,
+    /// The exec sandbox (`exec` section).
+    pub sandbox: SandboxPolicy,
 }
 
 impl AgentSettings {
@@ -151,6 +154,41 @@ pub fn resolve(
         brave_api_key,
         allow_private: settings.web.allow_private.unwrap_or(false),
         utc_offset,
+        sandbox: sandbox_policy(&settings.exec)?,
+    })
+}
+
+/// The exec sandbox policy from the `exec` config section.
+pub fn sandbox_policy(e: &crate::config::ExecConfig) -> Result<SandboxPolicy, AgentSettingsError> {
+    let d = SandboxPolicy::default();
+    let at_least = |name: &str, v: Option<u64>, min: u64, default: u64| match v {
+        Some(v) if v < min => Err(AgentSettingsError::Invalid {
+            name: format!("exec.{name}"),
+            message: format!("must be at least {min}"),
+        }),
+        Some(v) => Ok(v),
+        None => Ok(default),
+    };
+    const MB: u64 = 1024 * 1024;
+    for p in e.read_paths.iter().chain(&e.write_paths) {
+        if !p.is_absolute() {
+            return Err(AgentSettingsError::Invalid {
+                name: "exec.read_paths/exec.write_paths".into(),
+                message: format!("`{}` is not an absolute path", p.display()),
+            });
+        }
+    }
+    Ok(SandboxPolicy {
+        enabled: e.sandbox.unwrap_or(d.enabled),
+        network: e.network.unwrap_or(d.network),
+        max_processes: at_least("max_processes", e.max_processes, 8, d.max_processes)?,
+        max_file_bytes: at_least("max_file_mb", e.max_file_mb, 1, d.max_file_bytes / MB)?
+            .saturating_mul(MB),
+        max_cpu_secs: at_least("max_cpu_secs", e.max_cpu_secs, 1, d.max_cpu_secs)?,
+        tmp_bytes: at_least("tmp_mb", e.tmp_mb, 1, d.tmp_bytes / MB)?.saturating_mul(MB),
+        read_paths: e.read_paths.clone(),
+        write_paths: e.write_paths.clone(),
+        ..d
     })
 }
 
@@ -334,5 +372,35 @@ mod tests {
         );
         assert_eq!(parse_offset("UTC+2"), FixedOffset::east_opt(7200));
         assert_eq!(parse_offset("Europe/Paris"), None);
+    }
+
+    #[test]
+    fn exec_section_builds_the_sandbox_policy() {
+        use crate::config::ExecConfig;
+        let exec: ExecConfig = serde_json::from_str(
+            r#"{"network": true, "max_processes": 64, "max_file_mb": 2,
+                "read_paths": ["/opt/tools"], "write_paths": ["/srv/cache"]}"#,
+        )
+        .unwrap();
+        let p = sandbox_policy(&exec).unwrap();
+        assert!(p.enabled && p.network);
+        assert_eq!(p.max_processes, 64);
+        assert_eq!(p.max_file_bytes, 2 * 1024 * 1024);
+        assert_eq!(p.read_paths, vec![std::path::PathBuf::from("/opt/tools")]);
+        assert_eq!(p.write_paths, vec![std::path::PathBuf::from("/srv/cache")]);
+        // Defaults: sandbox on, network off.
+        let d = sandbox_policy(&ExecConfig::default()).unwrap();
+        assert!(d.enabled && !d.network);
+        assert_eq!(d, SandboxPolicy::default());
+        // Bad values are named; unknown keys are refused.
+        let exec: ExecConfig = serde_json::from_str(r#"{"max_processes": 2}"#).unwrap();
+        let e = sandbox_policy(&exec).unwrap_err().to_string();
+        assert!(e.contains("exec.max_processes"), "{e}");
+        let exec: ExecConfig = serde_json::from_str(r#"{"read_paths": ["relative/dir"]}"#).unwrap();
+        assert!(sandbox_policy(&exec).is_err());
+        let e = serde_json::from_str::<ExecConfig>(r#"{"netwrok": true}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("netwrok"), "{e}");
     }
 }

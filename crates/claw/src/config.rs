@@ -6,7 +6,7 @@
 
 pub use claw_agent::config::{
     AgentConfig, AssistantConfig, ENV_LLM_API, ENV_LLM_API_KEY, ENV_LLM_BASE_URL, ENV_LLM_MODEL,
-    LlmEnv, WebConfig,
+    ExecConfig, LlmEnv, WebConfig,
 };
 use claw_memory::clock::Clock;
 pub use claw_memory::config::{
@@ -84,8 +84,9 @@ pub struct ConfigFile {
     pub agent: AgentConfig,
     #[serde(default)]
     pub web: WebConfig,
+    #[serde(default)]
+    pub exec: ExecConfig,
 }
-
 
 /// `memory` section of the config file.
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -212,6 +213,21 @@ impl Settings {
             assistant: AssistantConfig {
                 agent: file.agent,
                 web: file.web,
+                exec: ExecConfig {
+                    read_paths: file
+                        .exec
+                        .read_paths
+                        .iter()
+                        .map(|p| expand_tilde(p, input.home.as_deref()))
+                        .collect(),
+                    write_paths: file
+                        .exec
+                        .write_paths
+                        .iter()
+                        .map(|p| expand_tilde(p, input.home.as_deref()))
+                        .collect(),
+                    ..file.exec
+                },
                 llm_env,
             },
             models_dir: input.home.as_ref().map(|h| h.join(".claw/models")),

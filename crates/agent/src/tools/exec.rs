@@ -4,7 +4,12 @@
 //!
 //! Invariant: exec never leaves processes behind — on timeout, on cancellation
 //! (the future dropped) and after the shell exits, the command's process group is
-//! killed. The deny list is a guard-rail against model mistakes, not a sandbox.
+//! killed (and, when the sandbox has a pids cgroup, everything in that cgroup).
+//! The deny list is a guard-rail against model mistakes, not a sandbox: it is
+//! the first filter; the command itself then runs confined by
+//! [`super::sandbox`] (Landlock, namespaces, rlimits) unless `exec.sandbox` is
+//! off. Where the sandbox is unavailable, commands run unconfined, the first
+//! outcome says so, and the registry asks for confirmation before each one.
 //!
 //! Deny-list decisions: commands are checked by *command word* (after `sudo`,
 //! `env`, `nohup`, `timeout`, … and `VAR=value` prefixes), in every segment split
@@ -25,6 +30,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tokio::io::AsyncReadExt;
 
+use super::sandbox::{self, SandboxError};
 use super::{ToolContext, ToolError};
 
 /// Output longer than this (in characters, per stream) is cut in the middle.
@@ -40,7 +46,10 @@ pub const EXEC_DESCRIPTION: &str = "Run a shell command with `sh -c` in the work
 its exit code, stdout and stderr. Non-interactive (stdin is empty). Default timeout 60 s; the \
 whole process group is killed on timeout and when the command exits, so do not start background \
 servers. Output over 10000 characters keeps the first and last 5000. Destructive commands \
-(rm -rf /, mkfs, dd, shutdown, …) are refused.";
+(rm -rf /, mkfs, dd, shutdown, …) are refused. Commands run in a sandbox: they can write only \
+inside the workspace and $TMPDIR (a private /tmp, which is also $HOME), read only the \
+workspace and system directories, and have no network access unless it was enabled in the \
+configuration.";
 
 /// Arguments of `exec`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -77,11 +86,20 @@ pub struct ExecOutcome {
     /// stdout or stderr was cut in the middle.
     pub truncated: bool,
     pub duration_ms: u64,
+    /// The command ran inside the sandbox.
+    #[serde(default)]
+    pub sandboxed: bool,
+    /// A one-time note for the user and the model (the sandbox is unavailable).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notice: Option<String>,
 }
 
 impl ExecOutcome {
     pub fn render(&self) -> String {
         let mut out = format!("$ {}\n", self.command);
+        if let Some(notice) = &self.notice {
+            out.push_str(&format!("note: {notice}\n"));
+        }
         if self.timed_out {
             out.push_str(&format!(
                 "timed out after {:.1} s; the process group was killed\n",
@@ -470,6 +488,25 @@ async fn read_stream<R: tokio::io::AsyncRead + Unpin>(mut r: R, sink: Arc<Mutex<
     }
 }
 
+/// True when commands must be confirmed because the sandbox is configured on
+/// but this machine cannot provide it (no Landlock).
+pub fn unconfined_fallback(ctx: &ToolContext) -> bool {
+    ctx.sandbox.enabled && !sandbox::status().active()
+}
+
+/// The notice for the first unconfined command of this process.
+fn fallback_notice() -> Option<String> {
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    let warning = sandbox::status().warning()?;
+    (!SAID.swap(true, std::sync::atomic::Ordering::SeqCst)).then_some(warning)
+}
+
+fn sandbox_error(e: SandboxError) -> ToolError {
+    ToolError::Spawn {
+        message: format!("exec sandbox: {e}"),
+    }
+}
+
 /// Runs the command (after the deny list) and waits for it within the timeout.
 pub async fn run(ctx: &ToolContext, args: &ExecArgs) -> Result<ExecOutcome, ToolError> {
     if args.command.trim().is_empty() {
@@ -487,7 +524,29 @@ pub async fn run(ctx: &ToolContext, args: &ExecArgs) -> Result<ExecOutcome, Tool
         .map(|s| Duration::from_secs(s.max(1)).min(ctx.exec_timeout))
         .unwrap_or(ctx.exec_timeout);
     let started = Instant::now();
-    let mut child = tokio::process::Command::new("sh")
+    let confine = ctx.sandbox.enabled && sandbox::status().active();
+    let notice = if ctx.sandbox.enabled && !confine {
+        fallback_notice()
+    } else {
+        None
+    };
+    let prepared = if confine {
+        let policy = ctx.sandbox.clone();
+        let workspace = ctx.workspace.clone();
+        let prepared = tokio::task::spawn_blocking(move || {
+            sandbox::prepare(&policy, &workspace, sandbox::status())
+        })
+        .await
+        .map_err(|e| ToolError::Spawn {
+            message: format!("exec sandbox: the preparation task failed: {e}"),
+        })?
+        .map_err(sandbox_error)?;
+        Some(prepared)
+    } else {
+        None
+    };
+    let mut command = tokio::process::Command::new("sh");
+    command
         .arg("-c")
         .arg(&args.command)
         .current_dir(&ctx.workspace)
@@ -495,11 +554,25 @@ pub async fn run(ctx: &ToolContext, args: &ExecArgs) -> Result<ExecOutcome, Tool
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .process_group(0)
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| ToolError::Spawn {
-            message: format!("sh -c in {}: {e}", ctx.workspace.display()),
-        })?;
+        .kill_on_drop(true);
+    if let Some(p) = &prepared {
+        p.configure(&mut command);
+    }
+    let spawned = command.spawn();
+    // The hook (and its copy of the plan) is not needed once the child exists.
+    drop(command);
+    let mut child = match spawned {
+        Ok(child) => child,
+        Err(e) => {
+            let e = match &prepared {
+                Some(p) => p.spawn_error(e).map_err(sandbox_error)?,
+                None => e,
+            };
+            return Err(ToolError::Spawn {
+                message: format!("sh -c in {}: {e}", ctx.workspace.display()),
+            });
+        }
+    };
     let pgid = child
         .id()
         .map(|id| id as i32)
@@ -533,6 +606,10 @@ pub async fn run(ctx: &ToolContext, args: &ExecArgs) -> Result<ExecOutcome, Tool
             _ = &mut grace => reader.abort(),
         }
     }
+    if let Some(p) = prepared {
+        // Empties and removes the command's cgroup (setsid escapees included).
+        let _ = tokio::task::spawn_blocking(move || p.finish()).await;
+    }
     use std::os::unix::process::ExitStatusExt;
     let (stdout, t1) = out.lock().map(|c| c.finish()).unwrap_or_default();
     let (stderr, t2) = err.lock().map(|c| c.finish()).unwrap_or_default();
@@ -549,6 +626,8 @@ pub async fn run(ctx: &ToolContext, args: &ExecArgs) -> Result<ExecOutcome, Tool
         timed_out,
         truncated: t1 || t2,
         duration_ms: started.elapsed().as_millis() as u64,
+        sandboxed: confine,
+        notice,
     })
 }
 

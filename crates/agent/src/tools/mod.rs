@@ -16,6 +16,9 @@ pub mod jail;
 pub mod memory;
 pub mod netguard;
 pub mod policy;
+#[allow(unsafe_code)]
+// fork/exec confinement: namespaces, pivot_root, Landlock, rlimits (raw syscalls); SAFETY notes inline
+pub mod sandbox;
 pub mod web;
 
 use std::path::PathBuf;
@@ -69,6 +72,8 @@ pub struct ToolContext {
     pub fetch_max_bytes: usize,
     /// Which addresses `web_fetch` may reach (`web.allow_private`).
     pub net: netguard::NetPolicy,
+    /// How `exec` confines commands (on by default, network off).
+    pub sandbox: sandbox::SandboxPolicy,
 }
 
 impl ToolContext {
@@ -86,6 +91,7 @@ impl ToolContext {
             fetch_timeout: DEFAULT_FETCH_TIMEOUT,
             fetch_max_bytes: DEFAULT_FETCH_MAX_BYTES,
             net: netguard::NetPolicy::default(),
+            sandbox: sandbox::SandboxPolicy::default(),
         }
     }
 }
@@ -106,6 +112,7 @@ impl std::fmt::Debug for ToolContext {
             .field("fetch_timeout", &self.fetch_timeout)
             .field("fetch_max_bytes", &self.fetch_max_bytes)
             .field("net", &self.net)
+            .field("sandbox", &self.sandbox)
             .finish()
     }
 }
@@ -413,9 +420,11 @@ impl ToolRegistry {
         self.enabled.iter().map(|t| t.as_str()).collect()
     }
 
-    /// True when the driver must ask the user before running `name`.
+    /// True when the driver must ask the user before running `name` (`exec`
+    /// always, when its sandbox is on but unavailable on this machine).
     pub fn needs_confirmation(&self, name: &str) -> bool {
         policy::needs_confirmation(name, self.ctx.confirm_side_effects)
+            || (name == "exec" && exec::unconfined_fallback(&self.ctx))
     }
 
     /// True for a tool that changes nothing.

@@ -109,6 +109,7 @@ fn build_tools(settings: &Settings, a: &AgentSettings) -> ToolRegistry {
     ctx.brave_api_key = a.brave_api_key.clone();
     ctx.confirm_side_effects = a.confirm_side_effects;
     ctx.net.allow_private = a.allow_private;
+    ctx.sandbox = a.sandbox.clone();
     ctx.memory = Some(Arc::new(EngineBackend::new(settings.mem.clone())));
     ToolRegistry::new(ctx)
 }

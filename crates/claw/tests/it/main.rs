@@ -11,6 +11,7 @@ mod eval_smoke;
 mod index_cli;
 mod jail_agent_cli;
 mod jail_memory_cli;
+mod sandbox_exec;
 mod search_cli;
 mod search_sync;
 mod soak_watch;

@@ -4,8 +4,8 @@
 //! `{"web": {"allow_private": true}}` in the config file the page comes through.
 //! A misspelt key in the `web` section is an error naming it.
 
-use claw_testkit::scripted_server;
 use claw_testkit::route_server as ssrf_support;
+use claw_testkit::scripted_server;
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
