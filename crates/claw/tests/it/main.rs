@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used)]
 #![allow(unsafe_code)] // kill(2)/killpg(2) on child processes the tests start
 
+mod adversarial_queries;
 mod agent_cli;
 mod agent_memory;
 mod crash_index;

@@ -14,6 +14,18 @@ use std::sync::LazyLock;
 pub const MAX_TERMS: usize = 64;
 /// At most this many trigrams reach the trigram index.
 pub const MAX_TRIGRAMS: usize = 96;
+/// A word term is an FTS5 phrase of the tokens inside it (`a/b/c` is the phrase
+/// `a b c`); at most this many tokens are kept, so a 10 kB `a/a/a/…` costs one
+/// short phrase, not a phrase of thousands of positions on every row.
+pub const MAX_PHRASE_TOKENS: usize = 8;
+/// At most this many one- or two-character CJK runs are searched (each is a
+/// substring scan of the chunks, so each one costs a full pass).
+pub const MAX_CJK_SHORT: usize = 8;
+/// At most this many longer CJK runs reach the trigram stage.
+pub const MAX_CJK_LONG: usize = 16;
+/// Only the first this many characters of a query are analysed (bounds the
+/// parsing work itself; nobody types a longer query, hostile input may).
+pub const MAX_QUERY_CHARS: usize = 4096;
 
 /// What kind of identifier a query is (see [`detect_identifier`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -51,17 +63,26 @@ pub struct ParsedQuery {
 impl ParsedQuery {
     /// Analyse `query`.
     pub fn parse(query: &str) -> ParsedQuery {
-        let clean: String = query.chars().filter(|c| !c.is_control()).collect();
+        let clean: String = query
+            .chars()
+            .filter(|c| !c.is_control())
+            .take(MAX_QUERY_CHARS)
+            .collect();
         let mut words: Vec<String> = Vec::new();
+        let mut seen: std::collections::HashSet<String> = std::collections::HashSet::new();
         let mut cjk_long: Vec<String> = Vec::new();
         let mut cjk_short: Vec<String> = Vec::new();
         for raw in clean.split_whitespace() {
+            if words.len() >= MAX_TERMS {
+                break;
+            }
             // Non-CJK pieces of each whitespace term go to the word index.
             let mut piece = String::new();
             let mut flush = |piece: &mut String| {
-                let p = std::mem::take(piece);
-                if p.chars().any(char::is_alphanumeric)
-                    && !words.iter().any(|w| w.to_lowercase() == p.to_lowercase())
+                let p = cap_phrase(&std::mem::take(piece));
+                if words.len() < MAX_TERMS
+                    && p.chars().any(char::is_alphanumeric)
+                    && seen.insert(p.to_lowercase())
                 {
                     words.push(p);
                 }
@@ -91,6 +112,8 @@ impl ParsedQuery {
             }
         }
         words.truncate(MAX_TERMS);
+        cjk_long.truncate(MAX_CJK_LONG);
+        cjk_short.truncate(MAX_CJK_SHORT);
         let identifier = detect_identifier(clean.trim()).map(|k| (k, clean.trim().to_string()));
         ParsedQuery {
             words,
@@ -302,6 +325,26 @@ pub fn detect_identifier(q: &str) -> Option<IdentKind> {
     None
 }
 
+/// `word` cut after its [`MAX_PHRASE_TOKENS`]th run of letters/digits (the
+/// tokens FTS5 will see), so one term never becomes a huge phrase.
+fn cap_phrase(word: &str) -> String {
+    let mut runs = 0;
+    let mut in_run = false;
+    for (i, c) in word.char_indices() {
+        let alnum = c.is_alphanumeric();
+        if alnum && !in_run {
+            runs += 1;
+            if runs > MAX_PHRASE_TOKENS {
+                return word[..i]
+                    .trim_end_matches(|c: char| !c.is_alphanumeric())
+                    .to_string();
+            }
+        }
+        in_run = alnum;
+    }
+    word.to_string()
+}
+
 /// Whether `needle` occurs in `text` verbatim (case-sensitive) as a whole token:
 /// the characters around the occurrence are not letters, digits or `_`.
 pub fn contains_verbatim(text: &str, needle: &str) -> bool {
@@ -328,6 +371,47 @@ pub fn contains_verbatim(text: &str, needle: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hostile_queries_are_bounded() {
+        // One 10 kB "word" of 5,000 tokens becomes a phrase of MAX_PHRASE_TOKENS.
+        let q = vec!["a"; 5000].join("/");
+        let p = ParsedQuery::parse(&q);
+        assert_eq!(p.words.len(), 1);
+        assert_eq!(
+            p.words[0].split('/').count(),
+            MAX_PHRASE_TOKENS,
+            "{}",
+            p.words[0]
+        );
+        assert!(!p.words[0].ends_with('/'));
+        // Thousands of distinct words: at most MAX_TERMS, in query order.
+        let q: Vec<String> = (0..3000).map(|i| format!("w{i}")).collect();
+        let p = ParsedQuery::parse(&q.join(" "));
+        assert_eq!(p.words.len(), MAX_TERMS);
+        assert_eq!(p.words[0], "w0");
+        // Only the first MAX_QUERY_CHARS characters are read.
+        let q = format!("{} tail", "x".repeat(MAX_QUERY_CHARS));
+        assert!(!ParsedQuery::parse(&q).words.iter().any(|w| w == "tail"));
+        // Distinct CJK runs are bounded (each short run is a substring scan).
+        let q: String = (0..400)
+            .map(|i| {
+                format!(
+                    "{}x",
+                    ['的', '是', '东', '猫'][i % 4]
+                        .to_string()
+                        .repeat(1 + i % 2)
+                )
+            })
+            .collect();
+        let p = ParsedQuery::parse(&q);
+        assert!(p.cjk_short.len() <= MAX_CJK_SHORT && p.cjk_long.len() <= MAX_CJK_LONG);
+        // Ordinary words are untouched.
+        assert_eq!(
+            ParsedQuery::parse("src/memory/store.rs").words,
+            vec!["src/memory/store.rs"]
+        );
+    }
 
     #[test]
     fn operators_lose_meaning() {
