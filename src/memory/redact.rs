@@ -47,15 +47,26 @@ enum Pick {
 }
 
 /// A value after a key and separator: double-, single- or back-quoted (JSON-escaped
-/// quotes `\"` included), or bare up to whitespace, quotes, brackets, `,` and `;`.
-/// `&` ends a bare value (URL query strings). A backslash escape that JSON knows (`\n`, `\"`, `\\`, …) ends a bare value so a
-/// JSON string is never cut inside an escape.
-const VALUE: &str = concat!(
-    r#"(?:\\?"(?P<qd>(?:[^"\\\n]|\\[^"\n])+)\\?""#,
-    r#"|\\?'(?P<qs>(?:[^'\\\n]|\\[^'\n])+)\\?'"#,
-    r#"|`(?P<qb>[^`\n]+)`"#,
-    r#"|(?P<v>(?:[^\s"'`,;&\[\](){}<>\\]|\\[^"'\\/bfnrtu\s])+))"#,
-);
+/// quotes `\"` included), or bare (see [`BARE`]). A backslash escape that JSON knows
+/// (`\n`, `\"`, `\\`, …) ends a bare value so a JSON string is never cut inside an escape.
+fn value_pattern(bare: &str) -> String {
+    format!(
+        concat!(
+            r#"(?:\\?"(?P<qd>(?:[^"\\\n]|\\[^"\n])+)\\?""#,
+            r#"|\\?'(?P<qs>(?:[^'\\\n]|\\[^'\n])+)\\?'"#,
+            r#"|`(?P<qb>[^`\n]+)`"#,
+            r#"|(?P<v>(?:{}|\\[^"'\\/bfnrtu\s])+))"#,
+        ),
+        bare
+    )
+}
+
+/// A bare value stops at whitespace, quotes, brackets, `,`, `;`, `&` (URL query strings)
+/// and backslashes.
+const BARE: &str = r#"[^\s"'`,;&\[\](){}<>\\]"#;
+
+/// A bare `.env` value stops only at whitespace, quotes and backslashes.
+const BARE_ENV: &str = r#"[^\s"'`\\]"#;
 
 /// Key words whose value is a secret in `key = value` / `"key": "value"` form. The key may
 /// carry any prefix (`DB_PASSWORD`, `client_secret`, `OPENAI_API_KEY`, `spring.datasource.password`).
@@ -66,7 +77,7 @@ const KEY_WORDS: &str = concat!(
 );
 
 /// Short key words that must stand alone or after `_`/`-`/`.` (`db_pass`, not `bypass`).
-const SHORT_KEY_WORDS: &str = r"pass|pwd|pw";
+const SHORT_KEY_WORDS: &str = r"pass|pwd|pw|auth";
 
 /// Name, regex source and pick of every regex rule, in the order they are reported.
 static RULES: LazyLock<Vec<(&'static str, String, Pick)>> = LazyLock::new(|| {
@@ -137,7 +148,7 @@ static RULES: LazyLock<Vec<(&'static str, String, Pick)>> = LazyLock::new(|| {
         ),
         g(
             "telegram",
-            r"\b(\d{8,10}:[A-Za-z0-9_\-]{35})(?:[^A-Za-z0-9_\-]|\z)",
+            r"(?:\bbot|\b)(\d{8,10}:[A-Za-z0-9_\-]{35})(?:[^A-Za-z0-9_\-]|\z)",
             1,
         ),
         w("shopify", r"\bshp(?:at|ss|ca|pa)_[a-fA-F0-9]{32}\b"),
@@ -193,7 +204,7 @@ static RULES: LazyLock<Vec<(&'static str, String, Pick)>> = LazyLock::new(|| {
         ),
         g(
             "auth-header",
-            r"(?i)\b(?:proxy-)?authorization\s*:\s*(?:bearer|basic|token|digest|bot)\s+([A-Za-z0-9\-._~+/]{8,}=*)",
+            r#"(?i)\b(?:proxy-)?authorization\\?["']?\s*[:=]\s*\\?["'`]?(?:bearer|basic|token|digest|bot)\s+([A-Za-z0-9\-._~+/]{8,}=*)"#,
             1,
         ),
         (
@@ -203,20 +214,25 @@ static RULES: LazyLock<Vec<(&'static str, String, Pick)>> = LazyLock::new(|| {
         ),
         (
             "cli-flag",
-            r#"(?i)(?:^|\s)--(?:[a-z0-9]+-)*(?:password|passwd|pass|token|secret|api-key|apikey|access-key|secret-key|auth-token|client-secret)(?:=|\s+)["']?([^\s"']+)"#.to_string(),
+            r#"(?i)(?:^|\s)--(?:[a-z0-9]+-)*(?:password|passwd|pass|token|secret|api-key|apikey|access-key|secret-key|auth-token|client-secret)(?:=|\s+)["']?([^\s"'\\]+)"#.to_string(),
             Pick::Check(check_flag),
         ),
         (
             "curl-user",
-            r#"(?:^|\s)(?:-u|--user)\s+["']?[^\s:"']+:([^\s"']+)"#.to_string(),
+            r#"(?:^|\s)(?:-u|--user)\s+["']?[^\s:"'\\]+:([^\s"'\\]+)"#.to_string(),
             Pick::Check(check_flag),
         ),
-        g("mysql-password", r"\bmysql(?:dump|admin)?\b[^\n]*?\s-p([^\s\-][^\s]*)", 1),
         g(
-            "netrc",
-            r"\bmachine\s+\S+\s+login\s+\S+\s+password\s+(\S+)",
+            "mysql-password",
+            r#"\bmysql(?:dump|admin)?\b[^\n]*?\s-p([^\s\-"'\\][^\s"'\\]*)"#,
             1,
         ),
+        g(
+            "netrc",
+            r#"\bmachine\s+\S+\s+login\s+\S+\s+password\s+([^\s"'\\]+)"#,
+            1,
+        ),
+        g("pin", r"(?i)\bpin(?:\s+code)?\s*[:=]\s*(\d{4,8})\b", 1),
         g(
             "sql-password",
             r"(?i)\b(?:with\s+(?:encrypted\s+)?password|identified\s+by)\s+'([^'\n]+)'",
@@ -230,14 +246,16 @@ static RULES: LazyLock<Vec<(&'static str, String, Pick)>> = LazyLock::new(|| {
         (
             "assignment",
             format!(
-                r#"(?i)(?P<key>\b[a-z0-9_.\-]*?(?:{KEY_WORDS})|\b(?:[a-z0-9_.\-]*[_.\-])?(?:{SHORT_KEY_WORDS}))(?P<sep>\\?["']?\**\s*(?:=>|:=|[:=])\**\s*){VALUE}"#
+                r#"(?i)(?P<key>\b[a-z0-9_.\-]*?(?:{KEY_WORDS})|\b(?:[a-z0-9_.\-]*[_.\-])?(?:{SHORT_KEY_WORDS}))(?P<sep>\\?["']?\**\s*(?:=>|:=|[:=])\**\s*){}"#,
+                value_pattern(BARE)
             ),
             Pick::Check(check_assignment),
         ),
         (
             "env-secret",
             format!(
-                r#"(?P<key>\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*)(?P<sep>\s*[:=]\s*){VALUE}"#
+                r#"(?P<key>\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*)(?P<sep>\s*[:=]\s*){}"#,
+                value_pattern(BARE_ENV)
             ),
             Pick::Check(check_env),
         ),
@@ -249,9 +267,9 @@ static RULES: LazyLock<Vec<(&'static str, String, Pick)>> = LazyLock::new(|| {
                 r"(?:\s+(?:for|to|of|on|at)\s+(?:the\s+|my\s+|our\s+)?[\w.@:/\-]+(?:\s+[\w.@\-]+)?)?",
                 r"\s*(?:is|was|will\s+be|has\s+been|became|changed\s+to|set\s+to|reset\s+to|ist|est|es|é|->|→)\s+",
                 r"(?:now\s+|still\s+|just\s+|literally\s+|actually\s+)?",
-                r#"(?:"(?P<qd>[^"\n]+)"|'(?P<qs>[^'\n]+)'|`(?P<qb>[^`\n]+)`|“(?P<qc>[^”\n]+)”|(?P<v>[^\s"'`\\]+))"#,
+                r"(?:“(?P<qc>[^”\n]+)”|{})",
             )
-            .to_string(),
+            .replace("{}", &value_pattern(BARE_ENV)),
             Pick::Check(check_phrase),
         ),
     ]
@@ -260,29 +278,42 @@ static RULES: LazyLock<Vec<(&'static str, String, Pick)>> = LazyLock::new(|| {
 static COMPILED: LazyLock<Vec<Regex>> = LazyLock::new(|| {
     RULES
         .iter()
-        .map(|(_, s, _)| Regex::new(&ascii_boundaries(s)).expect("static regex"))
+        .map(|(_, s, _)| Regex::new(&normalise_pattern(s)).expect("static regex"))
         .collect()
 });
 
-/// Rewrite `\b` as the ASCII word boundary `(?-u:\b)`: a Unicode `\b` makes the regex
-/// engine fall back from its DFA to a much slower matcher on any non-ASCII text (measured:
-/// 50× slower on This Week in Rust). Rules that need a boundary next to non-ASCII letters
-/// spell it out.
-fn ascii_boundaries(pattern: &str) -> String {
+/// Two rewrites applied to every rule:
+/// - `\b` becomes the ASCII word boundary `(?-u:\b)`: a Unicode `\b` makes the regex engine
+///   fall back from its DFA to a much slower matcher on any non-ASCII text (measured: 20×
+///   slower on This Week in Rust). Rules that need a boundary next to non-ASCII letters
+///   spell it out.
+/// - `\s` outside a character class becomes `[ \t]`: a key and its value are on one line
+///   (`token_type: Bearer` must not pair with the next line's key).
+fn normalise_pattern(pattern: &str) -> String {
     let mut out = String::with_capacity(pattern.len() + 32);
-    let mut chars = pattern.chars().peekable();
+    let mut chars = pattern.chars();
+    let mut in_class = 0usize;
     while let Some(c) = chars.next() {
-        if c == '\\' {
-            match chars.next() {
-                Some('b') => out.push_str(r"(?-u:\b)"),
+        match c {
+            '\\' => match chars.next() {
+                Some('b') if in_class == 0 => out.push_str(r"(?-u:\b)"),
+                Some('s') if in_class == 0 => out.push_str(r"[ \t]"),
                 Some(n) => {
                     out.push(c);
                     out.push(n);
                 }
                 None => out.push(c),
+            },
+            '[' => {
+                in_class += 1;
+                out.push(c);
+                // `[]…]` and `[^]…]`: a leading `]` is a literal.
             }
-        } else {
-            out.push(c);
+            ']' if in_class > 0 => {
+                in_class -= 1;
+                out.push(c);
+            }
+            _ => out.push(c),
         }
     }
     out
@@ -398,13 +429,26 @@ fn escape_view(text: &str) -> Cow<'_, str> {
     }
 }
 
-fn quoted_or_bare<'t>(c: &Captures<'t>) -> Option<(regex::Match<'t>, bool)> {
+/// A value found after a key: its byte range in the text and whether it was quoted.
+#[derive(Clone)]
+struct Value {
+    range: Range<usize>,
+    quoted: bool,
+}
+
+fn value_of(c: &Captures<'_>) -> Option<Value> {
     for name in ["qd", "qs", "qb", "qc"] {
         if let Some(m) = c.name(name) {
-            return Some((m, true));
+            return Some(Value {
+                range: m.range(),
+                quoted: true,
+            });
         }
     }
-    c.name("v").map(|m| (m, false))
+    c.name("v").map(|m| Value {
+        range: m.range(),
+        quoted: false,
+    })
 }
 
 /// Values that are not secrets: placeholders, masks, templates, references.
@@ -412,6 +456,7 @@ fn is_placeholder(value: &str) -> bool {
     let v = value.trim();
     let lower = v.to_ascii_lowercase();
     let first = v.chars().next().unwrap_or(' ');
+    let rest = v.get(1..).unwrap_or("");
     v.is_empty()
         || v.chars().all(|c| c == first) // xxxx, ****, ....
         || v == "…"
@@ -419,7 +464,11 @@ fn is_placeholder(value: &str) -> bool {
         || lower.starts_with("your")
         || lower.ends_with("_here")
         || lower.ends_with("-here")
-        || matches!(first, '$' | '%' | '{' | '<' | '!' | ':' | '=')
+        || matches!(first, '$' | '{' | '<' | ':' | '=')
+        // `%(name)s`, `%{var}`, `%APPDATA%`
+        || (first == '%' && (rest.starts_with(['(', '{']) || rest.ends_with('%')))
+        // YAML tags: `!secret db_password`, `!Ref DbPassword`, `!vault |`
+        || (first == '!' && rest.chars().all(|c| c.is_ascii_alphabetic()))
         // Another variable's name: `KEY=VALUE`, `api_key: API_KEY`.
         || (v.len() >= 3 && v.chars().all(|c| c.is_ascii_uppercase() || c == '_'))
 }
@@ -507,6 +556,15 @@ fn is_code_word(value: &str) -> bool {
         "array",
         "type",
         "interface",
+        "include",
+        "same-origin",
+        "omit",
+        "inherit",
+        "basic",
+        "digest",
+        "oauth",
+        "oauth2",
+        "jwt",
     ];
     let lower = value.trim_end_matches([',', ';', '?']).to_ascii_lowercase();
     WORDS.contains(&lower.as_str())
@@ -522,13 +580,17 @@ fn is_dotted_ident(v: &str) -> bool {
     v.contains('.') && parts.all(ident)
 }
 
+/// Whether the separator has spaces on both sides (`key = value`: code style).
+fn spaced(sep: &str) -> bool {
+    sep.starts_with(|c: char| c.is_whitespace() || c == '"' || c == '\'')
+        && sep.ends_with(char::is_whitespace)
+}
+
 /// `key: Type`, `key = call(…)`, `key = obj.field`, `key = $VAR`, `label: some prose`:
 /// not a value.
-fn looks_like_code(view: &str, value: regex::Match<'_>, sep: &str, key: &str) -> bool {
-    let v = value.as_str();
-    let next = view[value.end()..].chars().next();
-    let spaced = sep.starts_with(|c: char| c.is_whitespace() || c == '"' || c == '\'')
-        && sep.ends_with(char::is_whitespace);
+fn looks_like_code(view: &str, value: &Range<usize>, sep: &str, key: &str) -> bool {
+    let v = &view[value.clone()];
+    let next = view[value.end..].chars().next();
     matches!(next, Some('(') | Some('[') | Some('<'))
         || v.contains("::")
         || v.starts_with('&')
@@ -537,12 +599,12 @@ fn looks_like_code(view: &str, value: regex::Match<'_>, sep: &str, key: &str) ->
         || v.starts_with("../")
         || v.starts_with("~/")
         || is_code_word(v)
-        || (spaced && is_dotted_ident(v))
+        || (spaced(sep) && is_dotted_ident(v))
         // `cargo credential: trim newlines in tokens`: a label followed by prose.
         || (!key.to_ascii_lowercase().ends_with("passphrase")
             && v.chars().all(char::is_alphabetic)
-            && view[value.end()..].starts_with(' ')
-            && view[value.end() + 1..].starts_with(char::is_alphabetic))
+            && view[value.end..].starts_with(' ')
+            && view[value.end + 1..].starts_with(char::is_alphabetic))
         // `key: SecretString` — a type annotation with several capitalised humps.
         || (sep.trim() == ":"
             && v.starts_with(|c: char| c.is_ascii_uppercase())
@@ -552,30 +614,42 @@ fn looks_like_code(view: &str, value: regex::Match<'_>, sep: &str, key: &str) ->
 }
 
 /// Extend a passphrase's value to the end of its line: passphrases are several words.
-fn extend_passphrase(view: &str, key: &str, m: regex::Match<'_>, quoted: bool) -> Range<usize> {
-    if quoted || !key.to_ascii_lowercase().ends_with("passphrase") {
-        return m.range();
+fn extend_passphrase(view: &str, key: &str, value: &Value) -> Range<usize> {
+    if value.quoted || !key.to_ascii_lowercase().ends_with("passphrase") {
+        return value.range.clone();
     }
-    let rest = &view[m.end()..];
+    let end = value.range.end;
+    let rest = &view[end..];
     let stop = rest.find(['\n', '"', '\\', '`']).unwrap_or(rest.len());
     let tail = rest[..stop].trim_end_matches(|c: char| c.is_whitespace() || ".,;".contains(c));
-    m.start()..m.end() + tail.len()
+    value.range.start..end + tail.len()
+}
+
+/// The checks shared by `key = value` rules; `None` when the value is not a secret.
+fn check_value(view: &str, key: &str, sep: &str, value: Value) -> Option<Range<usize>> {
+    let v = &view[value.range.clone()];
+    if is_placeholder(v) || is_code_word(v) {
+        return None;
+    }
+    if !value.quoted && looks_like_code(view, &value.range, sep, key) {
+        return None;
+    }
+    // `auth` alone (docker's config.json) is also a mode name: only long values count.
+    if key.to_ascii_lowercase().ends_with("auth") && v.len() < 12 {
+        return None;
+    }
+    Some(extend_passphrase(view, key, &value))
 }
 
 fn check_assignment(view: &str, c: &Captures<'_>) -> Option<Range<usize>> {
     let key = c.name("key")?.as_str();
     let sep = c.name("sep")?.as_str();
-    let (m, quoted) = quoted_or_bare(c)?;
-    if is_placeholder(m.as_str()) || (quoted && is_code_word(m.as_str())) {
-        return None;
-    }
-    if !quoted && looks_like_code(view, m, sep, key) {
-        return None;
-    }
-    Some(extend_passphrase(view, key, m, quoted))
+    check_value(view, key, sep, value_of(c)?)
 }
 
 /// `SOME_NAME=value` where a `_`-separated part of the upper-case name says secret.
+/// In `.env` style (no spaces around `=`) the value runs to the end of the word, brackets
+/// and `&` included (`DJANGO_SECRET_KEY=x(&y`); in code style it stops at them.
 fn check_env(view: &str, c: &Captures<'_>) -> Option<Range<usize>> {
     const SECRET_PARTS: &[&str] = &[
         "SECRET",
@@ -597,47 +671,56 @@ fn check_env(view: &str, c: &Captures<'_>) -> Option<Range<usize>> {
         "PASSPHRASE",
         "DSN",
     ];
+    const NOT_SECRET_PARTS: &[&str] = &[
+        "PUBLIC",
+        "PUBLISHABLE",
+        "FILE",
+        "PATH",
+        "ENV",
+        "ID",
+        "URL",
+        "HOST",
+        "PORT",
+        "USER",
+        "USERNAME",
+        "NAME",
+        "TYPE",
+        "LENGTH",
+        "LEN",
+        "SIZE",
+        "TTL",
+        "EXPIRY",
+        "EXPIRES",
+        "COUNT",
+        "MAX",
+        "MIN",
+        "LIMIT",
+        "HEADER",
+        "PREFIX",
+        "FIELD",
+        "REF",
+        "VAR",
+        "SOCK",
+    ];
     let key = c.name("key")?.as_str();
     let parts: Vec<&str> = key.split('_').collect();
     if !parts.iter().any(|p| SECRET_PARTS.contains(p))
-        || parts.iter().any(|p| {
-            matches!(
-                *p,
-                "PUBLIC"
-                    | "PUBLISHABLE"
-                    | "FILE"
-                    | "PATH"
-                    | "ENV"
-                    | "ID"
-                    | "URL"
-                    | "HOST"
-                    | "PORT"
-                    | "USER"
-                    | "USERNAME"
-                    | "NAME"
-                    | "TYPE"
-                    | "LENGTH"
-                    | "LEN"
-                    | "SIZE"
-                    | "TTL"
-                    | "EXPIRY"
-                    | "EXPIRES"
-                    | "COUNT"
-                    | "MAX"
-                    | "MIN"
-                    | "LIMIT"
-            )
-        })
+        || parts.iter().any(|p| NOT_SECRET_PARTS.contains(p))
     {
         return None;
     }
     let sep = c.name("sep")?.as_str();
-    let (m, quoted) = quoted_or_bare(c)?;
-    let v = m.as_str();
-    if is_placeholder(v) || (!quoted && looks_like_code(view, m, sep, key)) {
-        return None;
+    let mut value = value_of(c)?;
+    if !value.quoted && spaced(sep) {
+        let v = &view[value.range.clone()];
+        if let Some(cut) = v.find(['(', ')', '[', ']', '{', '}', '<', '>', ',', ';', '&']) {
+            value.range.end = value.range.start + cut;
+            if cut == 0 {
+                return None;
+            }
+        }
     }
-    Some(extend_passphrase(view, key, m, quoted))
+    check_value(view, key, sep, value)
 }
 
 fn check_bearer(_view: &str, c: &Captures<'_>) -> Option<Range<usize>> {
@@ -836,16 +919,16 @@ fn check_phrase(view: &str, c: &Captures<'_>) -> Option<Range<usize>> {
         "autogenerated",
     ];
     let kw = c.name("kw")?.as_str().to_lowercase();
-    let (m, quoted) = quoted_or_bare(c)?;
-    let raw = m.as_str();
-    if quoted {
-        return (!is_placeholder(raw)).then(|| m.range());
+    let value = value_of(c)?;
+    let raw = &view[value.range.clone()];
+    if value.quoted {
+        return (!is_placeholder(raw)).then_some(value.range);
     }
     let trimmed = raw.trim_end_matches(|ch: char| ".,;:!?)".contains(ch));
     if trimmed.is_empty() || is_placeholder(trimmed) {
         return None;
     }
-    let range = m.start()..m.start() + trimmed.len();
+    let range = value.range.start..value.range.start + trimmed.len();
     if kw.starts_with("pin") {
         let digits = trimmed.chars().all(|ch| ch.is_ascii_digit());
         return (digits && (4..=8).contains(&trimmed.len())).then_some(range);
@@ -860,7 +943,7 @@ fn check_phrase(view: &str, c: &Captures<'_>) -> Option<Range<usize>> {
         return None;
     }
     if kw == "passphrase" {
-        return Some(extend_passphrase(view, "passphrase", m, false));
+        return Some(extend_passphrase(view, "passphrase", &value));
     }
     Some(range)
 }
