@@ -565,6 +565,8 @@ fn is_code_word(value: &str) -> bool {
         "oauth",
         "oauth2",
         "jwt",
+        "checked",
+        "unchecked",
     ];
     let lower = value.trim_end_matches([',', ';', '?']).to_ascii_lowercase();
     WORDS.contains(&lower.as_str())
@@ -1068,8 +1070,12 @@ pub fn is_high_entropy_token(token: &str) -> bool {
         return false;
     }
     // Many separators make a compound name (`GEP100-Arf6-AMAP1-Cortactin`,
-    // `8-phenyl-4H-1-benzopyran-4-one`), not base64url, where `-`/`_` are 2 of 64 symbols.
-    let separators = t.bytes().filter(|b| matches!(b, b'-' | b'_')).count();
+    // `Oct4/Sox2/Klf4/Myc`, `CD4+CD25+Foxp3+`), not base64, where `-_` (or `+/`) are 2 of
+    // 64 symbols.
+    let separators = t
+        .bytes()
+        .filter(|b| matches!(b, b'-' | b'_' | b'/' | b'+'))
+        .count();
     if separators >= 3 && separators * 10 >= t.len() {
         return false;
     }
