@@ -111,6 +111,7 @@ fn secrets_corpus_nothing_stays_searchable_and_clean_text_is_untouched() {
 
     // 1. The line itself, and the line as a session transcript stores it (JSON-escaped).
     let mut leaked: Vec<String> = Vec::new();
+    let mut broken_json: Vec<String> = Vec::new();
     for r in &rows {
         let out = redact(&r.line);
         if leaks(&out, &r.secret) {
@@ -120,9 +121,13 @@ fn secrets_corpus_nothing_stays_searchable_and_clean_text_is_untouched() {
         let jsonl = serde_json::json!({"role": "user", "content": r.line, "timestamp": "2026-11-02T10:00:00Z"})
             .to_string();
         let out = redact(&jsonl);
-        let parsed: serde_json::Value = serde_json::from_str(&out)
-            .unwrap_or_else(|e| panic!("redacted JSONL is not JSON ({e}): {out}"));
-        let content = parsed["content"].as_str().expect("content").to_string();
+        let content = match serde_json::from_str::<serde_json::Value>(&out) {
+            Ok(v) => v["content"].as_str().expect("content").to_string(),
+            Err(e) => {
+                broken_json.push(format!("{}: {e}: {out}", r.kind));
+                out.to_string()
+            }
+        };
         if leaks(&content, &r.secret) || leaks(&out, &r.secret) {
             by_kind.get_mut(r.kind.as_str()).unwrap().in_jsonl += 1;
             leaked.push(format!("jsonl {}: {content:?}", r.kind));
@@ -262,6 +267,14 @@ fn secrets_corpus_nothing_stays_searchable_and_clean_text_is_untouched() {
     for l in &leaked {
         println!("LEAK {l}");
     }
+    println!(
+        "Transcript lines that redaction left invalid JSON: {}",
+        broken_json.len()
+    );
+    for b in &broken_json {
+        println!("BROKEN {b}");
+    }
+    assert!(broken_json.is_empty(), "redaction broke JSON lines");
     assert!(
         leaked.is_empty(),
         "{} secrets stayed searchable (see LEAK lines)",
