@@ -148,7 +148,7 @@ static RULES: LazyLock<Vec<(&'static str, String, Pick)>> = LazyLock::new(|| {
         ),
         g(
             "telegram",
-            r"(?:\bbot|\b)(\d{8,10}:[A-Za-z0-9_\-]{35})(?:[^A-Za-z0-9_\-]|\z)",
+            r"(?:\bbot|\b)(\d{8,10}:[A-Za-z0-9_\-]{30,40})(?:[^A-Za-z0-9_\-]|\z)",
             1,
         ),
         w("shopify", r"\bshp(?:at|ss|ca|pa)_[a-fA-F0-9]{32}\b"),
@@ -221,6 +221,11 @@ static RULES: LazyLock<Vec<(&'static str, String, Pick)>> = LazyLock::new(|| {
             "curl-user",
             r#"(?:^|\s)(?:-u|--user)\s+["']?[^\s:"'\\]+:([^\s"'\\]+)"#.to_string(),
             Pick::Check(check_flag),
+        ),
+        (
+            "sshpass",
+            r#"\bsshpass\s+-p\s*(?:'([^'\n]+)'|"([^"\n\\]+)"|([^\s"'\\]+))"#.to_string(),
+            Pick::Check(first_group),
         ),
         g(
             "mysql-password",
@@ -606,7 +611,12 @@ fn looks_like_code(view: &str, value: &Range<usize>, sep: &str, key: &str) -> bo
         || (!key.to_ascii_lowercase().ends_with("passphrase")
             && v.chars().all(char::is_alphabetic)
             && view[value.end..].starts_with(' ')
-            && view[value.end + 1..].starts_with(char::is_alphabetic))
+            && view[value.end + 1..].starts_with(char::is_alphanumeric))
+        // `self.api_key = api_key`, `password = password`: a variable of the same name.
+        || key
+            .rsplit(['.', '>'])
+            .next()
+            .is_some_and(|last| last.eq_ignore_ascii_case(v))
         // `key: SecretString` — a type annotation with several capitalised humps.
         || (sep.trim() == ":"
             && v.starts_with(|c: char| c.is_ascii_uppercase())
@@ -723,6 +733,11 @@ fn check_env(view: &str, c: &Captures<'_>) -> Option<Range<usize>> {
         }
     }
     check_value(view, key, sep, value)
+}
+
+/// The first capture group that took part in the match.
+fn first_group(_view: &str, c: &Captures<'_>) -> Option<Range<usize>> {
+    c.iter().skip(1).flatten().next().map(|m| m.range())
 }
 
 fn check_bearer(_view: &str, c: &Captures<'_>) -> Option<Range<usize>> {
@@ -1290,6 +1305,18 @@ mod tests {
                 "the wifi password is \"correct horse battery\"",
                 "correct horse battery",
             ),
+            ("sshpass -p 'Winter2025!' ssh admin@host", "Winter2025!"),
+            ("user=admin pass=Sommer2024", "Sommer2024"),
+            (
+                "psql postgresql://app@db/app?password=Pa55word99",
+                "Pa55word99",
+            ),
+            (
+                "curl https://api.telegram.org/bot123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw/getMe",
+                "AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw",
+            ),
+            ("DJANGO_SECRET_KEY=x8&k(2!mq#zp$w", "x8&k(2!mq#zp$w"),
+            ("card PIN: 4821", "4821"),
         ] {
             assert_redacted(text, secret);
         }
@@ -1386,6 +1413,20 @@ mod tests {
             "MAX_TOKENS=4096",
             "SSH_AUTH_SOCK=/tmp/ssh-agent.sock",
             "password: SecretString",
+            "self.api_key = api_key or os.environ.get(\"X\")",
+            "pw: see 1Password",
+            "psql --password \"$DB_PASS\"",
+            "Authorization: Bearer ${{ secrets.GITHUB_TOKEN }}",
+            "  GITHUB_TOKEN: ${{ secrets.GITHUB_TOKEN }}",
+            "SECRET_KEY = env(\"SECRET_KEY\")",
+            "AWS_SECRET_ACCESS_KEY = os.environ['AWS_SECRET_ACCESS_KEY']",
+            "const apiKey = process.env.API_KEY;",
+            "password: str = Field(..., min_length=12)",
+            "Token: a unit of text the model reads.",
+            "token_type: Bearer\naccess_token_ttl: 3600",
+            "fetch(url, { credentials: 'include' })",
+            "TOKEN_LIMIT=4096 and PASSWORD_RESET_TTL=3600",
+            "match token { Token::Ident(s) => s, _ => \"\" }",
         ] {
             let out = redact(text);
             assert_eq!(out, text, "{text:?} was redacted");
