@@ -9,7 +9,7 @@
 //! Run: `cargo test --test secrets_corpus -- --nocapture` (prints the tables).
 mod support;
 
-use claw::memory::redact::{find_secrets, redact};
+use claw::memory::redact::{find_secrets, redact, rule_names};
 use rusqlite::Connection;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -212,6 +212,13 @@ fn secrets_corpus_nothing_stays_searchable_and_clean_text_is_untouched() {
         }
     }
 
+    let names = rule_names();
+    let distinct: std::collections::BTreeSet<_> = names.iter().collect();
+    println!(
+        "Redactor: {} rules under {} names.\n",
+        names.len(),
+        distinct.len()
+    );
     println!(
         "Secrets still searchable after redaction ({} secrets, {} kinds; a secret counts when any 8-character piece of it survives in the text, or the whole secret matches the FTS5 or trigram index):\n",
         rows.len(),

@@ -3,11 +3,17 @@
 //!
 //! Three layers, all reporting byte ranges that are then replaced with [`REDACTED`]:
 //! 1. provider tokens by their published shapes (`sk-…`, `ghp_…`, `AKIA…`, `AIza…`,
-//!    `sk_live_…`, `npm_…`, `hf_…`, `glpat-…`, JWTs, PEM private keys, … — see [`RULES`]);
+//!    `sk_live_…`, `npm_…`, `hf_…`, `glpat-…`, JWTs, PEM private keys, … — the `RULES`
+//!    table; [`rule_names`] lists them);
 //! 2. context: `password=…`, `"api_key": "…"`, `DB_PASS=…`, `Authorization: Bearer …`,
 //!    `postgres://user:pass@host`, `--password …`, `curl -u user:pass`, "my password is …";
-//! 3. a high-entropy rule for bare random tokens (see [`high_entropy`]) that skips hashes,
-//!    UUIDs, URLs, file paths, identifiers, SSH public keys and certificates.
+//! 3. a high-entropy rule for bare random tokens ([`is_high_entropy_token`]: length, mixed
+//!    character classes, class switches and a Shannon-entropy floor calibrated on random
+//!    strings) that skips hashes, UUIDs, URLs, file paths, identifiers, SSH public keys and
+//!    certificates.
+//!
+//! Known limits: a secret inside a URL path or a bare all-hex secret without a key name is
+//! not caught (hashes look the same); neither is a password on the line after its key.
 //!
 //! Invariants:
 //! - a text with nothing to redact is returned borrowed and unchanged;
@@ -15,8 +21,8 @@
 //!   users and hosts are kept so the text stays readable and searchable;
 //! - the number of lines never changes (a redacted private key block keeps its newlines),
 //!   so a line number in redacted text is the same line in the file;
-//! - redaction is idempotent, and a JSON line stays valid JSON: rules see JSON escapes
-//!   (`\n`, `\"`) as separators and never cut one in half.
+//! - redaction is idempotent (passes repeat until nothing changes), and a JSON line stays
+//!   valid JSON: rules see JSON escapes (`\n`, `\"`) as separators and never cut one in half.
 
 use regex::{Captures, Regex};
 use std::borrow::Cow;
@@ -44,6 +50,9 @@ enum Pick {
     Group(usize),
     /// A function decides (and may refuse) from the view text and the captures.
     Check(fn(&str, &Captures<'_>) -> Option<Range<usize>>),
+    /// Like `Check`, and the search resumes where the returned range ends rather than
+    /// where the match ends (a greedy match cut short by the function).
+    CheckResume(fn(&str, &Captures<'_>) -> Option<Range<usize>>),
 }
 
 /// A value after a key and separator: double-, single- or back-quoted (JSON-escaped
@@ -87,8 +96,10 @@ static RULES: LazyLock<Vec<(&'static str, String, Pick)>> = LazyLock::new(|| {
         // --- Private keys: PEM blocks (real or JSON-escaped newlines), PuTTY files.
         (
             "private-key",
-            r"(?s)-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\z)".to_string(),
-            Pick::Whole,
+            // To the END line; a truncated block runs to the end of the text or of the
+            // JSON string it sits in (an unescaped `"`), never past it.
+            r#"(?s)-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----(?:[^"\\]|\\.)*"#.to_string(),
+            Pick::CheckResume(check_private_key),
         ),
         g(
             "private-key",
@@ -339,9 +350,26 @@ static NOT_SECRET_REGIONS: LazyLock<Regex> = LazyLock::new(|| {
 
 /// Replace secrets in `text` with `[REDACTED]` markers (see the module's invariants).
 pub fn redact(text: &str) -> Cow<'_, str> {
+    let Some(mut out) = redact_once(text) else {
+        return Cow::Borrowed(text);
+    };
+    // Markers can join what was apart (`[REDACTED]tail` reads as a new token): repeat until
+    // nothing changes, so that redacting redacted text is a no-op. Every pass that changes
+    // the text shortens what is not a marker, so this ends; the bound is a guard.
+    for _ in 0..8 {
+        match redact_once(&out) {
+            Some(next) => out = next,
+            None => break,
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// One pass over `text`: `None` when nothing is found.
+fn redact_once(text: &str) -> Option<String> {
     let found = find_secrets(text);
     if found.is_empty() {
-        return Cow::Borrowed(text);
+        return None;
     }
     let mut out = String::with_capacity(text.len());
     let mut at = 0;
@@ -355,7 +383,17 @@ pub fn redact(text: &str) -> Cow<'_, str> {
         at = r.end;
     }
     out.push_str(&text[at..]);
-    Cow::Owned(out)
+    Some(out)
+}
+
+/// Names of the regex rules, in order (several rules may share a name), then
+/// `high-entropy`.
+pub fn rule_names() -> Vec<&'static str> {
+    RULES
+        .iter()
+        .map(|(name, _, _)| *name)
+        .chain(["high-entropy"])
+        .collect()
 }
 
 /// Whether `text` contains anything [`redact`] would replace.
@@ -370,18 +408,44 @@ pub fn find_secrets(text: &str) -> Vec<Finding> {
     let v = view.as_ref();
     let mut out = Vec::new();
     for ((name, _, pick), re) in RULES.iter().zip(COMPILED.iter()) {
-        for caps in re.captures_iter(v) {
+        let mut at = 0;
+        while let Some(caps) = re.captures_at(v, at) {
+            let Some(whole) = caps.get(0) else { break };
             let range = match pick {
-                Pick::Whole => caps.get(0).map(|m| m.range()),
+                Pick::Whole => Some(whole.range()),
                 Pick::Group(n) => caps.get(*n).map(|m| m.range()),
-                Pick::Check(f) => f(v, &caps),
+                Pick::Check(f) | Pick::CheckResume(f) => f(v, &caps),
             };
+            at = match (pick, &range) {
+                (Pick::CheckResume(_), Some(r)) => r.end,
+                _ => whole.end(),
+            }
+            .max(whole.start() + 1);
+            // Never resume inside a character.
+            while at < v.len() && !v.is_char_boundary(at) {
+                at += 1;
+            }
             if let Some(range) = range {
                 push(&mut out, text, name, range);
             }
+            if at >= v.len() {
+                break;
+            }
         }
     }
-    for range in high_entropy(v) {
+    // Bare tokens are looked for in what the rules left: a token glued to a redacted
+    // secret is judged on its own, as it will be when the redacted text is redacted again.
+    let rest = if out.is_empty() {
+        Cow::Borrowed(v)
+    } else {
+        let mut b = v.as_bytes().to_vec();
+        for f in &out {
+            b[f.range.clone()].fill(b' ');
+        }
+        // Whole characters were replaced by ASCII spaces: still UTF-8.
+        Cow::Owned(String::from_utf8(b).unwrap_or_else(|_| v.to_string()))
+    };
+    for range in high_entropy(&rest) {
         push(&mut out, text, "high-entropy", range);
     }
     out.sort_by_key(|f| (f.range.start, f.range.end));
@@ -566,6 +630,7 @@ fn is_code_word(value: &str) -> bool {
         "omit",
         "inherit",
         "basic",
+        "bearer",
         "digest",
         "oauth",
         "oauth2",
@@ -611,7 +676,7 @@ fn looks_like_code(view: &str, value: &Range<usize>, sep: &str, key: &str) -> bo
         || (!key.to_ascii_lowercase().ends_with("passphrase")
             && v.chars().all(char::is_alphabetic)
             && view[value.end..].starts_with(' ')
-            && view[value.end + 1..].starts_with(char::is_alphanumeric))
+            && view[value.end + 1..].starts_with(|c: char| c.is_alphanumeric() || c == '['))
         // `self.api_key = api_key`, `password = password`: a variable of the same name.
         || key
             .rsplit(['.', '>'])
@@ -733,6 +798,18 @@ fn check_env(view: &str, c: &Captures<'_>) -> Option<Range<usize>> {
         }
     }
     check_value(view, key, sep, value)
+}
+
+static PRIVATE_KEY_END: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----").expect("static regex")
+});
+
+fn check_private_key(_view: &str, c: &Captures<'_>) -> Option<Range<usize>> {
+    let m = c.get(0)?;
+    Some(match PRIVATE_KEY_END.find(m.as_str()) {
+        Some(end) => m.start()..m.start() + end.end(),
+        None => m.range(),
+    })
 }
 
 /// The first capture group that took part in the match.
@@ -1563,6 +1640,25 @@ mod tests {
             fn lines_kept_and_idempotent(text in "(?s)[ -~\n]{0,300}") {
                 let once = redact(&text).into_owned();
                 prop_assert_eq!(once.matches('\n').count(), text.matches('\n').count());
+                let twice = redact(&once).into_owned();
+                prop_assert_eq!(twice, once);
+            }
+
+            /// Texts built from the pieces rules react to, JSON-encoded as a transcript
+            /// stores them: the redacted line is still JSON, and redaction is idempotent.
+            #[test]
+            fn json_lines_stay_json(pieces in prop::collection::vec(prop::sample::select(vec![
+                "password=", "password: ", "my password is ", "\"", "'", "`", "\\", "\n", "\t", " ",
+                "sk-", "ghp_", "postgres://u:", "@h/db", "Bearer ", "Authorization: Basic ",
+                "-----BEGIN RSA PRIVATE KEY-----", "-----END RSA PRIVATE KEY-----",
+                "q8ZrT4vLm2XwN7bKc9YdH3fJ", "AbCdEfGhIjKlMnOpQrStUvWx0123", "é", "пароль: ",
+                "DB_PASSWORD=", "x(&y", "{", "}", "[", "]", ",", "=", ":",
+            ]), 0..40)) {
+                let text: String = pieces.concat();
+                let line = serde_json::json!({"role": "user", "content": text}).to_string();
+                let once = redact(&line).into_owned();
+                let parsed = serde_json::from_str::<serde_json::Value>(&once);
+                prop_assert!(parsed.is_ok(), "not JSON: {}", once);
                 let twice = redact(&once).into_owned();
                 prop_assert_eq!(twice, once);
             }
