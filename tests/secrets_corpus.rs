@@ -48,8 +48,14 @@ fn unescape(s: &str) -> String {
     out
 }
 
+/// `fixtures/secrets` of the repository: the nearest ancestor of this package that has it
+/// (the package may be the repository root or a crate inside it).
 fn fixtures() -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/secrets")
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .map(|d| d.join("fixtures/secrets"))
+        .find(|d| d.join("secrets.tsv").is_file())
+        .expect("fixtures/secrets/secrets.tsv in the repository")
 }
 
 fn load_secrets() -> Vec<Row> {
