@@ -32,6 +32,10 @@ use std::sync::LazyLock;
 /// The marker that replaces a secret.
 pub const REDACTED: &str = "[REDACTED]";
 
+/// Version of the rules. Chunks stored by older rules may hold secrets these catch: an
+/// index whose stored version differs should be rebuilt, like a chunker change.
+pub const REDACTION_VERSION: &str = "redact-2";
+
 /// One secret found in a text: the rule that found it and its byte range.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Finding {
