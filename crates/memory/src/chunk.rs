@@ -32,8 +32,11 @@
 //! Token counts are taken once per line (and per word of an over-long line), never for joined
 //! text, relying on the counter being additive across whitespace (see [`TokenCounter`]).
 
-/// Bumped whenever chunk boundaries change; a stored index with another version is rebuilt.
-pub const CHUNKER_VERSION: &str = "md-2";
+/// The identity of the indexed text: bumped whenever chunk boundaries change, and it
+/// carries [`crate::redact::REDACTION_VERSION`] so that new redaction rules also rebuild
+/// an index once (a secret the old rules missed must not stay searchable). A stored
+/// index with another version is rebuilt.
+pub const CHUNKER_VERSION: &str = "md-2/redact-2";
 
 /// Counts tokens the way the embedding model will (word pieces for MiniLM).
 ///
@@ -571,6 +574,12 @@ fn is_soft(units: &[Unit], k: usize) -> bool {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn chunker_version_carries_the_redaction_version() {
+        let (_, redaction) = CHUNKER_VERSION.split_once('/').unwrap();
+        assert_eq!(redaction, crate::redact::REDACTION_VERSION);
+    }
     use super::*;
     use proptest::prelude::*;
 

@@ -15,6 +15,8 @@ mod jail_memory_cli;
 mod sandbox_exec;
 mod search_cli;
 mod search_sync;
+mod secrets_cli;
+mod secrets_corpus;
 mod soak_watch;
 mod ssrf_cli;
 mod transcript_incremental;

@@ -1058,6 +1058,9 @@ pub fn get_lines(
         source,
     })?;
     let text = String::from_utf8_lossy(&text);
+    // Served text goes through the same redactor as indexed text (the whole file, so a
+    // multi-line private key is seen whole; redaction keeps the line numbers).
+    let text = crate::redact::redact(&text);
     Ok(slice_lines(&text, &rel, &src.name, req))
 }
 

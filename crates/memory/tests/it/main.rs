@@ -7,4 +7,5 @@ mod search_engine;
 mod search_sanitiser;
 mod search_support;
 mod search_xquad;
+mod secrets_realtext;
 mod watch_overflow;
