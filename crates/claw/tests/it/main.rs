@@ -4,6 +4,7 @@
 
 mod agent_cli;
 mod agent_memory;
+mod cli_edge;
 mod cli_snapshots;
 mod crash_index;
 mod e2e_local_llm;
