@@ -482,3 +482,29 @@ fn doctor_reports_each_section_in_text_and_json() {
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["sections"][3]["details"]["loaded"], true, "{v}");
 }
+
+#[test]
+fn the_assistants_answer_cannot_drive_the_terminal() {
+    // A note could talk the model into echoing escapes: they are shown, not obeyed.
+    let ws = tempfile::tempdir().unwrap();
+    let w = ws.path();
+    let server = ScriptedServer::start([openai::text(&[
+        "copied \x1b]52;c;",
+        "cm0gLXJmIH4=\x07 and \x1b[2J cleared",
+    ])]);
+    let o = support::claw_keyword_only(w)
+        .env("CLAW_LLM_API", "openai")
+        .env("CLAW_LLM_BASE_URL", server.url())
+        .env("CLAW_LLM_MODEL", "scripted-model")
+        .args(["-m", "hi"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert_neutral("answer", &out);
+    assert!(
+        out.contains("copied \\x1b]52;c;cm0gLXJmIH4=\\x07 and \\x1b[2J cleared"),
+        "{out:?}"
+    );
+}

@@ -44,6 +44,11 @@ fn settings(ws: &Path) -> insta::Settings {
     s.add_filter(&regex::escape(&ws), "[WS]");
     s.add_filter(r#""elapsed_ms":\d+"#, r#""elapsed_ms":[MS]"#);
     s.add_filter(r#""checked_ms":\d+"#, r#""checked_ms":[MS]"#);
+    // A version string bumped by design when the chunker or redaction rules change.
+    s.add_filter(
+        r#""chunker_version":"[^"]*""#,
+        r#""chunker_version":"[VERSION]""#,
+    );
     s.add_filter(r#""db_bytes":\d+"#, r#""db_bytes":[BYTES]"#);
     s.add_filter(r#""last_index_at":\d+"#, r#""last_index_at":[UNIX]"#);
     s.add_filter(r"elapsed: \d+\.\d+s", "elapsed: [SECS]s");
