@@ -452,14 +452,14 @@ pub fn run_remove(settings: &Settings, args: RemoveArgs) -> anyhow::Result<Exit>
         Some((files, chunks)) => {
             println!(
                 "removed source `{}` ({files} files, {chunks} chunks)",
-                args.name
+                sanitize(&args.name)
             );
             Ok(Exit::Ok)
         }
         None => {
             eprintln!(
                 "no source named `{}` (see `claw memory sources`)",
-                args.name
+                sanitize(&args.name)
             );
             Ok(Exit::NoMatch)
         }

@@ -159,3 +159,37 @@ fn get_text_and_json() {
         );
     });
 }
+
+#[test]
+fn errors_text_and_json() {
+    let ws = fixture();
+    let w = ws.path();
+    run(w, &["memory", "index"]);
+    settings(w).bind(|| {
+        insta::assert_snapshot!(
+            "error_unknown_source_text",
+            run(w, &["memory", "search", "billing", "--source", "nope"])
+        );
+        insta::assert_snapshot!(
+            "error_refused_path_json",
+            run(w, &["memory", "get", "../outside.md", "--json"])
+        );
+        insta::assert_snapshot!(
+            "error_not_indexed_json",
+            run(w, &["memory", "get", "memory/missing.md", "--json"])
+        );
+    });
+}
+
+#[test]
+fn doctor_text_and_json() {
+    let ws = fixture();
+    let w = ws.path();
+    run(w, &["memory", "index"]);
+    let mut s = settings(w);
+    s.add_filter(r"\d+ files, \d+ chunks", "[N] files, [N] chunks");
+    s.bind(|| {
+        insta::assert_snapshot!("doctor_text", run(w, &["doctor"]));
+        insta::assert_snapshot!("doctor_json", run(w, &["doctor", "--json"]));
+    });
+}
