@@ -18,6 +18,10 @@ fn main() -> ExitCode {
         Err(e) => {
             let code = if e.use_stderr() { 2 } else { 0 };
             let _ = e.print();
+            // A usage error under --json is also the JSON error object on stdout.
+            if e.use_stderr() && std::env::args_os().any(|a| a == "--json") {
+                errors::print_json_only(&errors::usage_report(&e));
+            }
             return ExitCode::from(code);
         }
     };

@@ -71,7 +71,7 @@ pub struct ErrorReport {
     pub hints: Vec<String>,
     /// A stable machine-readable class: `config`, `lock-held`, `busy`, `schema`,
     /// `unknown-source`, `refused-path`, `not-indexed`, `embedding`, `llm-config`,
-    /// `invalid-input`, `io`, `error`.
+    /// `invalid-input`, `usage`, `io`, `database`, `error`.
     pub kind: &'static str,
 }
 
@@ -196,10 +196,37 @@ pub fn print(report: &ErrorReport, json: bool) {
         let _ = writeln!(err, "hint: {}", super::output::sanitize(h));
     }
     if json {
-        let mut out = std::io::stdout().lock();
-        if serde_json::to_writer(&mut out, &ErrorJson { error: report }).is_ok() {
-            let _ = writeln!(out);
-        }
+        print_json_only(report);
+    }
+}
+
+/// The JSON error object alone on stdout (the text went to stderr already).
+pub fn print_json_only(report: &ErrorReport) {
+    let mut out = std::io::stdout().lock();
+    if serde_json::to_writer(&mut out, &ErrorJson { error: report }).is_ok() {
+        let _ = writeln!(out);
+    }
+}
+
+/// A clap usage error (unknown flag, invalid value) as a report of kind `usage`:
+/// the first line of clap's message, its `tip:` lines as hints.
+pub fn usage_report(e: &clap::Error) -> ErrorReport {
+    let text = e.render().to_string();
+    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+    let message = lines
+        .next()
+        .unwrap_or("invalid arguments")
+        .trim_start_matches("error: ")
+        .to_string();
+    let mut hints: Vec<String> = lines
+        .filter_map(|l| l.strip_prefix("tip: "))
+        .map(str::to_string)
+        .collect();
+    hints.push("see `claw --help`".into());
+    ErrorReport {
+        message,
+        hints,
+        kind: "usage",
     }
 }
 

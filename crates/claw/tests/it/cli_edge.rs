@@ -224,6 +224,17 @@ fn invalid_inputs_are_refused() {
         );
         assert!(stderr(&o).contains("finite"), "{}", stderr(&o));
     }
+    let o = claw(
+        w,
+        &["memory", "search", "billing", "--min-score=NaN", "--json"],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["error"]["kind"], "usage", "{v}");
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("finite"),
+        "{v}"
+    );
     let o = claw(w, &["memory", "search", "billing", "--min-score", "0.1"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 
