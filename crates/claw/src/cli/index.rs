@@ -84,7 +84,10 @@ pub fn load_embedder(settings: &Settings, output: Output) -> Loaded {
     if let Loaded::Unavailable(e) = &loaded
         && output == Output::Text
     {
-        eprintln!("note: keyword-only (no embeddings): {e}");
+        eprintln!(
+            "note: keyword-only (no embeddings): {}",
+            sanitize(&e.to_string())
+        );
     }
     loaded
 }
