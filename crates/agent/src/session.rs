@@ -236,17 +236,18 @@ impl SessionWriter {
             path: path.clone(),
             source,
         };
-        std::fs::create_dir_all(dir).map_err(io)?;
+        claw_memory::private::create_dir_all(dir).map_err(io)?;
         let existing = match std::fs::read(&path) {
             Ok(bytes) => Some(bytes),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(e) => return Err(io(e)),
         };
-        let mut file = std::fs::OpenOptions::new()
+        let mut file = claw_memory::private::file_options()
             .create(true)
             .append(true)
             .open(&path)
             .map_err(io)?;
+        claw_memory::private::tighten_file(&path).map_err(io)?;
         let loaded = match existing {
             Some(bytes) if !bytes.is_empty() => {
                 let text = String::from_utf8_lossy(&bytes);

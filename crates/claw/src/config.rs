@@ -132,6 +132,8 @@ pub struct Settings {
     /// Where `claw memory install-model` puts the model by default (`~/.claw/models`),
     /// and where the local backend looks when nothing is configured.
     pub models_dir: Option<PathBuf>,
+    /// The config file that was read (None: no file, defaults and environment only).
+    pub config_file: Option<PathBuf>,
 }
 
 /// Inputs to resolution, gathered by the binary (so library code never reads the process environment).
@@ -174,10 +176,31 @@ impl Settings {
             .or_else(|| input.var(ENV_CONFIG).map(PathBuf::from))
             .or_else(|| input.home.as_ref().map(|h| h.join(".claw/config.json")));
         let explicit_config = input.config_flag.is_some() || input.var(ENV_CONFIG).is_some();
-        let file = match &config_path {
-            Some(p) if p.exists() || explicit_config => load_config_file(p)?,
-            _ => ConfigFile::default(),
+        let (file, config_file) = match &config_path {
+            Some(p) if p.exists() || explicit_config => (load_config_file(p)?, Some(p.clone())),
+            _ => (ConfigFile::default(), None),
         };
+        // An empty workspace would silently mean the current directory.
+        if file
+            .workspace
+            .as_ref()
+            .is_some_and(|w| w.as_os_str().is_empty())
+        {
+            return Err(ConfigError::Invalid {
+                name: "workspace".into(),
+                message: "is empty (remove the key for the default ~/.claw/workspace)".into(),
+            });
+        }
+        if input
+            .workspace_flag
+            .as_ref()
+            .is_some_and(|w| w.as_os_str().is_empty())
+        {
+            return Err(ConfigError::Invalid {
+                name: "--workspace".into(),
+                message: "is empty".into(),
+            });
+        }
 
         let workspace = input
             .workspace_flag
@@ -231,6 +254,7 @@ impl Settings {
                 llm_env,
             },
             models_dir: input.home.as_ref().map(|h| h.join(".claw/models")),
+            config_file,
         })
     }
 
@@ -304,6 +328,14 @@ fn resolve_embed(
                 }),
         }),
         "openai" => Ok(EmbedProvider::OpenAi {
+            api_key: match cfg.api_key_env.as_deref() {
+                None => None,
+                // Like an LLM profile: a named variable that is unset is an error.
+                Some(name) => Some(input.var(name).ok_or_else(|| ConfigError::Invalid {
+                    name: "embedding.api_key_env".into(),
+                    message: format!("the variable {name} is not set in the environment"),
+                })?),
+            },
             base_url: cfg
                 .base_url
                 .clone()
@@ -312,7 +344,6 @@ fn resolve_embed(
                 .model
                 .clone()
                 .unwrap_or_else(|| "text-embedding-3-small".to_string()),
-            api_key: cfg.api_key_env.as_deref().and_then(|name| input.var(name)),
             dims: cfg.dims,
         }),
         "none" => Ok(EmbedProvider::None),
@@ -417,6 +448,41 @@ mod tests {
         std::fs::write(&cfg, r#"{"memory": {"vector_weigth": 0.5}}"#).unwrap();
         let err = Settings::resolve(&input(&[(ENV_CONFIG, cfg.to_str().unwrap())])).unwrap_err();
         assert!(err.to_string().contains("vector_weigth"), "{err}");
+    }
+
+    fn resolve_with(config: &str, env: &[(&str, &str)]) -> Result<Settings, ConfigError> {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = dir.path().join("c.json");
+        std::fs::write(&cfg, config).unwrap();
+        let mut i = input(env);
+        i.env
+            .insert(ENV_CONFIG.into(), cfg.to_str().unwrap().into());
+        Settings::resolve(&i)
+    }
+
+    #[test]
+    fn empty_workspace_is_an_error() {
+        let err = resolve_with(r#"{"workspace": ""}"#, &[]).unwrap_err();
+        assert!(err.to_string().contains("workspace"), "{err}");
+        let s = resolve_with(r#"{"workspace": "/w"}"#, &[]).unwrap();
+        assert_eq!(s.mem.workspace, PathBuf::from("/w"));
+        assert!(s.config_file.is_some());
+        let mut i = input(&[]);
+        i.workspace_flag = Some(PathBuf::new());
+        assert!(Settings::resolve(&i).is_err());
+    }
+
+    #[test]
+    fn missing_embedding_key_variable_is_an_error() {
+        let cfg = r#"{"embedding": {"provider": "openai", "api_key_env": "EMB_KEY"}}"#;
+        let err = resolve_with(cfg, &[]).unwrap_err();
+        assert!(err.to_string().contains("EMB_KEY"), "{err}");
+        let s = resolve_with(cfg, &[("EMB_KEY", "sk-1")]).unwrap();
+        assert!(
+            matches!(s.mem.embed, EmbedProvider::OpenAi { api_key: Some(ref k), .. } if k == "sk-1")
+        );
+        // No api_key_env at all (a local server) stays fine.
+        assert!(resolve_with(r#"{"embedding": {"provider": "openai"}}"#, &[]).is_ok());
     }
 
     #[test]

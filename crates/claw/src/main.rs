@@ -1,30 +1,42 @@
 //! The `claw` binary: parse arguments, resolve settings once, dispatch to
 //! `claw::cli`, and turn the outcome into an exit code (0 ok, 1 nothing found, 2 error).
+//! Errors are rendered here, at the edge (`cli::errors`): `error:` and `hint:` lines
+//! on stderr, plus a JSON object on stdout under `--json`; a closed stdout exits 0.
 
 use clap::Parser;
 mod cli;
 mod config;
 
-use cli::{Cli, output::Exit};
+use cli::{Cli, errors, output::Exit};
 use config::{ResolveInput, Settings};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    errors::install_broken_pipe_hook();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
             let code = if e.use_stderr() { 2 } else { 0 };
             let _ = e.print();
+            // A usage error under --json is also the JSON error object on stdout.
+            if e.use_stderr() && std::env::args_os().any(|a| a == "--json") {
+                errors::print_json_only(&errors::usage_report(&e));
+            }
             return ExitCode::from(code);
         }
+    };
+    let json = cli.wants_json();
+    let fail = |e: anyhow::Error| {
+        if errors::is_broken_pipe(&e) {
+            return ExitCode::from(Exit::Ok.code());
+        }
+        errors::print(&errors::report(&e), json);
+        ExitCode::from(Exit::Error.code())
     };
     let input = ResolveInput::from_process(cli.workspace.clone(), cli.config.clone());
     let settings = match Settings::resolve(&input) {
         Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(Exit::Error.code());
-        }
+        Err(e) => return fail(e.into()),
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -32,15 +44,11 @@ fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return ExitCode::from(Exit::Error.code());
+            return fail(anyhow::Error::new(e).context("cannot start the async runtime"));
         }
     };
     match runtime.block_on(cli::dispatch(cli, settings)) {
         Ok(exit) => ExitCode::from(exit.code()),
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::from(Exit::Error.code())
-        }
+        Err(e) => fail(e),
     }
 }

@@ -56,7 +56,7 @@ impl WriterLock {
             path: path.clone(),
             source,
         };
-        std::fs::create_dir_all(state_dir).map_err(io)?;
+        crate::private::create_dir_all(state_dir).map_err(io)?;
         let mut file = open_lock_file(&path).map_err(io)?;
         let start = Instant::now();
         let mut pause = Duration::from_millis(10);

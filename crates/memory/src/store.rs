@@ -231,12 +231,18 @@ impl Store {
 
     fn open_with(path: &Path, load_vec: bool) -> Result<Store> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|source| StoreError::StateDir {
+            crate::private::create_dir_all(dir).map_err(|source| StoreError::StateDir {
                 path: dir.to_path_buf(),
                 source,
             })?;
         }
         create_private(path)?;
+        // An older claw (or a wide umask) may have left these readable by others.
+        for suffix in ["", "-wal", "-shm"] {
+            let mut p = path.as_os_str().to_owned();
+            p.push(suffix);
+            crate::private::tighten_file(Path::new(&p))?;
+        }
         if load_vec {
             register_sqlite_vec();
         }

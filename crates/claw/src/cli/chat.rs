@@ -58,7 +58,7 @@ struct TerminalUi {
 impl Ui for TerminalUi {
     fn text(&self, delta: &str) {
         let mut out = std::io::stdout().lock();
-        let _ = out.write_all(delta.as_bytes());
+        let _ = out.write_all(super::output::sanitize(delta).as_bytes());
         let _ = out.flush();
     }
 
@@ -69,6 +69,7 @@ impl Ui for TerminalUi {
     }
 
     fn status(&self, line: &str) {
+        let line = super::output::sanitize(line);
         if self.color {
             eprintln!("\x1b[2m{line}\x1b[0m");
         } else {
@@ -77,7 +78,7 @@ impl Ui for TerminalUi {
     }
 
     fn confirm(&self, question: &str) -> bool {
-        eprint!("{question} [y/N] ");
+        eprint!("{} [y/N] ", super::output::sanitize(question));
         let _ = std::io::stderr().flush();
         let answer = match &self.answers {
             Some(rx) => {

@@ -153,7 +153,7 @@ pub fn run_eval(settings: &Settings, args: EvalArgs) -> anyhow::Result<Exit> {
         Output::Json => print_json(&report_json(&report, embedder_name(&loaded)))?,
         Output::Text => print!(
             "{}",
-            report_table(&report, embedder_name(&loaded).as_deref())
+            super::output::sanitize(&report_table(&report, embedder_name(&loaded).as_deref()))
         ),
     }
     let ran = report

@@ -1,7 +1,7 @@
 //! `claw memory index|status|add|sources|remove|install-model`: the indexing half
 //! of the memory CLI, rendering `memory::indexer` and `memory::store` results.
 
-use super::output::{Exit, Output, print_json, show_progress};
+use super::output::{Exit, Output, print_json, sanitize, sanitize_path, show_progress};
 use crate::config::Settings;
 use anyhow::Context;
 use claw_memory::embed::{self, Loaded};
@@ -11,6 +11,7 @@ use claw_memory::store::Store;
 use claw_memory::walk;
 use claw_memory::{freshness, watch};
 use serde::Serialize;
+use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -83,7 +84,10 @@ pub fn load_embedder(settings: &Settings, output: Output) -> Loaded {
     if let Loaded::Unavailable(e) = &loaded
         && output == Output::Text
     {
-        eprintln!("note: keyword-only (no embeddings): {e}");
+        eprintln!(
+            "note: keyword-only (no embeddings): {}",
+            sanitize(&e.to_string())
+        );
     }
     loaded
 }
@@ -140,7 +144,7 @@ pub fn run_index(settings: &Settings, args: IndexArgs) -> anyhow::Result<Exit> {
             keyword_only: keyword_only_reason(&loaded),
             db_path: settings.db_path().display().to_string(),
         })?,
-        Output::Text => print_index_report(&report, keyword_only_reason(&loaded)),
+        Output::Text => print_index_report(&report, keyword_only_reason(&loaded))?,
     }
     Ok(Exit::Ok)
 }
@@ -159,39 +163,51 @@ fn progress_bar(output: Output) -> indicatif::ProgressBar {
     bar
 }
 
-fn print_index_report(r: &IndexReport, keyword_only: Option<String>) {
+fn print_index_report(r: &IndexReport, keyword_only: Option<String>) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
     if let Some(reason) = &r.rebuilt {
-        println!("rebuilt index: {reason}");
+        writeln!(out, "rebuilt index: {}", sanitize(reason))?;
     }
-    println!(
+    writeln!(
+        out,
         "files: {} scanned, {} changed, {} removed, {} skipped",
         r.files_scanned, r.files_changed, r.files_removed, r.files_skipped
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "chunks: {} added, {} removed",
         r.chunks_added, r.chunks_removed
-    );
+    )?;
     match keyword_only {
         None => {
             let secs = r.elapsed_ms as f64 / 1000.0;
-            println!(
+            writeln!(
+                out,
                 "embeddings: {} computed, {} cache hits ({})",
-                r.embeddings_computed, r.cache_hits, r.model
-            );
+                r.embeddings_computed,
+                r.cache_hits,
+                sanitize(&r.model)
+            )?;
             if r.embeddings_computed > 0 && secs > 0.0 {
-                println!(
+                writeln!(
+                    out,
                     "rate: {:.1} embeddings/s",
                     r.embeddings_computed as f64 / secs
-                );
+                )?;
             }
         }
-        Some(reason) => println!("embeddings: none, keyword-only ({reason})"),
+        Some(reason) => writeln!(
+            out,
+            "embeddings: none, keyword-only ({})",
+            sanitize(&reason)
+        )?,
     }
     for i in &r.issues {
         let what = if i.skipped { "skipped" } else { "warning" };
-        eprintln!("{what}: {}:{}: {}", i.source, i.path, i.message);
+        let line = format!("{what}: {}:{}: {}", i.source, i.path, i.message);
+        eprintln!("{}", sanitize(&line));
     }
-    println!("elapsed: {:.2}s", r.elapsed_ms as f64 / 1000.0);
+    writeln!(out, "elapsed: {:.2}s", r.elapsed_ms as f64 / 1000.0)
 }
 
 /// `claw memory status --json` shape.
@@ -263,43 +279,63 @@ pub fn run_status(settings: &Settings, args: StatusArgs) -> anyhow::Result<Exit>
         print_json(&status)?;
         return Ok(Exit::Ok);
     }
-    println!("workspace:  {}", status.workspace);
-    println!(
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "workspace:  {}", sanitize(&status.workspace))?;
+    writeln!(
+        out,
         "database:   {} ({})",
-        status.db_path,
+        sanitize(&status.db_path),
         human_bytes(status.db_bytes)
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "indexed:    {} files, {} chunks, {} vectors",
         status.files, status.chunks, status.vectors
-    );
+    )?;
     if status.model.is_empty() {
-        println!("model:      none (keyword-only)");
+        writeln!(out, "model:      none (keyword-only)")?;
     } else {
-        println!("model:      {} ({} dims)", status.model, status.dims);
+        writeln!(
+            out,
+            "model:      {} ({} dims)",
+            sanitize(&status.model),
+            status.dims
+        )?;
     }
-    println!("cache:      {} embeddings", status.cache_entries);
-    println!("vectors:    {}", status.vector_backend);
-    println!("keywords:   FTS5 {}", status.fts_tokenizers.join(" + "));
+    writeln!(out, "cache:      {} embeddings", status.cache_entries)?;
+    writeln!(out, "vectors:    {}", status.vector_backend)?;
+    writeln!(
+        out,
+        "keywords:   FTS5 {}",
+        status.fts_tokenizers.join(" + ")
+    )?;
     match status.last_index_at {
-        Some(t) => println!("last index: {}", format_time(t)),
-        None => println!("last index: never (run `claw memory index`)"),
+        Some(t) => writeln!(out, "last index: {}", format_time(t))?,
+        None => writeln!(out, "last index: never (run `claw memory index`)")?,
     }
     let c = &status.changed_on_disk;
     if staleness.is_fresh() {
-        println!("freshness:  up to date with the disk");
+        writeln!(out, "freshness:  up to date with the disk")?;
     } else {
-        println!(
+        writeln!(
+            out,
             "freshness:  BEHIND the disk: {} new, {} modified, {} deleted (run `claw memory index`)",
             c.new, c.modified, c.deleted
-        );
+        )?;
     }
-    println!(
+    writeln!(
+        out,
         "watcher:    {}",
         watch::describe_watcher(status.watcher.as_ref(), claw_memory::store::now_unix())
-    );
+    )?;
     for s in &status.sources {
-        println!("source:     {} ({:?}) {}", s.name, s.kind, s.root.display());
+        writeln!(
+            out,
+            "source:     {} ({:?}) {}",
+            sanitize(&s.name),
+            s.kind,
+            sanitize_path(&s.root)
+        )?;
     }
     Ok(Exit::Ok)
 }
@@ -323,8 +359,15 @@ fn human_bytes(n: u64) -> String {
     }
 }
 
-/// Validate a source name: non-empty, no '/', not a built-in name.
+/// Validate a source name: non-empty, no '/', no control characters, not a built-in name.
 fn check_source_name(name: &str) -> anyhow::Result<()> {
+    if name.chars().any(char::is_control) {
+        return Err(super::errors::CliError::InvalidSourceName {
+            name: sanitize(name).into_owned(),
+            reason: "control characters are not allowed",
+        }
+        .into());
+    }
     if name.is_empty() || name.contains('/') || name.contains(':') || name.starts_with('.') {
         anyhow::bail!(
             "invalid source name `{name}`: use letters, digits, '-' or '_' (pass --name)"
@@ -356,20 +399,26 @@ pub fn run_add(settings: &Settings, args: AddArgs) -> anyhow::Result<Exit> {
         .into_iter()
         .find(|s| s.name == name || s.root == root)
     {
-        anyhow::bail!(
-            "a source `{}` already covers {}; remove it first with `claw memory remove {}`",
-            existing.name,
-            existing.root.display(),
-            existing.name
-        );
+        return Err(super::errors::CliError::DuplicateSource {
+            existing: existing.name,
+            root: existing.root,
+        }
+        .into());
     }
+    let existing: Vec<(String, PathBuf)> = store
+        .sources()?
+        .into_iter()
+        .map(|s| (s.name, s.root))
+        .collect();
+    super::errors::check_new_source_root(&settings.mem.workspace, &root, &existing)?;
     store.add_source(&name, &root)?;
     if args.follow_symlinks_outside {
         store.set_source_follow_symlinks_outside(&name, true)?;
     }
     println!(
-        "added source `{name}` ({}){}; run `claw memory index` to index it",
-        root.display(),
+        "added source `{}` ({}){}; run `claw memory index` to index it",
+        sanitize(&name),
+        sanitize_path(&root),
         if args.follow_symlinks_outside {
             ", following symlinks outside it"
         } else {
@@ -385,13 +434,15 @@ pub fn run_sources(settings: &Settings, args: SourcesArgs) -> anyhow::Result<Exi
     if args.json {
         print_json(&sources)?;
     } else {
+        let mut out = std::io::stdout().lock();
         for s in &sources {
-            println!(
+            writeln!(
+                out,
                 "{:<12} {:<10} {}",
-                s.name,
+                sanitize(&s.name),
                 format!("{:?}", s.kind).to_lowercase(),
-                s.root.display()
-            );
+                sanitize_path(&s.root)
+            )?;
         }
     }
     Ok(Exit::Ok)
@@ -404,14 +455,14 @@ pub fn run_remove(settings: &Settings, args: RemoveArgs) -> anyhow::Result<Exit>
         Some((files, chunks)) => {
             println!(
                 "removed source `{}` ({files} files, {chunks} chunks)",
-                args.name
+                sanitize(&args.name)
             );
             Ok(Exit::Ok)
         }
         None => {
             eprintln!(
                 "no source named `{}` (see `claw memory sources`)",
-                args.name
+                sanitize(&args.name)
             );
             Ok(Exit::NoMatch)
         }

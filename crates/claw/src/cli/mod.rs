@@ -3,6 +3,8 @@
 //! The only part of the crate that touches the terminal.
 
 pub mod chat;
+pub mod doctor;
+pub mod errors;
 pub mod eval;
 pub mod index;
 pub mod output;
@@ -45,6 +47,8 @@ pub enum Command {
         #[command(subcommand)]
         command: MemoryCommand,
     },
+    /// Check the setup: config file, workspace, database, model, writer lock, watcher.
+    Doctor(doctor::DoctorArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -71,10 +75,33 @@ pub enum MemoryCommand {
     Eval(eval::EvalArgs),
 }
 
+impl Cli {
+    /// Whether the command asked for JSON output (errors are then JSON on stdout too).
+    pub fn wants_json(&self) -> bool {
+        match &self.command {
+            None => false,
+            Some(Command::Doctor(a)) => a.json,
+            Some(Command::Memory { command }) => match command {
+                MemoryCommand::Index(a) => a.json,
+                MemoryCommand::Status(a) => a.json,
+                MemoryCommand::Search(a) => a.json,
+                MemoryCommand::Get(a) => a.json,
+                MemoryCommand::Watch(a) => a.json,
+                MemoryCommand::Sources(a) => a.json,
+                MemoryCommand::Eval(a) => a.json,
+                MemoryCommand::Add(_)
+                | MemoryCommand::Remove(_)
+                | MemoryCommand::InstallModel(_) => false,
+            },
+        }
+    }
+}
+
 /// Run a parsed command line with resolved settings.
 pub async fn dispatch(cli: Cli, settings: Settings) -> anyhow::Result<Exit> {
     match cli.command {
         None => chat::run(settings, cli.chat).await,
+        Some(Command::Doctor(a)) => blocking(move || doctor::run_doctor(&settings, a)).await,
         Some(Command::Memory { command }) => match command {
             MemoryCommand::Index(a) => blocking(move || index::run_index(&settings, a)).await,
             MemoryCommand::Status(a) => blocking(move || index::run_status(&settings, a)).await,

@@ -47,3 +47,71 @@ pub fn print_json<T: Serialize>(value: &T) -> anyhow::Result<()> {
 pub fn show_progress(output: Output) -> bool {
     output == Output::Text && std::io::stderr().is_terminal()
 }
+
+/// clap value parser for a finite number (`NaN`, `inf` are refused).
+pub fn finite_f64(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() => Ok(v),
+        Ok(_) => Err(format!("`{s}` is not a finite number")),
+        Err(e) => Err(format!("`{s}`: {e}")),
+    }
+}
+
+/// Neutralise terminal control sequences in text bound for a terminal: every C0
+/// control except `\n` and `\t` (ESC, BEL, `\r`, …), DEL, the C1 controls
+/// (U+0080–U+009F, e.g. the 8-bit CSI) and the bidi overrides are replaced by a
+/// visible `\x1b` / `\u{202e}` escape, so note text and file names can neither
+/// clear the screen, recolour it, write the clipboard (OSC 52) nor reorder a line.
+/// JSON output never goes through this (serde escapes controls itself).
+pub fn sanitize(s: &str) -> std::borrow::Cow<'_, str> {
+    fn hostile(c: char) -> bool {
+        (c.is_control() && c != '\n' && c != '\t')
+            || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    }
+    if !s.chars().any(hostile) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if !hostile(c) {
+            out.push(c);
+        } else if (c as u32) < 0x100 {
+            out.push_str(&format!("\\x{:02x}", c as u32));
+        } else {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// [`sanitize`] for a path.
+pub fn sanitize_path(p: &std::path::Path) -> String {
+    sanitize(&p.display().to_string()).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{finite_f64, sanitize};
+
+    #[test]
+    fn only_finite_numbers_parse() {
+        assert_eq!(finite_f64("0.5"), Ok(0.5));
+        assert_eq!(finite_f64("-1"), Ok(-1.0));
+        for bad in ["NaN", "nan", "inf", "-inf", "infinity", "x"] {
+            assert!(finite_f64(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn controls_are_made_visible_newlines_and_tabs_kept() {
+        assert_eq!(sanitize("plain\ttext\n"), "plain\ttext\n");
+        assert_eq!(sanitize("a\x1b]52;c;aGk=\x07b"), "a\\x1b]52;c;aGk=\\x07b");
+        assert_eq!(
+            sanitize("\x1b[2J\x1b[31mred\r"),
+            "\\x1b[2J\\x1b[31mred\\x0d"
+        );
+        assert_eq!(sanitize("c1\u{9b}2J del\u{7f}"), "c1\\x9b2J del\\x7f");
+        assert_eq!(sanitize("rtl\u{202e}txt"), "rtl\\u{202e}txt");
+        assert_eq!(sanitize("日本語 ok"), "日本語 ok");
+    }
+}

@@ -1,7 +1,7 @@
 //! `claw memory search` and `claw memory get`: argument parsing, opening the store
 //! and (only when needed) the embedding model, and rendering results as text or JSON.
 
-use super::output::{Exit, Output, print_json};
+use super::output::{Exit, Output, print_json, sanitize};
 use crate::config::{EmbedProvider, Settings};
 use anyhow::Context;
 use claw_memory::embed::{self, Loaded};
@@ -39,7 +39,7 @@ pub struct SearchArgs {
     #[arg(long, short = 'n', default_value_t = 6)]
     pub limit: usize,
     /// Drop results scoring below this (default from config, 0.35).
-    #[arg(long, value_name = "X", allow_negative_numbers = true)]
+    #[arg(long, value_name = "X", allow_negative_numbers = true, value_parser = super::output::finite_f64)]
     pub min_score: Option<f64>,
     /// Which stages to run.
     #[arg(long, value_enum, default_value_t = ModeArg::Hybrid)]
@@ -108,7 +108,8 @@ pub fn run_search(settings: &Settings, args: SearchArgs) -> anyhow::Result<Exit>
             EmbedProvider::Local { .. } => embed::INSTALL_HINT.to_string(),
             _ => "check the embedding settings in the config file".to_string(),
         };
-        eprintln!("note: keyword-only search, the embedding model did not load ({err}); {hint}");
+        let note = format!("keyword-only search, the embedding model did not load ({err}); {hint}");
+        eprintln!("note: {}", sanitize(&note));
     }
     let sync = match staleness {
         None => SyncReport::Skipped,
@@ -124,7 +125,7 @@ pub fn run_search(settings: &Settings, args: SearchArgs) -> anyhow::Result<Exit>
     if output == Output::Text
         && let Some(line) = sync.describe()
     {
-        eprintln!("note: {line}");
+        eprintln!("note: {}", sanitize(&line));
     }
     let req = SearchRequest {
         query: args.query,
@@ -166,9 +167,12 @@ pub fn run_search(settings: &Settings, args: SearchArgs) -> anyhow::Result<Exit>
                 writeln!(
                     out,
                     "{:.3}  {}:{}-{}",
-                    hit.score, hit.path, hit.start_line, hit.end_line
+                    hit.score,
+                    sanitize(&hit.path),
+                    hit.start_line,
+                    hit.end_line
                 )?;
-                writeln!(out, "{}", hit.snippet)?;
+                writeln!(out, "{}", sanitize(&hit.snippet))?;
                 if let Some(x) = &hit.explain {
                     let f = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.3}"));
                     writeln!(
@@ -211,7 +215,7 @@ pub fn run_get(settings: &Settings, args: GetArgs) -> anyhow::Result<Exit> {
         print_json(&resp)?;
     } else {
         let mut out = std::io::stdout().lock();
-        out.write_all(resp.text.as_bytes())?;
+        out.write_all(sanitize(&resp.text).as_bytes())?;
         if let Some(next) = resp.next_from {
             eprintln!(
                 "-- lines {}-{} of {}; continue with --from {next}",

@@ -2,7 +2,7 @@
 //! (or SIGTERM), printing one line per sync (text) or one JSON Line per event.
 
 use super::index::{load_embedder, open_store};
-use super::output::{Exit, Output};
+use super::output::{Exit, Output, sanitize, sanitize_path};
 use crate::config::Settings;
 use anyhow::Context;
 use claw_memory::embed::Loaded;
@@ -64,7 +64,11 @@ pub async fn run_watch(settings: Settings, args: WatchArgs) -> anyhow::Result<Ex
         tokio::select! {
             r = tokio::signal::ctrl_c() => { r.context("cannot listen for Ctrl-C")?; break false; }
             _ = term.recv() => break false,
-            _ = poll.tick() => if watcher.is_finished() { break true; },
+            _ = poll.tick() => {
+                if watcher.is_finished() { break true; }
+                // The printer ends only when stdout is closed (`| head -1`): stop quietly.
+                if printer.is_finished() { break false; }
+            },
         }
     };
     let stopped = tokio::task::spawn_blocking(move || watcher.stop()).await?;
@@ -91,7 +95,7 @@ fn print_event(ev: &WatchEvent, output: Output) -> std::io::Result<()> {
                     roots.len()
                 )?;
                 for r in roots {
-                    writeln!(out, "  {}", r.display())?;
+                    writeln!(out, "  {}", sanitize_path(r))?;
                 }
             }
             WatchEvent::Synced {
@@ -118,22 +122,22 @@ fn print_event(ev: &WatchEvent, output: Output) -> std::io::Result<()> {
                 if *pending > 0 {
                     write!(out, ", {pending} pending")?;
                 }
-                writeln!(out, "{}", sample(reindexed, removed))?;
+                writeln!(out, "{}", sanitize(&sample(reindexed, removed)))?;
                 if let Some(r) = rebuilt {
-                    writeln!(out, "  index rebuilt: {r}")?;
+                    writeln!(out, "  index rebuilt: {}", sanitize(r))?;
                 }
                 for e in errors {
-                    writeln!(out, "  skipped {e}")?;
+                    writeln!(out, "  skipped {}", sanitize(&e.to_string()))?;
                 }
             }
             WatchEvent::Rearmed { root, exists } => {
                 let state = if *exists { "watching again" } else { "gone" };
-                writeln!(out, "{}: {state}", root.display())?;
+                writeln!(out, "{}: {state}", sanitize_path(root))?;
             }
             WatchEvent::Overflow => {
                 writeln!(out, "event queue overflowed: full rescan scheduled")?;
             }
-            WatchEvent::Error { message } => eprintln!("error: {message}"),
+            WatchEvent::Error { message } => eprintln!("error: {}", sanitize(message)),
             WatchEvent::Stopped => writeln!(out, "stopped")?,
         },
     }

@@ -5,6 +5,8 @@
 mod adversarial_queries;
 mod agent_cli;
 mod agent_memory;
+mod cli_edge;
+mod cli_snapshots;
 mod crash_index;
 mod e2e_local_llm;
 mod embed_openai;

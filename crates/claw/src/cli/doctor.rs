@@ -1,0 +1,275 @@
+//! `claw doctor [--json]`: what claw would use and whether it works — the config
+//! file, the workspace, the database, the embedding model, the writer lock and the
+//! watcher. The report is a list of independent sections (`name`, `status`,
+//! `summary`, typed `details`), so a new check (e.g. the exec sandbox probe) is one
+//! more function pushing one more [`Section`]; the JSON shape does not change.
+
+use super::output::{Exit, print_json, sanitize};
+use crate::config::{EmbedProvider, Settings};
+use claw_memory::embed::{self, Loaded};
+use claw_memory::lock::WriterLock;
+use claw_memory::store::{Store, now_unix};
+use claw_memory::watch;
+use serde::Serialize;
+use serde_json::{Value, json};
+use std::io::Write;
+
+#[derive(Debug, clap::Args)]
+pub struct DoctorArgs {
+    /// Print the report as one JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Outcome of one check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// Works.
+    Ok,
+    /// Works in a degraded way, or not set up yet.
+    Warn,
+    /// Broken: claw cannot do this part of its job.
+    Error,
+}
+
+/// One section of the report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Section {
+    /// Stable id: `config`, `workspace`, `database`, `model`, `writer_lock`, `watcher`, …
+    pub name: &'static str,
+    pub status: Status,
+    /// One line for humans.
+    pub summary: String,
+    /// Machine-readable facts of this check.
+    pub details: Value,
+}
+
+/// `claw doctor --json`: `{"ok", "sections": [...]}`.
+#[derive(Debug, Clone, Serialize)]
+pub struct DoctorReport {
+    /// No section is in `error`.
+    pub ok: bool,
+    pub sections: Vec<Section>,
+}
+
+impl DoctorReport {
+    fn new(sections: Vec<Section>) -> DoctorReport {
+        DoctorReport {
+            ok: sections.iter().all(|s| s.status != Status::Error),
+            sections,
+        }
+    }
+}
+
+fn section(name: &'static str, status: Status, summary: String, details: Value) -> Section {
+    Section {
+        name,
+        status,
+        summary,
+        details,
+    }
+}
+
+fn config(settings: &Settings) -> Section {
+    match &settings.config_file {
+        Some(p) => section(
+            "config",
+            Status::Ok,
+            format!("using {}", p.display()),
+            json!({"file": p.display().to_string()}),
+        ),
+        None => section(
+            "config",
+            Status::Ok,
+            "no config file; defaults and environment".into(),
+            json!({"file": null}),
+        ),
+    }
+}
+
+fn workspace(settings: &Settings) -> Section {
+    let ws = &settings.mem.workspace;
+    let details = json!({"path": ws.display().to_string(), "exists": ws.is_dir()});
+    if ws.is_dir() {
+        section("workspace", Status::Ok, ws.display().to_string(), details)
+    } else {
+        section(
+            "workspace",
+            Status::Warn,
+            format!(
+                "{} does not exist yet (created by `claw memory index`)",
+                ws.display()
+            ),
+            details,
+        )
+    }
+}
+
+/// The database, opened only if it exists (the doctor never creates it).
+fn database(settings: &Settings) -> (Section, Option<Store>) {
+    let path = settings.db_path();
+    let p = path.display().to_string();
+    if !path.exists() {
+        let s = section(
+            "database",
+            Status::Warn,
+            format!("{p} not created yet (run `claw memory index`)"),
+            json!({"path": p, "exists": false}),
+        );
+        return (s, None);
+    }
+    let opened = Store::open(&path)
+        .map_err(anyhow::Error::from)
+        .and_then(|store| {
+            let stats = store.stats()?;
+            let model = store.meta("model")?.unwrap_or_default();
+            Ok((store, stats, model))
+        });
+    match opened {
+        Ok((store, stats, model)) => {
+            let s = section(
+                "database",
+                Status::Ok,
+                format!(
+                    "{p}: {} files, {} chunks, {} vectors",
+                    stats.files, stats.chunks, stats.vectors
+                ),
+                json!({"path": p, "exists": true, "files": stats.files, "chunks": stats.chunks,
+                       "vectors": stats.vectors, "index_model": model, "db_bytes": stats.db_bytes}),
+            );
+            (s, Some(store))
+        }
+        Err(e) => (
+            section(
+                "database",
+                Status::Error,
+                format!("{p}: {e:#}"),
+                json!({"path": p, "exists": true, "error": format!("{e:#}")}),
+            ),
+            None,
+        ),
+    }
+}
+
+fn model(settings: &Settings, index_model: Option<&str>) -> Section {
+    let provider = match &settings.mem.embed {
+        EmbedProvider::Local { .. } => "local",
+        EmbedProvider::OpenAi { .. } => "openai",
+        EmbedProvider::None => "none",
+    };
+    match embed::load(&settings.mem.embed, settings.mem.memory.embed_batch_size) {
+        Loaded::Ready(e) => {
+            let mismatch = index_model.is_some_and(|m| !m.is_empty() && m != e.model_id());
+            section(
+                "model",
+                if mismatch { Status::Warn } else { Status::Ok },
+                if mismatch {
+                    format!(
+                        "{} loaded, but the index was built with {} (run `claw memory index`)",
+                        e.model_id(),
+                        index_model.unwrap_or_default()
+                    )
+                } else {
+                    format!("{} loaded ({} dims)", e.model_id(), e.dims())
+                },
+                json!({"provider": provider, "found": true, "loaded": true,
+                       "model": e.model_id(), "dims": e.dims()}),
+            )
+        }
+        Loaded::Disabled => section(
+            "model",
+            Status::Ok,
+            "embedding provider is `none`: keyword-only".into(),
+            json!({"provider": provider, "found": false, "loaded": false}),
+        ),
+        Loaded::Unavailable(e) => section(
+            "model",
+            Status::Warn,
+            format!("not loaded, keyword-only: {e}"),
+            json!({"provider": provider, "found": !matches!(e, embed::EmbedError::NoModelDir | embed::EmbedError::MissingFile(..)),
+                   "loaded": false, "error": e.to_string()}),
+        ),
+    }
+}
+
+fn writer_lock(settings: &Settings) -> Section {
+    match WriterLock::holder(&settings.state_dir()) {
+        Ok(None) => section(
+            "writer_lock",
+            Status::Ok,
+            "free".into(),
+            json!({"held": false, "holder": null}),
+        ),
+        Ok(Some(h)) => section(
+            "writer_lock",
+            Status::Ok,
+            format!("held by pid {} (`{}`)", h.pid, h.what),
+            json!({"held": true, "holder": h}),
+        ),
+        Err(e) => section(
+            "writer_lock",
+            Status::Error,
+            e.to_string(),
+            json!({"held": null, "error": e.to_string()}),
+        ),
+    }
+}
+
+fn watcher(store: Option<&Store>) -> Section {
+    let Some(store) = store else {
+        return section(
+            "watcher",
+            Status::Ok,
+            "no database, no watcher".into(),
+            json!({"alive": false, "status": null}),
+        );
+    };
+    match watch::watcher_status(store) {
+        Ok(st) => section(
+            "watcher",
+            Status::Ok,
+            watch::describe_watcher(st.as_ref(), now_unix()),
+            json!({"alive": st.as_ref().is_some_and(|s| s.alive), "status": st}),
+        ),
+        Err(e) => section(
+            "watcher",
+            Status::Error,
+            e.to_string(),
+            json!({"alive": null, "error": e.to_string()}),
+        ),
+    }
+}
+
+/// Run every check.
+pub fn diagnose(settings: &Settings) -> DoctorReport {
+    let (db, store) = database(settings);
+    let index_model = store.as_ref().and_then(|s| s.meta("model").ok().flatten());
+    let sections = vec![
+        config(settings),
+        workspace(settings),
+        db,
+        model(settings, index_model.as_deref()),
+        writer_lock(settings),
+        watcher(store.as_ref()),
+    ];
+    DoctorReport::new(sections)
+}
+
+pub fn run_doctor(settings: &Settings, args: DoctorArgs) -> anyhow::Result<Exit> {
+    let report = diagnose(settings);
+    if args.json {
+        print_json(&report)?;
+    } else {
+        let mut out = std::io::stdout().lock();
+        for s in &report.sections {
+            let mark = match s.status {
+                Status::Ok => "ok",
+                Status::Warn => "warn",
+                Status::Error => "ERROR",
+            };
+            writeln!(out, "{mark:<5} {:<12} {}", s.name, sanitize(&s.summary))?;
+        }
+    }
+    Ok(if report.ok { Exit::Ok } else { Exit::Error })
+}

@@ -1,0 +1,311 @@
+//! Errors at the edge, jj-style: every failure becomes `error: <message>` plus zero
+//! or more `hint: <hint>` lines on stderr (and, with `--json`, one
+//! `{"error": {"message", "hints", "kind"}}` object on stdout). The typed library
+//! errors are found by walking the anyhow chain; hints live only here, in the binary.
+//! A closed stdout (broken pipe) is not an error at all: the caller exits 0 quietly.
+
+use crate::config::ConfigError;
+use claw_agent::provider::ProfileError;
+use claw_memory::embed::{EmbedError, INSTALL_HINT};
+use claw_memory::lock::LockError;
+use claw_memory::search::engine::SearchError;
+use claw_memory::store::StoreError;
+use serde::Serialize;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Errors the CLI itself detects in user input (before any library call).
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    #[error("invalid source name `{name}`: {reason}")]
+    InvalidSourceName { name: String, reason: &'static str },
+    #[error("a source `{existing}` already covers {}", root.display())]
+    DuplicateSource { existing: String, root: PathBuf },
+    #[error("{} overlaps the source `{existing}` ({})", root.display(), existing_root.display())]
+    OverlappingSource {
+        root: PathBuf,
+        existing: String,
+        existing_root: PathBuf,
+    },
+    #[error("{} is the workspace (or contains it, or lies in its memory/sessions folders); it is indexed already", root.display())]
+    WorkspaceAsSource { root: PathBuf },
+}
+
+/// Refuse a folder that would index notes twice: the workspace itself (or a folder
+/// containing it, or its `memory/` / `sessions/` folders), or a folder that contains
+/// or lies inside an already registered source. `root` is canonical.
+pub fn check_new_source_root(
+    workspace: &Path,
+    root: &Path,
+    existing: &[(String, PathBuf)],
+) -> Result<(), CliError> {
+    let ws = workspace
+        .canonicalize()
+        .unwrap_or_else(|_| workspace.to_path_buf());
+    if ws.starts_with(root)
+        || root.starts_with(ws.join("memory"))
+        || root.starts_with(ws.join("sessions"))
+    {
+        return Err(CliError::WorkspaceAsSource {
+            root: root.to_path_buf(),
+        });
+    }
+    for (name, er) in existing {
+        if root.starts_with(er) || er.starts_with(root) {
+            return Err(CliError::OverlappingSource {
+                root: root.to_path_buf(),
+                existing: name.clone(),
+                existing_root: er.clone(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// One error as the user sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ErrorReport {
+    /// The whole chain, outermost first, joined by `: ` (what `{:#}` prints).
+    pub message: String,
+    /// What to do about it (may be empty).
+    pub hints: Vec<String>,
+    /// A stable machine-readable class: `config`, `lock-held`, `busy`, `schema`,
+    /// `unknown-source`, `refused-path`, `not-indexed`, `embedding`, `llm-config`,
+    /// `invalid-input`, `usage`, `io`, `database`, `error`.
+    pub kind: &'static str,
+}
+
+#[derive(Serialize)]
+struct ErrorJson<'a> {
+    error: &'a ErrorReport,
+}
+
+/// Map an error (and its causes) to a message, hints and a kind.
+pub fn report(err: &anyhow::Error) -> ErrorReport {
+    let message = format!("{err:#}");
+    let (kind, hints) = err
+        .chain()
+        .find_map(classify)
+        .unwrap_or(("error", Vec::new()));
+    ErrorReport {
+        message,
+        hints,
+        kind,
+    }
+}
+
+fn classify(e: &(dyn std::error::Error + 'static)) -> Option<(&'static str, Vec<String>)> {
+    if let Some(e) = e.downcast_ref::<ConfigError>() {
+        let hint = match e {
+            ConfigError::NoHome => "set CLAW_WORKSPACE and CLAW_CONFIG, or HOME".to_string(),
+            ConfigError::Read { .. } => {
+                "check the --config flag / CLAW_CONFIG, or remove it to use the defaults".into()
+            }
+            ConfigError::Parse { .. } | ConfigError::Invalid { .. } => {
+                "the config file format is described in the README (Configuration)".into()
+            }
+        };
+        return Some(("config", vec![hint]));
+    }
+    if let Some(e) = e.downcast_ref::<LockError>() {
+        return Some(match e {
+            LockError::Held { pid, .. } => (
+                "lock-held",
+                vec![
+                    format!("wait for process {pid} to finish, or stop it (`kill {pid}`)"),
+                    "a running `claw memory watch` holds the lock while it syncs".into(),
+                ],
+            ),
+            LockError::Io { .. } => ("io", vec![]),
+        });
+    }
+    if let Some(e) = e.downcast_ref::<StoreError>() {
+        return Some(match e {
+            StoreError::Busy => ("busy", vec!["try again in a moment".into()]),
+            StoreError::NewerSchema { .. } => ("schema", vec!["upgrade claw".into()]),
+            StoreError::StateDir { .. } | StoreError::Io(_) => (
+                "io",
+                vec!["check that the workspace is writable (--workspace)".into()],
+            ),
+            StoreError::Sqlite(_) => ("database", vec![]),
+        });
+    }
+    if let Some(e) = e.downcast_ref::<SearchError>() {
+        return Some(match e {
+            SearchError::UnknownSource { .. } => (
+                "unknown-source",
+                vec!["list the sources with `claw memory sources`".into()],
+            ),
+            SearchError::Refused { .. } => (
+                "refused-path",
+                vec!["pass a path as printed by `claw memory search`".into()],
+            ),
+            SearchError::NotIndexed(_) => ("not-indexed", vec![]),
+            SearchError::Read { .. } => ("io", vec![]),
+            SearchError::Store(_) | SearchError::Sqlite(_) => return None,
+        });
+    }
+    if e.downcast_ref::<EmbedError>().is_some() {
+        return Some(("embedding", vec![INSTALL_HINT.to_string()]));
+    }
+    if e.downcast_ref::<ProfileError>().is_some() {
+        return Some((
+            "llm-config",
+            vec!["configure agent.profiles in the config file, or set CLAW_LLM_*".into()],
+        ));
+    }
+    if let Some(e) = e.downcast_ref::<CliError>() {
+        let hint = match e {
+            CliError::InvalidSourceName { .. } => {
+                "use letters, digits, '-' or '_' (pass --name)".to_string()
+            }
+            CliError::DuplicateSource { existing, .. } => {
+                format!("remove it first with `claw memory remove {existing}`")
+            }
+            CliError::OverlappingSource { existing, .. } => {
+                format!("register one folder of the two (`claw memory remove {existing}`)")
+            }
+            CliError::WorkspaceAsSource { .. } => {
+                "put notes in the workspace's memory/ folder, or register another folder".into()
+            }
+        };
+        return Some(("invalid-input", vec![hint]));
+    }
+    if e.downcast_ref::<std::io::Error>().is_some() {
+        return Some(("io", vec![]));
+    }
+    None
+}
+
+/// Whether the error is a write to a closed stdout (`claw … | head -1`).
+pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|e| {
+        e.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            || e.downcast_ref::<serde_json::Error>()
+                .is_some_and(|j| j.io_error_kind() == Some(std::io::ErrorKind::BrokenPipe))
+    })
+}
+
+/// Print an error: text on stderr always; with `json`, also the JSON object on stdout.
+/// Failures to print are ignored (there is nowhere left to report them).
+pub fn print(report: &ErrorReport, json: bool) {
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "error: {}", super::output::sanitize(&report.message));
+    for h in &report.hints {
+        let _ = writeln!(err, "hint: {}", super::output::sanitize(h));
+    }
+    if json {
+        print_json_only(report);
+    }
+}
+
+/// The JSON error object alone on stdout (the text went to stderr already).
+pub fn print_json_only(report: &ErrorReport) {
+    let mut out = std::io::stdout().lock();
+    if serde_json::to_writer(&mut out, &ErrorJson { error: report }).is_ok() {
+        let _ = writeln!(out);
+    }
+}
+
+/// A clap usage error (unknown flag, invalid value) as a report of kind `usage`:
+/// the first line of clap's message, its `tip:` lines as hints.
+pub fn usage_report(e: &clap::Error) -> ErrorReport {
+    let text = e.render().to_string();
+    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+    let message = lines
+        .next()
+        .unwrap_or("invalid arguments")
+        .trim_start_matches("error: ")
+        .to_string();
+    let mut hints: Vec<String> = lines
+        .filter_map(|l| l.strip_prefix("tip: "))
+        .map(str::to_string)
+        .collect();
+    hints.push("see `claw --help`".into());
+    ErrorReport {
+        message,
+        hints,
+        kind: "usage",
+    }
+}
+
+/// A panic hook in front of the default one: a `println!` to a closed stdout (or
+/// stderr) ends the process quietly with 0 instead of a panic message.
+pub fn install_broken_pipe_hook() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if payload.starts_with("failed printing to std") && payload.contains("Broken pipe") {
+            std::process::exit(0);
+        }
+        default(info);
+    }));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn typed_errors_get_kinds_and_hints() {
+        let e = anyhow::Error::new(SearchError::UnknownSource {
+            name: "x".into(),
+            known: "memory".into(),
+        })
+        .context("search failed");
+        let r = report(&e);
+        assert_eq!(r.kind, "unknown-source");
+        assert_eq!(
+            r.message,
+            "search failed: unknown source `x` (known: memory)"
+        );
+        assert_eq!(r.hints.len(), 1);
+        let r = report(&anyhow::anyhow!("plain"));
+        assert_eq!((r.kind, r.hints.len()), ("error", 0));
+    }
+
+    #[test]
+    fn source_roots_that_would_index_twice_are_refused() {
+        let ws = Path::new("/nonexistent-ws/w");
+        let ex = vec![("notes".to_string(), PathBuf::from("/data/notes"))];
+        let check = |r: &str| check_new_source_root(ws, Path::new(r), &ex);
+        assert!(matches!(
+            check("/nonexistent-ws/w"),
+            Err(CliError::WorkspaceAsSource { .. })
+        ));
+        assert!(matches!(
+            check("/nonexistent-ws"),
+            Err(CliError::WorkspaceAsSource { .. })
+        ));
+        assert!(matches!(
+            check("/nonexistent-ws/w/memory/x"),
+            Err(CliError::WorkspaceAsSource { .. })
+        ));
+        assert!(matches!(
+            check("/data/notes/sub"),
+            Err(CliError::OverlappingSource { .. })
+        ));
+        assert!(matches!(
+            check("/data"),
+            Err(CliError::OverlappingSource { .. })
+        ));
+        assert!(check("/data/notes2").is_ok());
+        assert!(check("/nonexistent-ws/w/projects").is_ok());
+    }
+
+    #[test]
+    fn broken_pipe_is_found_through_context_and_serde() {
+        let io = std::io::Error::from(std::io::ErrorKind::BrokenPipe);
+        assert!(is_broken_pipe(&anyhow::Error::new(io).context("printing")));
+        let j = serde_json::Error::io(std::io::Error::from(std::io::ErrorKind::BrokenPipe));
+        assert!(is_broken_pipe(&anyhow::Error::new(j)));
+        let other = std::io::Error::from(std::io::ErrorKind::NotFound);
+        assert!(!is_broken_pipe(&anyhow::Error::new(other)));
+    }
+}

@@ -1,0 +1,521 @@
+//! The CLI's edges end to end (issue 12 points 8, 9, 13, 14): a closed stdout exits
+//! 0 quietly, errors are `error:`/`hint:` lines (and a JSON object under `--json`),
+//! terminal escapes in note text and file names are neutralised in text output but
+//! kept in JSON, state and transcripts are private under umask 000, and the input
+//! validations (empty workspace, control characters in source names, duplicate or
+//! workspace sources, non-finite --min-score, unset embedding key variable).
+
+use claw_testkit as support;
+use claw_testkit::scripted_server::{ScriptedServer, openai};
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const NOTES: &[(&str, &str)] = &[
+    ("MEMORY.md", "# About me\n\nMy editor is Helix.\n"),
+    (
+        "memory/2026-11-02.md",
+        "# Standup\n\nThe billing migration is ticket ZX-4471.\n",
+    ),
+];
+
+fn indexed() -> tempfile::TempDir {
+    let ws = tempfile::tempdir().unwrap();
+    support::write_tree(ws.path(), NOTES);
+    let o = support::claw_keyword_only(ws.path())
+        .args(["memory", "index"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    ws
+}
+
+fn claw(ws: &Path, args: &[&str]) -> Output {
+    support::claw_keyword_only(ws).args(args).output().unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Wait for a child with a deadline; kill it and fail if it hangs.
+fn wait(child: &mut std::process::Child, secs: u64) -> std::process::ExitStatus {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        if Instant::now() > deadline {
+            child.kill().ok();
+            panic!("claw did not exit within {secs}s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Run `claw args` with its stdout a pipe whose read end is closed before claw
+/// writes anything; return the exit code and stderr.
+fn with_closed_stdout(ws: &Path, args: &[&str]) -> (Option<i32>, String) {
+    let mut child = support::claw_keyword_only(ws)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take()); // the reader is gone: every write gets EPIPE
+    let mut err = child.stderr.take().unwrap();
+    let t = std::thread::spawn(move || {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut err, &mut s).ok();
+        s
+    });
+    let status = wait(&mut child, 60);
+    (status.code(), t.join().unwrap())
+}
+
+#[test]
+fn a_closed_stdout_exits_0_quietly_everywhere() {
+    let ws = indexed();
+    let w = ws.path();
+    let long = "A line about billing and ZX-4471.\n".repeat(4000);
+    std::fs::write(w.join("memory/long.md"), long).unwrap();
+    for args in [
+        &["memory", "index"][..],
+        &["memory", "index", "--json", "--force"],
+        &["memory", "status"],
+        &["memory", "status", "--json"],
+        &["memory", "sources"],
+        &["memory", "sources", "--json"],
+        &["memory", "search", "billing"],
+        &["memory", "search", "billing", "--json"],
+        &["memory", "get", "memory/long.md", "--lines", "4000"],
+        &["memory", "get", "memory/long.md", "--json"],
+        &["doctor"],
+        &["doctor", "--json"],
+        &["--help"],
+    ] {
+        let (code, err) = with_closed_stdout(w, args);
+        assert_eq!(code, Some(0), "{args:?}: stderr {err}");
+        assert_eq!(err, "", "{args:?} printed on stderr");
+    }
+}
+
+#[test]
+fn watch_json_stops_quietly_when_its_reader_goes_away() {
+    let ws = indexed();
+    let w = ws.path();
+    let mut child = support::claw_keyword_only(w)
+        .args(["memory", "watch", "--json"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // `| head -1`: read the first event, then close the pipe.
+    let mut lines = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    lines.read_line(&mut first).unwrap();
+    assert!(first.contains(r#""event":"started""#), "{first}");
+    drop(lines);
+    // The next event (a sync) hits the closed pipe.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut n = 0;
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "watch kept running with no reader"
+        );
+        std::fs::write(w.join(format!("memory/n{n}.md")), "# New\n\nfresh note\n").unwrap();
+        n += 1;
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(0), "stderr: {err}");
+    assert!(!err.contains("panicked") && !err.contains("error"), "{err}");
+}
+
+#[test]
+fn errors_are_error_and_hint_lines_and_json_on_stdout() {
+    let ws = indexed();
+    let w = ws.path();
+    // Text: error + hint on stderr, nothing on stdout, exit 2.
+    let o = claw(w, &["memory", "search", "billing", "--source", "nope"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(err.starts_with("error: "), "{err}");
+    assert!(err.contains("unknown source `nope`"), "{err}");
+    assert!(
+        err.contains("\nhint: list the sources with `claw memory sources`"),
+        "{err}"
+    );
+    assert_eq!(stdout(&o), "");
+    // --json: the same error as one JSON object on stdout as well.
+    let o = claw(
+        w,
+        &["memory", "search", "billing", "--source", "nope", "--json"],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).starts_with("error: "));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["error"]["kind"], "unknown-source", "{v}");
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("nope"),
+        "{v}"
+    );
+    assert_eq!(v["error"]["hints"].as_array().unwrap().len(), 1, "{v}");
+
+    let o = claw(w, &["memory", "get", "../etc/passwd", "--json"]);
+    assert_eq!(o.status.code(), Some(2));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["error"]["kind"], "refused-path", "{v}");
+
+    let o = claw(w, &["memory", "get", "memory/nothere.md", "--json"]);
+    assert_eq!(o.status.code(), Some(2));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["error"]["kind"], "not-indexed", "{v}");
+
+    // A config error (before any command runs) is JSON too.
+    let cfg = w.join("bad.json");
+    std::fs::write(&cfg, r#"{"workspace": ""}"#).unwrap();
+    let o = support::claw_keyword_only(w)
+        .env_remove("CLAW_WORKSPACE")
+        .env("CLAW_CONFIG", &cfg)
+        .args(["memory", "status", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["error"]["kind"], "config", "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("workspace"),
+        "{v}"
+    );
+}
+
+#[test]
+fn invalid_inputs_are_refused() {
+    let ws = indexed();
+    let w = ws.path();
+    for bad in ["NaN", "inf", "-inf"] {
+        let flag = format!("--min-score={bad}");
+        let o = claw(w, &["memory", "search", "billing", &flag]);
+        assert_eq!(
+            o.status.code(),
+            Some(2),
+            "--min-score {bad}: {}",
+            stdout(&o)
+        );
+        assert!(stderr(&o).contains("finite"), "{}", stderr(&o));
+    }
+    let o = claw(
+        w,
+        &["memory", "search", "billing", "--min-score=NaN", "--json"],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["error"]["kind"], "usage", "{v}");
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("finite"),
+        "{v}"
+    );
+    let o = claw(w, &["memory", "search", "billing", "--min-score", "0.1"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+
+    let notes = tempfile::tempdir().unwrap();
+    let n = notes.path().to_str().unwrap();
+    let o = claw(w, &["memory", "add", n, "--name", "bad\x1b[2Jname"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("control characters"), "{}", stderr(&o));
+    assert!(!stderr(&o).contains('\x1b'), "{}", stderr(&o));
+
+    let o = claw(w, &["memory", "add", n, "--name", "notes"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // The same folder again, under another name, or by another spelling.
+    let o = claw(w, &["memory", "add", n, "--name", "again"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("already covers"), "{}", stderr(&o));
+    let o = claw(w, &["memory", "add", &format!("{n}/."), "--name", "again"]);
+    assert_eq!(o.status.code(), Some(2));
+    // A folder inside it, and the workspace itself or its memory folder.
+    std::fs::create_dir(notes.path().join("sub")).unwrap();
+    let o = claw(w, &["memory", "add", &format!("{n}/sub"), "--name", "sub"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("overlaps"), "{}", stderr(&o));
+    for (dir, name) in [(w.to_path_buf(), "ws"), (w.join("memory"), "mem")] {
+        let o = claw(w, &["memory", "add", dir.to_str().unwrap(), "--name", name]);
+        assert_eq!(o.status.code(), Some(2), "{}", dir.display());
+        assert!(stderr(&o).contains("is the workspace"), "{}", stderr(&o));
+        assert!(stderr(&o).contains("\nhint: "), "{}", stderr(&o));
+    }
+    let o = claw(w, &["memory", "sources", "--json"]);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v.as_array().unwrap().len(), 3, "{v}");
+
+    // A named embedding key variable that is unset is an error, like for LLM profiles.
+    let cfg = w.join("emb.json");
+    std::fs::write(
+        &cfg,
+        r#"{"embedding": {"provider": "openai", "api_key_env": "EMBED_KEY_UNSET"}}"#,
+    )
+    .unwrap();
+    let o = support::claw_keyword_only(w)
+        .env_remove("CLAW_EMBED_PROVIDER")
+        .env("CLAW_CONFIG", &cfg)
+        .args(["memory", "status"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("EMBED_KEY_UNSET"), "{}", stderr(&o));
+}
+
+const HOSTILE: &str = "Clipboard \x1b]52;c;cm0gLXJmIH4=\x07 grab, \x1b[2J\x1b[H clear, \x1b[31mred\x1b[0m, \u{9b}1;1H c1, bell\x07, cr\rover, rtl\u{202e}gnp.exe zebrafish\n";
+
+fn assert_neutral(what: &str, s: &str) {
+    for c in ['\x1b', '\x07', '\r', '\u{9b}', '\u{202e}'] {
+        assert!(
+            !s.contains(c),
+            "{what}: raw {c:?} reached the terminal: {s:?}"
+        );
+    }
+}
+
+#[test]
+fn terminal_escapes_are_neutralised_in_text_and_kept_in_json() {
+    let ws = tempfile::tempdir().unwrap();
+    let w = ws.path();
+    let name = "memory/evil\x1b[2J\x1b]0;pwn\x07.md";
+    support::write_tree(w, &[(name, HOSTILE), ("MEMORY.md", "plain\n")]);
+    // A source folder with a hostile name.
+    let src = w.join("src\x1b[31mred");
+    support::write_tree(&src, &[("a.md", "zebrafish in the source\n")]);
+    let o = claw(
+        w,
+        &["memory", "add", src.to_str().unwrap(), "--name", "hostile"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_neutral("add", &stdout(&o));
+    // A binary file with a hostile name is skipped and reported on stderr.
+    std::fs::write(w.join("memory/bin\x1b[2J.md"), b"\x00\x01\x02binary\x00").unwrap();
+    let o = claw(w, &["memory", "index"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_neutral("index stdout", &stdout(&o));
+    assert_neutral("index stderr", &stderr(&o));
+
+    let o = claw(w, &["memory", "search", "zebrafish"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert_neutral("search", &text);
+    assert!(
+        text.contains("\\x1b]52;c;"),
+        "escapes shown visibly: {text}"
+    );
+    assert!(
+        text.contains("memory/evil\\x1b[2J\\x1b]0;pwn\\x07.md"),
+        "{text}"
+    );
+
+    // JSON is unchanged: the exact bytes, escaped by the JSON encoder.
+    let o = claw(w, &["memory", "search", "zebrafish", "--json"]);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let hits = v["results"].as_array().unwrap();
+    let hit = hits.iter().find(|h| h["source"] == "memory").unwrap();
+    assert_eq!(hit["path"], name);
+    assert!(
+        hit["snippet"].as_str().unwrap().contains("\x1b]52;c;"),
+        "{hit}"
+    );
+
+    let o = claw(w, &["memory", "get", name]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_neutral("get", &stdout(&o));
+    assert!(stdout(&o).contains("zebrafish\n"), "newlines kept");
+    let o = claw(w, &["memory", "get", name, "--json"]);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["text"], HOSTILE);
+
+    for args in [
+        &["memory", "status"][..],
+        &["memory", "sources"],
+        &["doctor"],
+    ] {
+        let o = claw(w, args);
+        assert_neutral(&format!("{args:?}"), &stdout(&o));
+        assert_neutral(&format!("{args:?} stderr"), &stderr(&o));
+    }
+    // Errors naming a hostile path are neutralised too.
+    let o = claw(w, &["memory", "get", "memory/no\x1b[2J.md"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_neutral("error", &stderr(&o));
+}
+
+fn mode(p: &Path) -> u32 {
+    std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+}
+
+fn umask_000(mut c: Command) -> Command {
+    // SAFETY: umask(2) is async-signal-safe and touches only the child's own state.
+    unsafe {
+        c.pre_exec(|| {
+            libc::umask(0);
+            Ok(())
+        });
+    }
+    c
+}
+
+#[test]
+fn state_and_transcripts_are_private_under_umask_000() {
+    let ws = tempfile::tempdir().unwrap();
+    let w = ws.path();
+    support::write_tree(w, NOTES);
+    let mut c = umask_000(support::claw_keyword_only(w));
+    let o = c.args(["memory", "index"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let state = w.join(".claw");
+    assert_eq!(mode(&state), 0o700, "state dir");
+    let mut checked = 0;
+    for e in std::fs::read_dir(&state).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_file() {
+            assert_eq!(mode(&p), 0o600, "{}", p.display());
+            checked += 1;
+        }
+    }
+    assert!(checked >= 2, "database and lock file at least");
+    assert_eq!(mode(&state.join("memory.sqlite")), 0o600);
+
+    // A database left world-readable by an older claw is tightened on open.
+    std::fs::set_permissions(
+        state.join("memory.sqlite"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let o = umask_000(support::claw_keyword_only(w))
+        .args(["memory", "search", "billing"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(mode(&state.join("memory.sqlite")), 0o600);
+    assert_eq!(mode(&state), 0o700);
+
+    // A session transcript written by `claw -m`.
+    let server = ScriptedServer::start([openai::text(&["ok"])]);
+    let o = umask_000(support::claw_keyword_only(w))
+        .env("CLAW_LLM_API", "openai")
+        .env("CLAW_LLM_BASE_URL", server.url())
+        .env("CLAW_LLM_MODEL", "scripted-model")
+        .args(["-m", "hi"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let sessions = w.join("sessions");
+    assert_eq!(mode(&sessions), 0o700, "sessions dir");
+    let files: Vec<_> = std::fs::read_dir(&sessions)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert!(!files.is_empty());
+    for f in files {
+        assert_eq!(mode(&f), 0o600, "{}", f.display());
+    }
+}
+
+#[test]
+fn doctor_reports_each_section_in_text_and_json() {
+    let ws = indexed();
+    let w = ws.path();
+    let o = claw(w, &["doctor", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["ok"], true, "{v}");
+    let names: Vec<&str> = v["sections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "config",
+            "workspace",
+            "database",
+            "model",
+            "writer_lock",
+            "watcher"
+        ]
+    );
+    let db = &v["sections"][2];
+    assert_eq!(db["details"]["files"], 2, "{db}");
+    assert_eq!(v["sections"][3]["details"]["provider"], "none");
+    assert_eq!(v["sections"][4]["details"]["held"], false);
+    assert_eq!(v["sections"][5]["details"]["alive"], false);
+    let o = claw(w, &["doctor"]);
+    assert_eq!(o.status.code(), Some(0));
+    let text = stdout(&o);
+    assert!(
+        text.contains("database") && text.contains("2 files"),
+        "{text}"
+    );
+
+    // A fresh workspace: the doctor does not create the database.
+    let empty = tempfile::tempdir().unwrap();
+    let o = claw(empty.path(), &["doctor", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["sections"][2]["status"], "warn", "{v}");
+    assert!(!empty.path().join(".claw/memory.sqlite").exists());
+
+    // With the real model configured, the model section says it loaded.
+    let o = support::claw(w)
+        .args(["doctor", "--json"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["sections"][3]["details"]["loaded"], true, "{v}");
+}
+
+#[test]
+fn the_assistants_answer_cannot_drive_the_terminal() {
+    // A note could talk the model into echoing escapes: they are shown, not obeyed.
+    let ws = tempfile::tempdir().unwrap();
+    let w = ws.path();
+    let server = ScriptedServer::start([openai::text(&[
+        "copied \x1b]52;c;",
+        "cm0gLXJmIH4=\x07 and \x1b[2J cleared",
+    ])]);
+    let o = support::claw_keyword_only(w)
+        .env("CLAW_LLM_API", "openai")
+        .env("CLAW_LLM_BASE_URL", server.url())
+        .env("CLAW_LLM_MODEL", "scripted-model")
+        .args(["-m", "hi"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert_neutral("answer", &out);
+    assert!(
+        out.contains("copied \\x1b]52;c;cm0gLXJmIH4=\\x07 and \\x1b[2J cleared"),
+        "{out:?}"
+    );
+}
