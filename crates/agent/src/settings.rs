@@ -144,7 +144,7 @@ pub fn resolve(
         max_iterations,
         max_tokens,
         context_window,
-        confirm_side_effects: a.confirm_side_effects.unwrap_or(false),
+        confirm_side_effects: a.confirm_side_effects.unwrap_or(true),
         jail_to_workspace: a.jail_to_workspace.unwrap_or(true),
         exec_timeout: Duration::from_secs(
             a.exec_timeout_secs
