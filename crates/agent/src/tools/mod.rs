@@ -206,7 +206,7 @@ pub enum ToolError {
     #[error("unknown tool `{name}`; available tools: {available}")]
     UnknownTool { name: String, available: String },
     #[error(
-        "the arguments of `{tool}` are not valid JSON ({message}); send a JSON object matching the tool's schema"
+        "invalid arguments for `{tool}`: not valid JSON ({message}); send a JSON object matching the tool's schema"
     )]
     InvalidJson { tool: String, message: String },
     #[error("invalid arguments for `{tool}`: {message}")]

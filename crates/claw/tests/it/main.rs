@@ -4,6 +4,7 @@
 
 mod agent_cli;
 mod agent_memory;
+mod confirm_cli;
 mod crash_index;
 mod e2e_local_llm;
 mod embed_openai;
