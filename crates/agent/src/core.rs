@@ -14,6 +14,7 @@
 use crate::breaker::{Breaker, Verdict};
 use crate::compaction::{self, CompactionPolicy, FLUSH_MAX_CALLS};
 use crate::message::{ChatRequest, ChatResponse, Message, Role, ToolCall, ToolSpec};
+use crate::provider::ProviderError;
 use crate::session::{CompactionRecord, History, MAX_TOOL_RESULT_BYTES, Record, truncate_middle};
 use crate::tools::ToolError;
 use chrono::{DateTime, FixedOffset, Utc};
@@ -57,7 +58,7 @@ pub enum ModelFailure {
     /// The call was cancelled.
     Cancelled,
     /// Anything else (after the provider's own retries and failover).
-    Other(String),
+    Other(ProviderError),
 }
 
 /// Input to the core.
@@ -306,8 +307,8 @@ impl Agent {
                 )));
                 self.start_compaction(Reason::Overflow, now, fx);
             }
-            (Purpose::Answer, ModelFailure::Other(msg)) => {
-                self.end_turn(TurnEnd::Failed(msg), fx);
+            (Purpose::Answer, ModelFailure::Other(e)) => {
+                self.end_turn(TurnEnd::Failed(e.to_string()), fx);
             }
             (Purpose::MemoryFlush, f) => {
                 fx.push(Effect::Notice(format!(
@@ -688,7 +689,7 @@ fn failure_text(f: &ModelFailure) -> String {
     match f {
         ModelFailure::ContextOverflow(m) => format!("context overflow: {m}"),
         ModelFailure::Cancelled => "cancelled".into(),
-        ModelFailure::Other(m) => m.clone(),
+        ModelFailure::Other(e) => e.to_string(),
     }
 }
 
@@ -1092,12 +1093,12 @@ mod tests {
         let mut a = agent(config());
         a.handle(Event::UserInput("x".into()), now());
         let fx = a.handle(
-            Event::ModelError(ModelFailure::Other("all profiles failed".into())),
+            Event::ModelError(ModelFailure::Other(ProviderError::NoProfiles)),
             now(),
         );
         assert_eq!(
             end(&fx),
-            Some(TurnEnd::Failed("all profiles failed".into()))
+            Some(TurnEnd::Failed("no LLM profiles configured".into()))
         );
         assert!(!a.is_busy());
     }
@@ -1368,7 +1369,10 @@ mod tests {
         let before = a.history().len();
         a.handle(Event::UserInput("q".into()), now());
         a.handle(text("NO_REPLY"), now());
-        let fx = a.handle(Event::ModelError(ModelFailure::Other("503".into())), now());
+        let fx = a.handle(
+            Event::ModelError(ModelFailure::Other(ProviderError::Client("503".into()))),
+            now(),
+        );
         assert_eq!(model_calls(&fx)[0].0, Purpose::Answer);
         assert_eq!(a.history().len(), before + 1);
         assert!(persisted(&fx).is_empty());

@@ -105,6 +105,8 @@ pub trait Ui: Send + Sync + 'static {
 pub enum DriverError {
     #[error(transparent)]
     Session(#[from] SessionError),
+    #[error("a background task of the driver failed: {0}")]
+    Task(#[from] tokio::task::JoinError),
 }
 
 /// Everything the driver needs besides the model, tools and UI.
@@ -205,9 +207,7 @@ impl<M: Model, T: Tools> Driver<M, T> {
     pub async fn new_session(&mut self) -> Result<Option<PathBuf>, DriverError> {
         let path = self.session.path().to_path_buf();
         let now = self.opts.clock.now();
-        let archived = tokio::task::spawn_blocking(move || session::archive(&path, now))
-            .await
-            .map_err(|e| SessionError::Task(e.to_string()))??;
+        let archived = tokio::task::spawn_blocking(move || session::archive(&path, now)).await??;
         let (handle, _) = SessionHandle::open(
             self.opts.sessions_dir.clone(),
             self.opts.session_key.clone(),
@@ -560,7 +560,7 @@ impl Model for crate::provider::ProviderChain {
                 ModelFailure::ContextOverflow(format!("{profile}: {message}")),
             ),
             Err(ProviderError::Cancelled) => Err(ModelFailure::Cancelled),
-            Err(e) => Err(ModelFailure::Other(e.to_string())),
+            Err(e) => Err(ModelFailure::Other(e)),
         }
     }
 
