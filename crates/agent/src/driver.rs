@@ -480,10 +480,11 @@ impl<M: Model, T: Tools> Driver<M, T> {
 
     /// The error result of a call that was not run.
     fn refused(&self, call: &ToolCall, refusal: ToolError) -> Event {
+        self.ui.status(&format!(
+            "  {} not run: {refusal}",
+            self.tools.preview(call)
+        ));
         let (content, is_error) = render_for_model(&Err(refusal));
-        let first = content.lines().next().unwrap_or("");
-        self.ui
-            .status(&format!("  {} not run: {first}", self.tools.preview(call)));
         Event::ToolResult {
             call_id: call.id.clone(),
             content,

@@ -63,15 +63,22 @@ struct TerminalUi {
     /// In the REPL, confirmation answers arrive through this channel.
     answers: Option<Mutex<std::sync::mpsc::Receiver<String>>>,
     awaiting_answer: Arc<AtomicBool>,
+    /// `--yes` was given (a call still asked about is `exec` without its sandbox).
+    yes: bool,
     /// The `--yes` hint was printed (once per run).
     hinted: AtomicBool,
 }
 
 impl TerminalUi {
-    fn new(color: bool, answers: Option<Mutex<std::sync::mpsc::Receiver<String>>>) -> TerminalUi {
+    fn new(
+        color: bool,
+        answers: Option<Mutex<std::sync::mpsc::Receiver<String>>>,
+        yes: bool,
+    ) -> TerminalUi {
         TerminalUi {
             color,
             answers,
+            yes,
             awaiting_answer: Arc::new(AtomicBool::new(false)),
             hinted: AtomicBool::new(false),
         }
@@ -138,10 +145,18 @@ impl Ui for TerminalUi {
                 request.preview
             );
             if !self.hinted.swap(true, Ordering::SeqCst) {
-                eprintln!(
-                    "hint: pass --yes to allow side effects in `claw -m` (or set \
-                     \"agent\": {{\"confirm_side_effects\": false}} in the config)"
-                );
+                if self.yes {
+                    eprintln!(
+                        "hint: the exec sandbox is unavailable on this machine, so commands \
+                         need confirmation even with --yes: run claw in a terminal, or set \
+                         \"exec\": {{\"sandbox\": false}} to run them unconfined"
+                    );
+                } else {
+                    eprintln!(
+                        "hint: pass --yes to allow side effects in `claw -m` (or set \
+                         \"agent\": {{\"confirm_side_effects\": false}} in the config)"
+                    );
+                }
             }
             return Answer::Unavailable;
         }
@@ -216,7 +231,7 @@ pub async fn run(settings: Settings, args: ChatArgs) -> anyhow::Result<Exit> {
     let color = std::io::stderr().is_terminal();
     match args.message {
         Some(message) => {
-            let ui = Arc::new(TerminalUi::new(color, None));
+            let ui = Arc::new(TerminalUi::new(color, None, args.yes));
             let mut driver = Driver::open(opts, Arc::new(chain), Arc::new(tools), ui)
                 .await
                 .context("cannot open the session")?;
@@ -224,7 +239,7 @@ pub async fn run(settings: Settings, args: ChatArgs) -> anyhow::Result<Exit> {
         }
         None => {
             let history = settings.state_dir().join("chat_history.txt");
-            repl(opts, chain, tools, color, history).await
+            repl(opts, chain, tools, color, history, args.yes).await
         }
     }
 }
@@ -349,9 +364,10 @@ async fn repl(
     tools: ToolRegistry,
     color: bool,
     history: std::path::PathBuf,
+    yes: bool,
 ) -> anyhow::Result<Exit> {
     let (answer_tx, answer_rx) = std::sync::mpsc::channel::<String>();
-    let ui = Arc::new(TerminalUi::new(color, Some(Mutex::new(answer_rx))));
+    let ui = Arc::new(TerminalUi::new(color, Some(Mutex::new(answer_rx)), yes));
     let awaiting = ui.awaiting_answer.clone();
     let mut driver = Driver::open(opts, Arc::new(chain), Arc::new(tools), ui.clone())
         .await
