@@ -1260,8 +1260,13 @@ mod tests {
             now(),
         );
         assert_eq!(runs(&fx).len(), 1);
+        assert!(
+            a.housekeeping(),
+            "the flush batch is claw's own housekeeping"
+        );
         // … an exec during the flush is refused (not offered).
         let fx = a.handle(result("w1", "wrote 5 bytes"), now());
+        assert!(!a.housekeeping());
         let calls = model_calls(&fx);
         assert_eq!(calls[0].0, Purpose::MemoryFlush);
         let fx = a.handle(text("NO_REPLY"), now());
