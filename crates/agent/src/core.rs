@@ -1,18 +1,22 @@
 //! The agent core: a pure state machine. The driver feeds it [`Event`]s (user
-//! input, model output or failure, tool results, confirmation answers, cancel) and
-//! performs the [`Effect`]s it returns (call the model, run or confirm a tool,
-//! persist a record, show a notice, end the turn). It owns the conversation
+//! input, model output or failure, tool results, cancel) and performs the
+//! [`Effect`]s it returns (call the model, run a tool — the tools layer parses it
+//! and asks its policy —, persist a record, show a notice, end the turn). It owns the conversation
 //! history, the per-turn iteration budget, the tool-loop breaker and the
 //! compaction flow (memory flush → summary → retry).
 //!
 //! Invariant: no I/O and no clock — time comes in with each event; every tool call
 //! the model made gets exactly one result in the history, even when the turn is
-//! cancelled, fails or is stopped.
+//! cancelled, fails or is stopped. The core never parses tool arguments and never
+//! writes a tool result's text itself: its refusals are [`ToolError`]s rendered by
+//! the tools layer ([`ToolError::render_refusal`]).
 
 use crate::breaker::{Breaker, Verdict};
 use crate::compaction::{self, CompactionPolicy, FLUSH_MAX_CALLS};
 use crate::message::{ChatRequest, ChatResponse, Message, Role, ToolCall, ToolSpec};
+use crate::provider::ProviderError;
 use crate::session::{CompactionRecord, History, MAX_TOOL_RESULT_BYTES, Record, truncate_middle};
+use crate::tools::ToolError;
 use chrono::{DateTime, FixedOffset, Utc};
 use std::collections::BTreeSet;
 
@@ -30,8 +34,6 @@ pub struct CoreConfig {
     pub max_tokens: u32,
     /// Tools offered to the model.
     pub tools: Vec<ToolSpec>,
-    /// Tools that need the user's confirmation before running.
-    pub confirm: BTreeSet<String>,
     pub compaction: CompactionPolicy,
     /// Offset of the user's local time, for `memory/YYYY-MM-DD.md` names.
     pub utc_offset: FixedOffset,
@@ -56,7 +58,7 @@ pub enum ModelFailure {
     /// The call was cancelled.
     Cancelled,
     /// Anything else (after the provider's own retries and failover).
-    Other(String),
+    Other(ProviderError),
 }
 
 /// Input to the core.
@@ -65,16 +67,11 @@ pub enum Event {
     UserInput(String),
     ModelResponse(ChatResponse),
     ModelError(ModelFailure),
-    /// The rendered outcome of one tool call.
+    /// The rendered outcome of one tool call (run, or refused by the tools layer).
     ToolResult {
         call_id: String,
         content: String,
         is_error: bool,
-    },
-    /// The user's answer to an [`Effect::Confirm`].
-    Confirmation {
-        call_id: String,
-        approved: bool,
     },
     Cancel,
 }
@@ -86,9 +83,9 @@ pub enum Effect {
         purpose: Purpose,
         request: ChatRequest,
     },
+    /// Run a call of an offered tool (the driver asks the tools layer's policy
+    /// first) and answer with [`Event::ToolResult`].
     RunTool(ToolCall),
-    /// Ask the user; answer with [`Event::Confirmation`].
-    Confirm(ToolCall),
     /// Append to the session file.
     Persist(Record),
     /// A status line for the user (stderr).
@@ -221,9 +218,6 @@ impl Agent {
                 content,
                 is_error,
             } => self.complete_call(&call_id, content, is_error, now, &mut fx),
-            Event::Confirmation { call_id, approved } => {
-                self.on_confirmation(&call_id, approved, now, &mut fx)
-            }
         }
         fx
     }
@@ -313,8 +307,8 @@ impl Agent {
                 )));
                 self.start_compaction(Reason::Overflow, now, fx);
             }
-            (Purpose::Answer, ModelFailure::Other(msg)) => {
-                self.end_turn(TurnEnd::Failed(msg), fx);
+            (Purpose::Answer, ModelFailure::Other(e)) => {
+                self.end_turn(TurnEnd::Failed(e.to_string()), fx);
             }
             (Purpose::MemoryFlush, f) => {
                 fx.push(Effect::Notice(format!(
@@ -349,23 +343,11 @@ impl Agent {
         }
     }
 
-    fn on_confirmation(&mut self, call_id: &str, approved: bool, now: DateTime<Utc>, fx: &mut Fx) {
-        let Some(call) = self.pending_call(call_id) else {
-            return;
-        };
-        if approved {
-            fx.push(Effect::RunTool(call));
-        } else {
-            let text = format!("the user declined to run `{}`", call.name);
-            self.complete_call(call_id, text, true, now, fx);
-        }
-    }
-
     fn on_cancel(&mut self, now: DateTime<Utc>, fx: &mut Fx) {
         if self.turn.is_none() {
             return;
         }
-        self.close_pending("cancelled by the user", now, fx);
+        self.close_pending(ToolError::Cancelled, now, fx);
         self.end_turn(TurnEnd::Cancelled, fx);
     }
 
@@ -412,25 +394,15 @@ impl Agent {
         };
         let mut immediate = Vec::new();
         for call in &calls {
-            if !offered.iter().any(|t| t.name == call.name) {
-                let names: Vec<&str> = offered.iter().map(|t| t.name.as_str()).collect();
-                immediate.push((
-                    call.id.clone(),
-                    format!(
-                        "error: unknown tool `{}`; available tools: {}",
-                        call.name,
-                        names.join(", ")
-                    ),
-                ));
-            } else if let Err(e) = check_arguments(&call.arguments) {
-                immediate.push((
-                    call.id.clone(),
-                    format!("error: invalid arguments for `{}`: {e}", call.name),
-                ));
-            } else if self.config.confirm.contains(&call.name) {
-                fx.push(Effect::Confirm(call.clone()));
-            } else {
+            if offered.iter().any(|t| t.name == call.name) {
                 fx.push(Effect::RunTool(call.clone()));
+            } else {
+                let names: Vec<&str> = offered.iter().map(|t| t.name.as_str()).collect();
+                let refusal = ToolError::UnknownTool {
+                    name: call.name.clone(),
+                    available: names.join(", "),
+                };
+                immediate.push((call.id.clone(), refusal));
             }
         }
         if let Some(turn) = &mut self.turn {
@@ -442,19 +414,22 @@ impl Agent {
                     .collect(),
             };
         }
-        for (id, text) in immediate {
-            self.complete_call(&id, text, true, now, fx);
+        for (id, refusal) in immediate {
+            let (text, is_error) = refusal.render_refusal();
+            self.complete_call(&id, text, is_error, now, fx);
         }
     }
 
-    fn pending_call(&self, call_id: &str) -> Option<ToolCall> {
-        match &self.turn.as_ref()?.wait {
-            Wait::Tools { slots, .. } => slots
-                .iter()
-                .find(|s| !s.done && s.call.id == call_id)
-                .map(|s| s.call.clone()),
-            Wait::Model(_) => None,
-        }
+    /// True while the running tool batch is claw's own memory flush (the tools
+    /// layer lets it write memory notes without asking).
+    pub fn housekeeping(&self) -> bool {
+        matches!(
+            self.turn.as_ref().map(|t| &t.wait),
+            Some(Wait::Tools {
+                purpose: Purpose::MemoryFlush,
+                ..
+            })
+        )
     }
 
     fn complete_call(
@@ -501,7 +476,7 @@ impl Agent {
         }
         self.push_history(Message::tool_result(&call, content, is_error, now), fx);
         if let Verdict::Break(why) = verdict {
-            self.close_pending("not run: the turn was stopped by the loop guard", now, fx);
+            self.close_pending(ToolError::StoppedByLoopGuard, now, fx);
             let text = format!("I stopped: {why}. Tell me how you'd like to proceed.");
             self.push_history(Message::assistant(text, Vec::new(), now), fx);
             self.end_turn(TurnEnd::LoopBroken(why), fx);
@@ -513,7 +488,7 @@ impl Agent {
     }
 
     /// Give every unanswered tool call of the current batch an error result.
-    fn close_pending(&mut self, why: &str, now: DateTime<Utc>, fx: &mut Fx) {
+    fn close_pending(&mut self, why: ToolError, now: DateTime<Utc>, fx: &mut Fx) {
         let Some(turn) = &mut self.turn else { return };
         let Wait::Tools { purpose, slots } = &mut turn.wait else {
             return;
@@ -529,11 +504,9 @@ impl Agent {
                 s.call.clone()
             })
             .collect();
+        let (text, is_error) = why.render_refusal();
         for call in open {
-            self.push_history(
-                Message::tool_result(&call, format!("error: {why}"), true, now),
-                fx,
-            );
+            self.push_history(Message::tool_result(&call, &text, is_error, now), fx);
         }
     }
 
@@ -716,21 +689,7 @@ fn failure_text(f: &ModelFailure) -> String {
     match f {
         ModelFailure::ContextOverflow(m) => format!("context overflow: {m}"),
         ModelFailure::Cancelled => "cancelled".into(),
-        ModelFailure::Other(m) => m.clone(),
-    }
-}
-
-/// Tool arguments must be a JSON object (an empty string counts as `{}`).
-fn check_arguments(args: &str) -> Result<(), String> {
-    if args.trim().is_empty() {
-        return Ok(());
-    }
-    match serde_json::from_str::<serde_json::Value>(args) {
-        Ok(serde_json::Value::Object(_)) => Ok(()),
-        Ok(other) => Err(format!("expected a JSON object, got `{other}`")),
-        Err(e) => Err(format!(
-            "not valid JSON ({e}); send the arguments as a JSON object"
-        )),
+        ModelFailure::Other(e) => e.to_string(),
     }
 }
 
@@ -755,15 +714,11 @@ fn normalise_calls(calls: Vec<ToolCall>, salt: usize) -> Vec<ToolCall> {
 pub fn repair_history(messages: Vec<Message>) -> Vec<Message> {
     let mut out: Vec<Message> = Vec::with_capacity(messages.len());
     let mut open: Vec<ToolCall> = Vec::new();
+    let (text, is_error) = ToolError::Interrupted.render_refusal();
     let close = |out: &mut Vec<Message>, open: &mut Vec<ToolCall>| {
         for call in open.drain(..) {
             let ts = out.last().map(|m| m.timestamp).unwrap_or_default();
-            out.push(Message::tool_result(
-                &call,
-                "error: no result was recorded (the run was interrupted)",
-                true,
-                ts,
-            ));
+            out.push(Message::tool_result(&call, &text, is_error, ts));
         }
     };
     for m in messages {
@@ -820,7 +775,6 @@ mod tests {
             .into_iter()
             .map(spec)
             .collect(),
-            confirm: BTreeSet::new(),
             compaction: CompactionPolicy::new(100_000, 256),
             utc_offset: FixedOffset::east_opt(0).unwrap(),
         }
@@ -992,20 +946,40 @@ mod tests {
     }
 
     #[test]
-    fn invalid_arguments_and_unknown_tools_never_run() {
+    fn unknown_tools_never_run_and_arguments_are_left_to_the_tools_layer() {
         let mut a = agent(config());
         a.handle(Event::UserInput("x".into()), now());
         let fx = a.handle(
             tools(vec![
                 call("bad", "read_file", r#"{"path": "a"#),
-                call("arr", "exec", "[1,2]"),
                 call("ghost", "rm_everything", "{}"),
                 call("ok", "read_file", ""),
             ]),
             now(),
         );
-        assert_eq!(runs(&fx), vec![call("ok", "read_file", "")]);
+        // The core does not parse arguments: both calls of an offered tool go to
+        // the driver, whose tools layer parses them (and refuses the broken one).
+        assert_eq!(
+            runs(&fx),
+            vec![
+                call("bad", "read_file", r#"{"path": "a"#),
+                call("ok", "read_file", "")
+            ]
+        );
         assert!(model_calls(&fx).is_empty());
+        let (refusal, _) = ToolError::InvalidJson {
+            tool: "read_file".into(),
+            message: "EOF".into(),
+        }
+        .render_refusal();
+        a.handle(
+            Event::ToolResult {
+                call_id: "bad".into(),
+                content: refusal,
+                is_error: true,
+            },
+            now(),
+        );
         let fx = a.handle(result("ok", "fine"), now());
         let req = &model_calls(&fx)[0].1;
         let results: Vec<&Message> = req
@@ -1013,7 +987,7 @@ mod tests {
             .iter()
             .filter(|m| m.role == Role::Tool)
             .collect();
-        assert_eq!(results.len(), 4);
+        assert_eq!(results.len(), 3);
         let by_id = |id: &str| {
             results
                 .iter()
@@ -1021,21 +995,24 @@ mod tests {
                 .unwrap()
         };
         assert!(by_id("bad").is_error && by_id("bad").content.contains("not valid JSON"));
-        assert!(by_id("arr").content.contains("expected a JSON object"));
+        let ghost = by_id("ghost");
+        assert!(ghost.is_error);
         assert!(
-            by_id("ghost")
+            ghost
                 .content
-                .contains("unknown tool `rm_everything`")
+                .starts_with("Error: unknown tool `rm_everything`"),
+            "rendered by the tools layer: {}",
+            ghost.content
         );
-        assert!(by_id("ghost").content.contains("read_file"));
+        assert!(ghost.content.contains("read_file"));
         assert!(!by_id("ok").is_error);
     }
 
     #[test]
-    fn all_calls_invalid_calls_the_model_right_away() {
+    fn all_calls_unknown_calls_the_model_right_away() {
         let mut a = agent(config());
         a.handle(Event::UserInput("x".into()), now());
-        let fx = a.handle(tools(vec![call("bad", "exec", "{oops")]), now());
+        let fx = a.handle(tools(vec![call("bad", "nope", "{oops")]), now());
         assert!(runs(&fx).is_empty());
         assert_eq!(model_calls(&fx).len(), 1);
     }
@@ -1116,58 +1093,50 @@ mod tests {
         let mut a = agent(config());
         a.handle(Event::UserInput("x".into()), now());
         let fx = a.handle(
-            Event::ModelError(ModelFailure::Other("all profiles failed".into())),
+            Event::ModelError(ModelFailure::Other(ProviderError::NoProfiles)),
             now(),
         );
         assert_eq!(
             end(&fx),
-            Some(TurnEnd::Failed("all profiles failed".into()))
+            Some(TurnEnd::Failed("no LLM profiles configured".into()))
         );
         assert!(!a.is_busy());
     }
 
     #[test]
-    fn confirmation_flow() {
-        let mut cfg = config();
-        cfg.confirm.insert("exec".into());
-        let mut a = agent(cfg);
+    fn side_effect_calls_go_to_the_driver_and_a_refusal_is_a_result() {
+        let mut a = agent(config());
         a.handle(Event::UserInput("x".into()), now());
         let fx = a.handle(
             tools(vec![
-                call("e1", "exec", r#"{"command":"ls"}"#),
+                call("e1", "exec", r#"{"command":"rm x"}"#),
                 call("r1", "read_file", "{}"),
             ]),
             now(),
         );
-        assert!(fx.contains(&Effect::Confirm(call("e1", "exec", r#"{"command":"ls"}"#))));
-        assert_eq!(runs(&fx).len(), 1, "read-only runs without asking");
-        let fx = a.handle(
-            Event::Confirmation {
+        assert_eq!(runs(&fx).len(), 2, "the policy lives in the tools layer");
+        assert!(!a.housekeeping());
+        let (text, is_error) = ToolError::Declined {
+            tool: "exec".into(),
+        }
+        .render_refusal();
+        a.handle(
+            Event::ToolResult {
                 call_id: "e1".into(),
-                approved: true,
+                content: text,
+                is_error,
             },
             now(),
         );
-        assert_eq!(runs(&fx)[0].id, "e1");
-        a.handle(result("e1", "files"), now());
-        a.handle(result("r1", "text"), now());
-        // Declined: an error result, the tool never runs.
-        let fx = a.handle(
-            tools(vec![call("e2", "exec", r#"{"command":"rm x"}"#)]),
-            now(),
-        );
-        assert!(runs(&fx).is_empty());
-        let fx = a.handle(
-            Event::Confirmation {
-                call_id: "e2".into(),
-                approved: false,
-            },
-            now(),
-        );
-        assert!(runs(&fx).is_empty());
+        let fx = a.handle(result("r1", "text"), now());
         let req = &model_calls(&fx)[0].1;
-        let last = req.messages.last().unwrap();
-        assert!(last.is_error && last.content.contains("declined"));
+        let refused = req
+            .messages
+            .iter()
+            .find(|m| m.tool_call_id.as_deref() == Some("e1"))
+            .unwrap();
+        assert!(refused.is_error);
+        assert_eq!(refused.content, "Error: the user declined to run `exec`");
     }
 
     #[test]
@@ -1291,8 +1260,13 @@ mod tests {
             now(),
         );
         assert_eq!(runs(&fx).len(), 1);
+        assert!(
+            a.housekeeping(),
+            "the flush batch is claw's own housekeeping"
+        );
         // … an exec during the flush is refused (not offered).
         let fx = a.handle(result("w1", "wrote 5 bytes"), now());
+        assert!(!a.housekeeping());
         let calls = model_calls(&fx);
         assert_eq!(calls[0].0, Purpose::MemoryFlush);
         let fx = a.handle(text("NO_REPLY"), now());
@@ -1400,7 +1374,10 @@ mod tests {
         let before = a.history().len();
         a.handle(Event::UserInput("q".into()), now());
         a.handle(text("NO_REPLY"), now());
-        let fx = a.handle(Event::ModelError(ModelFailure::Other("503".into())), now());
+        let fx = a.handle(
+            Event::ModelError(ModelFailure::Other(ProviderError::Client("503".into()))),
+            now(),
+        );
         assert_eq!(model_calls(&fx)[0].0, Purpose::Answer);
         assert_eq!(a.history().len(), before + 1);
         assert!(persisted(&fx).is_empty());

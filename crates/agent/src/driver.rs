@@ -1,16 +1,21 @@
 //! The async driver: performs the effects of the pure [`Agent`] core — calls the
 //! model (streaming answer text to the [`Ui`]), runs tools (in order; consecutive
-//! read-only calls concurrently), asks for confirmation, appends every record to
+//! calls that run freely concurrently), asks the user when the tools layer's policy
+//! says so (allow once / always for this session / deny), appends every record to
 //! the session file, and handles cancellation (a [`CancellationToken`] per turn:
 //! cancelling ends the running turn, the driver stays usable).
 //!
 //! Invariant: every record the core emits is persisted before the next model call;
-//! a cancelled turn still leaves a consistent session (each tool call answered).
+//! a cancelled turn still leaves a consistent session (each tool call answered);
+//! a call the policy gates never runs without a yes (or an "always" of this
+//! session) — with no one to ask it is refused, and the refusal reaches the model
+//! as the call's error result.
 
 use crate::core::{Agent, CoreConfig, Effect, Event, ModelFailure, Purpose, TurnEnd};
 use crate::message::{ChatRequest, ChatResponse, StreamDelta, ToolCall, ToolSpec};
 use crate::prompt::{self, PromptInputs};
 use crate::session::{self, History, SessionError, SessionHandle};
+use crate::tools::{Answer, Gate, Grant, Grants, ToolError, ToolResult, render_for_model};
 use chrono::FixedOffset;
 use claw_memory::clock::Clock;
 use std::collections::VecDeque;
@@ -33,15 +38,42 @@ pub trait Model: Send + Sync + 'static {
     fn label(&self) -> String;
 }
 
-/// The tool side: what is offered and how a call runs.
+/// The tool side: what is offered, what a call needs before it runs, and how it runs.
 pub trait Tools: Send + Sync + 'static {
+    /// A call parsed into its typed arguments.
+    type Prepared: Send;
     fn specs(&self) -> Vec<ToolSpec>;
-    fn needs_confirmation(&self, name: &str) -> bool;
+    /// True for a tool that changes nothing (its calls may run concurrently).
     fn is_read_only(&self, name: &str) -> bool;
     /// A one-line description of a call (status lines, confirmation prompts).
     fn preview(&self, call: &ToolCall) -> String;
-    /// Run the call; the rendered text for the model and whether it is an error.
-    fn run(&self, call: &ToolCall) -> impl Future<Output = (String, bool)> + Send;
+    /// Parse a call and ask the policy about it (`housekeeping`: claw's own
+    /// memory flush). An unknown tool or bad arguments are the call's error.
+    fn prepare(
+        &self,
+        call: &ToolCall,
+        housekeeping: bool,
+    ) -> Result<(Self::Prepared, Gate), ToolError>;
+    /// Run a prepared call.
+    fn run(&self, call: Self::Prepared) -> impl Future<Output = ToolResult> + Send;
+}
+
+/// A question for the user before a gated call runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfirmRequest {
+    /// The tool's name.
+    pub tool: String,
+    /// A one-line preview of the call (`exec: cargo test`).
+    pub preview: String,
+    /// What "always" would allow for the rest of the session.
+    pub grant: Grant,
+}
+
+impl ConfirmRequest {
+    /// The question as one line.
+    pub fn question(&self) -> String {
+        format!("run {}?", self.preview)
+    }
 }
 
 /// Where the driver shows things. Implementations must be cheap and non-blocking,
@@ -55,6 +87,17 @@ pub trait Ui: Send + Sync + 'static {
     fn status(&self, line: &str);
     /// Ask the user a yes/no question (blocking).
     fn confirm(&self, question: &str) -> bool;
+    /// Ask before a gated call runs (blocking): allow once, always for this
+    /// session (what [`ConfirmRequest::grant`] covers), deny — or
+    /// [`Answer::Unavailable`] when there is no one to ask. The default asks
+    /// [`Ui::confirm`] (yes = once).
+    fn ask(&self, request: &ConfirmRequest) -> Answer {
+        if self.confirm(&request.question()) {
+            Answer::Once
+        } else {
+            Answer::Deny
+        }
+    }
 }
 
 /// Errors that stop the driver (model and tool failures never do: they end the turn).
@@ -62,6 +105,8 @@ pub trait Ui: Send + Sync + 'static {
 pub enum DriverError {
     #[error(transparent)]
     Session(#[from] SessionError),
+    #[error("a background task of the driver failed: {0}")]
+    Task(#[from] tokio::task::JoinError),
 }
 
 /// Everything the driver needs besides the model, tools and UI.
@@ -102,6 +147,8 @@ pub struct Driver<M: Model, T: Tools> {
     ui: Arc<dyn Ui>,
     session: SessionHandle,
     opts: DriverOptions,
+    /// The "always" answers of this session.
+    grants: Grants,
     /// Records loaded from the session file that did not parse.
     pub skipped_on_load: usize,
 }
@@ -143,6 +190,7 @@ impl<M: Model, T: Tools> Driver<M, T> {
             session,
             skipped_on_load: loaded.skipped,
             opts,
+            grants: Grants::default(),
         })
     }
 
@@ -159,9 +207,7 @@ impl<M: Model, T: Tools> Driver<M, T> {
     pub async fn new_session(&mut self) -> Result<Option<PathBuf>, DriverError> {
         let path = self.session.path().to_path_buf();
         let now = self.opts.clock.now();
-        let archived = tokio::task::spawn_blocking(move || session::archive(&path, now))
-            .await
-            .map_err(|e| SessionError::Task(e.to_string()))??;
+        let archived = tokio::task::spawn_blocking(move || session::archive(&path, now)).await??;
         let (handle, _) = SessionHandle::open(
             self.opts.sessions_dir.clone(),
             self.opts.session_key.clone(),
@@ -170,6 +216,7 @@ impl<M: Model, T: Tools> Driver<M, T> {
         )
         .await?;
         self.session = handle;
+        self.grants.clear();
         self.agent = Agent::new(
             core_config(&self.opts, self.tools.as_ref()),
             String::new(),
@@ -229,10 +276,6 @@ impl<M: Model, T: Tools> Driver<M, T> {
                     }
                     queue.extend(self.agent.handle(event, self.opts.clock.now()));
                 }
-                Effect::Confirm(call) => {
-                    let event = self.confirm(&call, cancel).await;
-                    queue.extend(self.agent.handle(event, self.opts.clock.now()));
-                }
                 Effect::RunTool(call) => {
                     // Take the whole batch of runnable calls queued right now.
                     let mut batch = vec![call];
@@ -246,8 +289,10 @@ impl<M: Model, T: Tools> Driver<M, T> {
                         self.ui.end_answer();
                         streamed = false;
                     }
-                    tool_calls += batch.len();
-                    for event in self.run_tools(batch, cancel).await {
+                    let housekeeping = self.agent.housekeeping();
+                    let (events, ran) = self.run_tools(batch, housekeeping, cancel).await;
+                    tool_calls += ran;
+                    for event in events {
                         queue.extend(self.agent.handle(event, self.opts.clock.now()));
                     }
                 }
@@ -327,72 +372,170 @@ impl<M: Model, T: Tools> Driver<M, T> {
         (event, streamed)
     }
 
-    async fn confirm(&self, call: &ToolCall, cancel: &CancellationToken) -> Event {
-        let question = format!("run {}?", self.tools.preview(call));
-        let ui = self.ui.clone();
-        let ask = tokio::task::spawn_blocking(move || ui.confirm(&question));
-        let approved = tokio::select! {
-            r = ask => r.unwrap_or(false),
-            _ = cancel.cancelled() => return Event::Cancel,
+    /// Ask the user about a gated call (unless the session already granted it).
+    /// `None` when the turn was cancelled while asking.
+    async fn authorize(
+        &mut self,
+        call: &ToolCall,
+        grant: Grant,
+        cancel: &CancellationToken,
+    ) -> Option<Result<(), ToolError>> {
+        if self.grants.covers(&grant) {
+            return Some(Ok(()));
+        }
+        let request = ConfirmRequest {
+            tool: call.name.clone(),
+            preview: self.tools.preview(call),
+            grant: grant.clone(),
         };
-        Event::Confirmation {
+        let ui = self.ui.clone();
+        let asked = request.clone();
+        let ask = tokio::task::spawn_blocking(move || ui.ask(&asked));
+        let answer = tokio::select! {
+            r = ask => r.unwrap_or(Answer::Deny),
+            _ = cancel.cancelled() => return None,
+        };
+        Some(match answer {
+            Answer::Once => Ok(()),
+            Answer::Always => {
+                self.ui
+                    .status(&format!("allowed {} for this session", grant.describe()));
+                self.grants.allow(grant);
+                Ok(())
+            }
+            Answer::Deny => Err(ToolError::Declined {
+                tool: call.name.clone(),
+            }),
+            Answer::Unavailable => Err(ToolError::NoConfirmation {
+                tool: call.name.clone(),
+                why: match &grant {
+                    Grant::Tool(_) => "it has side effects".into(),
+                    Grant::Host(h) => format!("it reaches {h}, a host not allowed yet"),
+                },
+            }),
+        })
+    }
+
+    /// Run a batch in order: each call is parsed and checked by the tools layer;
+    /// gated calls are asked about just before they run; consecutive calls that
+    /// run freely run together. Returns the events and how many calls ran.
+    async fn run_tools(
+        &mut self,
+        batch: Vec<ToolCall>,
+        housekeeping: bool,
+        cancel: &CancellationToken,
+    ) -> (Vec<Event>, usize) {
+        let mut events = Vec::new();
+        let mut ran = 0;
+        let mut group: Vec<(ToolCall, T::Prepared)> = Vec::new();
+        for call in batch {
+            let (prepared, gate) = match self.tools.prepare(&call, housekeeping) {
+                Ok(p) => p,
+                Err(e) => {
+                    // Answer in order: what is ready runs first.
+                    ran += self.run_group(&mut group, &mut events, cancel).await;
+                    if events.last() == Some(&Event::Cancel) {
+                        return (events, ran);
+                    }
+                    events.push(self.refused(&call, e));
+                    continue;
+                }
+            };
+            if gate == Gate::Free && self.tools.is_read_only(&call.name) {
+                group.push((call, prepared));
+                continue;
+            }
+            // A call with side effects runs alone, after what came before it.
+            ran += self.run_group(&mut group, &mut events, cancel).await;
+            if events.last() == Some(&Event::Cancel) {
+                return (events, ran);
+            }
+            match gate {
+                Gate::Free => {
+                    let mut one = vec![(call, prepared)];
+                    ran += self.run_group(&mut one, &mut events, cancel).await;
+                    if events.last() == Some(&Event::Cancel) {
+                        return (events, ran);
+                    }
+                }
+                Gate::Confirm(grant) => match self.authorize(&call, grant, cancel).await {
+                    None => {
+                        events.push(Event::Cancel);
+                        return (events, ran);
+                    }
+                    Some(Err(refusal)) => events.push(self.refused(&call, refusal)),
+                    Some(Ok(())) => {
+                        let mut one = vec![(call, prepared)];
+                        ran += self.run_group(&mut one, &mut events, cancel).await;
+                        if events.last() == Some(&Event::Cancel) {
+                            return (events, ran);
+                        }
+                    }
+                },
+            }
+        }
+        ran += self.run_group(&mut group, &mut events, cancel).await;
+        (events, ran)
+    }
+
+    /// The error result of a call that was not run.
+    fn refused(&self, call: &ToolCall, refusal: ToolError) -> Event {
+        self.ui.status(&format!(
+            "  {} not run: {refusal}",
+            self.tools.preview(call)
+        ));
+        let (content, is_error) = render_for_model(&Err(refusal));
+        Event::ToolResult {
             call_id: call.id.clone(),
-            approved,
+            content,
+            is_error,
         }
     }
 
-    /// Run a batch in order: consecutive read-only calls together, others one by one.
-    async fn run_tools(&self, batch: Vec<ToolCall>, cancel: &CancellationToken) -> Vec<Event> {
-        let mut events = Vec::new();
-        let mut i = 0;
-        while i < batch.len() {
-            let mut j = i + 1;
-            if self.tools.is_read_only(&batch[i].name) {
-                while j < batch.len() && self.tools.is_read_only(&batch[j].name) {
-                    j += 1;
-                }
-            }
-            let group = &batch[i..j];
-            for c in group {
-                self.ui.status(&format!("→ {}", self.tools.preview(c)));
-            }
-            let runs = futures_util::future::join_all(group.iter().map(|c| self.tools.run(c)));
-            let results = tokio::select! {
-                r = runs => r,
-                _ = cancel.cancelled() => {
-                    events.push(Event::Cancel);
-                    return events;
-                }
-            };
-            for (c, (content, is_error)) in group.iter().zip(results) {
-                if is_error {
-                    let first = content.lines().next().unwrap_or("");
-                    self.ui.status(&format!("  {} failed: {first}", c.name));
-                }
-                events.push(Event::ToolResult {
-                    call_id: c.id.clone(),
-                    content,
-                    is_error,
-                });
-            }
-            i = j;
+    /// Run a group of allowed calls concurrently; appends their results (or
+    /// `Event::Cancel`) in order and empties the group.
+    async fn run_group(
+        &self,
+        group: &mut Vec<(ToolCall, T::Prepared)>,
+        events: &mut Vec<Event>,
+        cancel: &CancellationToken,
+    ) -> usize {
+        if group.is_empty() {
+            return 0;
         }
-        events
+        let (calls, prepared): (Vec<ToolCall>, Vec<T::Prepared>) = group.drain(..).unzip();
+        for c in &calls {
+            self.ui.status(&format!("→ {}", self.tools.preview(c)));
+        }
+        let runs = futures_util::future::join_all(prepared.into_iter().map(|p| self.tools.run(p)));
+        let results = tokio::select! {
+            r = runs => r,
+            _ = cancel.cancelled() => {
+                events.push(Event::Cancel);
+                return calls.len();
+            }
+        };
+        for (c, result) in calls.iter().zip(results) {
+            let (content, is_error) = render_for_model(&result);
+            if is_error {
+                let first = content.lines().next().unwrap_or("");
+                self.ui.status(&format!("  {} failed: {first}", c.name));
+            }
+            events.push(Event::ToolResult {
+                call_id: c.id.clone(),
+                content,
+                is_error,
+            });
+        }
+        calls.len()
     }
 }
 
 fn core_config<T: Tools>(opts: &DriverOptions, tools: &T) -> CoreConfig {
-    let specs = tools.specs();
-    let confirm = specs
-        .iter()
-        .filter(|s| tools.needs_confirmation(&s.name))
-        .map(|s| s.name.clone())
-        .collect();
     CoreConfig {
         max_iterations: opts.max_iterations,
         max_tokens: opts.max_tokens,
-        tools: specs,
-        confirm,
+        tools: tools.specs(),
         // Reserve room for the answer, but never most of a small window.
         compaction: crate::compaction::CompactionPolicy::new(
             opts.context_window,
@@ -418,7 +561,7 @@ impl Model for crate::provider::ProviderChain {
                 ModelFailure::ContextOverflow(format!("{profile}: {message}")),
             ),
             Err(ProviderError::Cancelled) => Err(ModelFailure::Cancelled),
-            Err(e) => Err(ModelFailure::Other(e.to_string())),
+            Err(e) => Err(ModelFailure::Other(e)),
         }
     }
 
@@ -431,12 +574,10 @@ impl Model for crate::provider::ProviderChain {
 }
 
 impl Tools for crate::tools::ToolRegistry {
+    type Prepared = crate::tools::Invocation;
+
     fn specs(&self) -> Vec<ToolSpec> {
         crate::tools::ToolRegistry::specs(self)
-    }
-
-    fn needs_confirmation(&self, name: &str) -> bool {
-        crate::tools::ToolRegistry::needs_confirmation(self, name)
     }
 
     fn is_read_only(&self, name: &str) -> bool {
@@ -447,8 +588,15 @@ impl Tools for crate::tools::ToolRegistry {
         crate::tools::ToolRegistry::preview(call)
     }
 
-    async fn run(&self, call: &ToolCall) -> (String, bool) {
-        let result = self.dispatch(call).await;
-        crate::tools::render_for_model(&result)
+    fn prepare(
+        &self,
+        call: &ToolCall,
+        housekeeping: bool,
+    ) -> Result<(Self::Prepared, Gate), ToolError> {
+        crate::tools::ToolRegistry::prepare(self, call, housekeeping)
+    }
+
+    async fn run(&self, call: Self::Prepared) -> ToolResult {
+        self.execute(call).await
     }
 }

@@ -1,5 +1,5 @@
 //! Agent settings resolved from [`AssistantConfig`]: iteration budget, output tokens,
-//! context window, confirmation policy, file jail, exec timeout, Brave key, time
+//! context window, confirmation policy (on by default), file jail, exec timeout, Brave key, time
 //! zone — and the provider profile list with the `--profile` / `--model` flags
 //! applied on top of the config file and the `CLAW_LLM_*` variables. Pure: the
 //! environment arrives as a lookup function.
@@ -144,7 +144,7 @@ pub fn resolve(
         max_iterations,
         max_tokens,
         context_window,
-        confirm_side_effects: a.confirm_side_effects.unwrap_or(false),
+        confirm_side_effects: a.confirm_side_effects.unwrap_or(true),
         jail_to_workspace: a.jail_to_workspace.unwrap_or(true),
         exec_timeout: Duration::from_secs(
             a.exec_timeout_secs
@@ -291,6 +291,27 @@ mod tests {
                 .unwrap()
                 .jail_to_workspace
         );
+    }
+
+    #[test]
+    fn confirmation_of_side_effects_is_on_by_default() {
+        let mut s = settings();
+        s.llm_env = LlmEnv {
+            api: Some("openai".into()),
+            base_url: Some("http://127.0.0.1:9".into()),
+            model: Some("m".into()),
+            api_key: None,
+        };
+        let resolved = |s: &AssistantConfig| {
+            resolve(s, &Overrides::default(), &no_env)
+                .unwrap()
+                .confirm_side_effects
+        };
+        assert!(resolved(&s));
+        s.agent.confirm_side_effects = Some(false);
+        assert!(!resolved(&s));
+        s.agent.confirm_side_effects = Some(true);
+        assert!(resolved(&s));
     }
 
     #[test]

@@ -27,7 +27,6 @@ use std::time::{Duration, Instant};
 
 use regex::Regex;
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 use tokio::io::AsyncReadExt;
 
 use super::sandbox::{self, SandboxError};
@@ -42,15 +41,6 @@ const CAPTURE_BYTES: usize = 32 * 1024;
 /// How long to wait for the output pipes to close after the group was killed.
 const PIPE_GRACE: Duration = Duration::from_secs(2);
 
-pub const EXEC_DESCRIPTION: &str = "Run a shell command with `sh -c` in the workspace and return \
-its exit code, stdout and stderr. Non-interactive (stdin is empty). Default timeout 60 s; the \
-whole process group is killed on timeout and when the command exits, so do not start background \
-servers. Output over 10000 characters keeps the first and last 5000. Destructive commands \
-(rm -rf /, mkfs, dd, shutdown, …) are refused. Commands run in a sandbox: they can write only \
-inside the workspace and $TMPDIR (a private /tmp, which is also $HOME), read only the \
-workspace and system directories, and have no network access unless it was enabled in the \
-configuration.";
-
 /// Arguments of `exec`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -59,18 +49,6 @@ pub struct ExecArgs {
     /// Seconds; may shorten the configured timeout, never lengthen it.
     #[serde(default)]
     pub timeout_secs: Option<u64>,
-}
-
-pub fn exec_schema() -> serde_json::Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "command": {"type": "string", "description": "Shell command, run with sh -c in the workspace."},
-            "timeout_secs": {"type": "integer", "minimum": 1, "description": "Timeout in seconds (at most the configured limit, default 60)."}
-        },
-        "required": ["command"],
-        "additionalProperties": false
-    })
 }
 
 /// What a command did.
@@ -634,12 +612,6 @@ pub async fn run(ctx: &ToolContext, args: &ExecArgs) -> Result<ExecOutcome, Tool
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::check_schema;
-
-    #[test]
-    fn schema_matches_struct() {
-        check_schema::<ExecArgs>(&exec_schema());
-    }
 
     #[test]
     fn denies_destructive_commands() {

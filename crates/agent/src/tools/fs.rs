@@ -11,7 +11,6 @@ use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 
 use super::jail::{Jail, io_error};
 use super::{ClosestMatch, ToolContext, ToolError, ToolOutput, ToolResult};
@@ -30,17 +29,6 @@ pub const MAX_EDIT_BYTES: u64 = 8 * 1024 * 1024;
 /// Longest closest-match excerpt shown after a failed edit.
 const MAX_CLOSEST_CHARS: usize = 2_000;
 
-pub const READ_FILE_DESCRIPTION: &str = "Read a text file. Returns lines start_line.. (1-based, \
-default 1) up to max_lines (default 500, at most 2000) and at most 40000 characters, with the \
-file's total line count and the start_line to continue from when more remains.";
-pub const WRITE_FILE_DESCRIPTION: &str = "Write a text file, replacing it if it exists; missing \
-parent directories are created.";
-pub const EDIT_FILE_DESCRIPTION: &str = "Replace old_text with new_text in a file. old_text must \
-occur exactly once (whitespace included); otherwise nothing changes and the error shows the \
-closest text or where the duplicates are.";
-pub const LIST_DIR_DESCRIPTION: &str = "List a directory (default: the workspace): names, kinds \
-(directories end with /) and file sizes.";
-
 /// Arguments of `read_file`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -52,37 +40,12 @@ pub struct ReadFileArgs {
     pub max_lines: Option<usize>,
 }
 
-pub fn read_file_schema() -> serde_json::Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "path": {"type": "string", "description": "File path, relative to the workspace or absolute."},
-            "start_line": {"type": "integer", "minimum": 1, "description": "First line to return (1-based). Default 1."},
-            "max_lines": {"type": "integer", "minimum": 1, "description": "Most lines to return. Default 500, at most 2000."}
-        },
-        "required": ["path"],
-        "additionalProperties": false
-    })
-}
-
 /// Arguments of `write_file`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WriteFileArgs {
     pub path: String,
     pub content: String,
-}
-
-pub fn write_file_schema() -> serde_json::Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "path": {"type": "string", "description": "File path, relative to the workspace or absolute."},
-            "content": {"type": "string", "description": "The complete new content of the file."}
-        },
-        "required": ["path", "content"],
-        "additionalProperties": false
-    })
 }
 
 /// Arguments of `edit_file`.
@@ -94,36 +57,12 @@ pub struct EditFileArgs {
     pub new_text: String,
 }
 
-pub fn edit_file_schema() -> serde_json::Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "path": {"type": "string", "description": "File path, relative to the workspace or absolute."},
-            "old_text": {"type": "string", "description": "Exact text to replace; must occur exactly once in the file."},
-            "new_text": {"type": "string", "description": "Replacement text."}
-        },
-        "required": ["path", "old_text", "new_text"],
-        "additionalProperties": false
-    })
-}
-
 /// Arguments of `list_dir`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ListDirArgs {
     #[serde(default)]
     pub path: Option<String>,
-}
-
-pub fn list_dir_schema() -> serde_json::Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "path": {"type": "string", "description": "Directory, relative to the workspace or absolute. Default: the workspace."}
-        },
-        "required": [],
-        "additionalProperties": false
-    })
 }
 
 /// What a directory entry is.
@@ -475,19 +414,10 @@ pub(super) fn render(output: &ToolOutput) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::check_schema;
     use std::path::Path;
 
     fn ctx(dir: &Path) -> ToolContext {
         ToolContext::new(dir)
-    }
-
-    #[test]
-    fn schemas_match_structs() {
-        check_schema::<ReadFileArgs>(&read_file_schema());
-        check_schema::<WriteFileArgs>(&write_file_schema());
-        check_schema::<EditFileArgs>(&edit_file_schema());
-        check_schema::<ListDirArgs>(&list_dir_schema());
     }
 
     #[test]

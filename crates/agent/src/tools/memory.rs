@@ -7,16 +7,8 @@
 //! (SQLite and embedding are blocking work).
 
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 
 use super::{ToolContext, ToolError, ToolOutput, ToolResult};
-
-pub const MEMORY_SEARCH_DESCRIPTION: &str = "Search memory (notes in MEMORY.md and memory/*.md, \
-and past session transcripts) by meaning and keywords. Use it before answering about prior \
-work, decisions, people, preferences or dates. Returns snippets with citations path#Lstart-Lend; \
-cite them in your answer.";
-pub const MEMORY_GET_DESCRIPTION: &str = "Read lines of an indexed memory file (a path from \
-memory_search results), from line `from` (default 1), `lines` lines (default 120).";
 
 /// Retrieval mode, as in `claw memory search --mode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -43,21 +35,6 @@ pub struct MemorySearchArgs {
     pub source: Option<String>,
 }
 
-pub fn memory_search_schema() -> serde_json::Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "query": {"type": "string", "description": "What to look for (a question, words, an identifier)."},
-            "limit": {"type": "integer", "minimum": 1, "maximum": 50, "description": "Most results (default 6)."},
-            "min_score": {"type": "number", "minimum": 0, "maximum": 1, "description": "Drop hits scoring below this (default 0.35)."},
-            "mode": {"type": "string", "enum": ["hybrid", "fts", "vector"], "description": "Retrieval mode (default hybrid)."},
-            "source": {"type": "string", "description": "memory, sessions, all (default) or a source name."}
-        },
-        "required": ["query"],
-        "additionalProperties": false
-    })
-}
-
 /// Arguments of `memory_get` (the CLI's `claw memory get` options).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -67,19 +44,6 @@ pub struct MemoryGetArgs {
     pub from: Option<usize>,
     #[serde(default)]
     pub lines: Option<usize>,
-}
-
-pub fn memory_get_schema() -> serde_json::Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "path": {"type": "string", "description": "Path of an indexed file, as shown in memory_search results."},
-            "from": {"type": "integer", "minimum": 1, "description": "First line (1-based, default 1)."},
-            "lines": {"type": "integer", "minimum": 1, "description": "Number of lines (default 120)."}
-        },
-        "required": ["path"],
-        "additionalProperties": false
-    })
 }
 
 /// One hit, exactly as in `claw memory search --json`.
@@ -238,14 +202,8 @@ mod tests {
     //! wired to these tools by the driver.
     use super::*;
     use crate::message::ToolCall;
-    use crate::tools::{ToolRegistry, check_schema};
+    use crate::tools::ToolRegistry;
     use std::sync::{Arc, Mutex};
-
-    #[test]
-    fn schemas_match_structs() {
-        check_schema::<MemorySearchArgs>(&memory_search_schema());
-        check_schema::<MemoryGetArgs>(&memory_get_schema());
-    }
 
     struct Recording {
         seen: Mutex<Vec<MemorySearchArgs>>,

@@ -1,13 +1,14 @@
-//! The tool layer: typed tool arguments (serde) with matching JSON Schemas, typed
-//! outcomes ([`ToolOutput`]) and errors ([`ToolError`]), and the [`ToolRegistry`]
-//! the driver uses to offer tools (`specs`), ask the policy
-//! (`needs_confirmation`) and run a model's tool call (`dispatch`).
+//! The tool layer: the tool table ([`table`], the one place a tool is declared),
+//! typed outcomes ([`ToolOutput`]) and errors ([`ToolError`]), and the
+//! [`ToolRegistry`] the driver uses to offer tools (`specs`), parse a model's call
+//! into a typed [`Invocation`] and ask the policy about it (`prepare`), and run it
+//! (`execute`; `dispatch` does both without the policy).
 //!
-//! Invariant: `dispatch` never panics and never fails the loop: an unknown tool,
-//! invalid JSON or arguments that do not match the schema become a
-//! [`ToolError`] that is rendered back to the model. Text for the model is
-//! produced only by [`ToolOutput::render`] / [`ToolError::render`] /
-//! [`render_for_model`].
+//! Invariant: nothing here panics or fails the loop: an unknown tool, invalid JSON,
+//! arguments that do not match the schema, a refusal (declined, no one to confirm,
+//! cancelled, stopped by the loop guard) become a [`ToolError`] rendered back to
+//! the model. Text for the model is produced only by [`ToolOutput::render`] /
+//! [`ToolError::render`] / [`render_for_model`].
 
 #[allow(unsafe_code)] // process groups and rlimits (libc); each block carries its SAFETY note
 pub mod exec;
@@ -19,6 +20,7 @@ pub mod policy;
 #[allow(unsafe_code)]
 // fork/exec confinement: namespaces, pivot_root, Landlock, rlimits (raw syscalls); SAFETY notes inline
 pub mod sandbox;
+pub mod table;
 pub mod web;
 
 use std::path::PathBuf;
@@ -36,7 +38,8 @@ pub use memory::{
     MemoryBackend, MemoryGetArgs, MemoryGetResponse, MemoryHit, MemorySearchArgs,
     MemorySearchResponse,
 };
-pub use policy::{is_read_only, resolve_path};
+pub use policy::{Answer, Gate, Grant, Grants, is_read_only, resolve_path};
+pub use table::{Invocation, Offer, Reach, TOOLS, ToolDescriptor, ToolId};
 pub use web::{SearchHit, WebFetchArgs, WebSearchArgs};
 
 /// Default timeout of `exec`.
@@ -114,75 +117,6 @@ impl std::fmt::Debug for ToolContext {
             .field("net", &self.net)
             .field("sandbox", &self.sandbox)
             .finish()
-    }
-}
-
-/// The tools claw knows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ToolName {
-    ReadFile,
-    WriteFile,
-    EditFile,
-    ListDir,
-    Exec,
-    WebFetch,
-    WebSearch,
-    MemorySearch,
-    MemoryGet,
-}
-
-impl ToolName {
-    pub const ALL: [ToolName; 9] = [
-        ToolName::ReadFile,
-        ToolName::WriteFile,
-        ToolName::EditFile,
-        ToolName::ListDir,
-        ToolName::Exec,
-        ToolName::WebFetch,
-        ToolName::WebSearch,
-        ToolName::MemorySearch,
-        ToolName::MemoryGet,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ToolName::ReadFile => "read_file",
-            ToolName::WriteFile => "write_file",
-            ToolName::EditFile => "edit_file",
-            ToolName::ListDir => "list_dir",
-            ToolName::Exec => "exec",
-            ToolName::WebFetch => "web_fetch",
-            ToolName::WebSearch => "web_search",
-            ToolName::MemorySearch => "memory_search",
-            ToolName::MemoryGet => "memory_get",
-        }
-    }
-
-    pub fn parse(name: &str) -> Option<ToolName> {
-        ToolName::ALL.into_iter().find(|t| t.as_str() == name)
-    }
-
-    /// Description and JSON Schema of the arguments, as offered to the model.
-    pub fn spec(self) -> ToolSpec {
-        let (description, parameters) = match self {
-            ToolName::ReadFile => (fs::READ_FILE_DESCRIPTION, fs::read_file_schema()),
-            ToolName::WriteFile => (fs::WRITE_FILE_DESCRIPTION, fs::write_file_schema()),
-            ToolName::EditFile => (fs::EDIT_FILE_DESCRIPTION, fs::edit_file_schema()),
-            ToolName::ListDir => (fs::LIST_DIR_DESCRIPTION, fs::list_dir_schema()),
-            ToolName::Exec => (exec::EXEC_DESCRIPTION, exec::exec_schema()),
-            ToolName::WebFetch => (web::WEB_FETCH_DESCRIPTION, web::web_fetch_schema()),
-            ToolName::WebSearch => (web::WEB_SEARCH_DESCRIPTION, web::web_search_schema()),
-            ToolName::MemorySearch => (
-                memory::MEMORY_SEARCH_DESCRIPTION,
-                memory::memory_search_schema(),
-            ),
-            ToolName::MemoryGet => (memory::MEMORY_GET_DESCRIPTION, memory::memory_get_schema()),
-        };
-        ToolSpec {
-            name: self.as_str().to_string(),
-            description: description.to_string(),
-            parameters,
-        }
     }
 }
 
@@ -272,7 +206,7 @@ pub enum ToolError {
     #[error("unknown tool `{name}`; available tools: {available}")]
     UnknownTool { name: String, available: String },
     #[error(
-        "the arguments of `{tool}` are not valid JSON ({message}); send a JSON object matching the tool's schema"
+        "invalid arguments for `{tool}`: not valid JSON ({message}); send a JSON object matching the tool's schema"
     )]
     InvalidJson { tool: String, message: String },
     #[error("invalid arguments for `{tool}`: {message}")]
@@ -314,6 +248,20 @@ pub enum ToolError {
     UnsupportedContent { url: String, content_type: String },
     #[error("memory: {message}")]
     Memory { message: String },
+    #[error("the user declined to run `{tool}`")]
+    Declined { tool: String },
+    #[error(
+        "`{tool}` was not run: it needs the user's confirmation ({why}) and there is no \
+         terminal to ask; this non-interactive run does not allow it. Tell the user what you \
+         wanted to do and why"
+    )]
+    NoConfirmation { tool: String, why: String },
+    #[error("not run: cancelled by the user")]
+    Cancelled,
+    #[error("not run: the turn was stopped by the loop guard")]
+    StoppedByLoopGuard,
+    #[error("no result was recorded (the run was interrupted)")]
+    Interrupted,
 }
 
 fn render_no_match(path: &str, closest: &Option<ClosestMatch>) -> String {
@@ -336,6 +284,11 @@ impl ToolError {
     /// Text shown to the model.
     pub fn render(&self) -> String {
         format!("Error: {self}")
+    }
+
+    /// The rendered error result of a call that was not run (the core's refusals).
+    pub fn render_refusal(self) -> (String, bool) {
+        render_for_model(&Err(self))
     }
 
     fn with_tool(self, tool: &str) -> ToolError {
@@ -383,24 +336,25 @@ pub fn parse_args<T: DeserializeOwned>(tool: &str, raw: &str) -> Result<T, ToolE
     })
 }
 
-/// Offers the configured tools to the driver and runs the model's calls.
+/// Offers the configured tools to the driver, checks a call against the policy and runs it.
 pub struct ToolRegistry {
     ctx: ToolContext,
     http: reqwest::Client,
-    enabled: Vec<ToolName>,
+    enabled: Vec<ToolId>,
 }
 
 impl ToolRegistry {
     /// Builds the registry: `web_search` is offered only with a Brave key, the
     /// memory tools only with a memory backend.
     pub fn new(ctx: ToolContext) -> ToolRegistry {
-        let enabled = ToolName::ALL
-            .into_iter()
-            .filter(|t| match t {
-                ToolName::WebSearch => ctx.brave_api_key.is_some(),
-                ToolName::MemorySearch | ToolName::MemoryGet => ctx.memory.is_some(),
-                _ => true,
+        let enabled = TOOLS
+            .iter()
+            .filter(|d| match d.offered {
+                Offer::Always => true,
+                Offer::WithBraveKey => ctx.brave_api_key.is_some(),
+                Offer::WithMemory => ctx.memory.is_some(),
             })
+            .map(|d| d.id)
             .collect();
         let http = web::build_client(ctx.fetch_timeout);
         ToolRegistry { ctx, http, enabled }
@@ -412,19 +366,23 @@ impl ToolRegistry {
 
     /// The tools offered to the model.
     pub fn specs(&self) -> Vec<ToolSpec> {
-        self.enabled.iter().map(|t| t.spec()).collect()
+        self.enabled.iter().map(|t| t.descriptor().spec()).collect()
     }
 
     /// Names of the tools offered to the model.
     pub fn names(&self) -> Vec<&'static str> {
-        self.enabled.iter().map(|t| t.as_str()).collect()
+        self.enabled.iter().map(|t| t.name()).collect()
     }
 
-    /// True when the driver must ask the user before running `name` (`exec`
-    /// always, when its sandbox is on but unavailable on this machine).
+    /// True when every call of `name` needs the user's confirmation, whatever its
+    /// arguments: a tool that is not read-only while confirmation is on, and `exec`
+    /// whenever its sandbox is on but unavailable on this machine. (`web_fetch`
+    /// needs it per host: see [`ToolRegistry::prepare`].)
     pub fn needs_confirmation(&self, name: &str) -> bool {
-        policy::needs_confirmation(name, self.ctx.confirm_side_effects)
-            || (name == "exec" && exec::unconfined_fallback(&self.ctx))
+        let Some(id) = ToolId::parse(name) else {
+            return false;
+        };
+        policy::always_confirms(id.descriptor(), self.confirm_for(id))
     }
 
     /// True for a tool that changes nothing.
@@ -432,19 +390,20 @@ impl ToolRegistry {
         policy::is_read_only(name)
     }
 
+    /// Whether side effects of `id` need confirmation in this context.
+    fn confirm_for(&self, id: ToolId) -> bool {
+        self.ctx.confirm_side_effects
+            || (id == ToolId::Exec && exec::unconfined_fallback(&self.ctx))
+    }
+
     /// A one-line summary of a call for a confirmation prompt or a status line,
-    /// e.g. `exec: cargo test` or `write_file: notes/a.md`.
+    /// e.g. `exec: cargo test` or `write_file: notes/a.md` (the table's preview key).
     pub fn preview(call: &ToolCall) -> String {
         let value: serde_json::Value =
             serde_json::from_str(&call.arguments).unwrap_or(serde_json::Value::Null);
-        let key = match call.name.as_str() {
-            "exec" => "command",
-            "web_fetch" => "url",
-            "web_search" | "memory_search" => "query",
-            _ => "path",
-        };
-        let detail = value
-            .get(key)
+        let key = ToolId::parse(&call.name).map(|id| id.descriptor().preview_key);
+        let detail = key
+            .and_then(|k| value.get(k))
             .and_then(|v| v.as_str())
             .map(|s| s.to_string())
             .unwrap_or_else(|| call.arguments.clone());
@@ -456,53 +415,53 @@ impl ToolRegistry {
         format!("{}: {}", call.name, detail)
     }
 
-    /// Runs one tool call. Never panics; every failure is an `Err` for the model.
-    pub async fn dispatch(&self, call: &ToolCall) -> ToolResult {
-        let Some(tool) = ToolName::parse(&call.name).filter(|t| self.enabled.contains(t)) else {
+    /// Parses a model's call into a typed [`Invocation`] of an offered tool and
+    /// asks the policy what must happen before it runs. `housekeeping` is true for
+    /// claw's own memory-flush turn (writes to memory notes need no confirmation).
+    pub fn prepare(
+        &self,
+        call: &ToolCall,
+        housekeeping: bool,
+    ) -> Result<(Invocation, Gate), ToolError> {
+        let Some(id) = ToolId::parse(&call.name).filter(|t| self.enabled.contains(t)) else {
             return Err(ToolError::UnknownTool {
                 name: call.name.clone(),
                 available: self.names().join(", "),
             });
         };
-        let name = tool.as_str();
-        let raw = call.arguments.as_str();
-        let result = match tool {
-            ToolName::ReadFile => {
-                let args: ReadFileArgs = parse_args(name, raw)?;
+        let invocation = Invocation::parse(id, &call.arguments)?;
+        let gate = policy::gate(&invocation, self.confirm_for(id), housekeeping);
+        Ok((invocation, gate))
+    }
+
+    /// Runs one tool call without asking the policy (tests, and callers that
+    /// already did). Never panics; every failure is an `Err` for the model.
+    pub async fn dispatch(&self, call: &ToolCall) -> ToolResult {
+        let (invocation, _) = self.prepare(call, false)?;
+        self.execute(invocation).await
+    }
+
+    /// Runs a parsed call. Never panics; every failure is an `Err` for the model.
+    pub async fn execute(&self, invocation: Invocation) -> ToolResult {
+        let name = invocation.id().name();
+        let result = match invocation {
+            Invocation::ReadFile(args) => {
                 blocking(self.ctx.clone(), move |ctx| fs::read_file(&ctx, &args)).await
             }
-            ToolName::WriteFile => {
-                let args: WriteFileArgs = parse_args(name, raw)?;
+            Invocation::WriteFile(args) => {
                 blocking(self.ctx.clone(), move |ctx| fs::write_file(&ctx, &args)).await
             }
-            ToolName::EditFile => {
-                let args: EditFileArgs = parse_args(name, raw)?;
+            Invocation::EditFile(args) => {
                 blocking(self.ctx.clone(), move |ctx| fs::edit_file(&ctx, &args)).await
             }
-            ToolName::ListDir => {
-                let args: ListDirArgs = parse_args(name, raw)?;
+            Invocation::ListDir(args) => {
                 blocking(self.ctx.clone(), move |ctx| fs::list_dir(&ctx, &args)).await
             }
-            ToolName::Exec => {
-                let args: ExecArgs = parse_args(name, raw)?;
-                exec::run(&self.ctx, &args).await.map(ToolOutput::Exec)
-            }
-            ToolName::WebFetch => {
-                let args: WebFetchArgs = parse_args(name, raw)?;
-                web::fetch(&self.ctx, &args).await
-            }
-            ToolName::WebSearch => {
-                let args: WebSearchArgs = parse_args(name, raw)?;
-                web::search(&self.http, &self.ctx, &args).await
-            }
-            ToolName::MemorySearch => {
-                let args: MemorySearchArgs = parse_args(name, raw)?;
-                memory::search(&self.ctx, args).await
-            }
-            ToolName::MemoryGet => {
-                let args: MemoryGetArgs = parse_args(name, raw)?;
-                memory::get(&self.ctx, args).await
-            }
+            Invocation::Exec(args) => exec::run(&self.ctx, &args).await.map(ToolOutput::Exec),
+            Invocation::WebFetch(args) => web::fetch(&self.ctx, &args).await,
+            Invocation::WebSearch(args) => web::search(&self.http, &self.ctx, &args).await,
+            Invocation::MemorySearch(args) => memory::search(&self.ctx, args).await,
+            Invocation::MemoryGet(args) => memory::get(&self.ctx, args).await,
         };
         result.map_err(|e| e.with_tool(name))
     }
@@ -617,12 +576,11 @@ mod tests {
 
     #[test]
     fn every_spec_is_an_object_schema_with_a_description() {
-        for t in ToolName::ALL {
-            let spec = t.spec();
-            assert_eq!(spec.name, t.as_str());
+        for d in TOOLS {
+            let spec = d.spec();
+            assert_eq!(spec.name, d.name);
             assert!(!spec.description.is_empty());
             assert_eq!(spec.parameters["type"], "object");
-            assert_eq!(ToolName::parse(t.as_str()), Some(t));
         }
     }
 

@@ -1,6 +1,7 @@
-//! Tool policy: which tools are read-only (run freely), which have side effects
-//! (may need the user's confirmation), and the workspace jail that confines file
-//! tools to the workspace.
+//! Tool policy: which calls run freely and which need the user's consent (read
+//! from the tool table's `read_only` and `reach` flags, never from a list of
+//! names), the session's "always" answers, and the workspace jail that confines
+//! file tools to the workspace.
 //!
 //! Invariant: with the jail on, a resolved path is never outside the canonical
 //! workspace — neither through `..` nor through a symlink, dangling ones included
@@ -9,32 +10,146 @@
 //! file tools do not use it: they open through [`super::jail::Jail`], which
 //! resolves beneath a workspace descriptor and works on what it opened.
 
+use std::collections::BTreeSet;
 use std::path::{Component, Path, PathBuf};
 
 use super::ToolError;
+use super::table::{Invocation, Reach, ToolDescriptor, ToolId};
 
-/// Names of the tools that never change anything; they always run without confirmation.
-pub const READ_ONLY_TOOLS: &[&str] = &[
-    "read_file",
-    "list_dir",
-    "web_fetch",
-    "web_search",
-    "memory_search",
-    "memory_get",
-];
-
-/// Names of the tools with side effects (files written, commands run).
-pub const SIDE_EFFECT_TOOLS: &[&str] = &["write_file", "edit_file", "exec"];
-
-/// True for a known tool that changes nothing. Unknown names are not read-only.
-pub fn is_read_only(name: &str) -> bool {
-    READ_ONLY_TOOLS.contains(&name)
+/// What an "always" answer allows for the rest of the session.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Grant {
+    /// Every call of a tool with side effects.
+    Tool(ToolId),
+    /// `web_fetch` (any tool reaching [`Reach::AnyHost`]) to one host.
+    Host(String),
 }
 
-/// True when the tool `name` must be confirmed by the user before it runs:
-/// confirmation is configured and the tool is a known tool with side effects.
-pub fn needs_confirmation(name: &str, confirm_side_effects: bool) -> bool {
-    confirm_side_effects && SIDE_EFFECT_TOOLS.contains(&name)
+impl Grant {
+    /// What the grant covers, for the question shown to the user.
+    pub fn describe(&self) -> String {
+        match self {
+            Grant::Tool(id) => format!("every `{}` call", id.name()),
+            Grant::Host(host) => format!("fetches from {host}"),
+        }
+    }
+}
+
+/// What must happen before a call runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Gate {
+    /// Runs freely.
+    Free,
+    /// Needs the user's consent, unless the session already granted this.
+    Confirm(Grant),
+}
+
+/// The user's answer to a confirmation question.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    /// Run this call.
+    Once,
+    /// Run it, and everything the same [`Grant`] covers, for the rest of the session.
+    Always,
+    Deny,
+    /// There is no one to ask (no terminal): refused.
+    Unavailable,
+}
+
+/// The "always" answers given in one session.
+#[derive(Debug, Clone, Default)]
+pub struct Grants(BTreeSet<Grant>);
+
+impl Grants {
+    pub fn covers(&self, grant: &Grant) -> bool {
+        self.0.contains(grant)
+    }
+
+    pub fn allow(&mut self, grant: Grant) {
+        self.0.insert(grant);
+    }
+
+    pub fn clear(&mut self) {
+        self.0.clear();
+    }
+}
+
+/// True for a known tool that changes nothing (the table's `read_only`). Unknown
+/// names are not read-only.
+pub fn is_read_only(name: &str) -> bool {
+    ToolId::parse(name).is_some_and(|id| id.descriptor().read_only)
+}
+
+/// True when every call of the tool needs confirmation, whatever its arguments:
+/// confirmation is on and the tool is not read-only.
+pub fn always_confirms(tool: &ToolDescriptor, confirm: bool) -> bool {
+    confirm && !tool.read_only
+}
+
+/// The policy for one parsed call, from the table's flags only: with
+/// confirmation on, a tool that is not read-only needs the user's consent (an
+/// "always" covers the tool), and a tool reaching a host the model chose needs it
+/// per host. Everything else — read-only tools in the workspace, the configured
+/// search service — runs freely. `housekeeping` (claw's own memory flush) lets
+/// `write_file`/`edit_file` of a memory note (`MEMORY.md`, `memory/…`) run freely.
+pub fn gate(call: &Invocation, confirm: bool, housekeeping: bool) -> Gate {
+    let tool = call.id().descriptor();
+    if !confirm {
+        return Gate::Free;
+    }
+    if housekeeping {
+        let note = match call {
+            Invocation::WriteFile(a) => Some(a.path.as_str()),
+            Invocation::EditFile(a) => Some(a.path.as_str()),
+            _ => None,
+        };
+        if note.is_some_and(is_memory_note) {
+            return Gate::Free;
+        }
+    }
+    if always_confirms(tool, confirm) {
+        return Gate::Confirm(Grant::Tool(tool.id));
+    }
+    if tool.reach == Reach::AnyHost {
+        let url = match call {
+            Invocation::WebFetch(a) => Some(a.url.as_str()),
+            _ => None,
+        };
+        // An unparsable URL never reaches the network: the tool refuses it.
+        if let Some(host) = url.and_then(host_of) {
+            return Gate::Confirm(Grant::Host(host));
+        }
+    }
+    Gate::Free
+}
+
+/// The host (and port, when not the scheme's default) of a URL, lower-cased.
+pub fn host_of(url: &str) -> Option<String> {
+    let u = reqwest::Url::parse(url.trim()).ok()?;
+    let host = u.host_str()?.to_ascii_lowercase();
+    Some(match u.port() {
+        Some(p) => format!("{host}:{p}"),
+        None => host,
+    })
+}
+
+/// A workspace-relative path to `MEMORY.md` or a Markdown file under `memory/`,
+/// without `..` or an absolute root.
+pub fn is_memory_note(path: &str) -> bool {
+    let p = Path::new(path.trim());
+    let plain = p
+        .components()
+        .all(|c| matches!(c, Component::Normal(_) | Component::CurDir));
+    let mut normal = p.components().filter(|c| matches!(c, Component::Normal(_)));
+    let first = normal.next().and_then(|c| c.as_os_str().to_str());
+    let md = p.extension().is_some_and(|e| e == "md");
+    plain
+        && md
+        && match first {
+            Some("MEMORY.md") => normal.next().is_none(),
+            Some("memory") => normal.next().is_some(),
+            _ => false,
+        }
 }
 
 /// Resolves a path given by the model against the workspace.
@@ -130,17 +245,94 @@ pub fn display_path(workspace: &Path, path: &Path) -> String {
 mod tests {
     use super::*;
 
+    fn inv(name: &str, args: &str) -> Invocation {
+        Invocation::parse(ToolId::parse(name).unwrap(), args).unwrap()
+    }
+
     #[test]
-    fn read_only_and_confirmation() {
-        assert!(is_read_only("read_file"));
-        assert!(is_read_only("memory_get"));
-        assert!(!is_read_only("exec"));
+    fn policy_of_every_tool_follows_its_flags() {
+        use super::super::table::TOOLS;
+        let args = |name: &str| match name {
+            "read_file" | "memory_get" => r#"{"path":"a.md"}"#,
+            "write_file" => r#"{"path":"a.md","content":"x"}"#,
+            "edit_file" => r#"{"path":"a.md","old_text":"a","new_text":"b"}"#,
+            "list_dir" => "{}",
+            "exec" => r#"{"command":"ls"}"#,
+            "web_fetch" => r#"{"url":"https://Example.org/x"}"#,
+            "web_search" | "memory_search" => r#"{"query":"q"}"#,
+            other => panic!("a new tool `{other}`: add it to this test"),
+        };
+        let mut seen = Vec::new();
+        for d in TOOLS {
+            let call = inv(d.name, args(d.name));
+            let expected = match d.name {
+                "write_file" | "edit_file" | "exec" => Gate::Confirm(Grant::Tool(d.id)),
+                "web_fetch" => Gate::Confirm(Grant::Host("example.org".into())),
+                _ => Gate::Free,
+            };
+            assert_eq!(gate(&call, true, false), expected, "{}", d.name);
+            assert_eq!(gate(&call, false, false), Gate::Free, "{}", d.name);
+            assert_eq!(is_read_only(d.name), d.read_only);
+            assert_eq!(always_confirms(d, true), !d.read_only, "{}", d.name);
+            seen.push(d.name);
+        }
+        assert_eq!(seen.len(), 9);
         assert!(!is_read_only("no_such_tool"));
-        assert!(needs_confirmation("exec", true));
-        assert!(needs_confirmation("write_file", true));
-        assert!(!needs_confirmation("exec", false));
-        assert!(!needs_confirmation("read_file", true));
-        assert!(!needs_confirmation("no_such_tool", true));
+    }
+
+    #[test]
+    fn hosts_are_per_host_and_port() {
+        assert_eq!(
+            host_of("https://EXAMPLE.org/a?b").as_deref(),
+            Some("example.org")
+        );
+        assert_eq!(
+            host_of("http://example.org:8080/").as_deref(),
+            Some("example.org:8080")
+        );
+        assert_eq!(
+            host_of("http://127.0.0.1:80/").as_deref(),
+            Some("127.0.0.1")
+        );
+        assert_eq!(host_of("not a url"), None);
+        let g = gate(&inv("web_fetch", r#"{"url":"nonsense"}"#), true, false);
+        assert_eq!(g, Gate::Free, "the tool refuses an unparsable URL itself");
+        let mut grants = Grants::default();
+        grants.allow(Grant::Host("example.org".into()));
+        assert!(grants.covers(&Grant::Host("example.org".into())));
+        assert!(!grants.covers(&Grant::Host("example.org:8080".into())));
+        assert!(!grants.covers(&Grant::Tool(ToolId::Exec)));
+    }
+
+    #[test]
+    fn housekeeping_writes_only_memory_notes_freely() {
+        for ok in ["memory/2026-11-05.md", "./memory/a/b.md", "MEMORY.md"] {
+            assert!(is_memory_note(ok), "{ok}");
+            let w = inv("write_file", &format!(r#"{{"path":"{ok}","content":"x"}}"#));
+            assert_eq!(gate(&w, true, true), Gate::Free, "{ok}");
+            assert_eq!(
+                gate(&w, true, false),
+                Gate::Confirm(Grant::Tool(ToolId::WriteFile))
+            );
+        }
+        for bad in [
+            "memory/../x.md",
+            "/abs/memory/a.md",
+            "memory",
+            "memory/a.sh",
+            "notes/a.md",
+            "MEMORY.md/x.md",
+            "../memory/a.md",
+        ] {
+            assert!(!is_memory_note(bad), "{bad}");
+            let w = inv(
+                "write_file",
+                &format!(r#"{{"path":"{bad}","content":"x"}}"#),
+            );
+            assert_ne!(gate(&w, true, true), Gate::Free, "{bad}");
+        }
+        let e = inv("exec", r#"{"command":"ls"}"#);
+        assert_ne!(gate(&e, true, true), Gate::Free);
     }
 
     #[test]

@@ -11,7 +11,6 @@ use std::time::Duration;
 
 use scraper::{ElementRef, Html, Node, Selector};
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 
 use super::netguard::{self, GuardError, Pins};
 use super::{ToolContext, ToolError, ToolOutput, ToolResult};
@@ -24,12 +23,6 @@ pub const MAX_FETCH_CHARS: usize = 100_000;
 pub const DEFAULT_SEARCH_COUNT: u32 = 5;
 pub const MAX_SEARCH_COUNT: u32 = 20;
 
-pub const WEB_FETCH_DESCRIPTION: &str = "Fetch an http(s) URL. HTML is returned as readable text \
-(title, headings, paragraphs, list items, link text; scripts, styles and navigation dropped); \
-JSON and plain text as they are. At most max_chars characters (default 20000).";
-pub const WEB_SEARCH_DESCRIPTION: &str =
-    "Search the web (Brave Search). Returns titles, URLs and descriptions.";
-
 /// Arguments of `web_fetch`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -39,18 +32,6 @@ pub struct WebFetchArgs {
     pub max_chars: Option<usize>,
 }
 
-pub fn web_fetch_schema() -> serde_json::Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "url": {"type": "string", "description": "http:// or https:// URL."},
-            "max_chars": {"type": "integer", "minimum": 100, "description": "Most characters of text to return (default 20000, at most 100000)."}
-        },
-        "required": ["url"],
-        "additionalProperties": false
-    })
-}
-
 /// Arguments of `web_search`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -58,18 +39,6 @@ pub struct WebSearchArgs {
     pub query: String,
     #[serde(default)]
     pub count: Option<u32>,
-}
-
-pub fn web_search_schema() -> serde_json::Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "query": {"type": "string", "description": "Search query."},
-            "count": {"type": "integer", "minimum": 1, "maximum": 20, "description": "Number of results (default 5)."}
-        },
-        "required": ["query"],
-        "additionalProperties": false
-    })
 }
 
 /// One web search result.
@@ -604,13 +573,6 @@ pub(super) fn render(output: &ToolOutput) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::check_schema;
-
-    #[test]
-    fn schemas_match_structs() {
-        check_schema::<WebFetchArgs>(&web_fetch_schema());
-        check_schema::<WebSearchArgs>(&web_search_schema());
-    }
 
     #[test]
     fn only_http_and_https() {

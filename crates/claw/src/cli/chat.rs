@@ -2,17 +2,23 @@
 //! in the state dir) and `claw -m "…"` (answer once; non-zero exit on failure).
 //! Answer text streams to stdout; tool calls, retries and notices are short status
 //! lines on stderr. Ctrl-C or `/stop` cancels the running turn and keeps the process.
+//!
+//! Side effects (write/edit/exec, `web_fetch` to a host not allowed yet) are
+//! confirmed by default: `y` once, `a` always for this session, anything else
+//! denies. `claw -m` without a terminal refuses them (the model gets the refusal
+//! as the call's error, stderr a hint) unless `--yes` or
+//! `agent.confirm_side_effects: false` allows them.
 
 use super::output::Exit;
 use crate::config::Settings;
 use anyhow::Context;
 use chrono::Offset;
 use claw_agent::core::TurnEnd;
-use claw_agent::driver::{Driver, DriverOptions, Ui};
+use claw_agent::driver::{ConfirmRequest, Driver, DriverOptions, Ui};
 use claw_agent::memory_backend::EngineBackend;
 use claw_agent::provider::{ProviderChain, RetryPolicy};
 use claw_agent::settings::{self as agent_settings, AgentSettings, Overrides};
-use claw_agent::tools::{ToolContext, ToolRegistry};
+use claw_agent::tools::{Answer, ToolContext, ToolRegistry};
 use std::collections::VecDeque;
 use std::io::{BufRead, IsTerminal, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -37,6 +43,10 @@ pub struct ChatArgs {
     /// Provider profile to try first (by name, from agent.profiles).
     #[arg(long, value_name = "NAME")]
     pub profile: Option<String>,
+    /// Run side effects (write/edit/exec, web_fetch to new hosts) without asking.
+    /// Without it, `claw -m` with no terminal refuses them.
+    #[arg(long)]
+    pub yes: bool,
 }
 
 const HELP: &str = "\
@@ -53,6 +63,48 @@ struct TerminalUi {
     /// In the REPL, confirmation answers arrive through this channel.
     answers: Option<Mutex<std::sync::mpsc::Receiver<String>>>,
     awaiting_answer: Arc<AtomicBool>,
+    /// `--yes` was given (a call still asked about is `exec` without its sandbox).
+    yes: bool,
+    /// The `--yes` hint was printed (once per run).
+    hinted: AtomicBool,
+}
+
+impl TerminalUi {
+    fn new(
+        color: bool,
+        answers: Option<Mutex<std::sync::mpsc::Receiver<String>>>,
+        yes: bool,
+    ) -> TerminalUi {
+        TerminalUi {
+            color,
+            answers,
+            yes,
+            awaiting_answer: Arc::new(AtomicBool::new(false)),
+            hinted: AtomicBool::new(false),
+        }
+    }
+
+    /// One line from the REPL reader or, in `-m` mode, the terminal; `None`
+    /// when there is no one to ask.
+    fn read_answer(&self) -> Option<String> {
+        match &self.answers {
+            Some(rx) => {
+                self.awaiting_answer.store(true, Ordering::SeqCst);
+                let a = rx.lock().ok().and_then(|rx| rx.recv().ok());
+                self.awaiting_answer.store(false, Ordering::SeqCst);
+                a
+            }
+            None if std::io::stdin().is_terminal() => {
+                let mut s = String::new();
+                std::io::stdin().lock().read_line(&mut s).ok().map(|_| s)
+            }
+            None => None,
+        }
+    }
+
+    fn has_someone_to_ask(&self) -> bool {
+        self.answers.is_some() || std::io::stdin().is_terminal()
+    }
 }
 
 impl Ui for TerminalUi {
@@ -78,37 +130,65 @@ impl Ui for TerminalUi {
     }
 
     fn confirm(&self, question: &str) -> bool {
+        if !self.has_someone_to_ask() {
+            eprintln!(
+                "{} (no terminal to ask: refused)",
+                super::output::sanitize(question)
+            );
+            return false;
+        }
         eprint!("{} [y/N] ", super::output::sanitize(question));
         let _ = std::io::stderr().flush();
-        let answer = match &self.answers {
-            Some(rx) => {
-                self.awaiting_answer.store(true, Ordering::SeqCst);
-                let a = rx.lock().ok().and_then(|rx| rx.recv().ok());
-                self.awaiting_answer.store(false, Ordering::SeqCst);
-                a
+        matches!(parse_answer(self.read_answer().as_deref()), Answer::Once)
+    }
+
+    fn ask(&self, request: &ConfirmRequest) -> Answer {
+        if !self.has_someone_to_ask() {
+            eprintln!(
+                "refused {}: it needs confirmation and there is no terminal to ask",
+                super::output::sanitize(&request.preview)
+            );
+            if !self.hinted.swap(true, Ordering::SeqCst) {
+                if self.yes {
+                    eprintln!(
+                        "hint: the exec sandbox is unavailable on this machine, so commands \
+                         need confirmation even with --yes: run claw in a terminal, or set \
+                         \"exec\": {{\"sandbox\": false}} to run them unconfined"
+                    );
+                } else {
+                    eprintln!(
+                        "hint: pass --yes to allow side effects in `claw -m` (or set \
+                         \"agent\": {{\"confirm_side_effects\": false}} in the config)"
+                    );
+                }
             }
-            None if std::io::stdin().is_terminal() => {
-                let mut s = String::new();
-                std::io::stdin().lock().read_line(&mut s).ok().map(|_| s)
-            }
-            None => {
-                eprintln!("(no terminal to ask: refused)");
-                None
-            }
-        };
-        matches!(
-            answer.as_deref().map(|a| a.trim().to_ascii_lowercase()),
-            Some(ref a) if a == "y" || a == "yes"
-        )
+            return Answer::Unavailable;
+        }
+        eprint!(
+            "{} [y]es once / [a]lways ({} this session) / [N]o ",
+            super::output::sanitize(&request.question()),
+            super::output::sanitize(&request.grant.describe())
+        );
+        let _ = std::io::stderr().flush();
+        parse_answer(self.read_answer().as_deref())
     }
 }
 
-fn build_tools(settings: &Settings, a: &AgentSettings) -> ToolRegistry {
+/// `y`/`yes` → once, `a`/`always` → always for the session, anything else denies.
+fn parse_answer(line: Option<&str>) -> Answer {
+    match line.map(|a| a.trim().to_ascii_lowercase()).as_deref() {
+        Some("y" | "yes") => Answer::Once,
+        Some("a" | "always") => Answer::Always,
+        _ => Answer::Deny,
+    }
+}
+
+fn build_tools(settings: &Settings, a: &AgentSettings, yes: bool) -> ToolRegistry {
     let mut ctx = ToolContext::new(settings.mem.workspace.clone());
     ctx.jail = a.jail_to_workspace;
     ctx.exec_timeout = a.exec_timeout;
     ctx.brave_api_key = a.brave_api_key.clone();
-    ctx.confirm_side_effects = a.confirm_side_effects;
+    ctx.confirm_side_effects = a.confirm_side_effects && !yes;
     ctx.net.allow_private = a.allow_private;
     ctx.sandbox = a.sandbox.clone();
     ctx.memory = Some(Arc::new(EngineBackend::new(settings.mem.clone())));
@@ -150,16 +230,12 @@ pub async fn run(settings: Settings, args: ChatArgs) -> anyhow::Result<Exit> {
     })?;
     let chain = ProviderChain::new(a.profiles.clone(), RetryPolicy::default())
         .context("cannot set up the LLM client")?;
-    let tools = build_tools(&settings, &a);
+    let tools = build_tools(&settings, &a, args.yes);
     let opts = driver_options(&settings, &a, &args.session);
     let color = std::io::stderr().is_terminal();
     match args.message {
         Some(message) => {
-            let ui = Arc::new(TerminalUi {
-                color,
-                answers: None,
-                awaiting_answer: Arc::new(AtomicBool::new(false)),
-            });
+            let ui = Arc::new(TerminalUi::new(color, None, args.yes));
             let mut driver = Driver::open(opts, Arc::new(chain), Arc::new(tools), ui)
                 .await
                 .context("cannot open the session")?;
@@ -167,7 +243,7 @@ pub async fn run(settings: Settings, args: ChatArgs) -> anyhow::Result<Exit> {
         }
         None => {
             let history = settings.state_dir().join("chat_history.txt");
-            repl(opts, chain, tools, color, history).await
+            repl(opts, chain, tools, color, history, args.yes).await
         }
     }
 }
@@ -292,14 +368,11 @@ async fn repl(
     tools: ToolRegistry,
     color: bool,
     history: std::path::PathBuf,
+    yes: bool,
 ) -> anyhow::Result<Exit> {
     let (answer_tx, answer_rx) = std::sync::mpsc::channel::<String>();
-    let awaiting = Arc::new(AtomicBool::new(false));
-    let ui = Arc::new(TerminalUi {
-        color,
-        answers: Some(Mutex::new(answer_rx)),
-        awaiting_answer: awaiting.clone(),
-    });
+    let ui = Arc::new(TerminalUi::new(color, Some(Mutex::new(answer_rx)), yes));
+    let awaiting = ui.awaiting_answer.clone();
     let mut driver = Driver::open(opts, Arc::new(chain), Arc::new(tools), ui.clone())
         .await
         .context("cannot open the session")?;
@@ -414,4 +487,21 @@ async fn repl(
     }
     let _ = mode_tx.send(ReadMode::Quit);
     Ok(Exit::Ok)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_map_to_once_always_deny() {
+        assert_eq!(parse_answer(Some("y\n")), Answer::Once);
+        assert_eq!(parse_answer(Some(" YES ")), Answer::Once);
+        assert_eq!(parse_answer(Some("a")), Answer::Always);
+        assert_eq!(parse_answer(Some("always\n")), Answer::Always);
+        for no in ["", "n", "no", "sure", "ya"] {
+            assert_eq!(parse_answer(Some(no)), Answer::Deny, "{no:?}");
+        }
+        assert_eq!(parse_answer(None), Answer::Deny);
+    }
 }

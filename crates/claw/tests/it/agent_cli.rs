@@ -121,7 +121,8 @@ fn openai_tool_call_result_then_answer() {
     let url = server.url();
     let r = run({
         let mut c = claw(ws, &llm_env("openai", &url));
-        c.args(["-m", "write a note"]);
+        // No terminal to confirm the write: allow side effects.
+        c.args(["--yes", "-m", "write a note"]);
         c
     });
     assert_eq!(r.code, 0, "stderr: {}", r.stderr);

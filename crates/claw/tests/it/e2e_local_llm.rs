@@ -198,25 +198,20 @@ fn check_shape(ws: &Path, api: &str, r: &Run) {
         .unwrap_or_else(|| panic!("no result for call {id}: {text}"));
     assert_eq!(result["name"], name);
     assert!(!result["content"].as_str().unwrap().is_empty());
-    // Read-only tools really ran; side-effect tools were refused by policy (no terminal).
-    if [
-        "read_file",
-        "list_dir",
-        "web_fetch",
-        "memory_search",
-        "memory_get",
-    ]
-    .contains(&name)
-    {
+    // Arguments the tiny model got wrong are refused by the tools layer's parser
+    // (nothing runs); otherwise read-only tools really ran, and side-effect tools
+    // (and web_fetch to a host not allowed yet) were refused by policy (no
+    // terminal to confirm them).
+    let content = result["content"].as_str().unwrap();
+    if content.contains("invalid arguments") {
+        assert_eq!(result["is_error"], true, "{text}");
+    } else if ["read_file", "list_dir", "memory_search", "memory_get"].contains(&name) {
         assert!(
             r.stderr.contains(&format!("→ {name}")),
             "status line for the run: {ctx}"
         );
     } else {
-        assert!(
-            result["content"].as_str().unwrap().contains("declined"),
-            "{text}"
-        );
+        assert!(content.contains("was not run"), "{text}");
     }
 
     // And a final text answer, last, also printed on stdout.

@@ -7,6 +7,7 @@ mod agent_cli;
 mod agent_memory;
 mod cli_edge;
 mod cli_snapshots;
+mod confirm_cli;
 mod crash_index;
 mod e2e_local_llm;
 mod embed_openai;

@@ -41,7 +41,9 @@ fn turn(ws: &Path, url: &str, config: Option<&Path>) -> (Output, String) {
         openai::text(&["done"]),
     ]);
     let out = claw(ws, &llm.url(), config)
-        .args(["-m", "fetch it"])
+        // No terminal to confirm a fetch from a new host: allow it, so the
+        // SSRF guard is what decides.
+        .args(["--yes", "-m", "fetch it"])
         .output()
         .expect("run claw");
     let reqs = llm.requests();

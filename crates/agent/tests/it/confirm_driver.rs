@@ -1,0 +1,199 @@
+//! Confirmation of side effects through the real driver, provider chain and tool
+//! registry against the scripted server (real HTTP/SSE) and a local web server:
+//! "always" covers a tool (or a web host) for the rest of the session and only
+//! that, "once" covers one call, "deny" and "no one to ask" reach the model as the
+//! call's error and the tool never runs, a new session forgets the grants, and
+//! read-only tools never ask.
+
+use claw_testkit::route_server::{Route, RouteServer};
+use claw_testkit::scripted_server::{ScriptedServer, openai};
+
+use chrono::FixedOffset;
+use claw_agent::driver::{ConfirmRequest, Driver, DriverOptions, Ui};
+use claw_agent::provider::{Api, Profile, ProviderChain, RetryPolicy};
+use claw_agent::tools::{Answer, Grant, ToolContext, ToolId, ToolRegistry};
+use serde_json::{Value, json};
+use std::collections::VecDeque;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use tokio_util::sync::CancellationToken;
+
+/// Answers confirmation requests from a script and records them.
+#[derive(Default)]
+struct ScriptedUi {
+    answers: Mutex<VecDeque<Answer>>,
+    asked: Mutex<Vec<ConfirmRequest>>,
+}
+
+impl ScriptedUi {
+    fn with(answers: &[Answer]) -> Arc<ScriptedUi> {
+        Arc::new(ScriptedUi {
+            answers: Mutex::new(answers.iter().copied().collect()),
+            asked: Mutex::default(),
+        })
+    }
+
+    fn asked(&self) -> Vec<ConfirmRequest> {
+        self.asked.lock().unwrap().clone()
+    }
+}
+
+impl Ui for ScriptedUi {
+    fn text(&self, _delta: &str) {}
+    fn end_answer(&self) {}
+    fn status(&self, _line: &str) {}
+    fn confirm(&self, question: &str) -> bool {
+        panic!("the driver asks through `ask`, not `confirm`: {question}");
+    }
+    fn ask(&self, request: &ConfirmRequest) -> Answer {
+        self.asked.lock().unwrap().push(request.clone());
+        self.answers
+            .lock()
+            .unwrap()
+            .pop_front()
+            .expect("an answer was scripted for every question")
+    }
+}
+
+fn options(ws: &Path) -> DriverOptions {
+    DriverOptions {
+        workspace: ws.to_path_buf(),
+        sessions_dir: ws.join("sessions"),
+        session_key: "test:confirm".into(),
+        secrets: vec![],
+        max_iterations: 30,
+        max_tokens: 512,
+        context_window: 32_000,
+        utc_offset: FixedOffset::east_opt(0).unwrap(),
+        timezone: "UTC".into(),
+        os: "test".into(),
+        clock: Default::default(),
+    }
+}
+
+async fn driver(
+    ws: &Path,
+    server: &ScriptedServer,
+    ui: Arc<ScriptedUi>,
+) -> Driver<ProviderChain, ToolRegistry> {
+    let mut ctx = ToolContext::new(ws);
+    ctx.jail = true;
+    ctx.confirm_side_effects = true;
+    // The local web server stands in for an internet host.
+    ctx.net.allow_private = true;
+    let chain = ProviderChain::new(
+        vec![Profile {
+            name: "scripted".into(),
+            api: Api::OpenAi,
+            base_url: server.url(),
+            model: "scripted-model".into(),
+            api_key: None,
+            context_window: 32_000,
+        }],
+        RetryPolicy::default(),
+    )
+    .unwrap();
+    Driver::open(
+        options(ws),
+        Arc::new(chain),
+        Arc::new(ToolRegistry::new(ctx)),
+        ui,
+    )
+    .await
+    .unwrap()
+}
+
+/// The tool result the model got for `call_id` in request `i`.
+fn tool_result(server: &ScriptedServer, i: usize, call_id: &str) -> String {
+    let reqs = server.requests();
+    let msgs = reqs[i].json["messages"].as_array().unwrap().clone();
+    let m: &Value = msgs
+        .iter()
+        .find(|m| m["role"] == "tool" && m["tool_call_id"] == call_id)
+        .unwrap_or_else(|| panic!("no result for {call_id} in request {i}"));
+    m["content"].as_str().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn always_once_deny_and_no_one_to_ask() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    let web = RouteServer::start("127.0.0.1:0");
+    web.route("/a", Route::Page("first page".into()));
+    web.route("/b", Route::Page("second page".into()));
+    let host = format!("127.0.0.1:{}", web.port());
+    let write = |id: &str, path: &str| {
+        openai::tool_call(
+            id,
+            "write_file",
+            &[&json!({"path": path, "content": id}).to_string()],
+        )
+    };
+    let fetch = |id: &str, url: String| {
+        openai::tool_call(id, "web_fetch", &[&json!({ "url": url }).to_string()])
+    };
+    let server = ScriptedServer::start([
+        write("w1", "a.txt"),
+        write("w2", "b.txt"),
+        openai::tool_call("r1", "read_file", &[r#"{"path": "a.txt"}"#]),
+        fetch("f1", web.url("/a")),
+        fetch("f2", web.url("/b")),
+        openai::tool_call("x1", "exec", &[r#"{"command": "echo ran > ran.txt"}"#]),
+        openai::text(&["done"]),
+        // The second session.
+        write("w3", "c.txt"),
+        openai::text(&["could not write"]),
+    ]);
+    let ui = ScriptedUi::with(&[
+        Answer::Always,      // w1: every write_file from now on
+        Answer::Once,        // f1
+        Answer::Once,        // f2: "once" did not allow the host
+        Answer::Deny,        // x1
+        Answer::Unavailable, // w3, after /new
+    ]);
+    let mut d = driver(ws, &server, ui.clone()).await;
+    let out = d.run_turn("go", &CancellationToken::new()).await.unwrap();
+    assert!(out.end.is_success(), "{:?}", out.end);
+
+    let asked = ui.asked();
+    let grants: Vec<Grant> = asked.iter().map(|r| r.grant.clone()).collect();
+    assert_eq!(
+        grants,
+        [
+            Grant::Tool(ToolId::WriteFile),
+            Grant::Host(host.clone()),
+            Grant::Host(host.clone()),
+            Grant::Tool(ToolId::Exec),
+        ],
+        "w2 (covered by always) and r1 (read-only) were not asked about"
+    );
+    assert_eq!(asked[0].preview, "write_file: a.txt");
+    assert_eq!(asked[3].preview, "exec: echo ran > ran.txt");
+    assert_eq!(std::fs::read_to_string(ws.join("a.txt")).unwrap(), "w1");
+    assert_eq!(std::fs::read_to_string(ws.join("b.txt")).unwrap(), "w2");
+    assert!(tool_result(&server, 3, "r1").contains("w1"));
+    assert!(tool_result(&server, 4, "f1").contains("first page"));
+    assert!(tool_result(&server, 5, "f2").contains("second page"));
+    assert_eq!(web.hits(), ["/a", "/b"]);
+    assert!(!ws.join("ran.txt").exists(), "denied exec never ran");
+    assert_eq!(
+        tool_result(&server, 6, "x1"),
+        "Error: the user declined to run `exec`"
+    );
+
+    // A new session forgets "always"; with no one to ask the write is refused.
+    d.new_session().await.unwrap();
+    let out = d
+        .run_turn("write c", &CancellationToken::new())
+        .await
+        .unwrap();
+    assert!(out.end.is_success());
+    assert_eq!(ui.asked().len(), 5);
+    assert_eq!(ui.asked()[4].grant, Grant::Tool(ToolId::WriteFile));
+    assert!(!ws.join("c.txt").exists());
+    let refusal = tool_result(&server, 8, "w3");
+    assert!(
+        refusal.starts_with("Error: `write_file` was not run") && refusal.contains("no terminal"),
+        "{refusal}"
+    );
+}
