@@ -241,6 +241,67 @@ fn watcher(store: Option<&Store>) -> Section {
     }
 }
 
+/// Which of claw's protections are active: the exec sandbox (probed on this
+/// machine), the file jail, confirmation of side effects, the SSRF guard.
+fn protections(settings: &Settings) -> Section {
+    let probe = claw_agent::tools::sandbox::probe();
+    let a = &settings.assistant;
+    let sandbox_on = a.exec.sandbox.unwrap_or(true);
+    let jail = a.agent.jail_to_workspace.unwrap_or(true);
+    let confirm = a.agent.confirm_side_effects.unwrap_or(true);
+    let allow_private = a.web.allow_private.unwrap_or(false);
+    let (status, summary) = if !sandbox_on {
+        (
+            Status::Warn,
+            "exec sandbox turned off in the config (exec.sandbox: false)".to_string(),
+        )
+    } else if let Some(w) = probe.warning() {
+        (Status::Warn, w)
+    } else {
+        let abi = probe.landlock_abi().unwrap_or(0);
+        (
+            Status::Ok,
+            format!(
+                "exec sandboxed (Landlock ABI {abi}{}{}); file jail {}; confirmation {}; private addresses {}",
+                if probe.user_namespace { ", namespaces" } else { "" },
+                if probe.limits_processes() { ", process limit" } else { "" },
+                if jail { "on" } else { "OFF" },
+                if confirm { "on" } else { "off" },
+                if allow_private { "ALLOWED" } else { "refused" },
+            ),
+        )
+    };
+    let process_limit = match &probe.process_limit {
+        claw_agent::tools::sandbox::ProcessLimit::PidsCgroup { version, .. } => {
+            format!("pids cgroup v{version}")
+        }
+        claw_agent::tools::sandbox::ProcessLimit::Rlimit { per_sandbox } => {
+            if *per_sandbox { "RLIMIT_NPROC (per sandbox)" } else { "RLIMIT_NPROC" }.to_string()
+        }
+        claw_agent::tools::sandbox::ProcessLimit::None => "none".to_string(),
+    };
+    section(
+        "protections",
+        status,
+        summary,
+        json!({
+            "exec_sandbox": {
+                "enabled": sandbox_on,
+                "active": sandbox_on && probe.active(),
+                "landlock_abi": probe.landlock_abi(),
+                "user_namespace": probe.user_namespace,
+                "network_namespace": probe.network_namespace,
+                "mount_namespace": probe.mount_namespace,
+                "process_limit": process_limit,
+                "network": a.exec.network.unwrap_or(false),
+            },
+            "file_jail": jail,
+            "confirm_side_effects": confirm,
+            "web_allow_private": allow_private,
+        }),
+    )
+}
+
 /// Run every check.
 pub fn diagnose(settings: &Settings) -> DoctorReport {
     let (db, store) = database(settings);
@@ -252,6 +313,7 @@ pub fn diagnose(settings: &Settings) -> DoctorReport {
         model(settings, index_model.as_deref()),
         writer_lock(settings),
         watcher(store.as_ref()),
+        protections(settings),
     ];
     DoctorReport::new(sections)
 }
