@@ -185,7 +185,29 @@ pub const DEFAULT_SYNC_LIMIT: usize = 20;
 /// How the inline sync re-indexes files: the indexer's targeted entry point.
 /// Returns (re-indexed, removed).
 pub type ReindexFn<'a> =
-    dyn FnMut(&mut Store, &[FileRef]) -> Result<(Vec<FileRef>, Vec<FileRef>), String> + 'a;
+    dyn FnMut(&mut Store, &[FileRef]) -> Result<(Vec<FileRef>, Vec<FileRef>), SyncError> + 'a;
+
+/// Why a targeted re-index (the inline sync, a watcher batch) did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    /// Another process holds the writer lock and the caller would not wait.
+    #[error("another writer (pid {pid}, `{what}`) is updating the index")]
+    Busy {
+        /// The holder's pid.
+        pid: u32,
+        /// What the holder said it is doing.
+        what: String,
+    },
+    /// Taking the writer lock failed.
+    #[error(transparent)]
+    Lock(#[from] LockError),
+    /// Reading or writing the database failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The indexer failed.
+    #[error(transparent)]
+    Index(#[from] indexer::IndexError),
+}
 
 /// Check freshness and, when at most `limit` files are dirty, re-index them via
 /// `reindex` (which takes the writer lock without waiting). A larger backlog, or
@@ -216,9 +238,9 @@ pub fn sync_small_with(
             removed,
             elapsed_ms: start.elapsed().as_millis() as u64,
         }),
-        Err(reason) => Ok(SyncReport::Stale {
+        Err(e) => Ok(SyncReport::Stale {
             pending: dirty.len(),
-            reason,
+            reason: e.to_string(),
             sample: dirty.into_iter().take(5).collect(),
         }),
     }
@@ -272,10 +294,8 @@ pub fn sync_checked(
             SYNC_LOCK_WAIT,
         )
         .map_err(|e| match e {
-            LockError::Held { pid, what, .. } => {
-                format!("another writer (pid {pid}, `{what}`) is updating the index")
-            }
-            other => other.to_string(),
+            LockError::Held { pid, what, .. } => SyncError::Busy { pid, what },
+            other => SyncError::Lock(other),
         })?;
         apply_paths(store, settings, embedder, files, &lock).map(|o| (o.reindexed, o.removed))
     };
@@ -322,8 +342,8 @@ pub fn apply_paths(
     embedder: Option<&dyn Embedder>,
     files: &[FileRef],
     lock: &WriterLock,
-) -> Result<SyncOutcome, String> {
-    let sources = walk::sources(settings, store).map_err(|e| e.to_string())?;
+) -> Result<SyncOutcome, SyncError> {
+    let sources = walk::sources(settings, store)?;
     // Classify first (the indexer reports counts, the caller wants names).
     let mut will_index = Vec::new();
     let mut will_remove = Vec::new();
@@ -332,9 +352,7 @@ pub fn apply_paths(
             // An unregistered source: its rows are dropped by the indexer's full pass.
             continue;
         };
-        let stored = store
-            .file_record(&f.source, &f.path)
-            .map_err(|e| e.to_string())?;
+        let stored = store.file_record(&f.source, &f.path)?;
         match walk::stat_file(src, &f.path) {
             Some(d) => {
                 let same = stored
@@ -352,8 +370,7 @@ pub fn apply_paths(
         .iter()
         .map(|f| (f.source.clone(), f.path.clone()))
         .collect();
-    let report = indexer::run_paths(store, settings, embedder, &targets, lock, &|_| {})
-        .map_err(|e| e.to_string())?;
+    let report = indexer::run_paths(store, settings, embedder, &targets, lock, &|_| {})?;
     let skipped: BTreeSet<(&str, &str)> = report
         .issues
         .iter()

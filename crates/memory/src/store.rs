@@ -122,6 +122,23 @@ pub struct SourceRecord {
     pub follow_symlinks_outside: bool,
 }
 
+/// One watcher process's heartbeat row (table `watcher`); times are unix seconds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WatcherRow {
+    /// The watcher's process id.
+    pub pid: i64,
+    /// When it started.
+    pub started_at: i64,
+    /// Its last heartbeat.
+    pub heartbeat: i64,
+    /// When it last saw a relevant file event.
+    pub last_event: Option<i64>,
+    /// When it last finished a batch.
+    pub last_sync: Option<i64>,
+    /// Files waiting to be indexed at that heartbeat.
+    pub pending: i64,
+}
+
 /// Counts for `claw memory status`.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct StoreStats {
@@ -307,14 +324,97 @@ impl Store {
         Ok(())
     }
 
-    /// The underlying connection (read queries in `search`, `status`).
-    pub fn conn(&self) -> &Connection {
+    /// The connection, for READ-ONLY queries by the search storage code
+    /// (`search::engine`). Every statement that changes rows lives in this module:
+    /// never `execute` an INSERT/UPDATE/DELETE through this handle.
+    pub(crate) fn read(&self) -> &Connection {
         &self.conn
     }
 
-    /// Mutable connection access for modules that own their own transactions.
-    pub fn conn_mut(&mut self) -> &mut Connection {
-        &mut self.conn
+    /// Alias of [`Store::read`] kept while `search/` moves over to it; read-only too.
+    pub(crate) fn conn(&self) -> &Connection {
+        self.read()
+    }
+
+    /// A second connection to the same file, opened `SQLITE_OPEN_READ_ONLY`, for
+    /// inspection by tests, benches and diagnostics: SQLite itself refuses any
+    /// write through it. It sees what is committed (WAL), not an open group.
+    pub fn open_inspector(&self) -> Result<Connection> {
+        let conn = Connection::open_with_flags(
+            &self.path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        conn.busy_timeout(BUSY_TIMEOUT)?;
+        Ok(conn)
+    }
+
+    /// Set `PRAGMA mmap_size` on this connection (benches measure its effect on the
+    /// vector scan; it changes no rows and no durability).
+    pub fn set_mmap_size(&self, bytes: i64) -> Result<()> {
+        self.conn.pragma_update(None, "mmap_size", bytes)?;
+        Ok(())
+    }
+
+    /// Write (insert or refresh) the heartbeat row of the watcher `row.pid`.
+    pub fn upsert_watcher(&self, row: &WatcherRow) -> Result<()> {
+        self.conn
+            .execute(
+                "INSERT INTO watcher (pid, started_at, heartbeat, last_event, last_sync, pending)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                 ON CONFLICT(pid) DO UPDATE SET heartbeat = excluded.heartbeat,
+                   last_event = excluded.last_event, last_sync = excluded.last_sync,
+                   pending = excluded.pending",
+                params![
+                    row.pid,
+                    row.started_at,
+                    row.heartbeat,
+                    row.last_event,
+                    row.last_sync,
+                    row.pending
+                ],
+            )
+            .map_err(StoreError::from_sqlite)?;
+        Ok(())
+    }
+
+    /// Remove the heartbeat row of watcher `pid`; returns whether one existed.
+    pub fn delete_watcher(&self, pid: i64) -> Result<bool> {
+        let n = self
+            .conn
+            .execute("DELETE FROM watcher WHERE pid = ?1", [pid])
+            .map_err(StoreError::from_sqlite)?;
+        Ok(n > 0)
+    }
+
+    /// The pids of every watcher heartbeat row.
+    pub fn watcher_pids(&self) -> Result<Vec<i64>> {
+        let mut stmt = self.conn.prepare("SELECT pid FROM watcher")?;
+        let pids = stmt
+            .query_map([], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(pids)
+    }
+
+    /// The most recent watcher heartbeat row, if any.
+    pub fn latest_watcher(&self) -> Result<Option<WatcherRow>> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT pid, started_at, heartbeat, last_event, last_sync, pending
+                 FROM watcher ORDER BY heartbeat DESC LIMIT 1",
+                [],
+                |r| {
+                    Ok(WatcherRow {
+                        pid: r.get(0)?,
+                        started_at: r.get(1)?,
+                        heartbeat: r.get(2)?,
+                        last_event: r.get(3)?,
+                        last_sync: r.get(4)?,
+                        pending: r.get(5)?,
+                    })
+                },
+            )
+            .optional()?)
     }
 
     pub fn path(&self) -> &Path {
@@ -898,7 +998,8 @@ mod tests {
         assert_eq!((st.files, st.chunks, st.vectors), (1, 2, 2));
         assert!(s.check_consistency().unwrap().is_empty());
         let fts: i64 = s
-            .conn()
+            .open_inspector()
+            .unwrap()
             .query_row(
                 "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH 'hello'",
                 [],
@@ -910,6 +1011,27 @@ mod tests {
         let st = s.stats().unwrap();
         assert_eq!((st.files, st.chunks, st.vectors), (0, 0, 0));
         assert!(s.check_consistency().unwrap().is_empty());
+    }
+
+    #[test]
+    fn inspector_is_read_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(&dir.path().join("m.sqlite")).unwrap();
+        s.set_meta("k", "v").unwrap();
+        let c = s.open_inspector().unwrap();
+        let v: String = c
+            .query_row("SELECT value FROM meta WHERE key = 'k'", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(v, "v");
+        let err = c
+            .execute("DELETE FROM meta", [])
+            .expect_err("a read-only connection refuses writes");
+        assert_eq!(
+            err.sqlite_error_code(),
+            Some(rusqlite::ErrorCode::ReadOnly),
+            "{err}"
+        );
+        assert_eq!(s.meta("k").unwrap().as_deref(), Some("v"));
     }
 
     #[test]

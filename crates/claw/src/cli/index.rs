@@ -296,7 +296,7 @@ pub fn run_status(settings: &Settings, args: StatusArgs) -> anyhow::Result<Exit>
     }
     println!(
         "watcher:    {}",
-        watch::describe_watcher(status.watcher.as_ref(), claw_memory::store::now_unix())
+        describe_watcher(status.watcher.as_ref(), claw_memory::store::now_unix())
     );
     for s in &status.sources {
         println!("source:     {} ({:?}) {}", s.name, s.kind, s.root.display());
@@ -469,4 +469,57 @@ fn default_models_dir(settings: &Settings) -> anyhow::Result<PathBuf> {
         .models_dir
         .clone()
         .context("no home directory to install into; pass --dir")
+}
+
+/// One line for `claw memory status`: whether a watcher keeps the index fresh.
+pub fn describe_watcher(status: Option<&watch::WatcherStatus>, now: i64) -> String {
+    let ago = |t: Option<i64>| match t {
+        Some(t) => format!("{}s ago", (now - t).max(0)),
+        None => "never".to_string(),
+    };
+    match status {
+        None => "no watcher running (run `claw memory watch` to keep the index fresh)".into(),
+        Some(s) if s.alive => format!(
+            "watching (pid {}), last event {}, last sync {}, {} pending",
+            s.pid,
+            ago(s.last_event),
+            ago(s.last_sync),
+            s.pending
+        ),
+        Some(s) => format!(
+            "NOT RUNNING: watcher pid {} stopped answering (last heartbeat {}); the index may be behind the disk",
+            s.pid,
+            ago(Some(s.heartbeat))
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(pid: i64, alive: bool) -> watch::WatcherStatus {
+        watch::WatcherStatus {
+            pid,
+            started_at: 100,
+            heartbeat: 190,
+            last_event: Some(180),
+            last_sync: None,
+            pending: 2,
+            alive,
+            heartbeat_age_secs: 10,
+        }
+    }
+
+    #[test]
+    fn watcher_lines() {
+        assert!(describe_watcher(None, 200).starts_with("no watcher running"));
+        assert_eq!(
+            describe_watcher(Some(&status(42, true)), 200),
+            "watching (pid 42), last event 20s ago, last sync never, 2 pending"
+        );
+        let dead = describe_watcher(Some(&status(43, false)), 200);
+        assert!(dead.starts_with("NOT RUNNING: watcher pid 43"), "{dead}");
+        assert!(dead.contains("last heartbeat 10s ago"), "{dead}");
+    }
 }

@@ -9,6 +9,7 @@ use claw_memory::embed::Loaded;
 use claw_memory::freshness::FileRef;
 use claw_memory::watch::{self, IndexerSink, WatchEvent, WatchOptions};
 use std::io::Write;
+use std::path::{Path, PathBuf};
 
 #[derive(Debug, clap::Args)]
 pub struct WatchArgs {
@@ -80,8 +81,7 @@ fn print_event(ev: &WatchEvent, output: Output) -> std::io::Result<()> {
     let mut out = std::io::stdout().lock();
     match output {
         Output::Json => {
-            serde_json::to_writer(&mut out, ev)?;
-            writeln!(out)?;
+            writeln!(out, "{}", json_line(ev))?;
         }
         Output::Text => match ev {
             WatchEvent::Started { pid, roots } => {
@@ -140,6 +140,78 @@ fn print_event(ev: &WatchEvent, output: Output) -> std::io::Result<()> {
     out.flush()
 }
 
+/// One `--json` line (without the newline) for a watcher event: the contract
+/// `{"event": "started" | "synced" | "rearmed" | "overflow" | "error" | "stopped", ...}`,
+/// fields in this order. Add fields freely; never rename or drop one.
+#[derive(serde::Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+enum EventJson<'a> {
+    Started {
+        pid: u32,
+        roots: &'a [PathBuf],
+    },
+    Synced {
+        batch: u64,
+        reindexed: &'a [FileRef],
+        removed: &'a [FileRef],
+        unchanged: usize,
+        errors: &'a [String],
+        rebuilt: Option<&'a str>,
+        rescan: bool,
+        elapsed_ms: u64,
+        pending: usize,
+    },
+    Rearmed {
+        root: &'a Path,
+        exists: bool,
+    },
+    Overflow,
+    Error {
+        message: &'a str,
+    },
+    Stopped,
+}
+
+fn json_line(ev: &WatchEvent) -> String {
+    let j = match ev {
+        WatchEvent::Started { pid, roots } => EventJson::Started { pid: *pid, roots },
+        WatchEvent::Synced {
+            batch,
+            reindexed,
+            removed,
+            unchanged,
+            errors,
+            rebuilt,
+            rescan,
+            elapsed_ms,
+            pending,
+        } => EventJson::Synced {
+            batch: *batch,
+            reindexed,
+            removed,
+            unchanged: *unchanged,
+            errors,
+            rebuilt: rebuilt.as_deref(),
+            rescan: *rescan,
+            elapsed_ms: *elapsed_ms,
+            pending: *pending,
+        },
+        WatchEvent::Rearmed { root, exists } => EventJson::Rearmed {
+            root,
+            exists: *exists,
+        },
+        WatchEvent::Overflow => EventJson::Overflow,
+        WatchEvent::Error { message } => EventJson::Error { message },
+        WatchEvent::Stopped => EventJson::Stopped,
+    };
+    // Serialising borrowed strings, numbers and paths into a String cannot fail
+    // except for a non-UTF-8 path, which serde_json refuses: say so in the line.
+    serde_json::to_string(&j).unwrap_or_else(|e| {
+        serde_json::json!({"event": "error", "message": format!("cannot print event: {e}")})
+            .to_string()
+    })
+}
+
 /// ` (a.md, b.md, …)` for short lists.
 fn sample(reindexed: &[FileRef], removed: &[FileRef]) -> String {
     let names: Vec<&str> = reindexed
@@ -151,5 +223,79 @@ fn sample(reindexed: &[FileRef], removed: &[FileRef]) -> String {
         0 => String::new(),
         1..=3 => format!(" ({})", names.join(", ")),
         n => format!(" ({}, … {} more)", names[..3].join(", "), n - 3),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_lines_keep_their_shape() {
+        let f = |p: &str| FileRef::new("memory", p);
+        let cases = [
+            (
+                WatchEvent::Started {
+                    pid: 7,
+                    roots: vec![PathBuf::from("/ws"), PathBuf::from("/ws/memory")],
+                },
+                r#"{"event":"started","pid":7,"roots":["/ws","/ws/memory"]}"#,
+            ),
+            (
+                WatchEvent::Synced {
+                    batch: 2,
+                    reindexed: vec![f("a.md")],
+                    removed: vec![f("b.md")],
+                    unchanged: 1,
+                    errors: vec!["memory/c.md: too big".into()],
+                    rebuilt: Some("model changed".into()),
+                    rescan: true,
+                    elapsed_ms: 12,
+                    pending: 3,
+                },
+                r#"{"event":"synced","batch":2,"reindexed":[{"source":"memory","path":"a.md"}],"removed":[{"source":"memory","path":"b.md"}],"unchanged":1,"errors":["memory/c.md: too big"],"rebuilt":"model changed","rescan":true,"elapsed_ms":12,"pending":3}"#,
+            ),
+            (
+                WatchEvent::Synced {
+                    batch: 1,
+                    reindexed: vec![],
+                    removed: vec![],
+                    unchanged: 0,
+                    errors: vec![],
+                    rebuilt: None,
+                    rescan: false,
+                    elapsed_ms: 0,
+                    pending: 0,
+                },
+                r#"{"event":"synced","batch":1,"reindexed":[],"removed":[],"unchanged":0,"errors":[],"rebuilt":null,"rescan":false,"elapsed_ms":0,"pending":0}"#,
+            ),
+            (
+                WatchEvent::Rearmed {
+                    root: PathBuf::from("/notes"),
+                    exists: false,
+                },
+                r#"{"event":"rearmed","root":"/notes","exists":false}"#,
+            ),
+            (WatchEvent::Overflow, r#"{"event":"overflow"}"#),
+            (
+                WatchEvent::Error {
+                    message: "heartbeat: busy".into(),
+                },
+                r#"{"event":"error","message":"heartbeat: busy"}"#,
+            ),
+            (WatchEvent::Stopped, r#"{"event":"stopped"}"#),
+        ];
+        for (ev, want) in cases {
+            assert_eq!(json_line(&ev), want);
+        }
+    }
+
+    #[test]
+    fn samples_are_short() {
+        let f = |p: &str| FileRef::new("memory", p);
+        assert_eq!(sample(&[], &[]), "");
+        assert_eq!(sample(&[f("a.md")], &[f("b.md")]), " (a.md, b.md)");
+        let many: Vec<_> = ["a", "b", "c", "d", "e"].iter().map(|p| f(p)).collect();
+        assert_eq!(sample(&many, &[]), " (a, b, c, … 2 more)");
     }
 }
