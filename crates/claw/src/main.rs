@@ -40,6 +40,9 @@ fn main() -> ExitCode {
         Ok(exit) => ExitCode::from(exit.code()),
         Err(e) => {
             eprintln!("error: {e:#}");
+            if let Some(hint) = cli::index::hint_for(&e) {
+                eprintln!("hint: {hint}");
+            }
             ExitCode::from(Exit::Error.code())
         }
     }

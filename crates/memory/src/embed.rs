@@ -2,6 +2,8 @@
 //! model (default), an OpenAI-compatible `/v1/embeddings` endpoint, or none
 //! (keyword-only). All calls are blocking; run them off the async runtime.
 
+#![warn(missing_docs)]
+
 use crate::chunk::{ApproxCounter, TokenCounter};
 use crate::config::{ENV_EMBED_MODEL_DIR, ENV_ORT_DYLIB_PATH, EmbedProvider};
 use std::path::{Path, PathBuf};
@@ -11,27 +13,49 @@ use std::time::Duration;
 /// Model id recorded in the index when there is no embedder.
 pub const KEYWORD_ONLY_MODEL: &str = "";
 
-/// The command that installs the local model, quoted in error hints.
-pub const INSTALL_HINT: &str =
-    "run `claw memory install-model` (or set CLAW_EMBED_MODEL_DIR and ORT_DYLIB_PATH)";
-
-/// Errors from embedding backends.
+/// Errors from embedding backends. Messages say what is wrong, never which
+/// command fixes it: the CLI attaches hints (see [`EmbedError::is_missing_model`]).
 #[derive(Debug, thiserror::Error)]
 pub enum EmbedError {
-    #[error("no local embedding model configured; {INSTALL_HINT}")]
+    /// The local provider has no model directory configured.
+    #[error("no local embedding model configured")]
     NoModelDir,
-    #[error("embedding model directory {0} is missing {1}; {INSTALL_HINT}")]
+    /// The model directory lacks a required file.
+    #[error("embedding model directory {0} is missing {1}")]
     MissingFile(PathBuf, &'static str),
-    #[error("ONNX Runtime library not found (set {ENV_ORT_DYLIB_PATH}); {INSTALL_HINT}")]
+    /// No ONNX Runtime library was configured or found.
+    #[error("ONNX Runtime library not found (set {ENV_ORT_DYLIB_PATH})")]
     NoRuntime,
-    #[error("cannot load ONNX Runtime from {0}: {1}; {INSTALL_HINT}")]
+    /// The ONNX Runtime library did not load.
+    #[error("cannot load ONNX Runtime from {0}: {1}")]
     Runtime(PathBuf, String),
+    /// The model files did not load.
     #[error("cannot load the embedding model from {0}: {1}")]
     Model(PathBuf, String),
+    /// Embedding a batch failed.
     #[error("embedding failed: {0}")]
     Inference(String),
+    /// The embeddings endpoint failed or answered something unusable.
     #[error("embedding endpoint {url}: {message}")]
-    Http { url: String, message: String },
+    Http {
+        /// The endpoint.
+        url: String,
+        /// What went wrong.
+        message: String,
+    },
+}
+
+impl EmbedError {
+    /// Whether installing the local model (and its runtime) would fix this.
+    pub fn is_missing_model(&self) -> bool {
+        matches!(
+            self,
+            EmbedError::NoModelDir
+                | EmbedError::MissingFile(..)
+                | EmbedError::NoRuntime
+                | EmbedError::Runtime(..)
+        )
+    }
 }
 
 /// A text embedding model.
@@ -66,6 +90,7 @@ pub fn normalize(v: &mut [f32]) {
 
 /// The outcome of loading the configured backend: an embedder, or the reason there is none.
 pub enum Loaded {
+    /// A backend loaded and ready.
     Ready(Box<dyn Embedder>),
     /// Keyword-only because the user chose `none`.
     Disabled,
@@ -74,6 +99,7 @@ pub enum Loaded {
 }
 
 impl Loaded {
+    /// The embedder, when one loaded.
     pub fn embedder(&self) -> Option<&dyn Embedder> {
         match self {
             Loaded::Ready(e) => Some(e.as_ref()),
@@ -112,6 +138,7 @@ pub struct HfTokenCounter {
 }
 
 impl HfTokenCounter {
+    /// Load the tokenizer from a `tokenizer.json` file.
     pub fn from_file(path: &Path) -> Result<HfTokenCounter, EmbedError> {
         let mut tokenizer = tokenizers::Tokenizer::from_file(path)
             .map_err(|e| EmbedError::Model(path.to_path_buf(), e.to_string()))?;
@@ -413,10 +440,11 @@ mod tests {
         let err = LocalEmbedder::load(Some(dir.path()), None, 1)
             .err()
             .unwrap();
-        assert!(
-            err.to_string().contains("claw memory install-model"),
-            "{err}"
-        );
+        assert!(matches!(err, EmbedError::MissingFile(..)), "{err}");
+        assert!(err.is_missing_model());
+        assert!(err.to_string().contains("is missing"), "{err}");
+        assert!(!err.to_string().contains("claw "), "no CLI commands: {err}");
+        assert!(!EmbedError::Inference("x".into()).is_missing_model());
         let err = LocalEmbedder::load(None, None, 1).err().unwrap();
         assert!(matches!(err, EmbedError::NoModelDir));
     }

@@ -6,6 +6,8 @@
 //! inline; the answer says the index is stale instead. The inline sync never
 //! waits for another writer.
 
+#![warn(missing_docs)]
+
 use crate::config::MemoryConfig;
 use crate::embed::Embedder;
 use crate::indexer;
@@ -18,11 +20,14 @@ use std::time::{Duration, Instant};
 /// One file of one source.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
 pub struct FileRef {
+    /// Source name.
     pub source: String,
+    /// Path relative to the source root, `/`-separated.
     pub path: String,
 }
 
 impl FileRef {
+    /// A reference to `path` of `source`.
     pub fn new(source: impl Into<String>, path: impl Into<String>) -> FileRef {
         FileRef {
             source: source.into(),
@@ -42,6 +47,7 @@ pub struct Staleness {
     pub deleted: Vec<FileRef>,
     /// Files seen on disk.
     pub scanned: usize,
+    /// Time taken, in milliseconds.
     pub elapsed_ms: u64,
 }
 
@@ -51,6 +57,7 @@ impl Staleness {
         self.new.len() + self.changed.len() + self.deleted.len()
     }
 
+    /// Whether the disk matches the index.
     pub fn is_fresh(&self) -> bool {
         self.dirty() == 0
     }
@@ -137,17 +144,25 @@ pub fn diff(
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum SyncReport {
     /// The index matched the disk; nothing to do.
-    Fresh { checked_ms: u64 },
+    Fresh {
+        /// How long the stat-level check took.
+        checked_ms: u64,
+    },
     /// The few dirty files were re-indexed before answering.
     Synced {
+        /// Files re-indexed.
         reindexed: Vec<FileRef>,
+        /// Files removed from the index.
         removed: Vec<FileRef>,
+        /// Time taken, in milliseconds.
         elapsed_ms: u64,
     },
     /// Too many dirty files (or another writer is busy): answered from the
     /// current index, which is behind the disk by `pending` files.
     Stale {
+        /// Files changed on disk and not indexed yet.
         pending: usize,
+        /// Why they were not indexed inline.
         reason: String,
         /// A few of the dirty files, for the message.
         sample: Vec<FileRef>,
@@ -399,13 +414,14 @@ pub fn apply_paths(
 pub struct SyncOutcome {
     /// Files whose stat had moved and were re-read (content may still be unchanged).
     pub reindexed: Vec<FileRef>,
+    /// Files removed from the index.
     pub removed: Vec<FileRef>,
     /// Files whose content hash was unchanged.
     pub unchanged: usize,
     /// Per-file problems (counted skips), never fatal.
     pub errors: Vec<String>,
     /// Set when the index had to be rebuilt (model or chunker changed).
-    pub rebuilt: Option<String>,
+    pub rebuilt: Option<indexer::RebuildReason>,
 }
 
 #[cfg(test)]

@@ -6,6 +6,8 @@
 //! Invariant: this module is blocking I/O. Call it from a dedicated thread or
 //! `spawn_blocking`, never from an async task directly.
 
+#![warn(missing_docs)]
+
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -28,24 +30,33 @@ pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error(
-        "database {path} has schema version {found}, newer than this claw supports ({supported}); \
-         upgrade claw, or move the file away and run `claw memory index` to rebuild"
+        "database {path} has schema version {found}, newer than this claw supports ({supported})"
     )]
+    /// The file was written by a newer claw (higher `user_version`).
     NewerSchema {
+        /// The file or directory concerned.
         path: PathBuf,
+        /// The file's schema version.
         found: i64,
+        /// This build's schema version.
         supported: i64,
     },
     #[error("cannot create state directory {path}: {source}")]
+    /// The state directory could not be created.
     StateDir {
+        /// The file or directory concerned.
         path: PathBuf,
+        /// The I/O error.
         source: std::io::Error,
     },
     #[error("database is busy (another process holds a write lock); try again in a moment")]
+    /// Another connection holds a write lock past the busy timeout.
     Busy,
     #[error("sqlite: {0}")]
+    /// Any other SQLite error.
     Sqlite(#[from] rusqlite::Error),
     #[error("io: {0}")]
+    /// Any other I/O error.
     Io(#[from] std::io::Error),
 }
 
@@ -60,18 +71,26 @@ impl StoreError {
     }
 }
 
+/// The store's result type.
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
 /// Whether the sqlite-vec extension is usable on this connection.
 #[derive(Debug, Clone, PartialEq)]
 pub enum VecBackend {
     /// vec0 loaded; `version` is `vec_version()`.
-    Vec0 { version: String },
+    Vec0 {
+        /// `vec_version()`.
+        version: String,
+    },
     /// vec0 could not be loaded; vectors are scanned in-process from `chunks.embedding`.
-    Unavailable { reason: String },
+    Unavailable {
+        /// Why it did not load.
+        reason: String,
+    },
 }
 
 impl VecBackend {
+    /// Whether vec0 is usable.
     pub fn is_loaded(&self) -> bool {
         matches!(self, VecBackend::Vec0 { .. })
     }
@@ -80,26 +99,38 @@ impl VecBackend {
 /// The stored state of one indexed file.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FileRecord {
+    /// The I/O error.
     pub source: String,
+    /// The file or directory concerned.
     pub path: String,
+    /// SHA-256 of the content, hex.
     pub sha256: String,
+    /// Modification time, ns since the epoch.
     pub mtime_ns: i64,
+    /// Size in bytes.
     pub size: i64,
     /// Transcripts: bytes and lines already indexed (0 for notes).
     pub indexed_bytes: i64,
+    /// Transcripts: lines already indexed.
     pub indexed_lines: i64,
 }
 
 /// A chunk ready to be written.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewChunk {
+    /// Stable chunk id.
     pub id: String,
+    /// First line, 1-based.
     pub start_line: usize,
+    /// Last line, inclusive.
     pub end_line: usize,
+    /// SHA-256 of the chunk text (embedding cache key).
     pub hash: String,
+    /// The (redacted) chunk text.
     pub text: String,
     /// Unix seconds used for temporal decay; `None` = evergreen.
     pub note_time: Option<i64>,
+    /// Its vector, when embedded.
     pub embedding: Option<Vec<f32>>,
 }
 
@@ -115,8 +146,11 @@ pub enum WriteMode {
 /// A registered notes folder.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct SourceRecord {
+    /// Source name.
     pub name: String,
+    /// The folder.
     pub root: PathBuf,
+    /// When it was registered (unix seconds).
     pub added_at: i64,
     /// Index files whose symlinks resolve outside `root` (off by default).
     pub follow_symlinks_outside: bool,
@@ -142,10 +176,15 @@ pub struct WatcherRow {
 /// Counts for `claw memory status`.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct StoreStats {
+    /// Indexed files.
     pub files: i64,
+    /// Chunks.
     pub chunks: i64,
+    /// Stored vectors.
     pub vectors: i64,
+    /// Embedding cache entries.
     pub cache_entries: i64,
+    /// Database plus WAL size in bytes.
     pub db_bytes: u64,
 }
 
@@ -417,10 +456,12 @@ impl Store {
             .optional()?)
     }
 
+    /// The database file.
     pub fn path(&self) -> &Path {
         &self.path
     }
 
+    /// Whether sqlite-vec is usable on this connection.
     pub fn vec_backend(&self) -> &VecBackend {
         &self.vec
     }

@@ -4,10 +4,10 @@
 use super::output::{Exit, Output, print_json, show_progress};
 use crate::config::Settings;
 use anyhow::Context;
-use claw_memory::embed::{self, Loaded};
+use claw_memory::embed::{self, EmbedError, Loaded};
 use claw_memory::indexer::{self, IndexOptions, IndexReport, Progress};
 use claw_memory::lock::WriterLock;
-use claw_memory::store::Store;
+use claw_memory::store::{Store, StoreError};
 use claw_memory::walk;
 use claw_memory::{freshness, watch};
 use serde::Serialize;
@@ -77,6 +77,39 @@ pub fn open_store(settings: &Settings) -> anyhow::Result<Store> {
         .with_context(|| format!("cannot open the memory database {}", path.display()))
 }
 
+/// How to get the local model, attached to the errors that installing it fixes.
+pub const INSTALL_HINT: &str =
+    "run `claw memory install-model` (or set CLAW_EMBED_MODEL_DIR and ORT_DYLIB_PATH)";
+
+/// What to do about a database written by a newer claw.
+const NEWER_SCHEMA_HINT: &str =
+    "upgrade claw, or move the file away and run `claw memory index` to rebuild";
+
+/// The hint line for an embedding error, if one helps.
+pub fn embed_hint(e: &EmbedError) -> Option<&'static str> {
+    e.is_missing_model().then_some(INSTALL_HINT)
+}
+
+/// An embedding error with its hint, in one sentence (`message; hint`): the form
+/// the `keyword_only` JSON field has always carried.
+pub fn embed_error_with_hint(e: &EmbedError) -> String {
+    match embed_hint(e) {
+        Some(h) => format!("{e}; {h}"),
+        None => e.to_string(),
+    }
+}
+
+/// The `hint:` line for an error reaching `main`, from the typed library errors
+/// in its chain (printed after the `error:` line).
+pub fn hint_for(e: &anyhow::Error) -> Option<&'static str> {
+    e.chain().find_map(|c| {
+        if let Some(StoreError::NewerSchema { .. }) = c.downcast_ref::<StoreError>() {
+            return Some(NEWER_SCHEMA_HINT);
+        }
+        c.downcast_ref::<EmbedError>().and_then(embed_hint)
+    })
+}
+
 /// Load the configured embedder, describing a fallback on stderr (text mode).
 pub fn load_embedder(settings: &Settings, output: Output) -> Loaded {
     let loaded = embed::load(&settings.mem.embed, settings.mem.memory.embed_batch_size);
@@ -84,6 +117,9 @@ pub fn load_embedder(settings: &Settings, output: Output) -> Loaded {
         && output == Output::Text
     {
         eprintln!("note: keyword-only (no embeddings): {e}");
+        if let Some(h) = embed_hint(e) {
+            eprintln!("hint: {h}");
+        }
     }
     loaded
 }
@@ -93,7 +129,7 @@ fn keyword_only_reason(loaded: &Loaded) -> Option<String> {
     match loaded {
         Loaded::Ready(_) => None,
         Loaded::Disabled => Some("embedding provider is `none`".into()),
-        Loaded::Unavailable(e) => Some(e.to_string()),
+        Loaded::Unavailable(e) => Some(embed_error_with_hint(e)),
     }
 }
 
@@ -509,6 +545,27 @@ mod tests {
             alive,
             heartbeat_age_secs: 10,
         }
+    }
+
+    #[test]
+    fn hints_come_from_typed_errors() {
+        let e = EmbedError::NoModelDir;
+        assert_eq!(
+            embed_error_with_hint(&e),
+            format!("no local embedding model configured; {INSTALL_HINT}")
+        );
+        let e = EmbedError::Inference("boom".into());
+        assert_eq!(embed_error_with_hint(&e), "embedding failed: boom");
+        let err = anyhow::Error::new(StoreError::NewerSchema {
+            path: "m.sqlite".into(),
+            found: 9,
+            supported: 2,
+        })
+        .context("cannot open the memory database");
+        assert_eq!(hint_for(&err), Some(NEWER_SCHEMA_HINT));
+        let err = anyhow::Error::new(EmbedError::NoRuntime).context("loading");
+        assert_eq!(hint_for(&err), Some(INSTALL_HINT));
+        assert_eq!(hint_for(&anyhow::anyhow!("other")), None);
     }
 
     #[test]

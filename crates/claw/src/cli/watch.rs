@@ -32,7 +32,8 @@ pub async fn run_watch(settings: Settings, args: WatchArgs) -> anyhow::Result<Ex
             // Falling back to keyword-only here would make the first sync rebuild an
             // embedded index without its vectors: refuse, and say what to fix.
             Loaded::Unavailable(e) if !index_model.is_empty() => anyhow::bail!(
-                "the index was built with {index_model}, but the model does not load: {e}"
+                "the index was built with {index_model}, but the model does not load: {}",
+                super::index::embed_error_with_hint(&e)
             ),
             Loaded::Unavailable(_) => None,
         };
@@ -156,7 +157,7 @@ enum EventJson<'a> {
         removed: &'a [FileRef],
         unchanged: usize,
         errors: &'a [String],
-        rebuilt: Option<&'a str>,
+        rebuilt: Option<String>,
         rescan: bool,
         elapsed_ms: u64,
         pending: usize,
@@ -191,7 +192,7 @@ fn json_line(ev: &WatchEvent) -> String {
             removed,
             unchanged: *unchanged,
             errors,
-            rebuilt: rebuilt.as_deref(),
+            rebuilt: rebuilt.as_ref().map(|r| r.to_string()),
             rescan: *rescan,
             elapsed_ms: *elapsed_ms,
             pending: *pending,
@@ -229,6 +230,7 @@ fn sample(reindexed: &[FileRef], removed: &[FileRef]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use claw_memory::indexer::RebuildReason;
 
     #[test]
     fn json_lines_keep_their_shape() {
@@ -248,12 +250,15 @@ mod tests {
                     removed: vec![f("b.md")],
                     unchanged: 1,
                     errors: vec!["memory/c.md: too big".into()],
-                    rebuilt: Some("model changed".into()),
+                    rebuilt: Some(RebuildReason::ModelChanged {
+                        from: String::new(),
+                        to: "m".into(),
+                    }),
                     rescan: true,
                     elapsed_ms: 12,
                     pending: 3,
                 },
-                r#"{"event":"synced","batch":2,"reindexed":[{"source":"memory","path":"a.md"}],"removed":[{"source":"memory","path":"b.md"}],"unchanged":1,"errors":["memory/c.md: too big"],"rebuilt":"model changed","rescan":true,"elapsed_ms":12,"pending":3}"#,
+                r#"{"event":"synced","batch":2,"reindexed":[{"source":"memory","path":"a.md"}],"removed":[{"source":"memory","path":"b.md"}],"unchanged":1,"errors":["memory/c.md: too big"],"rebuilt":"embedding model changed (keyword-only -> m)","rescan":true,"elapsed_ms":12,"pending":3}"#,
             ),
             (
                 WatchEvent::Synced {

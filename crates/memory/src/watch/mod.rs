@@ -167,7 +167,7 @@ pub enum WatchEvent {
         /// Per-file problems (skipped files).
         errors: Vec<String>,
         /// Set when the index had to be rebuilt (model or chunker changed).
-        rebuilt: Option<String>,
+        rebuilt: Option<crate::indexer::RebuildReason>,
         /// Whether this batch was a full stat-level rescan (start-up, queue overflow).
         rescan: bool,
         /// Time the batch took.
