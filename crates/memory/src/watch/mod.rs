@@ -1,11 +1,11 @@
 //! The watcher: keeps the index fresh while `claw memory watch` (or the daemon)
 //! runs, split by concern:
 //!
-//! - [`actor`](self) — the actor thread, the bounded channel and batching (`actor.rs`);
-//! - debounce state, pure (`debounce.rs`);
-//! - watched roots, re-armed when created, removed or replaced (`roots.rs`);
-//! - event classification, pure (`classify.rs`);
-//! - the heartbeat row read back as [`WatcherStatus`] (`status.rs`).
+//! - `actor.rs` — the actor thread, the bounded channel and batching;
+//! - `debounce.rs` — debounce state (pure);
+//! - `roots.rs` — watched roots, re-armed when created, removed or replaced;
+//! - `classify.rs` — event classification (pure);
+//! - `status.rs` — the heartbeat row read back as [`WatcherStatus`].
 //!
 //! The library emits typed [`WatchEvent`]s; rendering them (text or JSON Lines)
 //! is the binary's job.
