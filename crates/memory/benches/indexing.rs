@@ -300,9 +300,8 @@ fn model_group(root: &Path) -> Value {
 
     // The bare model on the same chunk texts, same batch size, same process.
     let texts: Vec<String> = {
-        let mut st = env
-            .store
-            .conn()
+        let inspector = env.store.open_inspector().unwrap();
+        let mut st = inspector
             .prepare("SELECT text FROM chunks ORDER BY rowid")
             .unwrap();
         st.query_map([], |r| r.get(0))

@@ -252,10 +252,7 @@ fn main() {
         .ok()
         .and_then(|s| s.parse::<i64>().ok())
     {
-        store
-            .conn()
-            .pragma_update(None, "mmap_size", bytes)
-            .unwrap();
+        store.set_mmap_size(bytes).unwrap();
         eprintln!("PRAGMA mmap_size = {bytes} on the bench connection");
     }
     let real = match (
@@ -415,6 +412,8 @@ fn main() {
     let mut kw_hit = 0usize;
     let mut kw_total = 0usize;
     let mut exact_ms = Vec::new();
+    // The exhaustive reference ranking runs on a read-only second connection.
+    let inspector = store.open_inspector().unwrap();
     for (q, _) in &queries {
         let pq = ParsedQuery::parse(q);
         let terms = pq.fts_terms();
@@ -427,8 +426,7 @@ fn main() {
             TermPlan::AllCommon => kinds[2] += 1,
         }
         let t = Instant::now();
-        let exact: Vec<i64> = store
-            .conn()
+        let exact: Vec<i64> = inspector
             .prepare_cached(
                 "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?1 ORDER BY rank LIMIT ?2",
             )
@@ -613,7 +611,8 @@ fn scifact_quality() -> Result<Vec<(String, f64)>, String> {
             .map_err(|e| e.to_string())?;
     }
     let doc_of: HashMap<i64, String> = store
-        .conn()
+        .open_inspector()
+        .map_err(|e| e.to_string())?
         .prepare("SELECT rowid, path FROM chunks")
         .and_then(|mut s| {
             s.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?

@@ -2,36 +2,88 @@
 //! model (default), an OpenAI-compatible `/v1/embeddings` endpoint, or none
 //! (keyword-only). All calls are blocking; run them off the async runtime.
 
+#![warn(missing_docs)]
+
 use crate::chunk::{ApproxCounter, TokenCounter};
 use crate::config::{ENV_EMBED_MODEL_DIR, ENV_ORT_DYLIB_PATH, EmbedProvider};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Model id recorded in the index when there is no embedder.
 pub const KEYWORD_ONLY_MODEL: &str = "";
 
-/// The command that installs the local model, quoted in error hints.
-pub const INSTALL_HINT: &str =
-    "run `claw memory install-model` (or set CLAW_EMBED_MODEL_DIR and ORT_DYLIB_PATH)";
-
-/// Errors from embedding backends.
+/// Errors from embedding backends. Messages say what is wrong, never which
+/// command fixes it: the CLI attaches hints (see [`EmbedError::is_missing_model`]).
 #[derive(Debug, thiserror::Error)]
 pub enum EmbedError {
-    #[error("no local embedding model configured; {INSTALL_HINT}")]
+    /// The local provider has no model directory configured.
+    #[error("no local embedding model configured")]
     NoModelDir,
-    #[error("embedding model directory {0} is missing {1}; {INSTALL_HINT}")]
+    /// The model directory lacks a required file.
+    #[error("embedding model directory {0} is missing {1}")]
     MissingFile(PathBuf, &'static str),
-    #[error("ONNX Runtime library not found (set {ENV_ORT_DYLIB_PATH}); {INSTALL_HINT}")]
+    /// No ONNX Runtime library was configured or found.
+    #[error("ONNX Runtime library not found (set {ENV_ORT_DYLIB_PATH})")]
     NoRuntime,
-    #[error("cannot load ONNX Runtime from {0}: {1}; {INSTALL_HINT}")]
-    Runtime(PathBuf, String),
-    #[error("cannot load the embedding model from {0}: {1}")]
-    Model(PathBuf, String),
+    /// The ONNX Runtime library did not load (the failure is cached for the
+    /// process, hence shared).
+    #[error("cannot load ONNX Runtime from {}: {source}", path.display())]
+    Runtime {
+        /// The library path.
+        path: PathBuf,
+        /// Why it did not load.
+        source: Arc<RuntimeError>,
+    },
+    /// The model files did not load.
+    #[error("cannot load the embedding model from {}: {source}", path.display())]
+    Model {
+        /// The model directory or file.
+        path: PathBuf,
+        /// The loader's error.
+        source: BoxError,
+    },
+    /// Embedding a batch failed.
     #[error("embedding failed: {0}")]
-    Inference(String),
+    Inference(#[source] BoxError),
+    /// The embeddings endpoint failed or answered something unusable.
     #[error("embedding endpoint {url}: {message}")]
-    Http { url: String, message: String },
+    Http {
+        /// The endpoint.
+        url: String,
+        /// What went wrong.
+        message: String,
+    },
+}
+
+/// A boxed error from a backend library (fastembed, tokenizers, ort).
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Why ONNX Runtime did not load.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// The configured library path is not a file.
+    #[error("file not found")]
+    NotFound,
+    /// The library could not be loaded.
+    #[error(transparent)]
+    Load(#[from] ort::LoadDynamicError),
+    /// ONNX Runtime refused to initialise.
+    #[error(transparent)]
+    Ort(#[from] ort::Error),
+}
+
+impl EmbedError {
+    /// Whether installing the local model (and its runtime) would fix this.
+    pub fn is_missing_model(&self) -> bool {
+        matches!(
+            self,
+            EmbedError::NoModelDir
+                | EmbedError::MissingFile(..)
+                | EmbedError::NoRuntime
+                | EmbedError::Runtime { .. }
+        )
+    }
 }
 
 /// A text embedding model.
@@ -66,6 +118,7 @@ pub fn normalize(v: &mut [f32]) {
 
 /// The outcome of loading the configured backend: an embedder, or the reason there is none.
 pub enum Loaded {
+    /// A backend loaded and ready.
     Ready(Box<dyn Embedder>),
     /// Keyword-only because the user chose `none`.
     Disabled,
@@ -74,6 +127,7 @@ pub enum Loaded {
 }
 
 impl Loaded {
+    /// The embedder, when one loaded.
     pub fn embedder(&self) -> Option<&dyn Embedder> {
         match self {
             Loaded::Ready(e) => Some(e.as_ref()),
@@ -112,9 +166,13 @@ pub struct HfTokenCounter {
 }
 
 impl HfTokenCounter {
+    /// Load the tokenizer from a `tokenizer.json` file.
     pub fn from_file(path: &Path) -> Result<HfTokenCounter, EmbedError> {
-        let mut tokenizer = tokenizers::Tokenizer::from_file(path)
-            .map_err(|e| EmbedError::Model(path.to_path_buf(), e.to_string()))?;
+        let mut tokenizer =
+            tokenizers::Tokenizer::from_file(path).map_err(|source| EmbedError::Model {
+                path: path.to_path_buf(),
+                source,
+            })?;
         tokenizer.with_truncation(None).ok();
         tokenizer.with_padding(None);
         Ok(HfTokenCounter { tokenizer })
@@ -142,23 +200,27 @@ pub struct LocalEmbedder {
 }
 
 /// ONNX Runtime is loaded once per process; the environment must outlive every session.
-static ORT_ENV: Mutex<Option<Result<ort::environment::Environment, String>>> = Mutex::new(None);
+static ORT_ENV: Mutex<Option<Result<ort::environment::Environment, Arc<RuntimeError>>>> =
+    Mutex::new(None);
 
 fn init_ort(path: &Path) -> Result<ort::environment::Environment, EmbedError> {
     let mut guard = ORT_ENV.lock().unwrap_or_else(|p| p.into_inner());
     if guard.is_none() {
-        let result = (|| -> Result<ort::environment::Environment, String> {
+        let result = (|| -> Result<ort::environment::Environment, RuntimeError> {
             if !path.is_file() {
-                return Err("file not found".into());
+                return Err(RuntimeError::NotFound);
             }
-            let builder = ort::init_from(path).map_err(|e| e.to_string())?;
-            builder.with_name("claw").build().map_err(|e| e.to_string())
+            let builder = ort::init_from(path)?;
+            Ok(builder.with_name("claw").build()?)
         })();
-        *guard = Some(result);
+        *guard = Some(result.map_err(Arc::new));
     }
     match guard.as_ref() {
         Some(Ok(env)) => Ok(env.clone()),
-        Some(Err(e)) => Err(EmbedError::Runtime(path.to_path_buf(), e.clone())),
+        Some(Err(e)) => Err(EmbedError::Runtime {
+            path: path.to_path_buf(),
+            source: e.clone(),
+        }),
         None => Err(EmbedError::NoRuntime),
     }
 }
@@ -184,8 +246,11 @@ impl LocalEmbedder {
         let ort_path = ort_path.ok_or(EmbedError::NoRuntime)?;
         let env = init_ort(ort_path)?;
 
-        let config: serde_json::Value = serde_json::from_slice(&config_file)
-            .map_err(|e| EmbedError::Model(dir.to_path_buf(), format!("config.json: {e}")))?;
+        let config: serde_json::Value =
+            serde_json::from_slice(&config_file).map_err(|e| EmbedError::Model {
+                path: dir.to_path_buf(),
+                source: format!("config.json: {e}").into(),
+            })?;
         let dims = config["hidden_size"].as_u64().unwrap_or(384) as usize;
         let max_pos = config["max_position_embeddings"].as_u64().unwrap_or(512) as usize;
         // MiniLM accepts 512 positions but was trained on 128..256 word pieces; cap at 256.
@@ -213,8 +278,13 @@ impl LocalEmbedder {
         let mut opts = fastembed::InitOptionsUserDefined::default();
         opts.max_length = max_len;
         opts.environment = Some(env);
-        let model = fastembed::TextEmbedding::try_new_from_user_defined(user_model, opts)
-            .map_err(|e| EmbedError::Model(dir.to_path_buf(), e.to_string()))?;
+        let model =
+            fastembed::TextEmbedding::try_new_from_user_defined(user_model, opts).map_err(|e| {
+                EmbedError::Model {
+                    path: dir.to_path_buf(),
+                    source: e.into(),
+                }
+            })?;
         let counter = HfTokenCounter::from_file(&dir.join("tokenizer.json"))?;
         Ok(LocalEmbedder {
             model: Mutex::new(model),
@@ -244,7 +314,7 @@ impl Embedder for LocalEmbedder {
         let mut model = self.model.lock().unwrap_or_else(|p| p.into_inner());
         let mut out = model
             .embed(texts, Some(self.batch_size))
-            .map_err(|e| EmbedError::Inference(e.to_string()))?;
+            .map_err(|e| EmbedError::Inference(e.into()))?;
         for v in &mut out {
             normalize(v);
         }
@@ -413,10 +483,11 @@ mod tests {
         let err = LocalEmbedder::load(Some(dir.path()), None, 1)
             .err()
             .unwrap();
-        assert!(
-            err.to_string().contains("claw memory install-model"),
-            "{err}"
-        );
+        assert!(matches!(err, EmbedError::MissingFile(..)), "{err}");
+        assert!(err.is_missing_model());
+        assert!(err.to_string().contains("is missing"), "{err}");
+        assert!(!err.to_string().contains("claw "), "no CLI commands: {err}");
+        assert!(!EmbedError::Inference("x".into()).is_missing_model());
         let err = LocalEmbedder::load(None, None, 1).err().unwrap();
         assert!(matches!(err, EmbedError::NoModelDir));
     }

@@ -6,6 +6,8 @@
 //! inline; the answer says the index is stale instead. The inline sync never
 //! waits for another writer.
 
+#![warn(missing_docs)]
+
 use crate::config::MemoryConfig;
 use crate::embed::Embedder;
 use crate::indexer;
@@ -18,11 +20,14 @@ use std::time::{Duration, Instant};
 /// One file of one source.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
 pub struct FileRef {
+    /// Source name.
     pub source: String,
+    /// Path relative to the source root, `/`-separated.
     pub path: String,
 }
 
 impl FileRef {
+    /// A reference to `path` of `source`.
     pub fn new(source: impl Into<String>, path: impl Into<String>) -> FileRef {
         FileRef {
             source: source.into(),
@@ -42,6 +47,7 @@ pub struct Staleness {
     pub deleted: Vec<FileRef>,
     /// Files seen on disk.
     pub scanned: usize,
+    /// Time taken, in milliseconds.
     pub elapsed_ms: u64,
 }
 
@@ -51,6 +57,7 @@ impl Staleness {
         self.new.len() + self.changed.len() + self.deleted.len()
     }
 
+    /// Whether the disk matches the index.
     pub fn is_fresh(&self) -> bool {
         self.dirty() == 0
     }
@@ -137,17 +144,25 @@ pub fn diff(
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum SyncReport {
     /// The index matched the disk; nothing to do.
-    Fresh { checked_ms: u64 },
+    Fresh {
+        /// How long the stat-level check took.
+        checked_ms: u64,
+    },
     /// The few dirty files were re-indexed before answering.
     Synced {
+        /// Files re-indexed.
         reindexed: Vec<FileRef>,
+        /// Files removed from the index.
         removed: Vec<FileRef>,
+        /// Time taken, in milliseconds.
         elapsed_ms: u64,
     },
     /// Too many dirty files (or another writer is busy): answered from the
     /// current index, which is behind the disk by `pending` files.
     Stale {
+        /// Files changed on disk and not indexed yet.
         pending: usize,
+        /// Why they were not indexed inline.
         reason: String,
         /// A few of the dirty files, for the message.
         sample: Vec<FileRef>,
@@ -185,7 +200,29 @@ pub const DEFAULT_SYNC_LIMIT: usize = 20;
 /// How the inline sync re-indexes files: the indexer's targeted entry point.
 /// Returns (re-indexed, removed).
 pub type ReindexFn<'a> =
-    dyn FnMut(&mut Store, &[FileRef]) -> Result<(Vec<FileRef>, Vec<FileRef>), String> + 'a;
+    dyn FnMut(&mut Store, &[FileRef]) -> Result<(Vec<FileRef>, Vec<FileRef>), SyncError> + 'a;
+
+/// Why a targeted re-index (the inline sync, a watcher batch) did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    /// Another process holds the writer lock and the caller would not wait.
+    #[error("another writer (pid {pid}, `{what}`) is updating the index")]
+    Busy {
+        /// The holder's pid.
+        pid: u32,
+        /// What the holder said it is doing.
+        what: String,
+    },
+    /// Taking the writer lock failed.
+    #[error(transparent)]
+    Lock(#[from] LockError),
+    /// Reading or writing the database failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The indexer failed.
+    #[error(transparent)]
+    Index(#[from] indexer::IndexError),
+}
 
 /// Check freshness and, when at most `limit` files are dirty, re-index them via
 /// `reindex` (which takes the writer lock without waiting). A larger backlog, or
@@ -216,9 +253,9 @@ pub fn sync_small_with(
             removed,
             elapsed_ms: start.elapsed().as_millis() as u64,
         }),
-        Err(reason) => Ok(SyncReport::Stale {
+        Err(e) => Ok(SyncReport::Stale {
             pending: dirty.len(),
-            reason,
+            reason: e.to_string(),
             sample: dirty.into_iter().take(5).collect(),
         }),
     }
@@ -272,10 +309,8 @@ pub fn sync_checked(
             SYNC_LOCK_WAIT,
         )
         .map_err(|e| match e {
-            LockError::Held { pid, what, .. } => {
-                format!("another writer (pid {pid}, `{what}`) is updating the index")
-            }
-            other => other.to_string(),
+            LockError::Held { pid, what, .. } => SyncError::Busy { pid, what },
+            other => SyncError::Lock(other),
         })?;
         apply_paths(store, settings, embedder, files, &lock).map(|o| (o.reindexed, o.removed))
     };
@@ -322,8 +357,8 @@ pub fn apply_paths(
     embedder: Option<&dyn Embedder>,
     files: &[FileRef],
     lock: &WriterLock,
-) -> Result<SyncOutcome, String> {
-    let sources = walk::sources(settings, store).map_err(|e| e.to_string())?;
+) -> Result<SyncOutcome, SyncError> {
+    let sources = walk::sources(settings, store)?;
     // Classify first (the indexer reports counts, the caller wants names).
     let mut will_index = Vec::new();
     let mut will_remove = Vec::new();
@@ -332,9 +367,7 @@ pub fn apply_paths(
             // An unregistered source: its rows are dropped by the indexer's full pass.
             continue;
         };
-        let stored = store
-            .file_record(&f.source, &f.path)
-            .map_err(|e| e.to_string())?;
+        let stored = store.file_record(&f.source, &f.path)?;
         match walk::stat_file(src, &f.path) {
             Some(d) => {
                 let same = stored
@@ -352,8 +385,7 @@ pub fn apply_paths(
         .iter()
         .map(|f| (f.source.clone(), f.path.clone()))
         .collect();
-    let report = indexer::run_paths(store, settings, embedder, &targets, lock, &|_| {})
-        .map_err(|e| e.to_string())?;
+    let report = indexer::run_paths(store, settings, embedder, &targets, lock, &|_| {})?;
     let skipped: BTreeSet<(&str, &str)> = report
         .issues
         .iter()
@@ -382,13 +414,14 @@ pub fn apply_paths(
 pub struct SyncOutcome {
     /// Files whose stat had moved and were re-read (content may still be unchanged).
     pub reindexed: Vec<FileRef>,
+    /// Files removed from the index.
     pub removed: Vec<FileRef>,
     /// Files whose content hash was unchanged.
     pub unchanged: usize,
     /// Per-file problems (counted skips), never fatal.
     pub errors: Vec<String>,
     /// Set when the index had to be rebuilt (model or chunker changed).
-    pub rebuilt: Option<String>,
+    pub rebuilt: Option<indexer::RebuildReason>,
 }
 
 #[cfg(test)]

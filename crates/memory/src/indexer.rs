@@ -6,6 +6,8 @@
 //! Invariant: blocking work only (SQLite, file reads, embedding); the caller runs
 //! it on a dedicated thread or `spawn_blocking`, and must hold the [`WriterLock`].
 
+#![warn(missing_docs)]
+
 use crate::chunk::{self, ApproxCounter, CHUNKER_VERSION, ChunkParams, TokenCounter};
 use crate::config::MemoryConfig;
 use crate::dates::note_time_from_path;
@@ -25,6 +27,7 @@ use std::time::Instant;
 #[derive(Debug, thiserror::Error)]
 pub enum IndexError {
     #[error(transparent)]
+    /// The database failed.
     Store(#[from] StoreError),
 }
 
@@ -38,8 +41,11 @@ pub struct IndexOptions {
 /// A per-file problem: the file was skipped (or indexed with a caveat).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct IndexIssue {
+    /// Source name.
     pub source: String,
+    /// Path relative to the source root.
     pub path: String,
+    /// What went wrong.
     pub message: String,
     /// Whether the file was left out of the index.
     pub skipped: bool,
@@ -48,31 +54,124 @@ pub struct IndexIssue {
 /// What an index run did.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct IndexReport {
+    /// Files found on disk.
     pub files_scanned: usize,
     /// New or modified files re-chunked.
     pub files_changed: usize,
+    /// Files whose stat or content was unchanged.
     pub files_unchanged: usize,
+    /// Files gone from disk, removed from the index.
     pub files_removed: usize,
+    /// Files left out (too big, unreadable, outside their source).
     pub files_skipped: usize,
+    /// Chunks written.
     pub chunks_added: usize,
+    /// Chunks deleted.
     pub chunks_removed: usize,
+    /// Chunk texts embedded by the model (cache misses).
     pub embeddings_computed: usize,
+    /// Chunk texts found in the embedding cache.
     pub cache_hits: usize,
+    /// Wall time of the run, in milliseconds.
     pub elapsed_ms: u64,
     /// Embedding model id; empty when keyword-only.
     pub model: String,
     /// Why the index was rebuilt from scratch, if it was.
-    pub rebuilt: Option<String>,
+    pub rebuilt: Option<RebuildReason>,
+    /// Per-file problems.
     pub issues: Vec<IndexIssue>,
+}
+
+/// Why an index was rebuilt from scratch. Serialised (and displayed) as the
+/// sentence the `rebuilt` JSON fields have always carried, e.g.
+/// `"embedding model changed (keyword-only -> all-MiniLM-L6-v2)"`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RebuildReason {
+    /// The caller asked for a rebuild (shown as `--force`, as it always was).
+    Forced,
+    /// The database had never been indexed.
+    NewIndex,
+    /// The embedding model changed (`""` = keyword-only).
+    ModelChanged {
+        /// The model the index was built with.
+        from: String,
+        /// The model of this run.
+        to: String,
+    },
+    /// The chunker version changed.
+    ChunkerChanged {
+        /// The stored version, if any.
+        from: Option<String>,
+        /// This build's version.
+        to: String,
+    },
+    /// The vector dimension changed.
+    DimensionChanged {
+        /// Stored dimension.
+        from: usize,
+        /// This run's dimension.
+        to: usize,
+    },
+    /// The vec0 tables are missing although vectors are expected.
+    VectorTablesMissing,
+}
+
+impl std::fmt::Display for RebuildReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let show = |m: &str| {
+            if m.is_empty() {
+                "keyword-only".to_string()
+            } else {
+                m.to_string()
+            }
+        };
+        match self {
+            RebuildReason::Forced => f.write_str("--force"),
+            RebuildReason::NewIndex => f.write_str("new index"),
+            RebuildReason::ModelChanged { from, to } => {
+                write!(
+                    f,
+                    "embedding model changed ({} -> {})",
+                    show(from),
+                    show(to)
+                )
+            }
+            RebuildReason::ChunkerChanged { from, to } => write!(
+                f,
+                "chunker changed ({} -> {to})",
+                from.as_deref().unwrap_or("none")
+            ),
+            RebuildReason::DimensionChanged { from, to } => {
+                write!(f, "dimension changed ({from} -> {to})")
+            }
+            RebuildReason::VectorTablesMissing => f.write_str("vector tables missing"),
+        }
+    }
+}
+
+impl Serialize for RebuildReason {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
 }
 
 /// Progress notifications for a UI.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Progress {
     /// Discovery finished: `files` on disk, `to_read` need reading.
-    Planned { files: usize, to_read: usize },
+    Planned {
+        /// Files on disk.
+        files: usize,
+        /// Files that need reading.
+        to_read: usize,
+    },
     /// One file processed.
-    File { chunks: usize, embedded: usize },
+    File {
+        /// Chunks written for it.
+        chunks: usize,
+        /// Of which embedded by the model (cache misses).
+        embedded: usize,
+    },
 }
 
 /// Chunk budget for an embedder: the configured size, capped so the model never truncates.
@@ -111,38 +210,33 @@ pub fn ensure_identity(
     store: &mut Store,
     embedder: Option<&dyn Embedder>,
     force: bool,
-) -> Result<Option<String>, StoreError> {
+) -> Result<Option<RebuildReason>, StoreError> {
     let model = embedder.map(|e| e.model_id()).unwrap_or(KEYWORD_ONLY_MODEL);
     let dims = embedder.map(|e| e.dims()).unwrap_or(0);
     let stored_model = store.meta("model")?;
     let stored_chunker = store.meta("chunker_version")?;
     let stored_dims = store.vec_dims()?.unwrap_or(0);
     let reason = if force {
-        Some("--force".to_string())
+        Some(RebuildReason::Forced)
     } else if stored_model.is_none() {
-        Some("new index".to_string())
+        Some(RebuildReason::NewIndex)
     } else if stored_model.as_deref() != Some(model) {
-        let show = |m: &str| {
-            if m.is_empty() {
-                "keyword-only".to_string()
-            } else {
-                m.to_string()
-            }
-        };
-        Some(format!(
-            "embedding model changed ({} -> {})",
-            show(stored_model.as_deref().unwrap_or("")),
-            show(model)
-        ))
+        Some(RebuildReason::ModelChanged {
+            from: stored_model.unwrap_or_default(),
+            to: model.to_string(),
+        })
     } else if stored_chunker.as_deref() != Some(CHUNKER_VERSION) {
-        Some(format!(
-            "chunker changed ({} -> {CHUNKER_VERSION})",
-            stored_chunker.as_deref().unwrap_or("none")
-        ))
+        Some(RebuildReason::ChunkerChanged {
+            from: stored_chunker,
+            to: CHUNKER_VERSION.to_string(),
+        })
     } else if stored_dims != dims {
-        Some(format!("dimension changed ({stored_dims} -> {dims})"))
+        Some(RebuildReason::DimensionChanged {
+            from: stored_dims,
+            to: dims,
+        })
     } else if dims > 0 && store.vec_backend().is_loaded() && !store.has_vec_tables()? {
-        Some("vector tables missing".to_string())
+        Some(RebuildReason::VectorTablesMissing)
     } else {
         None
     };
@@ -585,5 +679,49 @@ impl<'a> Run<'a> {
             embedded,
         });
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rebuild_reasons_serialise_as_their_sentence() {
+        let cases = [
+            (RebuildReason::Forced, "--force"),
+            (RebuildReason::NewIndex, "new index"),
+            (
+                RebuildReason::ModelChanged {
+                    from: String::new(),
+                    to: "all-MiniLM-L6-v2".into(),
+                },
+                "embedding model changed (keyword-only -> all-MiniLM-L6-v2)",
+            ),
+            (
+                RebuildReason::ChunkerChanged {
+                    from: None,
+                    to: "3".into(),
+                },
+                "chunker changed (none -> 3)",
+            ),
+            (
+                RebuildReason::DimensionChanged { from: 8, to: 384 },
+                "dimension changed (8 -> 384)",
+            ),
+            (RebuildReason::VectorTablesMissing, "vector tables missing"),
+        ];
+        for (r, want) in cases {
+            assert_eq!(r.to_string(), want);
+            assert_eq!(serde_json::to_string(&r).unwrap(), format!("\"{want}\""));
+        }
+        let report = IndexReport {
+            rebuilt: Some(RebuildReason::NewIndex),
+            ..IndexReport::default()
+        };
+        assert_eq!(
+            serde_json::to_value(&report).unwrap()["rebuilt"],
+            "new index"
+        );
     }
 }

@@ -6,6 +6,8 @@
 //! Invariant: the lock is never taken by deleting or creating files (no stale
 //! lock files after a crash); only `flock` decides who holds it.
 
+#![warn(missing_docs)]
+
 use std::fs::TryLockError;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -20,15 +22,23 @@ pub enum LockError {
     #[error(
         "another claw process (pid {pid}, `{what}`) is writing the index at {path}; waited {waited:?}. Wait for it to finish or stop it"
     )]
+    /// Another process holds the lock and did not release it in time.
     Held {
+        /// The lock file.
         path: PathBuf,
+        /// The holder's pid.
         pid: u32,
+        /// What the holder said it is doing.
         what: String,
+        /// How long this process waited.
         waited: Duration,
     },
     #[error("cannot open lock file {path}: {source}")]
+    /// The lock file could not be opened, read or written.
     Io {
+        /// The lock file.
         path: PathBuf,
+        /// The I/O error.
         source: std::io::Error,
     },
 }
@@ -38,6 +48,7 @@ pub enum LockError {
 pub struct LockHolder {
     /// 0 when the holder has not written its pid yet.
     pub pid: u32,
+    /// What the holder said it is doing.
     pub what: String,
 }
 
@@ -93,6 +104,7 @@ impl WriterLock {
         Ok(WriterLock { _file: file, path })
     }
 
+    /// The lock file.
     pub fn path(&self) -> &Path {
         &self.path
     }

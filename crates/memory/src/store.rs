@@ -6,6 +6,8 @@
 //! Invariant: this module is blocking I/O. Call it from a dedicated thread or
 //! `spawn_blocking`, never from an async task directly.
 
+#![warn(missing_docs)]
+
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -28,24 +30,33 @@ pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error(
-        "database {path} has schema version {found}, newer than this claw supports ({supported}); \
-         upgrade claw, or move the file away and run `claw memory index` to rebuild"
+        "database {path} has schema version {found}, newer than this claw supports ({supported})"
     )]
+    /// The file was written by a newer claw (higher `user_version`).
     NewerSchema {
+        /// The file or directory concerned.
         path: PathBuf,
+        /// The file's schema version.
         found: i64,
+        /// This build's schema version.
         supported: i64,
     },
     #[error("cannot create state directory {path}: {source}")]
+    /// The state directory could not be created.
     StateDir {
+        /// The file or directory concerned.
         path: PathBuf,
+        /// The I/O error.
         source: std::io::Error,
     },
     #[error("database is busy (another process holds a write lock); try again in a moment")]
+    /// Another connection holds a write lock past the busy timeout.
     Busy,
     #[error("sqlite: {0}")]
+    /// Any other SQLite error.
     Sqlite(#[from] rusqlite::Error),
     #[error("io: {0}")]
+    /// Any other I/O error.
     Io(#[from] std::io::Error),
 }
 
@@ -60,18 +71,26 @@ impl StoreError {
     }
 }
 
+/// The store's result type.
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
 /// Whether the sqlite-vec extension is usable on this connection.
 #[derive(Debug, Clone, PartialEq)]
 pub enum VecBackend {
     /// vec0 loaded; `version` is `vec_version()`.
-    Vec0 { version: String },
+    Vec0 {
+        /// `vec_version()`.
+        version: String,
+    },
     /// vec0 could not be loaded; vectors are scanned in-process from `chunks.embedding`.
-    Unavailable { reason: String },
+    Unavailable {
+        /// Why it did not load.
+        reason: String,
+    },
 }
 
 impl VecBackend {
+    /// Whether vec0 is usable.
     pub fn is_loaded(&self) -> bool {
         matches!(self, VecBackend::Vec0 { .. })
     }
@@ -80,26 +99,38 @@ impl VecBackend {
 /// The stored state of one indexed file.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FileRecord {
+    /// The I/O error.
     pub source: String,
+    /// The file or directory concerned.
     pub path: String,
+    /// SHA-256 of the content, hex.
     pub sha256: String,
+    /// Modification time, ns since the epoch.
     pub mtime_ns: i64,
+    /// Size in bytes.
     pub size: i64,
     /// Transcripts: bytes and lines already indexed (0 for notes).
     pub indexed_bytes: i64,
+    /// Transcripts: lines already indexed.
     pub indexed_lines: i64,
 }
 
 /// A chunk ready to be written.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewChunk {
+    /// Stable chunk id.
     pub id: String,
+    /// First line, 1-based.
     pub start_line: usize,
+    /// Last line, inclusive.
     pub end_line: usize,
+    /// SHA-256 of the chunk text (embedding cache key).
     pub hash: String,
+    /// The (redacted) chunk text.
     pub text: String,
     /// Unix seconds used for temporal decay; `None` = evergreen.
     pub note_time: Option<i64>,
+    /// Its vector, when embedded.
     pub embedding: Option<Vec<f32>>,
 }
 
@@ -115,20 +146,45 @@ pub enum WriteMode {
 /// A registered notes folder.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct SourceRecord {
+    /// Source name.
     pub name: String,
+    /// The folder.
     pub root: PathBuf,
+    /// When it was registered (unix seconds).
     pub added_at: i64,
     /// Index files whose symlinks resolve outside `root` (off by default).
     pub follow_symlinks_outside: bool,
 }
 
+/// One watcher process's heartbeat row (table `watcher`); times are unix seconds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WatcherRow {
+    /// The watcher's process id.
+    pub pid: i64,
+    /// When it started.
+    pub started_at: i64,
+    /// Its last heartbeat.
+    pub heartbeat: i64,
+    /// When it last saw a relevant file event.
+    pub last_event: Option<i64>,
+    /// When it last finished a batch.
+    pub last_sync: Option<i64>,
+    /// Files waiting to be indexed at that heartbeat.
+    pub pending: i64,
+}
+
 /// Counts for `claw memory status`.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct StoreStats {
+    /// Indexed files.
     pub files: i64,
+    /// Chunks.
     pub chunks: i64,
+    /// Stored vectors.
     pub vectors: i64,
+    /// Embedding cache entries.
     pub cache_entries: i64,
+    /// Database plus WAL size in bytes.
     pub db_bytes: u64,
 }
 
@@ -313,20 +369,105 @@ impl Store {
         Ok(())
     }
 
-    /// The underlying connection (read queries in `search`, `status`).
-    pub fn conn(&self) -> &Connection {
+    /// The connection, for READ-ONLY queries by the search storage code
+    /// (`search::engine`). Every statement that changes rows lives in this module:
+    /// never `execute` an INSERT/UPDATE/DELETE through this handle.
+    pub(crate) fn read(&self) -> &Connection {
         &self.conn
     }
 
-    /// Mutable connection access for modules that own their own transactions.
-    pub fn conn_mut(&mut self) -> &mut Connection {
-        &mut self.conn
+    /// Alias of [`Store::read`] kept while `search/` moves over to it; read-only too.
+    pub(crate) fn conn(&self) -> &Connection {
+        self.read()
     }
 
+    /// A second connection to the same file, opened `SQLITE_OPEN_READ_ONLY`, for
+    /// inspection by tests, benches and diagnostics: SQLite itself refuses any
+    /// write through it. It sees what is committed (WAL), not an open group.
+    pub fn open_inspector(&self) -> Result<Connection> {
+        let conn = Connection::open_with_flags(
+            &self.path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        conn.busy_timeout(BUSY_TIMEOUT)?;
+        Ok(conn)
+    }
+
+    /// Set `PRAGMA mmap_size` on this connection (benches measure its effect on the
+    /// vector scan; it changes no rows and no durability).
+    pub fn set_mmap_size(&self, bytes: i64) -> Result<()> {
+        self.conn.pragma_update(None, "mmap_size", bytes)?;
+        Ok(())
+    }
+
+    /// Write (insert or refresh) the heartbeat row of the watcher `row.pid`.
+    pub fn upsert_watcher(&self, row: &WatcherRow) -> Result<()> {
+        self.conn
+            .execute(
+                "INSERT INTO watcher (pid, started_at, heartbeat, last_event, last_sync, pending)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                 ON CONFLICT(pid) DO UPDATE SET heartbeat = excluded.heartbeat,
+                   last_event = excluded.last_event, last_sync = excluded.last_sync,
+                   pending = excluded.pending",
+                params![
+                    row.pid,
+                    row.started_at,
+                    row.heartbeat,
+                    row.last_event,
+                    row.last_sync,
+                    row.pending
+                ],
+            )
+            .map_err(StoreError::from_sqlite)?;
+        Ok(())
+    }
+
+    /// Remove the heartbeat row of watcher `pid`; returns whether one existed.
+    pub fn delete_watcher(&self, pid: i64) -> Result<bool> {
+        let n = self
+            .conn
+            .execute("DELETE FROM watcher WHERE pid = ?1", [pid])
+            .map_err(StoreError::from_sqlite)?;
+        Ok(n > 0)
+    }
+
+    /// The pids of every watcher heartbeat row.
+    pub fn watcher_pids(&self) -> Result<Vec<i64>> {
+        let mut stmt = self.conn.prepare("SELECT pid FROM watcher")?;
+        let pids = stmt
+            .query_map([], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(pids)
+    }
+
+    /// The most recent watcher heartbeat row, if any.
+    pub fn latest_watcher(&self) -> Result<Option<WatcherRow>> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT pid, started_at, heartbeat, last_event, last_sync, pending
+                 FROM watcher ORDER BY heartbeat DESC LIMIT 1",
+                [],
+                |r| {
+                    Ok(WatcherRow {
+                        pid: r.get(0)?,
+                        started_at: r.get(1)?,
+                        heartbeat: r.get(2)?,
+                        last_event: r.get(3)?,
+                        last_sync: r.get(4)?,
+                        pending: r.get(5)?,
+                    })
+                },
+            )
+            .optional()?)
+    }
+
+    /// The database file.
     pub fn path(&self) -> &Path {
         &self.path
     }
 
+    /// Whether sqlite-vec is usable on this connection.
     pub fn vec_backend(&self) -> &VecBackend {
         &self.vec
     }
@@ -904,7 +1045,8 @@ mod tests {
         assert_eq!((st.files, st.chunks, st.vectors), (1, 2, 2));
         assert!(s.check_consistency().unwrap().is_empty());
         let fts: i64 = s
-            .conn()
+            .open_inspector()
+            .unwrap()
             .query_row(
                 "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH 'hello'",
                 [],
@@ -916,6 +1058,27 @@ mod tests {
         let st = s.stats().unwrap();
         assert_eq!((st.files, st.chunks, st.vectors), (0, 0, 0));
         assert!(s.check_consistency().unwrap().is_empty());
+    }
+
+    #[test]
+    fn inspector_is_read_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(&dir.path().join("m.sqlite")).unwrap();
+        s.set_meta("k", "v").unwrap();
+        let c = s.open_inspector().unwrap();
+        let v: String = c
+            .query_row("SELECT value FROM meta WHERE key = 'k'", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(v, "v");
+        let err = c
+            .execute("DELETE FROM meta", [])
+            .expect_err("a read-only connection refuses writes");
+        assert_eq!(
+            err.sqlite_error_code(),
+            Some(rusqlite::ErrorCode::ReadOnly),
+            "{err}"
+        );
+        assert_eq!(s.meta("k").unwrap().as_deref(), Some("v"));
     }
 
     #[test]

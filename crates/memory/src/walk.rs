@@ -10,6 +10,8 @@
 //! ([`crate::beneath`]) at the moment they run, so a file replaced by such
 //! a link after the walk is neither re-indexed nor served.
 
+#![warn(missing_docs)]
+
 use crate::beneath::{self, Beneath};
 use crate::config::MemoryConfig;
 use crate::store::{Store, StoreError};
@@ -38,8 +40,11 @@ pub enum SourceKind {
 /// One indexed root. File paths are stored relative to `root`, '/'-separated.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct SourceRoot {
+    /// Source name.
     pub name: String,
+    /// The folder its paths are relative to.
     pub root: PathBuf,
+    /// What kind of source it is.
     pub kind: SourceKind,
     /// Follow symlinks that resolve outside `root` (opt-in per registered source).
     pub follow_symlinks_outside: bool,
@@ -50,15 +55,20 @@ pub struct SourceRoot {
 pub struct DiskFile {
     /// Relative to the source root, '/'-separated.
     pub rel: String,
+    /// Absolute path.
     pub abs: PathBuf,
+    /// Modification time, ns since the epoch.
     pub mtime_ns: i64,
+    /// Size in bytes.
     pub size: i64,
 }
 
 /// A problem met while walking (counted, reported, never fatal).
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct WalkIssue {
+    /// Path relative to the source root.
     pub path: String,
+    /// What went wrong.
     pub message: String,
     /// A file (or linked directory) was left out of the index because of it.
     pub skipped: bool,

@@ -229,7 +229,7 @@ fn watcher(store: Option<&Store>) -> Section {
         Ok(st) => section(
             "watcher",
             Status::Ok,
-            watch::describe_watcher(st.as_ref(), now_unix()),
+            super::index::describe_watcher(st.as_ref(), now_unix()),
             json!({"alive": st.as_ref().is_some_and(|s| s.alive), "status": st}),
         ),
         Err(e) => section(
@@ -263,8 +263,16 @@ fn protections(settings: &Settings) -> Section {
             Status::Ok,
             format!(
                 "exec sandboxed (Landlock ABI {abi}{}{}); file jail {}; confirmation {}; private addresses {}",
-                if probe.user_namespace { ", namespaces" } else { "" },
-                if probe.limits_processes() { ", process limit" } else { "" },
+                if probe.user_namespace {
+                    ", namespaces"
+                } else {
+                    ""
+                },
+                if probe.limits_processes() {
+                    ", process limit"
+                } else {
+                    ""
+                },
                 if jail { "on" } else { "OFF" },
                 if confirm { "on" } else { "off" },
                 if allow_private { "ALLOWED" } else { "refused" },
@@ -275,9 +283,12 @@ fn protections(settings: &Settings) -> Section {
         claw_agent::tools::sandbox::ProcessLimit::PidsCgroup { version, .. } => {
             format!("pids cgroup v{version}")
         }
-        claw_agent::tools::sandbox::ProcessLimit::Rlimit { per_sandbox } => {
-            if *per_sandbox { "RLIMIT_NPROC (per sandbox)" } else { "RLIMIT_NPROC" }.to_string()
+        claw_agent::tools::sandbox::ProcessLimit::Rlimit { per_sandbox } => if *per_sandbox {
+            "RLIMIT_NPROC (per sandbox)"
+        } else {
+            "RLIMIT_NPROC"
         }
+        .to_string(),
         claw_agent::tools::sandbox::ProcessLimit::None => "none".to_string(),
     };
     section(

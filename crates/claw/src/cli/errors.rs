@@ -6,7 +6,7 @@
 
 use crate::config::ConfigError;
 use claw_agent::provider::ProfileError;
-use claw_memory::embed::{EmbedError, INSTALL_HINT};
+use claw_memory::embed::EmbedError;
 use claw_memory::lock::LockError;
 use claw_memory::search::engine::SearchError;
 use claw_memory::store::StoreError;
@@ -122,7 +122,9 @@ fn classify(e: &(dyn std::error::Error + 'static)) -> Option<(&'static str, Vec<
     if let Some(e) = e.downcast_ref::<StoreError>() {
         return Some(match e {
             StoreError::Busy => ("busy", vec!["try again in a moment".into()]),
-            StoreError::NewerSchema { .. } => ("schema", vec!["upgrade claw".into()]),
+            StoreError::NewerSchema { .. } => {
+                ("schema", vec![super::index::NEWER_SCHEMA_HINT.into()])
+            }
             StoreError::StateDir { .. } | StoreError::Io(_) => (
                 "io",
                 vec!["check that the workspace is writable (--workspace)".into()],
@@ -145,8 +147,13 @@ fn classify(e: &(dyn std::error::Error + 'static)) -> Option<(&'static str, Vec<
             SearchError::Store(_) | SearchError::Sqlite(_) => return None,
         });
     }
-    if e.downcast_ref::<EmbedError>().is_some() {
-        return Some(("embedding", vec![INSTALL_HINT.to_string()]));
+    if let Some(err) = e.downcast_ref::<EmbedError>() {
+        return Some((
+            "embedding",
+            super::index::embed_hint(err)
+                .map(|h| vec![h.to_string()])
+                .unwrap_or_default(),
+        ));
     }
     if e.downcast_ref::<ProfileError>().is_some() {
         return Some((

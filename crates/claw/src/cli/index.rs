@@ -4,7 +4,7 @@
 use super::output::{Exit, Output, print_json, sanitize, sanitize_path, show_progress};
 use crate::config::Settings;
 use anyhow::Context;
-use claw_memory::embed::{self, Loaded};
+use claw_memory::embed::{self, EmbedError, Loaded};
 use claw_memory::indexer::{self, IndexOptions, IndexReport, Progress};
 use claw_memory::lock::WriterLock;
 use claw_memory::store::Store;
@@ -78,6 +78,28 @@ pub fn open_store(settings: &Settings) -> anyhow::Result<Store> {
         .with_context(|| format!("cannot open the memory database {}", path.display()))
 }
 
+/// How to get the local model, attached to the errors that installing it fixes.
+pub const INSTALL_HINT: &str =
+    "run `claw memory install-model` (or set CLAW_EMBED_MODEL_DIR and ORT_DYLIB_PATH)";
+
+/// What to do about a database written by a newer claw.
+pub const NEWER_SCHEMA_HINT: &str =
+    "upgrade claw, or move the file away and run `claw memory index` to rebuild";
+
+/// The hint line for an embedding error, if one helps.
+pub fn embed_hint(e: &EmbedError) -> Option<&'static str> {
+    e.is_missing_model().then_some(INSTALL_HINT)
+}
+
+/// An embedding error with its hint, in one sentence (`message; hint`): the form
+/// the `keyword_only` JSON field has always carried.
+pub fn embed_error_with_hint(e: &EmbedError) -> String {
+    match embed_hint(e) {
+        Some(h) => format!("{e}; {h}"),
+        None => e.to_string(),
+    }
+}
+
 /// Load the configured embedder, describing a fallback on stderr (text mode).
 pub fn load_embedder(settings: &Settings, output: Output) -> Loaded {
     let loaded = embed::load(&settings.mem.embed, settings.mem.memory.embed_batch_size);
@@ -88,6 +110,9 @@ pub fn load_embedder(settings: &Settings, output: Output) -> Loaded {
             "note: keyword-only (no embeddings): {}",
             sanitize(&e.to_string())
         );
+        if let Some(h) = embed_hint(e) {
+            eprintln!("hint: {h}");
+        }
     }
     loaded
 }
@@ -97,7 +122,7 @@ fn keyword_only_reason(loaded: &Loaded) -> Option<String> {
     match loaded {
         Loaded::Ready(_) => None,
         Loaded::Disabled => Some("embedding provider is `none`".into()),
-        Loaded::Unavailable(e) => Some(e.to_string()),
+        Loaded::Unavailable(e) => Some(embed_error_with_hint(e)),
     }
 }
 
@@ -166,7 +191,7 @@ fn progress_bar(output: Output) -> indicatif::ProgressBar {
 fn print_index_report(r: &IndexReport, keyword_only: Option<String>) -> std::io::Result<()> {
     let mut out = std::io::stdout().lock();
     if let Some(reason) = &r.rebuilt {
-        writeln!(out, "rebuilt index: {}", sanitize(reason))?;
+        writeln!(out, "rebuilt index: {}", sanitize(&reason.to_string()))?;
     }
     writeln!(
         out,
@@ -326,7 +351,7 @@ pub fn run_status(settings: &Settings, args: StatusArgs) -> anyhow::Result<Exit>
     writeln!(
         out,
         "watcher:    {}",
-        watch::describe_watcher(status.watcher.as_ref(), claw_memory::store::now_unix())
+        describe_watcher(status.watcher.as_ref(), claw_memory::store::now_unix())
     )?;
     for s in &status.sources {
         writeln!(
@@ -520,4 +545,69 @@ fn default_models_dir(settings: &Settings) -> anyhow::Result<PathBuf> {
         .models_dir
         .clone()
         .context("no home directory to install into; pass --dir")
+}
+
+/// One line for `claw memory status`: whether a watcher keeps the index fresh.
+pub fn describe_watcher(status: Option<&watch::WatcherStatus>, now: i64) -> String {
+    let ago = |t: Option<i64>| match t {
+        Some(t) => format!("{}s ago", (now - t).max(0)),
+        None => "never".to_string(),
+    };
+    match status {
+        None => "no watcher running (run `claw memory watch` to keep the index fresh)".into(),
+        Some(s) if s.alive => format!(
+            "watching (pid {}), last event {}, last sync {}, {} pending",
+            s.pid,
+            ago(s.last_event),
+            ago(s.last_sync),
+            s.pending
+        ),
+        Some(s) => format!(
+            "NOT RUNNING: watcher pid {} stopped answering (last heartbeat {}); the index may be behind the disk",
+            s.pid,
+            ago(Some(s.heartbeat))
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(pid: i64, alive: bool) -> watch::WatcherStatus {
+        watch::WatcherStatus {
+            pid,
+            started_at: 100,
+            heartbeat: 190,
+            last_event: Some(180),
+            last_sync: None,
+            pending: 2,
+            alive,
+            heartbeat_age_secs: 10,
+        }
+    }
+
+    #[test]
+    fn hints_come_from_typed_errors() {
+        let e = EmbedError::NoModelDir;
+        assert_eq!(
+            embed_error_with_hint(&e),
+            format!("no local embedding model configured; {INSTALL_HINT}")
+        );
+        let e = EmbedError::Inference("boom".into());
+        assert_eq!(embed_error_with_hint(&e), "embedding failed: boom");
+        assert_eq!(embed_hint(&EmbedError::NoRuntime), Some(INSTALL_HINT));
+    }
+
+    #[test]
+    fn watcher_lines() {
+        assert!(describe_watcher(None, 200).starts_with("no watcher running"));
+        assert_eq!(
+            describe_watcher(Some(&status(42, true)), 200),
+            "watching (pid 42), last event 20s ago, last sync never, 2 pending"
+        );
+        let dead = describe_watcher(Some(&status(43, false)), 200);
+        assert!(dead.starts_with("NOT RUNNING: watcher pid 43"), "{dead}");
+        assert!(dead.contains("last heartbeat 10s ago"), "{dead}");
+    }
 }

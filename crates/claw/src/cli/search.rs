@@ -4,7 +4,7 @@
 use super::output::{Exit, Output, print_json, sanitize};
 use crate::config::{EmbedProvider, Settings};
 use anyhow::Context;
-use claw_memory::embed::{self, Loaded};
+use claw_memory::embed::Loaded;
 use claw_memory::freshness::{self, SyncReport};
 use claw_memory::search::engine::SearchResponse;
 use claw_memory::search::engine::{
@@ -105,7 +105,7 @@ pub fn run_search(settings: &Settings, args: SearchArgs) -> anyhow::Result<Exit>
         && output == Output::Text
     {
         let hint = match &settings.mem.embed {
-            EmbedProvider::Local { .. } => embed::INSTALL_HINT.to_string(),
+            EmbedProvider::Local { .. } => super::index::INSTALL_HINT.to_string(),
             _ => "check the embedding settings in the config file".to_string(),
         };
         let note = format!("keyword-only search, the embedding model did not load ({err}); {hint}");

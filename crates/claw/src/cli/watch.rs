@@ -9,6 +9,7 @@ use claw_memory::embed::Loaded;
 use claw_memory::freshness::FileRef;
 use claw_memory::watch::{self, IndexerSink, WatchEvent, WatchOptions};
 use std::io::Write;
+use std::path::{Path, PathBuf};
 
 #[derive(Debug, clap::Args)]
 pub struct WatchArgs {
@@ -31,7 +32,8 @@ pub async fn run_watch(settings: Settings, args: WatchArgs) -> anyhow::Result<Ex
             // Falling back to keyword-only here would make the first sync rebuild an
             // embedded index without its vectors: refuse, and say what to fix.
             Loaded::Unavailable(e) if !index_model.is_empty() => anyhow::bail!(
-                "the index was built with {index_model}, but the model does not load: {e}"
+                "the index was built with {index_model}, but the model does not load: {}",
+                super::index::embed_error_with_hint(&e)
             ),
             Loaded::Unavailable(_) => None,
         };
@@ -84,8 +86,7 @@ fn print_event(ev: &WatchEvent, output: Output) -> std::io::Result<()> {
     let mut out = std::io::stdout().lock();
     match output {
         Output::Json => {
-            serde_json::to_writer(&mut out, ev)?;
-            writeln!(out)?;
+            writeln!(out, "{}", json_line(ev))?;
         }
         Output::Text => match ev {
             WatchEvent::Started { pid, roots } => {
@@ -124,7 +125,7 @@ fn print_event(ev: &WatchEvent, output: Output) -> std::io::Result<()> {
                 }
                 writeln!(out, "{}", sanitize(&sample(reindexed, removed)))?;
                 if let Some(r) = rebuilt {
-                    writeln!(out, "  index rebuilt: {}", sanitize(r))?;
+                    writeln!(out, "  index rebuilt: {}", sanitize(&r.to_string()))?;
                 }
                 for e in errors {
                     writeln!(out, "  skipped {}", sanitize(&e.to_string()))?;
@@ -144,6 +145,78 @@ fn print_event(ev: &WatchEvent, output: Output) -> std::io::Result<()> {
     out.flush()
 }
 
+/// One `--json` line (without the newline) for a watcher event: the contract
+/// `{"event": "started" | "synced" | "rearmed" | "overflow" | "error" | "stopped", ...}`,
+/// fields in this order. Add fields freely; never rename or drop one.
+#[derive(serde::Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+enum EventJson<'a> {
+    Started {
+        pid: u32,
+        roots: &'a [PathBuf],
+    },
+    Synced {
+        batch: u64,
+        reindexed: &'a [FileRef],
+        removed: &'a [FileRef],
+        unchanged: usize,
+        errors: &'a [String],
+        rebuilt: Option<String>,
+        rescan: bool,
+        elapsed_ms: u64,
+        pending: usize,
+    },
+    Rearmed {
+        root: &'a Path,
+        exists: bool,
+    },
+    Overflow,
+    Error {
+        message: &'a str,
+    },
+    Stopped,
+}
+
+fn json_line(ev: &WatchEvent) -> String {
+    let j = match ev {
+        WatchEvent::Started { pid, roots } => EventJson::Started { pid: *pid, roots },
+        WatchEvent::Synced {
+            batch,
+            reindexed,
+            removed,
+            unchanged,
+            errors,
+            rebuilt,
+            rescan,
+            elapsed_ms,
+            pending,
+        } => EventJson::Synced {
+            batch: *batch,
+            reindexed,
+            removed,
+            unchanged: *unchanged,
+            errors,
+            rebuilt: rebuilt.as_ref().map(|r| r.to_string()),
+            rescan: *rescan,
+            elapsed_ms: *elapsed_ms,
+            pending: *pending,
+        },
+        WatchEvent::Rearmed { root, exists } => EventJson::Rearmed {
+            root,
+            exists: *exists,
+        },
+        WatchEvent::Overflow => EventJson::Overflow,
+        WatchEvent::Error { message } => EventJson::Error { message },
+        WatchEvent::Stopped => EventJson::Stopped,
+    };
+    // Serialising borrowed strings, numbers and paths into a String cannot fail
+    // except for a non-UTF-8 path, which serde_json refuses: say so in the line.
+    serde_json::to_string(&j).unwrap_or_else(|e| {
+        serde_json::json!({"event": "error", "message": format!("cannot print event: {e}")})
+            .to_string()
+    })
+}
+
 /// ` (a.md, b.md, …)` for short lists.
 fn sample(reindexed: &[FileRef], removed: &[FileRef]) -> String {
     let names: Vec<&str> = reindexed
@@ -155,5 +228,83 @@ fn sample(reindexed: &[FileRef], removed: &[FileRef]) -> String {
         0 => String::new(),
         1..=3 => format!(" ({})", names.join(", ")),
         n => format!(" ({}, … {} more)", names[..3].join(", "), n - 3),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use claw_memory::indexer::RebuildReason;
+
+    #[test]
+    fn json_lines_keep_their_shape() {
+        let f = |p: &str| FileRef::new("memory", p);
+        let cases = [
+            (
+                WatchEvent::Started {
+                    pid: 7,
+                    roots: vec![PathBuf::from("/ws"), PathBuf::from("/ws/memory")],
+                },
+                r#"{"event":"started","pid":7,"roots":["/ws","/ws/memory"]}"#,
+            ),
+            (
+                WatchEvent::Synced {
+                    batch: 2,
+                    reindexed: vec![f("a.md")],
+                    removed: vec![f("b.md")],
+                    unchanged: 1,
+                    errors: vec!["memory/c.md: too big".into()],
+                    rebuilt: Some(RebuildReason::ModelChanged {
+                        from: String::new(),
+                        to: "m".into(),
+                    }),
+                    rescan: true,
+                    elapsed_ms: 12,
+                    pending: 3,
+                },
+                r#"{"event":"synced","batch":2,"reindexed":[{"source":"memory","path":"a.md"}],"removed":[{"source":"memory","path":"b.md"}],"unchanged":1,"errors":["memory/c.md: too big"],"rebuilt":"embedding model changed (keyword-only -> m)","rescan":true,"elapsed_ms":12,"pending":3}"#,
+            ),
+            (
+                WatchEvent::Synced {
+                    batch: 1,
+                    reindexed: vec![],
+                    removed: vec![],
+                    unchanged: 0,
+                    errors: vec![],
+                    rebuilt: None,
+                    rescan: false,
+                    elapsed_ms: 0,
+                    pending: 0,
+                },
+                r#"{"event":"synced","batch":1,"reindexed":[],"removed":[],"unchanged":0,"errors":[],"rebuilt":null,"rescan":false,"elapsed_ms":0,"pending":0}"#,
+            ),
+            (
+                WatchEvent::Rearmed {
+                    root: PathBuf::from("/notes"),
+                    exists: false,
+                },
+                r#"{"event":"rearmed","root":"/notes","exists":false}"#,
+            ),
+            (WatchEvent::Overflow, r#"{"event":"overflow"}"#),
+            (
+                WatchEvent::Error {
+                    message: "heartbeat: busy".into(),
+                },
+                r#"{"event":"error","message":"heartbeat: busy"}"#,
+            ),
+            (WatchEvent::Stopped, r#"{"event":"stopped"}"#),
+        ];
+        for (ev, want) in cases {
+            assert_eq!(json_line(&ev), want);
+        }
+    }
+
+    #[test]
+    fn samples_are_short() {
+        let f = |p: &str| FileRef::new("memory", p);
+        assert_eq!(sample(&[], &[]), "");
+        assert_eq!(sample(&[f("a.md")], &[f("b.md")]), " (a.md, b.md)");
+        let many: Vec<_> = ["a", "b", "c", "d", "e"].iter().map(|p| f(p)).collect();
+        assert_eq!(sample(&many, &[]), " (a, b, c, … 2 more)");
     }
 }

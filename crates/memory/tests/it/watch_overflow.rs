@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 
 fn files(store: &Store) -> i64 {
     store
-        .conn()
+        .open_inspector()
+        .unwrap()
         .query_row("SELECT count(*) FROM files", [], |r| r.get(0))
         .unwrap()
 }
