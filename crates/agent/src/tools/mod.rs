@@ -33,8 +33,8 @@ use crate::message::{ToolCall, ToolSpec};
 pub use exec::{ExecArgs, ExecOutcome};
 pub use fs::{DirEntry, EditFileArgs, EntryKind, ListDirArgs, ReadFileArgs, WriteFileArgs};
 pub use memory::{
-    MemoryBackend, MemoryGetArgs, MemoryGetResponse, MemoryHit, MemorySearchArgs,
-    MemorySearchResponse,
+    MemoryBackend, MemoryBackendError, MemoryGetArgs, MemoryGetResponse, MemorySearchArgs,
+    MemorySearchResponse, RenderForModel,
 };
 pub use policy::{is_read_only, resolve_path};
 pub use web::{SearchHit, WebFetchArgs, WebSearchArgs};

@@ -175,7 +175,7 @@ impl SearchRequest {
 }
 
 /// A hit's score components (`--explain`).
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Explain {
     /// Cosine similarity clamped to [0,1]; null when the vector stage did not run.
     pub vector: Option<f64>,
@@ -202,7 +202,7 @@ pub fn citation(path: &str, start_line: usize, end_line: usize) -> String {
 }
 
 /// One result.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SearchHit {
     /// Relative to the source root, '/'-separated.
     pub path: String,
@@ -219,12 +219,12 @@ pub struct SearchHit {
     /// [`citation`]: `path#L12-L20`.
     pub citation: String,
     /// Score components, with `explain` requested.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub explain: Option<Explain>,
 }
 
 /// The answer (this JSON shape is a public contract).
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SearchResponse {
     /// The query as given.
     pub query: String,
@@ -323,7 +323,7 @@ impl GetRequest {
 }
 
 /// Lines of an indexed file (`claw memory get --json`, the `memory_get` tool).
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct GetResponse {
     /// Relative to the source root.
     pub path: String,
