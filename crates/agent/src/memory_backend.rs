@@ -1,6 +1,7 @@
 //! Connects the `memory_search` / `memory_get` tools to the memory engine: the
 //! tools' [`MemoryBackend`] over [`claw_memory::service::MemoryService`], the same
 //! service `claw memory search|get` use. Blocking, like the engine.
+#![warn(missing_docs)]
 
 use crate::tools::memory::{MemoryBackend, MemoryBackendError};
 use claw_memory::config::MemoryConfig;

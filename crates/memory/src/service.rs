@@ -4,6 +4,7 @@
 //! an explicit [`SyncPolicy`], searches, gets lines and reports status. The CLI
 //! (`claw memory search|get`), the assistant's memory tools and the evaluation
 //! all go through it. Blocking; call it from `spawn_blocking`.
+#![warn(missing_docs)]
 
 use crate::config::{MemoryConfig, MemorySettings};
 use crate::embed::{self, EmbedError, Embedder, Loaded};

@@ -7,6 +7,7 @@
 //!
 //! Invariant: these tools only read; the backend is called on a blocking thread
 //! (SQLite and embedding are blocking work).
+#![warn(missing_docs)]
 
 use claw_memory::search::{
     GetRequest, GetResponse, Mode, SearchRequest, SearchResponse, SourceFilter, citation,

@@ -4,6 +4,7 @@
 //!
 //! Invariant: all files live under a fresh temporary directory (removed on drop);
 //! the user's workspace and database are never opened.
+#![warn(missing_docs)]
 
 use super::beir::Dataset;
 use super::metrics::{self, Cutoffs, QueryMetrics, Run, Summary};
@@ -25,29 +26,44 @@ use std::time::{Duration, Instant};
 #[derive(Debug, thiserror::Error)]
 pub enum EvalError {
     #[error("cannot write the temporary corpus at {path}: {source}")]
+    /// The temporary corpus could not be written.
     Io {
+        /// The file or directory.
         path: PathBuf,
+        /// The I/O error.
         source: std::io::Error,
     },
     #[error(transparent)]
+    /// The temporary database.
     Store(#[from] StoreError),
     #[error(transparent)]
+    /// The writer lock of the temporary index.
     Lock(#[from] LockError),
     #[error("indexing the corpus failed: {0}")]
+    /// Indexing the corpus.
     Index(#[from] IndexError),
     #[error("search failed for query `{query}` in mode {mode}: {source}")]
+    /// A query failed.
     Search {
+        /// The variant (`hybrid`, `fts@vw0.50`, …).
         mode: String,
+        /// The query id.
         query: String,
+        /// Why.
         source: Box<ServiceError>,
     },
     #[error("the engine fell back ({fallback}) instead of running {mode} for query `{query}`")]
+    /// The engine skipped a stage the mode needs: its figures would be mislabelled.
     FellBack {
+        /// The variant.
         mode: String,
+        /// The query id.
         query: String,
+        /// The fallback the engine reported.
         fallback: Fallback,
     },
     #[error("{0}")]
+    /// Nothing to evaluate, or an index that would make the figures wrong.
     Empty(String),
 }
 
@@ -93,7 +109,9 @@ impl EvalMode {
 /// weight overridden (text weight = 1 − w), so one index serves a weight sweep.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Variant {
+    /// The retrieval mode.
     pub mode: EvalMode,
+    /// Vector weight of the blend (`None`: the configured one).
     pub vector_weight: Option<f64>,
 }
 
@@ -110,6 +128,7 @@ impl Variant {
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct EvalOptions {
+    /// Modes to evaluate.
     pub modes: Vec<EvalMode>,
     /// Extra vector weights to evaluate the hybrid modes at (besides the configured one).
     pub vector_weights: Vec<f64>,
@@ -123,13 +142,25 @@ pub struct EvalOptions {
 #[derive(Debug, Clone, PartialEq)]
 pub enum EvalProgress {
     /// Writing the corpus notes.
-    Writing { docs: usize },
+    /// Writing the corpus notes (`docs` documents).
+    Writing {
+        /// Documents to write.
+        docs: usize,
+    },
     /// Indexing: `done` of `total` files.
-    Indexing { done: usize, total: usize },
+    Indexing {
+        /// Files indexed so far.
+        done: usize,
+        /// Files to index.
+        total: usize,
+    },
     /// Querying one mode: `done` of `total` queries.
     Querying {
+        /// The mode.
         mode: EvalMode,
+        /// Queries run so far.
         done: usize,
+        /// Queries of the split.
         total: usize,
     },
 }
@@ -137,16 +168,25 @@ pub enum EvalProgress {
 /// The outcome of one mode.
 #[derive(Debug, Clone)]
 pub enum ModeOutcome {
+    /// The mode ran.
     Ran(ModeResult),
-    Skipped { reason: String },
+    /// The mode could not run (no embedding model).
+    Skipped {
+        /// Why.
+        reason: String,
+    },
 }
 
 /// Scores and latency of one mode.
 #[derive(Debug, Clone)]
 pub struct ModeResult {
+    /// Mean metrics.
     pub summary: Summary,
+    /// Median query latency (ms).
     pub p50_ms: f64,
+    /// 95th-percentile query latency (ms).
     pub p95_ms: f64,
+    /// Metrics per query id.
     pub per_query: BTreeMap<String, QueryMetrics>,
     /// The evaluated rankings, for export as a TREC run.
     pub run: Run,
@@ -155,14 +195,21 @@ pub struct ModeResult {
 /// The whole report.
 #[derive(Debug, Clone)]
 pub struct EvalReport {
+    /// Data set name.
     pub dataset: String,
+    /// The split evaluated.
     pub split: String,
     /// Queries of the split (those run).
     pub queries: usize,
+    /// Documents in the corpus.
     pub documents: usize,
+    /// Chunks indexed.
     pub chunks: usize,
+    /// Indexing time (s).
     pub index_seconds: f64,
+    /// Metric cut-offs.
     pub cutoffs: Cutoffs,
+    /// Each variant and its outcome, in report order.
     pub modes: Vec<(Variant, ModeOutcome)>,
 }
 

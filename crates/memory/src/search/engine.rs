@@ -9,6 +9,7 @@
 //! index never makes a search fail — the stage is skipped (or done in-process) and
 //! `fallback` says why. User text reaches SQL only as bound parameters and through
 //! the `query` sanitiser.
+#![warn(missing_docs)]
 
 use super::query::ParsedQuery;
 use super::rows::ChunkRow;

@@ -1,6 +1,7 @@
 //! `memory get`: resolves a path to an indexed file of a source (refusing `..`,
 //! paths outside every source and files that are not indexed), reads it again
 //! beneath its source root, and cuts the requested window of lines.
+#![warn(missing_docs)]
 
 use super::storage::SearchStorage;
 use super::types::{GetRequest, GetResponse, RefusedReason, SearchError};

@@ -1,6 +1,7 @@
 //! The keyword stage: BM25 candidates from the FTS5 word and trigram indexes
 //! (with the ranking work bounded by [`keyword_plan`]), the short-CJK substring
 //! scan, and the verbatim matches of a rare identifier query (pins).
+#![warn(missing_docs)]
 
 use super::query::{ParsedQuery, TermPlan, contains_verbatim, plan_terms, quote};
 use super::rows::approx_chunks;

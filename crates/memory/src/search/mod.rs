@@ -3,6 +3,7 @@
 //! `rows` run the SQL behind the [`storage::SearchStorage`] boundary; `engine`
 //! assembles a search, `get` serves lines of indexed files; `types` is the
 //! contract every caller (CLI, agent tools, eval) shares.
+#![warn(missing_docs)]
 
 pub mod engine;
 pub mod get;

@@ -1,5 +1,6 @@
 //! Row fetches for ranking: chunk rows by id, the approximate index size and
 //! table probes the stages use to pick a plan.
+#![warn(missing_docs)]
 
 use super::types::SearchError;
 use crate::store::{Store, blob_to_vec};

@@ -4,6 +4,7 @@
 //! ranking (`score`) and the assembly (`engine::search_in`) see only this trait,
 //! so another backend (PostgreSQL + pgvector, say) can implement it without
 //! touching them. [`Store`] (SQLite: FTS5 + sqlite-vec) is the implementation.
+#![warn(missing_docs)]
 
 use super::keyword;
 use super::query::ParsedQuery;

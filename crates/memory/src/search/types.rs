@@ -3,6 +3,7 @@
 //! `memory_get` tools and the evaluation all share, the typed [`Fallback`] and
 //! [`SearchError`], and the one [`citation`] format. Their JSON shapes are public:
 //! fields may be added, never renamed or removed.
+#![warn(missing_docs)]
 
 use super::score::KeywordNorm;
 use crate::store::StoreError;

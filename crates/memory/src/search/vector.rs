@@ -3,6 +3,7 @@
 //! binary-quantised vectors (read straight from sqlite-vec's private storage
 //! tables, the "bit scan") with exact rescoring, or an in-process cosine scan
 //! when sqlite-vec is unavailable.
+#![warn(missing_docs)]
 
 use super::rows::{approx_chunks, table_exists};
 use super::score;
