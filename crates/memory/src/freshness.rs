@@ -388,7 +388,7 @@ pub struct SyncOutcome {
     /// Per-file problems (counted skips), never fatal.
     pub errors: Vec<String>,
     /// Set when the index had to be rebuilt (model or chunker changed).
-    pub rebuilt: Option<String>,
+    pub rebuilt: Option<crate::rebuild::RebuildReason>,
 }
 
 #[cfg(test)]

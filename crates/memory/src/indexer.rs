@@ -12,6 +12,7 @@ use crate::dates::note_time_from_path;
 use crate::embed::{Embedder, KEYWORD_ONLY_MODEL};
 use crate::lock::WriterLock;
 use crate::plan::plan;
+use crate::rebuild::RebuildReason;
 use crate::redact::redact;
 use crate::store::{FileRecord, NewChunk, Store, StoreError, WriteMode};
 use crate::transcript::read_transcript;
@@ -62,7 +63,7 @@ pub struct IndexReport {
     /// Embedding model id; empty when keyword-only.
     pub model: String,
     /// Why the index was rebuilt from scratch, if it was.
-    pub rebuilt: Option<String>,
+    pub rebuilt: Option<RebuildReason>,
     pub issues: Vec<IndexIssue>,
 }
 
@@ -111,38 +112,33 @@ pub fn ensure_identity(
     store: &mut Store,
     embedder: Option<&dyn Embedder>,
     force: bool,
-) -> Result<Option<String>, StoreError> {
+) -> Result<Option<RebuildReason>, StoreError> {
     let model = embedder.map(|e| e.model_id()).unwrap_or(KEYWORD_ONLY_MODEL);
     let dims = embedder.map(|e| e.dims()).unwrap_or(0);
     let stored_model = store.meta("model")?;
     let stored_chunker = store.meta("chunker_version")?;
     let stored_dims = store.vec_dims()?.unwrap_or(0);
     let reason = if force {
-        Some("--force".to_string())
+        Some(RebuildReason::Forced)
     } else if stored_model.is_none() {
-        Some("new index".to_string())
+        Some(RebuildReason::NewIndex)
     } else if stored_model.as_deref() != Some(model) {
-        let show = |m: &str| {
-            if m.is_empty() {
-                "keyword-only".to_string()
-            } else {
-                m.to_string()
-            }
-        };
-        Some(format!(
-            "embedding model changed ({} -> {})",
-            show(stored_model.as_deref().unwrap_or("")),
-            show(model)
-        ))
+        Some(RebuildReason::ModelChanged {
+            from: stored_model.unwrap_or_default(),
+            to: model.to_string(),
+        })
     } else if stored_chunker.as_deref() != Some(CHUNKER_VERSION) {
-        Some(format!(
-            "chunker changed ({} -> {CHUNKER_VERSION})",
-            stored_chunker.as_deref().unwrap_or("none")
-        ))
+        Some(RebuildReason::ChunkerChanged {
+            from: stored_chunker,
+            to: CHUNKER_VERSION.to_string(),
+        })
     } else if stored_dims != dims {
-        Some(format!("dimension changed ({stored_dims} -> {dims})"))
+        Some(RebuildReason::DimsChanged {
+            from: stored_dims,
+            to: dims,
+        })
     } else if dims > 0 && store.vec_backend().is_loaded() && !store.has_vec_tables()? {
-        Some("vector tables missing".to_string())
+        Some(RebuildReason::VectorTablesMissing)
     } else {
         None
     };

@@ -16,6 +16,7 @@ pub mod freshness;
 pub mod indexer;
 pub mod lock;
 pub mod plan;
+pub mod rebuild;
 pub mod redact;
 pub mod search;
 pub mod service;

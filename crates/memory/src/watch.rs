@@ -139,7 +139,7 @@ pub enum WatchEvent {
         unchanged: usize,
         errors: Vec<String>,
         /// Set when the index had to be rebuilt (model or chunker changed).
-        rebuilt: Option<String>,
+        rebuilt: Option<crate::rebuild::RebuildReason>,
         /// Whether this batch was a full stat-level rescan (start-up, queue overflow).
         rescan: bool,
         elapsed_ms: u64,
