@@ -7,4 +7,5 @@ mod search_engine;
 mod search_sanitiser;
 mod search_support;
 mod search_xquad;
+mod service;
 mod watch_overflow;
