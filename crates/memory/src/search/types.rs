@@ -23,7 +23,8 @@ pub const GET_MAX_CHARS: usize = 12_000;
 pub enum Mode {
     /// Vector and keyword candidates, blended.
     Hybrid,
-    /// Keyword (FTS5) candidates only.
+    /// Keyword (FTS5) candidates only (`keyword` is accepted too).
+    #[serde(alias = "keyword")]
     Fts,
     /// Vector candidates only (keyword when there are no vectors).
     Vector,
@@ -276,6 +277,9 @@ pub enum SearchError {
     /// A query failed.
     #[error("sqlite: {0}")]
     Sqlite(#[from] rusqlite::Error),
+    /// Another [`SearchStorage`](super::storage::SearchStorage) backend failed.
+    #[error("storage: {0}")]
+    Storage(Box<dyn std::error::Error + Send + Sync>),
     /// `get` refused the path.
     #[error("refused path `{path}`: {reason}")]
     Refused {
@@ -380,5 +384,7 @@ mod tests {
             assert_eq!(m.to_string().parse::<Mode>(), Ok(m));
         }
         assert_eq!(citation("a.md", 3, 3), "a.md#L3-L3");
+        let m: Mode = serde_json::from_str("\"keyword\"").unwrap();
+        assert_eq!(m, Mode::Fts);
     }
 }
