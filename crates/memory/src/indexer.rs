@@ -14,6 +14,7 @@ use crate::dates::note_time_from_path;
 use crate::embed::{Embedder, KEYWORD_ONLY_MODEL};
 use crate::lock::WriterLock;
 use crate::plan::plan;
+
 use crate::redact::redact;
 use crate::store::{FileRecord, NewChunk, Store, StoreError, WriteMode};
 use crate::transcript::read_transcript;

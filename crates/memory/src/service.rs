@@ -1,15 +1,237 @@
-//! The memory engine as one long-lived object for callers that search repeatedly
-//! (the assistant's `memory_search` / `memory_get` tools): it owns the store
-//! connection and loads the query embedder once, lazily, only when the index has
-//! vectors. Blocking; call it from `spawn_blocking`.
+//! The memory engine assembled once: [`MemoryService`] owns the store connection,
+//! loads the query embedder lazily (only when a search or an inline sync needs
+//! vectors, and the index has some), syncs changed files before a search under
+//! an explicit [`SyncPolicy`], searches, gets lines and reports status. The CLI
+//! (`claw memory search|get`), the assistant's memory tools and the evaluation
+//! all go through it. Blocking; call it from `spawn_blocking`.
+#![warn(missing_docs)]
 
-use crate::config::MemoryConfig;
-use crate::embed::{self, Loaded};
-use crate::search::engine::{
-    self, GetRequest, GetResponse, Mode, SearchError, SearchRequest, SearchResponse,
-};
-use crate::store::{Store, StoreError};
-use std::sync::{Mutex, OnceLock};
+use crate::config::{MemoryConfig, MemorySettings};
+use crate::embed::{self, EmbedError, Embedder, Loaded};
+use crate::freshness::{self, Staleness, SyncReport};
+use crate::search::engine;
+use crate::search::types::{GetRequest, GetResponse, Mode, SearchError, SearchResponse};
+use crate::search::{SearchRequest, get};
+use crate::store::{Store, StoreError, StoreStats};
+use crate::walk;
+use std::path::PathBuf;
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+/// Whether (and how much) a search first re-indexes files changed on disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyncPolicy {
+    /// Stat the sources (no hashing) and re-index at most `limit` dirty files
+    /// inline, never waiting for the writer lock; more, or a busy writer, is
+    /// reported as [`SyncReport::Stale`] and the answer comes from the index.
+    Inline {
+        /// Most files re-indexed before answering.
+        limit: usize,
+    },
+    /// Answer from the index as it is ([`SyncReport::Skipped`]).
+    Skip,
+}
+
+impl SyncPolicy {
+    /// `Inline` with [`freshness::DEFAULT_SYNC_LIMIT`] files.
+    pub const DEFAULT: SyncPolicy = SyncPolicy::Inline {
+        limit: freshness::DEFAULT_SYNC_LIMIT,
+    };
+}
+
+/// A search's answer plus what the inline sync did; serialises as
+/// `claw memory search --json`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct SearchOutcome {
+    /// The engine's answer.
+    #[serde(flatten)]
+    pub response: SearchResponse,
+    /// `{"status": "fresh" | "synced" | "stale" | "skipped", ...}`.
+    pub sync: SyncReport,
+}
+
+/// What the index holds and how far it is behind the disk.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ServiceStatus {
+    /// Counts of files, chunks, vectors, bytes.
+    pub stats: StoreStats,
+    /// The embedding model the index was built with (`None`: never built;
+    /// `Some("")`: keyword-only).
+    pub model: Option<String>,
+    /// Files changed on disk since they were indexed (stat only).
+    pub staleness: Staleness,
+}
+
+/// Errors of the service. Each variant's message is its context; the cause is
+/// its `source()` (print the chain, e.g. with anyhow's `{:#}`).
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    /// The database could not be opened.
+    #[error("opening {}", path.display())]
+    Open {
+        /// The database file.
+        path: PathBuf,
+        /// Why.
+        source: StoreError,
+    },
+    /// Checking the disk against the index failed.
+    #[error("checking freshness")]
+    Freshness(#[source] StoreError),
+    /// The inline sync failed.
+    #[error("syncing changed files before the search")]
+    Sync(#[source] StoreError),
+    /// The search or get itself.
+    #[error(transparent)]
+    Search(#[from] SearchError),
+}
+
+/// Where the query embedder comes from.
+enum EmbedderSlot<'e> {
+    /// Loaded from the settings on first need, then kept.
+    Lazy(OnceLock<Loaded>),
+    /// Supplied by the caller (already loaded, or none).
+    Given(Option<&'e dyn Embedder>),
+}
+
+/// A store plus a lazily loaded query embedder. `'e` is the lifetime of an
+/// embedder supplied with [`MemoryService::with_store`]; services that load
+/// their own are `MemoryService<'static>`.
+pub struct MemoryService<'e> {
+    settings: MemoryConfig,
+    store: Mutex<Store>,
+    embedder: EmbedderSlot<'e>,
+}
+
+impl MemoryService<'static> {
+    /// Open the workspace's memory database; the embedder loads on first need.
+    pub fn open(settings: MemoryConfig) -> Result<MemoryService<'static>, ServiceError> {
+        let path = settings.db_path();
+        let store = Store::open(&path).map_err(|source| ServiceError::Open { path, source })?;
+        Ok(MemoryService {
+            settings,
+            store: Mutex::new(store),
+            embedder: EmbedderSlot::Lazy(OnceLock::new()),
+        })
+    }
+}
+
+impl<'e> MemoryService<'e> {
+    /// A service over an open store with a given embedder (`None`: keyword only).
+    pub fn with_store(
+        settings: MemoryConfig,
+        store: Store,
+        embedder: Option<&'e dyn Embedder>,
+    ) -> MemoryService<'e> {
+        MemoryService {
+            settings,
+            store: Mutex::new(store),
+            embedder: EmbedderSlot::Given(embedder),
+        }
+    }
+
+    /// Replace the retrieval parameters (weights, half-life, min score…).
+    pub fn set_retrieval(&mut self, params: MemorySettings) {
+        self.settings.memory = params;
+    }
+
+    /// The settings the service runs with.
+    pub fn settings(&self) -> &MemoryConfig {
+        &self.settings
+    }
+
+    fn store(&self) -> MutexGuard<'_, Store> {
+        self.store.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The embedder, loading it on first call (not at all when the index is
+    /// keyword-only, so those searches stay fast).
+    fn embedder(&self, store: &Store) -> Result<Option<&dyn Embedder>, StoreError> {
+        match &self.embedder {
+            EmbedderSlot::Given(e) => Ok(*e),
+            EmbedderSlot::Lazy(cell) => {
+                if let Some(l) = cell.get() {
+                    return Ok(l.embedder());
+                }
+                let loaded = query_embedder(&self.settings, store, Mode::Hybrid)?;
+                Ok(cell.get_or_init(|| loaded).embedder())
+            }
+        }
+    }
+
+    /// Why the configured embedder did not load, once a search tried to load it.
+    pub fn embedder_error(&self) -> Option<&EmbedError> {
+        match &self.embedder {
+            EmbedderSlot::Lazy(cell) => match cell.get() {
+                Some(Loaded::Unavailable(e)) => Some(e),
+                _ => None,
+            },
+            EmbedderSlot::Given(_) => None,
+        }
+    }
+
+    /// Sync under `policy`, then search. The embedder loads when the mode needs
+    /// vectors or dirty files must be re-indexed (their chunks need vectors).
+    pub fn search(
+        &self,
+        req: &SearchRequest,
+        policy: SyncPolicy,
+    ) -> Result<SearchOutcome, ServiceError> {
+        let mut store = self.store();
+        let staleness = match policy {
+            SyncPolicy::Skip => None,
+            SyncPolicy::Inline { limit } => Some((
+                limit,
+                freshness::check(&self.settings, &store).map_err(ServiceError::Freshness)?,
+            )),
+        };
+        let dirty = staleness.as_ref().is_some_and(|(_, s)| !s.is_fresh());
+        let embedder = if dirty || req.mode != Mode::Fts {
+            self.embedder(&store).map_err(ServiceError::Freshness)?
+        } else {
+            None
+        };
+        let sync = match staleness {
+            None => SyncReport::Skipped,
+            Some((limit, st)) => {
+                freshness::sync_checked(&mut store, &self.settings, embedder, limit, st)
+                    .map_err(ServiceError::Sync)?
+            }
+        };
+        let query_embedder = if req.mode == Mode::Fts {
+            None
+        } else {
+            embedder
+        };
+        let response = engine::search(
+            &store,
+            query_embedder,
+            &self.settings.memory,
+            req,
+            self.settings.clock.now_unix(),
+        )?;
+        Ok(SearchOutcome { response, sync })
+    }
+
+    /// Lines of an indexed file.
+    pub fn get(&self, req: &GetRequest) -> Result<GetResponse, ServiceError> {
+        let store = self.store();
+        let sources = walk::sources(&self.settings, &store).map_err(SearchError::from)?;
+        Ok(get::get_lines_in(&*store, &sources, req)?)
+    }
+
+    /// What is indexed, and how far the index is behind the disk.
+    pub fn status(&self) -> Result<ServiceStatus, ServiceError> {
+        let store = self.store();
+        let stats = store.stats().map_err(SearchError::from)?;
+        let model = store.meta("model").map_err(SearchError::from)?;
+        let staleness =
+            freshness::check(&self.settings, &store).map_err(ServiceError::Freshness)?;
+        Ok(ServiceStatus {
+            stats,
+            model,
+            staleness,
+        })
+    }
+}
 
 /// The embedder a search in `mode` needs: none for keyword-only searches or when
 /// the index is keyword-only (so those stay fast), else the configured backend
@@ -25,52 +247,4 @@ pub fn query_embedder(
     } else {
         Loaded::Disabled
     })
-}
-
-/// A store plus a lazily loaded embedder.
-pub struct MemoryService {
-    settings: MemoryConfig,
-    store: Mutex<Store>,
-    embedder: OnceLock<Loaded>,
-}
-
-impl MemoryService {
-    /// Open the workspace's memory database.
-    pub fn open(settings: MemoryConfig) -> Result<MemoryService, StoreError> {
-        let store = Store::open(&settings.db_path())?;
-        Ok(MemoryService {
-            settings,
-            store: Mutex::new(store),
-            embedder: OnceLock::new(),
-        })
-    }
-
-    /// Run a search with the settings' retrieval parameters.
-    pub fn search(&self, req: &SearchRequest) -> Result<SearchResponse, SearchError> {
-        let store = self.store.lock().unwrap_or_else(|p| p.into_inner());
-        let embedder = if req.mode == Mode::Fts {
-            None
-        } else {
-            match self.embedder.get() {
-                Some(l) => l.embedder(),
-                None => {
-                    let loaded = query_embedder(&self.settings, &store, Mode::Hybrid)?;
-                    self.embedder.get_or_init(|| loaded).embedder()
-                }
-            }
-        };
-        engine::search(
-            &store,
-            embedder,
-            &self.settings.memory,
-            req,
-            self.settings.clock.now_unix(),
-        )
-    }
-
-    /// Lines of an indexed file.
-    pub fn get(&self, req: &GetRequest) -> Result<GetResponse, SearchError> {
-        let store = self.store.lock().unwrap_or_else(|p| p.into_inner());
-        engine::get_lines(&self.settings, &store, req)
-    }
 }

@@ -1,104 +1,140 @@
 //! The `memory_search` and `memory_get` tools: thin adapters over a
-//! [`MemoryBackend`] (the memory engine, wired by the driver), returning the same
-//! JSON shape as `claw memory search --json` and rendering hits to the model with
-//! `path#Lstart-Lend` citations.
+//! [`MemoryBackend`] (the memory engine, wired by the driver). They speak the
+//! engine's own contract — [`SearchRequest`] / [`SearchResponse`] and
+//! [`GetRequest`] / [`GetResponse`], the shapes of `claw memory search --json`
+//! and `claw memory get --json` — and render hits to the model with the engine's
+//! one [`citation`] format.
 //!
 //! Invariant: these tools only read; the backend is called on a blocking thread
 //! (SQLite and embedding are blocking work).
+#![warn(missing_docs)]
 
+use claw_memory::search::{
+    GetRequest, GetResponse, Mode, SearchRequest, SearchResponse, SourceFilter, citation,
+};
+use claw_memory::service::ServiceError;
 use serde::{Deserialize, Serialize};
 
 use super::{ToolContext, ToolError, ToolOutput, ToolResult};
-
-/// Retrieval mode, as in `claw memory search --mode`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum SearchMode {
-    Hybrid,
-    Fts,
-    Vector,
-}
 
 /// Arguments of `memory_search` (the CLI's `claw memory search` options).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MemorySearchArgs {
+    /// What to look for.
     pub query: String,
+    /// Most results (1..=50, default 6).
     #[serde(default)]
     pub limit: Option<usize>,
+    /// Drop hits scoring below this (default from the config).
     #[serde(default)]
     pub min_score: Option<f64>,
+    /// Retrieval mode (default hybrid).
     #[serde(default)]
-    pub mode: Option<SearchMode>,
+    pub mode: Option<Mode>,
     /// `memory`, `sessions`, `all` or a source name.
     #[serde(default)]
     pub source: Option<String>,
+}
+
+impl MemorySearchArgs {
+    /// The engine request, as `claw memory search` builds it from its flags.
+    pub fn to_request(&self) -> SearchRequest {
+        let mut req = SearchRequest::new(self.query.clone());
+        if let Some(limit) = self.limit {
+            req.limit = limit.clamp(1, 50);
+        }
+        req.min_score = self.min_score;
+        req.mode = self.mode.unwrap_or(Mode::Hybrid);
+        if let Some(source) = &self.source {
+            req.source = SourceFilter::parse(source);
+        }
+        req
+    }
 }
 
 /// Arguments of `memory_get` (the CLI's `claw memory get` options).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MemoryGetArgs {
+    /// Path of an indexed file.
     pub path: String,
+    /// First line (1-based, default 1).
     #[serde(default)]
     pub from: Option<usize>,
+    /// Most lines (default 120).
     #[serde(default)]
     pub lines: Option<usize>,
 }
 
-/// One hit, exactly as in `claw memory search --json`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct MemoryHit {
-    pub path: String,
-    pub source: String,
-    pub start_line: usize,
-    pub end_line: usize,
-    pub score: f64,
-    pub snippet: String,
-    /// `path#L12-L20`.
-    pub citation: String,
-}
-
-/// `{"query","mode","fallback","results":[...]}`, as in `claw memory search --json`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct MemorySearchResponse {
-    pub query: String,
-    pub mode: String,
-    /// Why a stage was skipped (`no-embedder`, `no-vec0`), or null.
-    pub fallback: Option<String>,
-    pub results: Vec<MemoryHit>,
-}
-
-/// Lines of an indexed file, as `claw memory get --json` returns them.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct MemoryGetResponse {
-    pub path: String,
-    pub start_line: usize,
-    pub end_line: usize,
-    pub total_lines: usize,
-    pub text: String,
-    /// The `from` to continue with, when more lines follow.
-    pub next_from: Option<usize>,
-}
-
-/// The memory engine as the tools see it. Blocking; implemented over
-/// `claw_memory::search::engine` by the driver's wiring.
-pub trait MemoryBackend: Send + Sync {
-    fn search(&self, args: &MemorySearchArgs) -> Result<MemorySearchResponse, String>;
-    fn get(&self, args: &MemoryGetArgs) -> Result<MemoryGetResponse, String>;
-}
-
-/// `path#L12-L20` (or `path#L12` for one line).
-pub fn citation(path: &str, start_line: usize, end_line: usize) -> String {
-    if start_line == end_line {
-        format!("{path}#L{start_line}")
-    } else {
-        format!("{path}#L{start_line}-L{end_line}")
+impl MemoryGetArgs {
+    /// The engine request, as `claw memory get` builds it from its flags.
+    pub fn to_request(&self) -> GetRequest {
+        let mut req = GetRequest::new(self.path.clone());
+        if let Some(from) = self.from {
+            req.from = from.max(1);
+        }
+        if let Some(lines) = self.lines {
+            req.lines = lines.max(1);
+        }
+        req
     }
 }
 
-impl MemorySearchResponse {
-    pub fn render(&self) -> String {
+/// `memory_search`'s result: the engine's response, exactly the JSON of
+/// `claw memory search --json` without its `sync` object (the tools answer from
+/// the index as it is; the watcher keeps it fresh).
+pub type MemorySearchResponse = SearchResponse;
+
+/// `memory_get`'s result: exactly the JSON of `claw memory get --json`.
+pub type MemoryGetResponse = GetResponse;
+
+/// Why the memory backend could not answer.
+#[derive(Debug, thiserror::Error)]
+pub enum MemoryBackendError {
+    /// The memory database could not be opened.
+    #[error("cannot open the memory database")]
+    Open(#[source] ServiceError),
+    /// The search or get failed.
+    #[error(transparent)]
+    Service(#[from] ServiceError),
+}
+
+impl MemoryBackendError {
+    /// The message with its causes, `a: b: c`.
+    pub fn message(&self) -> String {
+        let mut out = self.to_string();
+        let mut cause = std::error::Error::source(self);
+        // `transparent` shares its inner error's message: skip repeating it.
+        if let MemoryBackendError::Service(inner) = self {
+            cause = std::error::Error::source(inner);
+        }
+        while let Some(c) = cause {
+            out.push_str(": ");
+            out.push_str(&c.to_string());
+            cause = c.source();
+        }
+        out
+    }
+}
+
+/// The memory engine as the tools see it. Blocking; implemented over
+/// `claw_memory::service::MemoryService` by [`crate::memory_backend`].
+pub trait MemoryBackend: Send + Sync {
+    /// One search.
+    fn search(&self, req: &SearchRequest) -> Result<SearchResponse, MemoryBackendError>;
+    /// Lines of an indexed file.
+    fn get(&self, req: &GetRequest) -> Result<GetResponse, MemoryBackendError>;
+}
+
+/// How memory results are shown to the model.
+pub trait RenderForModel {
+    /// The text the model receives.
+    fn render(&self) -> String;
+}
+
+impl RenderForModel for SearchResponse {
+    fn render(&self) -> String {
         let mut out = if self.results.is_empty() {
             format!(
                 "No memory matches for \"{}\" (mode {}).",
@@ -116,14 +152,10 @@ impl MemorySearchResponse {
             out.push_str(&format!("\n(fallback: {f})"));
         }
         for (i, hit) in self.results.iter().enumerate() {
-            let cite = if hit.citation.is_empty() {
-                citation(&hit.path, hit.start_line, hit.end_line)
-            } else {
-                hit.citation.clone()
-            };
             out.push_str(&format!(
-                "\n\n[{}] {cite} (score {:.3}, source {})\n{}",
+                "\n\n[{}] {} (score {:.3}, source {})\n{}",
                 i + 1,
+                hit.citation,
                 hit.score,
                 hit.source,
                 hit.snippet.trim_end()
@@ -136,17 +168,21 @@ impl MemorySearchResponse {
     }
 }
 
-impl MemoryGetResponse {
-    pub fn render(&self) -> String {
+impl RenderForModel for GetResponse {
+    fn render(&self) -> String {
         if self.total_lines == 0 {
             return format!("{} is empty.", self.path);
         }
         let mut out = format!(
-            "{} (of {} lines)\n{}",
-            citation(&self.path, self.start_line, self.end_line),
+            "{} (of {} lines, source {})\n{}",
+            citation(&self.path, self.from, self.to),
             self.total_lines,
+            self.source,
             self.text.trim_end_matches('\n')
         );
+        if self.truncated {
+            out.push_str("\n[the last line was cut to fit the character budget]");
+        }
         if let Some(next) = self.next_from {
             out.push_str(&format!("\n[more lines follow; continue with from={next}]"));
         }
@@ -163,10 +199,12 @@ fn backend(ctx: &ToolContext) -> Result<std::sync::Arc<dyn MemoryBackend>, ToolE
 async fn on_blocking<T, F>(f: F) -> Result<T, ToolError>
 where
     T: Send + 'static,
-    F: FnOnce() -> Result<T, String> + Send + 'static,
+    F: FnOnce() -> Result<T, MemoryBackendError> + Send + 'static,
 {
     match tokio::task::spawn_blocking(f).await {
-        Ok(r) => r.map_err(|message| ToolError::Memory { message }),
+        Ok(r) => r.map_err(|e| ToolError::Memory {
+            message: e.message(),
+        }),
         Err(e) => Err(ToolError::Memory {
             message: format!("the memory task failed: {e}"),
         }),
@@ -182,7 +220,8 @@ pub async fn search(ctx: &ToolContext, args: MemorySearchArgs) -> ToolResult {
         });
     }
     let b = backend(ctx)?;
-    on_blocking(move || b.search(&args))
+    let req = args.to_request();
+    on_blocking(move || b.search(&req))
         .await
         .map(ToolOutput::MemorySearch)
 }
@@ -190,7 +229,8 @@ pub async fn search(ctx: &ToolContext, args: MemorySearchArgs) -> ToolResult {
 /// `memory_get`.
 pub async fn get(ctx: &ToolContext, args: MemoryGetArgs) -> ToolResult {
     let b = backend(ctx)?;
-    on_blocking(move || b.get(&args))
+    let req = args.to_request();
+    on_blocking(move || b.get(&req))
         .await
         .map(ToolOutput::MemoryGet)
 }
@@ -198,28 +238,33 @@ pub async fn get(ctx: &ToolContext, args: MemoryGetArgs) -> ToolResult {
 #[cfg(test)]
 mod tests {
     //! Unit tests of the adapter and the rendering. They use a small in-test
-    //! backend on purpose: the real engine is exercised by the memory tests and
-    //! wired to these tools by the driver.
+    //! backend on purpose: the real engine is exercised by the memory tests, and
+    //! the claw crate's `memory_contract` test checks these tools against the CLI.
     use super::*;
     use crate::message::ToolCall;
     use crate::tools::ToolRegistry;
+    use claw_memory::search::{Fallback, SearchError, SearchHit};
     use std::sync::{Arc, Mutex};
 
     struct Recording {
-        seen: Mutex<Vec<MemorySearchArgs>>,
+        seen: Mutex<Vec<SearchRequest>>,
     }
 
     impl MemoryBackend for Recording {
-        fn search(&self, args: &MemorySearchArgs) -> Result<MemorySearchResponse, String> {
-            self.seen.lock().unwrap().push(args.clone());
-            if args.query == "boom" {
-                return Err("index is locked".into());
+        fn search(&self, req: &SearchRequest) -> Result<SearchResponse, MemoryBackendError> {
+            self.seen.lock().unwrap().push(req.clone());
+            if req.query == "boom" {
+                return Err(ServiceError::Search(SearchError::UnknownSource {
+                    name: "garden".into(),
+                    known: "memory, sessions".into(),
+                })
+                .into());
             }
-            Ok(MemorySearchResponse {
-                query: args.query.clone(),
-                mode: "hybrid".into(),
-                fallback: Some("no-embedder".into()),
-                results: vec![MemoryHit {
+            Ok(SearchResponse {
+                query: req.query.clone(),
+                mode: Mode::Hybrid,
+                fallback: Some(Fallback::NoEmbedder),
+                results: vec![SearchHit {
                     path: "memory/2026-11-02.md".into(),
                     source: "memory".into(),
                     start_line: 12,
@@ -227,36 +272,66 @@ mod tests {
                     score: 0.8123,
                     snippet: "Decided to use SQLite.".into(),
                     citation: citation("memory/2026-11-02.md", 12, 20),
+                    explain: None,
                 }],
             })
         }
 
-        fn get(&self, args: &MemoryGetArgs) -> Result<MemoryGetResponse, String> {
-            Ok(MemoryGetResponse {
-                path: args.path.clone(),
-                start_line: args.from.unwrap_or(1),
-                end_line: 2,
+        fn get(&self, req: &GetRequest) -> Result<GetResponse, MemoryBackendError> {
+            if req.path == "missing.md" {
+                return Err(ServiceError::Search(SearchError::NotIndexed(req.path.clone())).into());
+            }
+            Ok(GetResponse {
+                path: req.path.clone(),
+                source: "memory".into(),
+                from: req.from,
+                to: 2,
                 total_lines: 5,
                 text: "a\nb\n".into(),
                 next_from: Some(3),
+                truncated: false,
             })
         }
     }
 
     #[test]
-    fn json_shape_matches_cli() {
-        let r = MemorySearchResponse {
-            query: "q".into(),
-            mode: "fts".into(),
-            fallback: None,
-            results: vec![],
-        };
-        let v = serde_json::to_value(&r).unwrap();
-        let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
-        assert_eq!(keys.len(), 4);
-        assert!(v["fallback"].is_null());
-        assert_eq!(citation("a.md", 3, 3), "a.md#L3");
-        assert_eq!(citation("a.md", 3, 9), "a.md#L3-L9");
+    fn arguments_become_the_cli_requests() {
+        let args: MemorySearchArgs = serde_json::from_str(
+            r#"{"query":"q","limit":500,"mode":"fts","source":"sessions","min_score":0.5}"#,
+        )
+        .unwrap();
+        let req = args.to_request();
+        assert_eq!(
+            (req.limit, req.mode, req.source, req.min_score),
+            (50, Mode::Fts, SourceFilter::Sessions, Some(0.5))
+        );
+        assert_eq!(
+            MemorySearchArgs {
+                query: "q".into(),
+                limit: None,
+                min_score: None,
+                mode: None,
+                source: None
+            }
+            .to_request(),
+            SearchRequest::new("q")
+        );
+        let g = MemoryGetArgs {
+            path: "a.md".into(),
+            from: Some(0),
+            lines: Some(3),
+        }
+        .to_request();
+        assert_eq!((g.from, g.lines), (1, 3));
+        assert_eq!(
+            MemoryGetArgs {
+                path: "a.md".into(),
+                from: None,
+                lines: None
+            }
+            .to_request(),
+            GetRequest::new("a.md")
+        );
     }
 
     #[tokio::test]
@@ -282,8 +357,13 @@ mod tests {
         assert!(text.contains("Decided to use SQLite."));
         assert!(text.contains("fallback: no-embedder"));
         let seen = backend.seen.lock().unwrap().clone();
-        assert_eq!(seen[0].limit, Some(3));
-        assert_eq!(seen[0].mode, Some(SearchMode::Fts));
+        assert_eq!(seen[0].limit, 3);
+        assert_eq!(seen[0].mode, Mode::Fts);
+        // The structured result is the CLI's JSON shape.
+        let v = serde_json::to_value(&out).unwrap();
+        assert_eq!(v["tool"], "memory_search");
+        assert_eq!(v["fallback"], "no-embedder");
+        assert_eq!(v["results"][0]["citation"], "memory/2026-11-02.md#L12-L20");
 
         let err = reg
             .dispatch(&ToolCall {
@@ -292,7 +372,10 @@ mod tests {
             })
             .await
             .unwrap_err();
-        assert_eq!(err.render(), "Error: memory: index is locked");
+        assert_eq!(
+            err.render(),
+            "Error: memory: unknown source `garden` (known: memory, sessions)"
+        );
         let err = reg
             .dispatch(&ToolCall {
                 arguments: r#"{"query":"x","mode":"semantic"}"#.into(),
@@ -302,17 +385,43 @@ mod tests {
             .unwrap_err();
         assert!(matches!(err, ToolError::InvalidArguments { .. }), "{err:?}");
 
-        let got = reg
-            .dispatch(&ToolCall {
-                id: "c2".into(),
-                name: "memory_get".into(),
-                arguments: r#"{"path":"memory/a.md"}"#.into(),
-            })
-            .await
-            .unwrap();
+        let get_call = ToolCall {
+            id: "c2".into(),
+            name: "memory_get".into(),
+            arguments: r#"{"path":"memory/a.md"}"#.into(),
+        };
+        let got = reg.dispatch(&get_call).await.unwrap();
         assert_eq!(
             got.render(),
-            "memory/a.md#L1-L2 (of 5 lines)\na\nb\n[more lines follow; continue with from=3]"
+            "memory/a.md#L1-L2 (of 5 lines, source memory)\na\nb\n[more lines follow; continue with from=3]"
+        );
+        let v = serde_json::to_value(&got).unwrap();
+        let mut keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+        keys.sort_unstable();
+        assert_eq!(
+            keys,
+            [
+                "from",
+                "next_from",
+                "path",
+                "source",
+                "text",
+                "to",
+                "tool",
+                "total_lines",
+                "truncated"
+            ]
+        );
+        let err = reg
+            .dispatch(&ToolCall {
+                arguments: r#"{"path":"missing.md"}"#.into(),
+                ..get_call
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err.render(),
+            "Error: memory: `missing.md` is not an indexed file"
         );
     }
 }

@@ -35,8 +35,8 @@ use crate::message::{ToolCall, ToolSpec};
 pub use exec::{ExecArgs, ExecOutcome};
 pub use fs::{DirEntry, EditFileArgs, EntryKind, ListDirArgs, ReadFileArgs, WriteFileArgs};
 pub use memory::{
-    MemoryBackend, MemoryGetArgs, MemoryGetResponse, MemoryHit, MemorySearchArgs,
-    MemorySearchResponse,
+    MemoryBackend, MemoryBackendError, MemoryGetArgs, MemoryGetResponse, MemorySearchArgs,
+    MemorySearchResponse, RenderForModel,
 };
 pub use policy::{Answer, Gate, Grant, Grants, is_read_only, resolve_path};
 pub use table::{Invocation, Offer, Reach, TOOLS, ToolDescriptor, ToolId};

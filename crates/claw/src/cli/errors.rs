@@ -144,7 +144,9 @@ fn classify(e: &(dyn std::error::Error + 'static)) -> Option<(&'static str, Vec<
             ),
             SearchError::NotIndexed(_) => ("not-indexed", vec![]),
             SearchError::Read { .. } => ("io", vec![]),
-            SearchError::Store(_) | SearchError::Sqlite(_) => return None,
+            SearchError::Store(_) | SearchError::Sqlite(_) | SearchError::Storage(_) => {
+                return None;
+            }
         });
     }
     if let Some(err) = e.downcast_ref::<EmbedError>() {

@@ -94,11 +94,6 @@ pub fn run_eval(settings: &Settings, args: EvalArgs) -> anyhow::Result<Exit> {
     } else {
         Loaded::Disabled
     };
-    let embedder = match &loaded {
-        Loaded::Ready(e) => Ok(e.as_ref()),
-        Loaded::Disabled => Err("no embedding model (embedding provider is `none`)".to_string()),
-        Loaded::Unavailable(e) => Err(e.to_string()),
-    };
 
     let bar = if show_progress(output) {
         let b = indicatif::ProgressBar::new(0);
@@ -130,7 +125,7 @@ pub fn run_eval(settings: &Settings, args: EvalArgs) -> anyhow::Result<Exit> {
     let report = runner::run(
         &data,
         &settings.mem,
-        embedder,
+        &loaded,
         &EvalOptions {
             modes,
             limit: usize::from(args.limit),

@@ -3,31 +3,32 @@
 
 use super::output::{Exit, Output, print_json, sanitize};
 use crate::config::{EmbedProvider, Settings};
-use anyhow::Context;
-use claw_memory::embed::Loaded;
-use claw_memory::freshness::{self, SyncReport};
-use claw_memory::search::engine::SearchResponse;
-use claw_memory::search::engine::{
-    self, GetRequest, Mode, SearchError, SearchRequest, SourceFilter,
-};
-use claw_memory::service::query_embedder;
-use claw_memory::store::Store;
+use claw_memory::search::engine;
+use claw_memory::search::{GetRequest, Mode, SearchError, SearchRequest, SourceFilter};
+use claw_memory::service::{MemoryService, ServiceError, SyncPolicy};
 use std::io::Write;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ModeArg {
-    Hybrid,
-    Fts,
-    Vector,
+/// `--mode`: the engine's one [`Mode`], offered to clap by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ModeArg(pub Mode);
+
+impl clap::ValueEnum for ModeArg {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[
+            ModeArg(Mode::Hybrid),
+            ModeArg(Mode::Fts),
+            ModeArg(Mode::Vector),
+        ]
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(self.0.as_str()))
+    }
 }
 
-impl From<ModeArg> for Mode {
-    fn from(m: ModeArg) -> Mode {
-        match m {
-            ModeArg::Hybrid => Mode::Hybrid,
-            ModeArg::Fts => Mode::Fts,
-            ModeArg::Vector => Mode::Vector,
-        }
+impl std::fmt::Display for ModeArg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
     }
 }
 
@@ -42,7 +43,7 @@ pub struct SearchArgs {
     #[arg(long, value_name = "X", allow_negative_numbers = true, value_parser = super::output::finite_f64)]
     pub min_score: Option<f64>,
     /// Which stages to run.
-    #[arg(long, value_enum, default_value_t = ModeArg::Hybrid)]
+    #[arg(long, value_enum, default_value_t = ModeArg(Mode::Hybrid))]
     pub mode: ModeArg,
     /// memory, sessions, all, or a registered source name.
     #[arg(long, default_value = "all", value_name = "SOURCE")]
@@ -73,35 +74,50 @@ pub struct GetArgs {
     pub json: bool,
 }
 
-/// `claw memory search --json`: the engine's response plus what the inline sync did.
-#[derive(serde::Serialize)]
-struct SearchJson<'a> {
-    #[serde(flatten)]
-    response: &'a SearchResponse,
-    /// `{"status": "fresh" | "synced" | "stale" | "skipped", ...}`.
-    sync: &'a SyncReport,
+/// What the user can do about a service error, when there is something: the
+/// library's errors name no command, the CLI adds the hint.
+fn hint(e: &ServiceError) -> Option<&'static str> {
+    match e {
+        ServiceError::Search(SearchError::NotIndexed(_)) => {
+            Some("run `claw memory index`, or check the path with `claw memory search`")
+        }
+        _ => None,
+    }
+}
+
+/// A service error as the CLI reports it (`error: …` with its causes).
+fn report(e: ServiceError, what: &'static str) -> anyhow::Error {
+    if let Some(h) = hint(&e) {
+        return anyhow::anyhow!("{e} ({h})");
+    }
+    match e {
+        ServiceError::Search(e @ SearchError::UnknownSource { .. }) => anyhow::anyhow!(e),
+        ServiceError::Search(e) if what.is_empty() => anyhow::Error::new(e),
+        ServiceError::Search(e) => anyhow::Error::new(e).context(what),
+        other => anyhow::Error::new(other),
+    }
 }
 
 pub fn run_search(settings: &Settings, args: SearchArgs) -> anyhow::Result<Exit> {
     let output = Output::from_flag(args.json);
-    let db = settings.db_path();
-    let mut store = Store::open(&db).with_context(|| format!("opening {}", db.display()))?;
-    let mode: Mode = args.mode.into();
-    // A cheap stat-level staleness check first: it decides whether the model is
-    // needed even for a keyword-only search (to re-index the few dirty files).
-    let staleness = if args.no_sync {
-        None
-    } else {
-        Some(freshness::check(&settings.mem, &store).context("checking freshness")?)
+    let service = MemoryService::open(settings.mem.clone()).map_err(|e| report(e, ""))?;
+    let req = SearchRequest {
+        query: args.query,
+        limit: args.limit,
+        min_score: args.min_score,
+        mode: args.mode.0,
+        source: SourceFilter::parse(&args.source),
+        explain: args.explain,
+        mmr: true,
+        keyword_norm: Default::default(),
     };
-    let dirty = staleness.as_ref().is_some_and(|s| !s.is_fresh());
-    // Load the model only when vectors are needed and the index has some.
-    let loaded = query_embedder(
-        &settings.mem,
-        &store,
-        if dirty { Mode::Hybrid } else { mode },
-    )?;
-    if let Loaded::Unavailable(err) = &loaded
+    let policy = if args.no_sync {
+        SyncPolicy::Skip
+    } else {
+        SyncPolicy::DEFAULT
+    };
+    let result = service.search(&req, policy);
+    if let Some(err) = service.embedder_error()
         && output == Output::Text
     {
         let hint = match &settings.mem.embed {
@@ -111,53 +127,15 @@ pub fn run_search(settings: &Settings, args: SearchArgs) -> anyhow::Result<Exit>
         let note = format!("keyword-only search, the embedding model did not load ({err}); {hint}");
         eprintln!("note: {}", sanitize(&note));
     }
-    let sync = match staleness {
-        None => SyncReport::Skipped,
-        Some(st) => freshness::sync_checked(
-            &mut store,
-            &settings.mem,
-            loaded.embedder(),
-            freshness::DEFAULT_SYNC_LIMIT,
-            st,
-        )
-        .context("syncing changed files before the search")?,
-    };
+    let outcome = result.map_err(|e| report(e, "search failed"))?;
+    let resp = &outcome.response;
     if output == Output::Text
-        && let Some(line) = sync.describe()
+        && let Some(line) = outcome.sync.describe()
     {
         eprintln!("note: {}", sanitize(&line));
     }
-    let req = SearchRequest {
-        query: args.query,
-        limit: args.limit,
-        min_score: args.min_score,
-        mode,
-        source: SourceFilter::parse(&args.source),
-        explain: args.explain,
-        mmr: true,
-        keyword_norm: Default::default(),
-    };
-    let query_embedder = if mode == Mode::Fts {
-        None
-    } else {
-        loaded.embedder()
-    };
-    let resp = engine::search(
-        &store,
-        query_embedder,
-        &settings.mem.memory,
-        &req,
-        settings.mem.clock.now_unix(),
-    )
-    .map_err(|e| match e {
-        SearchError::UnknownSource { .. } => anyhow::anyhow!(e),
-        other => anyhow::Error::new(other).context("search failed"),
-    })?;
     match output {
-        Output::Json => print_json(&SearchJson {
-            response: &resp,
-            sync: &sync,
-        })?,
+        Output::Json => print_json(&outcome)?,
         Output::Text => {
             let mut out = std::io::stdout().lock();
             if resp.results.is_empty() {
@@ -202,15 +180,14 @@ pub fn run_search(settings: &Settings, args: SearchArgs) -> anyhow::Result<Exit>
 }
 
 pub fn run_get(settings: &Settings, args: GetArgs) -> anyhow::Result<Exit> {
-    let db = settings.db_path();
-    let store = Store::open(&db).with_context(|| format!("opening {}", db.display()))?;
+    let service = MemoryService::open(settings.mem.clone()).map_err(|e| report(e, ""))?;
     let req = GetRequest {
         path: args.path,
         from: args.from.max(1),
         lines: args.lines.max(1),
         max_chars: engine::GET_MAX_CHARS,
     };
-    let resp = engine::get_lines(&settings.mem, &store, &req)?;
+    let resp = service.get(&req).map_err(|e| report(e, ""))?;
     if args.json {
         print_json(&resp)?;
     } else {

@@ -15,6 +15,7 @@ mod eval_smoke;
 mod index_cli;
 mod jail_agent_cli;
 mod jail_memory_cli;
+mod memory_contract;
 mod sandbox_exec;
 mod search_cli;
 mod search_sync;

@@ -262,11 +262,14 @@ fn search_and_get_never_return_a_secret() {
     let backend = EngineBackend::new(MemoryConfig::for_workspace(ws, EmbedProvider::None));
     for path in ["sessions/x.jsonl", "memory/access.md"] {
         let resp = backend
-            .get(&MemoryGetArgs {
-                path: path.to_string(),
-                from: None,
-                lines: Some(1000),
-            })
+            .get(
+                &MemoryGetArgs {
+                    path: path.to_string(),
+                    from: None,
+                    lines: Some(1000),
+                }
+                .to_request(),
+            )
             .expect("memory_get");
         assert_clean(&format!("memory_get {path}"), &resp.text, &rows);
         assert!(resp.text.contains("[REDACTED]"), "{}", resp.text);

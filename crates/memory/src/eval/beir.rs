@@ -2,6 +2,7 @@
 //! `queries.jsonl` (`{_id, text}`) and `qrels/<split>.tsv` (a header line, then
 //! `query-id <TAB> corpus-id <TAB> score`). Malformed input is an error naming the
 //! file and line. Blocking file reads only.
+#![warn(missing_docs)]
 
 use super::metrics::Qrels;
 use std::collections::{BTreeMap, HashSet};
@@ -12,32 +13,50 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, thiserror::Error)]
 pub enum BeirError {
     #[error("cannot read {path}: {source}")]
+    /// A file could not be read.
     Io {
+        /// The file.
         path: PathBuf,
+        /// The I/O error.
         source: std::io::Error,
     },
     #[error("{path}:{line}: {message}")]
+    /// A line could not be parsed.
     Malformed {
+        /// The file.
         path: PathBuf,
+        /// The line (1-based).
         line: usize,
+        /// What is wrong.
         message: String,
     },
     #[error("{path}: {message}")]
-    Invalid { path: PathBuf, message: String },
+    /// The data set is inconsistent (e.g. no queries, unknown ids).
+    Invalid {
+        /// The file or directory.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
 }
 
 /// One corpus document.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Doc {
+    /// Document id (`_id`).
     pub id: String,
+    /// Title (may be empty).
     pub title: String,
+    /// Body text.
     pub text: String,
 }
 
 /// One query.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Query {
+    /// Query id (`_id`).
     pub id: String,
+    /// The query text.
     pub text: String,
 }
 
@@ -46,10 +65,13 @@ pub struct Query {
 pub struct Dataset {
     /// Directory name, for reports.
     pub name: String,
+    /// The split (`test`, `dev`, …).
     pub split: String,
+    /// Every document of the corpus.
     pub corpus: Vec<Doc>,
     /// Queries of the split, in `queries.jsonl` order.
     pub queries: Vec<Query>,
+    /// Relevance judgements of the split.
     pub qrels: Qrels,
 }
 

@@ -9,6 +9,7 @@
 //! A document is relevant when its qrels grade is > 0; queries with no relevant
 //! document are excluded from every mean (as trec_eval does, they have nothing
 //! to find).
+#![warn(missing_docs)]
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -21,16 +22,22 @@ pub type Run = BTreeMap<String, Vec<(String, f64)>>;
 /// Metrics of one query.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct QueryMetrics {
+    /// nDCG at the cut-off.
     pub ndcg: f64,
+    /// Recall at the cut-off.
     pub recall: f64,
+    /// Reciprocal rank at the cut-off.
     pub mrr: f64,
 }
 
 /// Cut-offs for each metric.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Cutoffs {
+    /// nDCG cut-off.
     pub ndcg: usize,
+    /// Recall cut-off.
     pub recall: usize,
+    /// MRR cut-off.
     pub mrr: usize,
 }
 
@@ -50,8 +57,11 @@ impl Default for Cutoffs {
 pub struct Summary {
     /// Number of queries averaged (those with at least one relevant document).
     pub queries: usize,
+    /// Mean nDCG.
     pub ndcg: f64,
+    /// Mean recall.
     pub recall: f64,
+    /// Mean reciprocal rank.
     pub mrr: f64,
 }
 

@@ -6,6 +6,7 @@
 //!
 //! Invariant: never touches the user's workspace or database — everything is
 //! written under a temporary directory that is removed afterwards.
+#![warn(missing_docs)]
 
 pub mod beir;
 pub mod metrics;

@@ -4,16 +4,18 @@
 //!
 //! Invariant: all files live under a fresh temporary directory (removed on drop);
 //! the user's workspace and database are never opened.
+#![warn(missing_docs)]
 
 use super::beir::Dataset;
 use super::metrics::{self, Cutoffs, QueryMetrics, Run, Summary};
 use super::{EVAL_SOURCE, doc_file_name, doc_markdown};
 use crate::config::MemoryConfig;
-use crate::embed::Embedder;
+use crate::embed::Loaded;
 use crate::indexer::{self, IndexError, IndexOptions};
 use crate::lock::{LockError, WriterLock};
-use crate::search::engine::{self, Mode, SearchRequest, SourceFilter};
 use crate::search::score::KeywordNorm;
+use crate::search::types::{Fallback, Mode, SearchRequest, SourceFilter};
+use crate::service::{MemoryService, ServiceError, SyncPolicy};
 
 use crate::store::{Store, StoreError};
 use std::collections::{BTreeMap, HashMap};
@@ -24,23 +26,44 @@ use std::time::{Duration, Instant};
 #[derive(Debug, thiserror::Error)]
 pub enum EvalError {
     #[error("cannot write the temporary corpus at {path}: {source}")]
+    /// The temporary corpus could not be written.
     Io {
+        /// The file or directory.
         path: PathBuf,
+        /// The I/O error.
         source: std::io::Error,
     },
     #[error(transparent)]
+    /// The temporary database.
     Store(#[from] StoreError),
     #[error(transparent)]
+    /// The writer lock of the temporary index.
     Lock(#[from] LockError),
     #[error("indexing the corpus failed: {0}")]
+    /// Indexing the corpus.
     Index(#[from] IndexError),
-    #[error("search failed for query `{query}` in mode {mode}: {message}")]
+    #[error("search failed for query `{query}` in mode {mode}: {source}")]
+    /// A query failed.
     Search {
+        /// The variant (`hybrid`, `fts@vw0.50`, …).
         mode: String,
+        /// The query id.
         query: String,
-        message: String,
+        /// Why.
+        source: Box<ServiceError>,
+    },
+    #[error("the engine fell back ({fallback}) instead of running {mode} for query `{query}`")]
+    /// The engine skipped a stage the mode needs: its figures would be mislabelled.
+    FellBack {
+        /// The variant.
+        mode: String,
+        /// The query id.
+        query: String,
+        /// The fallback the engine reported.
+        fallback: Fallback,
     },
     #[error("{0}")]
+    /// Nothing to evaluate, or an index that would make the figures wrong.
     Empty(String),
 }
 
@@ -86,7 +109,9 @@ impl EvalMode {
 /// weight overridden (text weight = 1 − w), so one index serves a weight sweep.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Variant {
+    /// The retrieval mode.
     pub mode: EvalMode,
+    /// Vector weight of the blend (`None`: the configured one).
     pub vector_weight: Option<f64>,
 }
 
@@ -103,6 +128,7 @@ impl Variant {
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct EvalOptions {
+    /// Modes to evaluate.
     pub modes: Vec<EvalMode>,
     /// Extra vector weights to evaluate the hybrid modes at (besides the configured one).
     pub vector_weights: Vec<f64>,
@@ -116,13 +142,25 @@ pub struct EvalOptions {
 #[derive(Debug, Clone, PartialEq)]
 pub enum EvalProgress {
     /// Writing the corpus notes.
-    Writing { docs: usize },
+    /// Writing the corpus notes (`docs` documents).
+    Writing {
+        /// Documents to write.
+        docs: usize,
+    },
     /// Indexing: `done` of `total` files.
-    Indexing { done: usize, total: usize },
+    Indexing {
+        /// Files indexed so far.
+        done: usize,
+        /// Files to index.
+        total: usize,
+    },
     /// Querying one mode: `done` of `total` queries.
     Querying {
+        /// The mode.
         mode: EvalMode,
+        /// Queries run so far.
         done: usize,
+        /// Queries of the split.
         total: usize,
     },
 }
@@ -130,16 +168,25 @@ pub enum EvalProgress {
 /// The outcome of one mode.
 #[derive(Debug, Clone)]
 pub enum ModeOutcome {
+    /// The mode ran.
     Ran(ModeResult),
-    Skipped { reason: String },
+    /// The mode could not run (no embedding model).
+    Skipped {
+        /// Why.
+        reason: String,
+    },
 }
 
 /// Scores and latency of one mode.
 #[derive(Debug, Clone)]
 pub struct ModeResult {
+    /// Mean metrics.
     pub summary: Summary,
+    /// Median query latency (ms).
     pub p50_ms: f64,
+    /// 95th-percentile query latency (ms).
     pub p95_ms: f64,
+    /// Metrics per query id.
     pub per_query: BTreeMap<String, QueryMetrics>,
     /// The evaluated rankings, for export as a TREC run.
     pub run: Run,
@@ -148,23 +195,30 @@ pub struct ModeResult {
 /// The whole report.
 #[derive(Debug, Clone)]
 pub struct EvalReport {
+    /// Data set name.
     pub dataset: String,
+    /// The split evaluated.
     pub split: String,
     /// Queries of the split (those run).
     pub queries: usize,
+    /// Documents in the corpus.
     pub documents: usize,
+    /// Chunks indexed.
     pub chunks: usize,
+    /// Indexing time (s).
     pub index_seconds: f64,
+    /// Metric cut-offs.
     pub cutoffs: Cutoffs,
+    /// Each variant and its outcome, in report order.
     pub modes: Vec<(Variant, ModeOutcome)>,
 }
 
-/// Run the evaluation. `embedder` is the loaded model, or the reason there is
-/// none (modes needing it are then reported as skipped with that reason).
+/// Run the evaluation with the configured embedder as loaded (modes needing one
+/// are reported as skipped, with the reason, when there is none).
 pub fn run(
     data: &Dataset,
     settings: &MemoryConfig,
-    embedder: Result<&dyn Embedder, String>,
+    embedder: &Loaded,
     opts: &EvalOptions,
     progress: &dyn Fn(EvalProgress),
 ) -> Result<EvalReport, EvalError> {
@@ -205,7 +259,12 @@ pub fn run(
         by_file.insert(name, doc.id.clone());
     }
 
-    let model = embedder.as_ref().ok().copied();
+    let model = embedder.embedder();
+    let no_model_reason = match embedder {
+        Loaded::Ready(_) => None,
+        Loaded::Disabled => Some("no embedding model (embedding provider is `none`)".to_string()),
+        Loaded::Unavailable(e) => Some(e.to_string()),
+    };
     let mut store = Store::open(&settings.db_path())?;
     store.add_source(EVAL_SOURCE, &corpus_dir)?;
     let lock = WriterLock::acquire(&settings.state_dir(), "eval", Duration::from_secs(5))?;
@@ -242,7 +301,8 @@ pub fn run(
         recall: opts.limit,
         ..Cutoffs::default()
     };
-    let now = settings.clock.now_unix();
+    let base = settings.memory.clone();
+    let mut service = MemoryService::with_store(settings, store, model);
     let mut modes = Vec::new();
     let mut variants = Vec::new();
     for &mode in &opts.modes {
@@ -261,13 +321,14 @@ pub fn run(
     }
     for variant in variants {
         let mode = variant.mode;
-        let mut settings = settings.clone();
+        let mut params = base.clone();
         if let Some(w) = variant.vector_weight {
-            settings.memory.vector_weight = w;
-            settings.memory.text_weight = 1.0 - w;
+            params.vector_weight = w;
+            params.text_weight = 1.0 - w;
         }
+        service.set_retrieval(params);
         if mode.needs_embedder()
-            && let Err(reason) = &embedder
+            && let Some(reason) = &no_model_reason
         {
             modes.push((
                 variant,
@@ -281,21 +342,20 @@ pub fn run(
         let mut latencies = Vec::with_capacity(data.queries.len());
         for (i, q) in data.queries.iter().enumerate() {
             let t = Instant::now();
-            let hits = search_one(
-                &store,
-                &settings,
-                model,
-                mode,
-                opts.keyword_norm,
-                &q.text,
-                opts.limit,
-                now,
-            )
-            .map_err(|message| EvalError::Search {
-                mode: variant.name(),
-                query: q.id.clone(),
-                message,
-            })?;
+            let hits = search_one(&service, mode, opts.keyword_norm, &q.text, opts.limit).map_err(
+                |e| match e {
+                    SearchOneError::Service(source) => EvalError::Search {
+                        mode: variant.name(),
+                        query: q.id.clone(),
+                        source: Box::new(source),
+                    },
+                    SearchOneError::FellBack(fallback) => EvalError::FellBack {
+                        mode: variant.name(),
+                        query: q.id.clone(),
+                        fallback,
+                    },
+                },
+            )?;
             latencies.push(t.elapsed().as_secs_f64() * 1000.0);
             run.insert(q.id.clone(), ranking_to_run(&hits, &by_file));
             progress(EvalProgress::Querying {
@@ -352,20 +412,23 @@ pub fn ranking_to_run(
         .collect()
 }
 
-/// One query through the normal search path; returns hit paths, best first.
-/// A silent fallback (e.g. vector mode answered by keywords) is an error: the
-/// mode's figures would be mislabelled.
-#[allow(clippy::too_many_arguments)]
+/// Why one evaluation query produced no ranking.
+enum SearchOneError {
+    Service(ServiceError),
+    FellBack(Fallback),
+}
+
+/// One query through the normal search path (the service, without a sync: the
+/// index was just built); returns hit paths, best first. A silent fallback (e.g.
+/// vector mode answered by keywords) is an error: the mode's figures would be
+/// mislabelled.
 fn search_one(
-    store: &Store,
-    settings: &MemoryConfig,
-    embedder: Option<&dyn Embedder>,
+    service: &MemoryService<'_>,
     mode: EvalMode,
     keyword_norm: KeywordNorm,
     query: &str,
     limit: usize,
-    now: i64,
-) -> Result<Vec<String>, String> {
+) -> Result<Vec<String>, SearchOneError> {
     let mut req = SearchRequest::new(query);
     req.limit = limit;
     req.min_score = Some(f64::NEG_INFINITY);
@@ -377,15 +440,13 @@ fn search_one(
         EvalMode::Hybrid => (Mode::Hybrid, true),
         EvalMode::HybridNoMmr => (Mode::Hybrid, false),
     };
-    let resp =
-        engine::search(store, embedder, &settings.memory, &req, now).map_err(|e| e.to_string())?;
-    if let Some(fb) = &resp.fallback {
-        return Err(format!(
-            "the engine fell back ({fb}) instead of running {}",
-            mode.name()
-        ));
+    let out = service
+        .search(&req, SyncPolicy::Skip)
+        .map_err(SearchOneError::Service)?;
+    if let Some(fb) = out.response.fallback {
+        return Err(SearchOneError::FellBack(fb));
     }
-    Ok(resp.results.into_iter().map(|h| h.path).collect())
+    Ok(out.response.results.into_iter().map(|h| h.path).collect())
 }
 
 #[cfg(test)]

@@ -1,12 +1,23 @@
 //! Hybrid retrieval: keyword (FTS5) + vector (vec0) candidates, blended, decayed,
-//! MMR-reranked. `query`, `score` and `snippet` are pure; `engine` runs the SQL.
+//! MMR-reranked. `query`, `score` and `snippet` are pure; `keyword`, `vector` and
+//! `rows` run the SQL behind the [`storage::SearchStorage`] boundary; `engine`
+//! assembles a search, `get` serves lines of indexed files; `types` is the
+//! contract every caller (CLI, agent tools, eval) shares.
+#![warn(missing_docs)]
 
 pub mod engine;
+pub mod get;
+pub mod keyword;
 pub mod query;
+pub mod rows;
 pub mod score;
 pub mod snippet;
+pub mod storage;
+pub mod types;
+pub mod vector;
 
-pub use engine::{
-    GetRequest, GetResponse, Mode, SearchError, SearchHit, SearchRequest, SearchResponse,
-    SourceFilter, get_lines, search,
+pub use engine::{get_lines, search};
+pub use types::{
+    Fallback, GetRequest, GetResponse, Mode, SearchError, SearchHit, SearchRequest, SearchResponse,
+    SourceFilter, citation,
 };

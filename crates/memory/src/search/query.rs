@@ -5,6 +5,7 @@
 //! FTS5 string (`"..."` with `""` escaping), so quotes, parentheses, `*`, `^`,
 //! `:`, `NEAR` and `AND`/`OR`/`NOT` are plain text; control characters (NUL
 //! included) are dropped; terms without a letter or digit are dropped.
+#![warn(missing_docs)]
 
 use crate::chunk::is_cjk;
 use regex::Regex;

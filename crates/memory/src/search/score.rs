@@ -4,6 +4,7 @@
 //!
 //! Invariant: a pinned candidate (verbatim match of a rare identifier query) is
 //! never dropped and always ends in the top 3.
+#![warn(missing_docs)]
 
 use crate::chunk::is_cjk;
 use std::collections::hash_map::DefaultHasher;
@@ -323,24 +324,30 @@ pub struct Candidate {
 pub struct RankParams {
     /// Effective (vector, keyword) weights, see [`effective_weights`].
     pub weights: (f64, f64),
+    /// Half-life of the temporal decay of dated notes (days).
     pub half_life_days: f64,
     /// MMR λ; `None` disables MMR (order by score).
     pub mmr_lambda: Option<f64>,
     /// Candidates scoring below are dropped (pinned ones excepted).
     pub min_score: f64,
+    /// Most results.
     pub limit: usize,
 }
 
 /// A ranked candidate: index into the input plus its score components.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Ranked {
+    /// Index of the candidate in the input.
     pub index: usize,
     /// `blend × decay`.
     pub score: f64,
+    /// Weighted blend before decay.
     pub blended: f64,
+    /// Temporal decay factor (1 = evergreen).
     pub decay: f64,
     /// Position chosen by MMR (0-based), `None` when MMR is off or the hit was pinned in.
     pub mmr_rank: Option<usize>,
+    /// Kept as a verbatim match of a rare identifier query.
     pub pinned: bool,
 }
 

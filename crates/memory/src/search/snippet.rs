@@ -1,5 +1,6 @@
 //! Snippets for search hits: at most N characters of a chunk, cut at a word
 //! boundary, starting near the first query-term hit. Pure.
+#![warn(missing_docs)]
 
 /// Default snippet length limit, in characters.
 pub const SNIPPET_CHARS: usize = 700;

@@ -8,4 +8,5 @@ mod search_sanitiser;
 mod search_support;
 mod search_xquad;
 mod secrets_realtext;
+mod service;
 mod watch_overflow;

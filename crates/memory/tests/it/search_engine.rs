@@ -314,7 +314,7 @@ fn fallbacks_never_fail() {
     // No embedder: keyword-only, and says so.
     let r = search(&store, None, &p, &req("coffee"), NOW).unwrap();
     assert_eq!(
-        (r.mode, r.fallback.as_deref()),
+        (r.mode, r.fallback.map(|f| f.as_str())),
         (Mode::Hybrid, Some("no-embedder"))
     );
     assert_eq!(paths(&r).first(), Some(&"MEMORY.md"));
@@ -333,7 +333,7 @@ fn fallbacks_never_fail() {
     )
     .unwrap();
     assert_eq!(
-        (r.mode, r.fallback.as_deref()),
+        (r.mode, r.fallback.map(|f| f.as_str())),
         (Mode::Vector, Some("no-embedder"))
     );
     assert!(!r.results.is_empty());
@@ -357,7 +357,7 @@ fn fallbacks_never_fail() {
         NOW,
     )
     .unwrap();
-    assert_eq!(r.fallback.as_deref(), Some("no-vec0"));
+    assert_eq!(r.fallback.map(|f| f.as_str()), Some("no-vec0"));
     assert_eq!(r.mode, Mode::Hybrid);
     assert_eq!(paths(&r), paths(&with_vec0));
     drop(store);
@@ -366,7 +366,7 @@ fn fallbacks_never_fail() {
     let (_d2, store, e) = setup(false);
     let r = search(&store, e.as_deref(), &p, &req("coffee"), NOW).unwrap();
     assert_eq!(
-        (r.mode, r.fallback.as_deref()),
+        (r.mode, r.fallback.map(|f| f.as_str())),
         (Mode::Hybrid, Some("no-vectors"))
     );
     assert_eq!(paths(&r).first(), Some(&"MEMORY.md"));

@@ -1,0 +1,88 @@
+//! Row fetches for ranking: chunk rows by id, the approximate index size and
+//! table probes the stages use to pick a plan.
+#![warn(missing_docs)]
+
+use super::types::SearchError;
+use crate::store::{Store, blob_to_vec};
+use rusqlite::OptionalExtension;
+
+/// A chunk row fetched for ranking.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChunkRow {
+    /// The source's name.
+    pub source: String,
+    /// Relative to the source root.
+    pub path: String,
+    /// First line (1-based).
+    pub start_line: i64,
+    /// Last line (inclusive).
+    pub end_line: i64,
+    /// The chunk's text.
+    pub text: String,
+    /// The chunk's time for decay (unix seconds); `None` = evergreen.
+    pub note_time: Option<i64>,
+    /// The chunk's vector, when asked for and present.
+    pub embedding: Option<Vec<f32>>,
+}
+
+/// Approximate chunk count (max rowid: O(log n)).
+pub fn approx_chunks(store: &Store) -> Result<i64, SearchError> {
+    Ok(store
+        .conn()
+        .query_row("SELECT coalesce(max(rowid), 0) FROM chunks", [], |r| {
+            r.get(0)
+        })?)
+}
+
+/// Whether a table (or any schema object) named `name` exists.
+pub fn table_exists(store: &Store, name: &str) -> Result<bool, SearchError> {
+    Ok(store
+        .conn()
+        .query_row(
+            "SELECT 1 FROM sqlite_master WHERE name = ?1",
+            [name],
+            |_| Ok(()),
+        )
+        .optional()?
+        .is_some())
+}
+
+/// The rows for `ids` (in the order given; missing rows are skipped), one cached
+/// statement per row rather than a freshly prepared `IN (…)` list.
+pub fn fetch_rows(
+    store: &Store,
+    ids: &[i64],
+    with_embedding: bool,
+) -> Result<Vec<(i64, ChunkRow)>, SearchError> {
+    let mut out = Vec::with_capacity(ids.len());
+    let sql = if with_embedding {
+        "SELECT source, path, start_line, end_line, text, note_time, embedding
+         FROM chunks WHERE rowid = ?1"
+    } else {
+        "SELECT source, path, start_line, end_line, text, note_time, NULL
+         FROM chunks WHERE rowid = ?1"
+    };
+    let mut stmt = store.conn().prepare_cached(sql)?;
+    for &id in ids {
+        let row = stmt
+            .query_row([id], |r| {
+                Ok(ChunkRow {
+                    source: r.get(0)?,
+                    path: r.get(1)?,
+                    start_line: r.get(2)?,
+                    end_line: r.get(3)?,
+                    text: r.get(4)?,
+                    note_time: r.get(5)?,
+                    embedding: match r.get_ref(6)? {
+                        rusqlite::types::ValueRef::Blob(b) => blob_to_vec(b),
+                        _ => None,
+                    },
+                })
+            })
+            .optional()?;
+        if let Some(row) = row {
+            out.push((id, row));
+        }
+    }
+    Ok(out)
+}

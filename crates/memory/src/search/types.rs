@@ -1,0 +1,390 @@
+//! The search contract: the request, response, hit and `get` types that the CLI
+//! (`claw memory search|get --json`), the assistant's `memory_search` /
+//! `memory_get` tools and the evaluation all share, the typed [`Fallback`] and
+//! [`SearchError`], and the one [`citation`] format. Their JSON shapes are public:
+//! fields may be added, never renamed or removed.
+#![warn(missing_docs)]
+
+use super::score::KeywordNorm;
+use crate::store::StoreError;
+use crate::walk::{SOURCE_MEMORY, SOURCE_SESSIONS};
+
+/// Largest accepted `limit`.
+pub const MAX_LIMIT: usize = 1000;
+/// `memory get`: lines returned by default.
+pub const GET_DEFAULT_LINES: usize = 120;
+/// `memory get`: most characters returned by default.
+pub const GET_MAX_CHARS: usize = 12_000;
+
+/// Which stages to run. Parsed from and shown as `hybrid`, `fts` (alias
+/// `keyword`) and `vector`, in JSON and on the command line alike.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Vector and keyword candidates, blended.
+    Hybrid,
+    /// Keyword (FTS5) candidates only (`keyword` is accepted too).
+    #[serde(alias = "keyword")]
+    Fts,
+    /// Vector candidates only (keyword when there are no vectors).
+    Vector,
+}
+
+impl Mode {
+    /// Every mode, in the order they are documented.
+    pub const ALL: [Mode; 3] = [Mode::Hybrid, Mode::Fts, Mode::Vector];
+
+    /// The mode's name: `hybrid`, `fts` or `vector`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Hybrid => "hybrid",
+            Mode::Fts => "fts",
+            Mode::Vector => "vector",
+        }
+    }
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An unknown mode name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown mode `{0}` (hybrid, fts, vector)")]
+pub struct UnknownMode(pub String);
+
+impl std::str::FromStr for Mode {
+    type Err = UnknownMode;
+    fn from_str(s: &str) -> Result<Mode, UnknownMode> {
+        match s {
+            "hybrid" => Ok(Mode::Hybrid),
+            "fts" | "keyword" => Ok(Mode::Fts),
+            "vector" => Ok(Mode::Vector),
+            other => Err(UnknownMode(other.to_string())),
+        }
+    }
+}
+
+/// Why a stage was skipped or degraded; serialised as the `fallback` string of
+/// `claw memory search --json`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Fallback {
+    /// No embedding model: keyword only (`no-embedder`).
+    NoEmbedder,
+    /// sqlite-vec unavailable: exact in-process vector scan (`no-vec0`).
+    NoVec0,
+    /// The index was built keyword-only: there are no vectors (`no-vectors`).
+    NoVectors,
+    /// The index was built with another embedding model (`model-mismatch`).
+    ModelMismatch,
+    /// The query could not be embedded: keyword only (`embed-failed`).
+    EmbedFailed,
+}
+
+impl Fallback {
+    /// The JSON string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Fallback::NoEmbedder => "no-embedder",
+            Fallback::NoVec0 => "no-vec0",
+            Fallback::NoVectors => "no-vectors",
+            Fallback::ModelMismatch => "model-mismatch",
+            Fallback::EmbedFailed => "embed-failed",
+        }
+    }
+}
+
+impl std::fmt::Display for Fallback {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Which sources to search.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SourceFilter {
+    /// Every source.
+    All,
+    /// The workspace's notes (`MEMORY.md`, `memory/**`).
+    Memory,
+    /// The session transcripts.
+    Sessions,
+    /// A registered notes folder (or a built-in by name).
+    Named(String),
+}
+
+impl SourceFilter {
+    /// `all`, `memory`, `sessions`, or any other name.
+    pub fn parse(s: &str) -> SourceFilter {
+        match s {
+            "all" | "" => SourceFilter::All,
+            SOURCE_MEMORY => SourceFilter::Memory,
+            SOURCE_SESSIONS => SourceFilter::Sessions,
+            other => SourceFilter::Named(other.to_string()),
+        }
+    }
+
+    /// The source's name; `None` for all sources.
+    pub fn name(&self) -> Option<&str> {
+        match self {
+            SourceFilter::All => None,
+            SourceFilter::Memory => Some(SOURCE_MEMORY),
+            SourceFilter::Sessions => Some(SOURCE_SESSIONS),
+            SourceFilter::Named(n) => Some(n),
+        }
+    }
+}
+
+/// One search.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchRequest {
+    /// The user's text.
+    pub query: String,
+    /// Results wanted (1..=[`MAX_LIMIT`]).
+    pub limit: usize,
+    /// Minimum score; `None` = `MemorySettings::min_score`; `Some(f64::NEG_INFINITY)`
+    /// disables the filter.
+    pub min_score: Option<f64>,
+    /// Which stages to run.
+    pub mode: Mode,
+    /// Which sources to search.
+    pub source: SourceFilter,
+    /// Attach each hit's score components.
+    pub explain: bool,
+    /// MMR rerank (off = order by score).
+    pub mmr: bool,
+    /// BM25 normalisation (default [`KeywordNorm::MaxScaled`]).
+    pub keyword_norm: KeywordNorm,
+}
+
+impl SearchRequest {
+    /// Defaults: limit 6, hybrid, all sources, configured min-score, MMR on.
+    pub fn new(query: impl Into<String>) -> SearchRequest {
+        SearchRequest {
+            query: query.into(),
+            limit: 6,
+            min_score: None,
+            mode: Mode::Hybrid,
+            source: SourceFilter::All,
+            explain: false,
+            mmr: true,
+            keyword_norm: KeywordNorm::default(),
+        }
+    }
+}
+
+/// A hit's score components (`--explain`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Explain {
+    /// Cosine similarity clamped to [0,1]; null when the vector stage did not run.
+    pub vector: Option<f64>,
+    /// Normalised keyword score; null when not a keyword hit.
+    pub keyword: Option<f64>,
+    /// Weighted blend before decay.
+    pub blended: f64,
+    /// Temporal decay factor (1 = evergreen or today).
+    pub decay: f64,
+    /// Position chosen by MMR (0-based); null when MMR is off or the hit was pinned in.
+    pub mmr_rank: Option<usize>,
+    /// Verbatim match of a rare identifier query (kept regardless of min-score).
+    pub pinned: bool,
+    /// Effective (vector, keyword) weights.
+    pub weights: (f64, f64),
+    /// Chunk time used for decay (unix seconds), null = evergreen.
+    pub note_time: Option<i64>,
+}
+
+/// `path#L12-L20`: how a hit (or a span of lines) is cited everywhere — in the
+/// CLI's JSON, to the model, in answers.
+pub fn citation(path: &str, start_line: usize, end_line: usize) -> String {
+    format!("{path}#L{start_line}-L{end_line}")
+}
+
+/// One result.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SearchHit {
+    /// Relative to the source root, '/'-separated.
+    pub path: String,
+    /// The source's name (`memory`, `sessions` or a registered folder).
+    pub source: String,
+    /// First line of the chunk (1-based).
+    pub start_line: usize,
+    /// Last line of the chunk (inclusive).
+    pub end_line: usize,
+    /// Final score (rounded to 6 decimals).
+    pub score: f64,
+    /// At most 700 characters around the query's terms, cut at a word.
+    pub snippet: String,
+    /// [`citation`]: `path#L12-L20`.
+    pub citation: String,
+    /// Score components, with `explain` requested.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub explain: Option<Explain>,
+}
+
+/// The answer (this JSON shape is a public contract).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SearchResponse {
+    /// The query as given.
+    pub query: String,
+    /// The mode requested (`hybrid`, `fts` or `vector`); `fallback` says when a
+    /// stage was skipped or degraded.
+    pub mode: Mode,
+    /// Why a stage was skipped or degraded, e.g. `no-embedder`, `no-vec0`.
+    pub fallback: Option<Fallback>,
+    /// Best first.
+    pub results: Vec<SearchHit>,
+}
+
+/// Why `get` refused a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefusedReason {
+    /// Empty, or with a NUL byte.
+    Invalid,
+    /// Contains a `..` component.
+    ParentDir,
+    /// Absolute, and beneath no indexed source.
+    OutsideSources,
+}
+
+impl std::fmt::Display for RefusedReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RefusedReason::Invalid => "empty or invalid path",
+            RefusedReason::ParentDir => "paths with `..` are not allowed",
+            RefusedReason::OutsideSources => "outside the indexed sources",
+        })
+    }
+}
+
+/// Errors from search and get.
+#[derive(Debug, thiserror::Error)]
+pub enum SearchError {
+    /// The source filter names no known source.
+    #[error("unknown source `{name}` (known: {known})")]
+    UnknownSource {
+        /// The name asked for.
+        name: String,
+        /// The known names, comma-separated.
+        known: String,
+    },
+    /// The database.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A query failed.
+    #[error("sqlite: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    /// Another [`SearchStorage`](super::storage::SearchStorage) backend failed.
+    #[error("storage: {0}")]
+    Storage(Box<dyn std::error::Error + Send + Sync>),
+    /// `get` refused the path.
+    #[error("refused path `{path}`: {reason}")]
+    Refused {
+        /// The path asked for.
+        path: String,
+        /// Why.
+        reason: RefusedReason,
+    },
+    /// `get`: the path is not an indexed file.
+    #[error("`{0}` is not an indexed file")]
+    NotIndexed(String),
+    /// `get`: the file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file's absolute path.
+        path: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+}
+
+/// A `memory get` request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GetRequest {
+    /// Path relative to its source root (`memory/2026-11-02.md`, `MEMORY.md`,
+    /// `sessions/x.jsonl`, or relative to a registered folder), or absolute inside a source.
+    pub path: String,
+    /// First line, 1-based.
+    pub from: usize,
+    /// Most lines returned.
+    pub lines: usize,
+    /// Most characters returned.
+    pub max_chars: usize,
+}
+
+impl GetRequest {
+    /// Defaults: from line 1, [`GET_DEFAULT_LINES`] lines, [`GET_MAX_CHARS`] characters.
+    pub fn new(path: impl Into<String>) -> GetRequest {
+        GetRequest {
+            path: path.into(),
+            from: 1,
+            lines: GET_DEFAULT_LINES,
+            max_chars: GET_MAX_CHARS,
+        }
+    }
+}
+
+/// Lines of an indexed file (`claw memory get --json`, the `memory_get` tool).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct GetResponse {
+    /// Relative to the source root.
+    pub path: String,
+    /// The source's name.
+    pub source: String,
+    /// First line returned (1-based).
+    pub from: usize,
+    /// Last line returned (inclusive; `from − 1` when none).
+    pub to: usize,
+    /// Lines in the file.
+    pub total_lines: usize,
+    /// The lines, each ending in `\n`.
+    pub text: String,
+    /// Where to continue (`--from`), null at the end of the file.
+    pub next_from: Option<usize>,
+    /// The last line was cut to fit the character budget.
+    pub truncated: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mode_and_source_parsing() {
+        assert_eq!("fts".parse::<Mode>().unwrap(), Mode::Fts);
+        assert!("bogus".parse::<Mode>().is_err() && "keyword".parse::<Mode>() == Ok(Mode::Fts));
+        assert_eq!(SourceFilter::parse("all"), SourceFilter::All);
+        assert_eq!(SourceFilter::parse("sessions"), SourceFilter::Sessions);
+        assert_eq!(
+            SourceFilter::parse("garden"),
+            SourceFilter::Named("garden".into())
+        );
+    }
+
+    #[test]
+    fn fallback_and_mode_strings_are_the_json_ones() {
+        for (f, s) in [
+            (Fallback::NoEmbedder, "no-embedder"),
+            (Fallback::NoVec0, "no-vec0"),
+            (Fallback::NoVectors, "no-vectors"),
+            (Fallback::ModelMismatch, "model-mismatch"),
+            (Fallback::EmbedFailed, "embed-failed"),
+        ] {
+            assert_eq!(serde_json::to_value(f).unwrap(), serde_json::json!(s));
+            assert_eq!(f.to_string(), s);
+        }
+        for m in Mode::ALL {
+            assert_eq!(
+                serde_json::to_value(m).unwrap(),
+                serde_json::json!(m.as_str())
+            );
+            assert_eq!(m.to_string().parse::<Mode>(), Ok(m));
+        }
+        assert_eq!(citation("a.md", 3, 3), "a.md#L3-L3");
+        let m: Mode = serde_json::from_str("\"keyword\"").unwrap();
+        assert_eq!(m, Mode::Fts);
+    }
+}

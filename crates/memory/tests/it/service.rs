@@ -1,0 +1,114 @@
+//! `MemoryService`, the one assembly of search: the inline sync under each
+//! `SyncPolicy` (never-built index, a dirty file, a backlog over the limit),
+//! status, get, and the typed fallback of a keyword-only index.
+
+use claw_memory::config::{EmbedProvider, MemoryConfig};
+use claw_memory::freshness::SyncReport;
+use claw_memory::search::{Fallback, GetRequest, Mode, SearchRequest};
+use claw_memory::service::{MemoryService, SyncPolicy};
+
+fn req(q: &str, mode: Mode) -> SearchRequest {
+    SearchRequest {
+        mode,
+        min_score: Some(f64::NEG_INFINITY),
+        ..SearchRequest::new(q)
+    }
+}
+
+#[test]
+fn search_syncs_by_policy_and_reports_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    std::fs::create_dir_all(ws.join("memory")).unwrap();
+    std::fs::write(
+        ws.join("MEMORY.md"),
+        "# Memory\nThe wombat burrow is behind the shed.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        ws.join("memory/garden.md"),
+        "# Garden\nTomatoes need staking.\n",
+    )
+    .unwrap();
+    let service =
+        MemoryService::open(MemoryConfig::for_workspace(ws, EmbedProvider::None)).unwrap();
+
+    // A never-built index: the inline sync indexes both files, then answers.
+    let out = service
+        .search(&req("wombat", Mode::Fts), SyncPolicy::DEFAULT)
+        .unwrap();
+    match &out.sync {
+        SyncReport::Synced {
+            reindexed, removed, ..
+        } => {
+            assert_eq!((reindexed.len(), removed.len()), (2, 0), "{:?}", out.sync)
+        }
+        other => panic!("expected a sync, got {other:?}"),
+    }
+    assert_eq!(out.response.results[0].path, "MEMORY.md");
+    assert_eq!(out.response.results[0].citation, "MEMORY.md#L1-L2");
+    assert_eq!(out.response.fallback, None);
+    // Hybrid on a keyword-only index: answered by keywords, and says why.
+    let out = service
+        .search(&req("wombat", Mode::Hybrid), SyncPolicy::Skip)
+        .unwrap();
+    assert_eq!(out.response.fallback, Some(Fallback::NoVectors));
+    assert_eq!(out.response.results.len(), 1);
+    assert_eq!(out.sync, SyncReport::Skipped);
+    let status = service.status().unwrap();
+    assert_eq!(status.model.as_deref(), Some(""));
+    assert_eq!((status.stats.files, status.staleness.dirty()), (2, 0));
+
+    // A file changes on disk.
+    std::fs::write(
+        ws.join("memory/garden.md"),
+        "# Garden\nTomatoes need staking.\nThe quince tree fruits in April.\n",
+    )
+    .unwrap();
+    assert_eq!(service.status().unwrap().staleness.changed.len(), 1);
+    // Skip: the index is answered as it is.
+    let out = service
+        .search(&req("quince", Mode::Fts), SyncPolicy::Skip)
+        .unwrap();
+    assert!(out.response.results.is_empty());
+    // A limit below the backlog: stale, nothing re-indexed.
+    let out = service
+        .search(&req("quince", Mode::Fts), SyncPolicy::Inline { limit: 0 })
+        .unwrap();
+    assert!(
+        matches!(out.sync, SyncReport::Stale { pending: 1, .. }),
+        "{:?}",
+        out.sync
+    );
+    assert!(out.response.results.is_empty());
+    // Within the limit: synced, then found.
+    let out = service
+        .search(&req("quince", Mode::Fts), SyncPolicy::DEFAULT)
+        .unwrap();
+    assert!(
+        matches!(out.sync, SyncReport::Synced { .. }),
+        "{:?}",
+        out.sync
+    );
+    assert_eq!(out.response.results[0].citation, "memory/garden.md#L1-L3");
+    assert_eq!(service.status().unwrap().staleness.dirty(), 0);
+
+    // The CLI's JSON: the response flattened beside `sync`.
+    let json = serde_json::to_string(&out).unwrap();
+    assert!(
+        json.starts_with(r#"{"query":"quince","mode":"fts","fallback":null,"results":[{"path":"memory/garden.md","source":"memory","start_line":1,"end_line":3,"#),
+        "{json}"
+    );
+    assert!(json.contains(r#"],"sync":{"status":"synced","reindexed":[{"source":"memory","path":"memory/garden.md"}]"#), "{json}");
+
+    let got = service
+        .get(&GetRequest {
+            from: 3,
+            ..GetRequest::new("memory/garden.md")
+        })
+        .unwrap();
+    assert_eq!(
+        (got.from, got.to, got.total_lines, got.text.as_str()),
+        (3, 3, 3, "The quince tree fruits in April.\n")
+    );
+}
