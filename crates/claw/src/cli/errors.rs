@@ -94,7 +94,28 @@ pub fn report(err: &anyhow::Error) -> ErrorReport {
     }
 }
 
+/// A search error whose message carries the CLI's hint inline (`… (run …)`), the
+/// form `claw memory get` has always printed; still classified by its inner error.
+#[derive(Debug, thiserror::Error)]
+#[error("{inner} ({hint})")]
+pub struct WithHint {
+    /// The library's error.
+    pub inner: SearchError,
+    /// What the user can do.
+    pub hint: &'static str,
+}
+
 fn classify(e: &(dyn std::error::Error + 'static)) -> Option<(&'static str, Vec<String>)> {
+    if let Some(w) = e.downcast_ref::<WithHint>() {
+        return classify(&w.inner);
+    }
+    // `ServiceError::Search` is transparent: the search error itself never shows up
+    // in the source chain, so look inside.
+    if let Some(claw_memory::service::ServiceError::Search(inner)) =
+        e.downcast_ref::<claw_memory::service::ServiceError>()
+    {
+        return classify(inner);
+    }
     if let Some(e) = e.downcast_ref::<ConfigError>() {
         let hint = match e {
             ConfigError::NoHome => "set CLAW_WORKSPACE and CLAW_CONFIG, or HOME".to_string(),

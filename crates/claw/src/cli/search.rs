@@ -87,8 +87,10 @@ fn hint(e: &ServiceError) -> Option<&'static str> {
 
 /// A service error as the CLI reports it (`error: …` with its causes).
 fn report(e: ServiceError, what: &'static str) -> anyhow::Error {
-    if let Some(h) = hint(&e) {
-        return anyhow::anyhow!("{e} ({h})");
+    if let Some(h) = hint(&e)
+        && let ServiceError::Search(inner) = e
+    {
+        return anyhow::Error::new(super::errors::WithHint { inner, hint: h });
     }
     match e {
         ServiceError::Search(e @ SearchError::UnknownSource { .. }) => anyhow::anyhow!(e),

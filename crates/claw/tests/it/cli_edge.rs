@@ -461,9 +461,16 @@ fn doctor_reports_each_section_in_text_and_json() {
             "database",
             "model",
             "writer_lock",
-            "watcher"
+            "watcher",
+            "protections"
         ]
     );
+    let p = &v["sections"][6]["details"];
+    assert_eq!(p["exec_sandbox"]["enabled"], true, "{p}");
+    assert_eq!(p["exec_sandbox"]["network"], false, "{p}");
+    assert_eq!(p["file_jail"], true, "{p}");
+    assert_eq!(p["confirm_side_effects"], true, "{p}");
+    assert_eq!(p["web_allow_private"], false, "{p}");
     let db = &v["sections"][2];
     assert_eq!(db["details"]["files"], 2, "{db}");
     assert_eq!(v["sections"][3]["details"]["provider"], "none");

@@ -188,6 +188,9 @@ fn doctor_text_and_json() {
     run(w, &["memory", "index"]);
     let mut s = settings(w);
     s.add_filter(r"\d+ files, \d+ chunks", "[N] files, [N] chunks");
+    // What the exec sandbox can use depends on the machine's kernel (probed live).
+    s.add_filter(r"exec sandboxed \([^)]*\)", "exec sandboxed ([PROBE])");
+    s.add_filter(r#""exec_sandbox":\{[^}]*\}"#, r#""exec_sandbox":{[PROBE]}"#);
     s.bind(|| {
         insta::assert_snapshot!("doctor_text", run(w, &["doctor"]));
         insta::assert_snapshot!("doctor_json", run(w, &["doctor", "--json"]));
