@@ -1,0 +1,155 @@
+//! Paraphrase recall and false positives on `fixtures/paraphrase/`, real model:
+//! 50 notes, (query, note) pairs that share no content word, and queries that
+//! should find nothing. The workspace is indexed by the real `claw` binary; each
+//! query is searched with default settings (hybrid, limit 6, the configured minimum
+//! score). Prints recall@3 of the paraphrases and the false-positive rate (share of
+//! should-find-nothing queries that return any hit), then asserts them.
+
+mod ranking_support;
+mod search_support;
+mod support;
+
+use claw::memory::embed::Embedder;
+use claw::memory::search::engine::Mode;
+use ranking_support::{Query, load_queries, rank_of, search};
+use std::collections::BTreeSet;
+
+const QUERIES: &str = "fixtures/paraphrase/queries.tsv";
+
+/// Function words a paraphrase may share with its note (everything else must differ).
+const STOP: &str = "a an the and or but if of to in on at by for with from as is are was were \
+be been being do does did doing have has had i me my we our us you your he she her him his it \
+its they them their this that these those what which who whom whose when where why how not no \
+can could should would will shall may might must than then so too very just about into over \
+under again each all any some such only own same other more most few both there here out up \
+down off once per via";
+
+fn content_words(text: &str) -> BTreeSet<String> {
+    let stop: BTreeSet<&str> = STOP.split_whitespace().collect();
+    text.to_lowercase()
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| w.chars().count() >= 3 && !stop.contains(w))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Same word, or one a prefix of the other (≥ 4 letters), or a shared 5-letter
+/// prefix: `invoice`/`invoicing`, `flat`/`flats` count as shared.
+fn related(a: &str, b: &str) -> bool {
+    let (ca, cb) = (a.chars().count(), b.chars().count());
+    let p5 = |s: &str| s.chars().take(5).collect::<String>();
+    a == b
+        || (ca >= 4 && cb >= 4 && (a.starts_with(b) || b.starts_with(a)))
+        || (ca >= 5 && cb >= 5 && p5(a) == p5(b))
+}
+
+fn note_text(path: &str) -> String {
+    std::fs::read_to_string(ranking_support::paraphrase_notes().join(path)).unwrap()
+}
+
+/// The fixture is what it claims: ≥ 20 pairs sharing no content word with their
+/// note, ≥ 20 should-find-nothing queries sharing none with any note, ~50 notes.
+#[test]
+fn fixture_pairs_share_no_content_word() {
+    let qs = load_queries(QUERIES);
+    let notes: Vec<String> = walkdir::WalkDir::new(ranking_support::paraphrase_notes())
+        .into_iter()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().is_file())
+        .map(|e| {
+            e.path()
+                .strip_prefix(ranking_support::paraphrase_notes())
+                .unwrap()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    assert!((40..=60).contains(&notes.len()), "{} notes", notes.len());
+    let para: Vec<&Query> = qs.iter().filter(|q| q.kind == "paraphrase").collect();
+    let none: Vec<&Query> = qs.iter().filter(|q| q.kind == "none").collect();
+    assert!(para.len() >= 20 && none.len() >= 20);
+    assert_eq!(para.len() + none.len(), qs.len(), "unknown kinds");
+    let mut clashes = Vec::new();
+    for q in &qs {
+        let targets: Vec<String> = match &q.expected {
+            Some(p) => vec![p.clone()],
+            None => notes.clone(),
+        };
+        for t in targets {
+            let nw = content_words(&note_text(&t));
+            for a in content_words(&q.text) {
+                if let Some(b) = nw.iter().find(|b| related(&a, b)) {
+                    clashes.push(format!("{:?} ~ {t}: {a}/{b}", q.text));
+                }
+            }
+        }
+    }
+    assert!(clashes.is_empty(), "{clashes:#?}");
+    // The checker itself catches a shared stem.
+    assert!(related("invoice", "invoicing") && related("flat", "flats"));
+    assert!(!related("tooth", "molar"));
+}
+
+/// The figures: paraphrase recall@3 and the false-positive rate, default settings.
+#[test]
+fn paraphrase_recall_and_false_positives() {
+    let ws = tempfile::tempdir().unwrap();
+    ranking_support::copy_tree(&ranking_support::paraphrase_notes(), ws.path());
+    ranking_support::ok(support::claw(ws.path()).args(["memory", "index"]));
+    let store = ranking_support::open_store(ws.path());
+    let e = search_support::embedder();
+    let e: Option<&dyn Embedder> = Some(&e);
+
+    let qs = load_queries(QUERIES);
+    let (mut found3, mut found6, mut para) = (0, 0, 0);
+    let (mut fp, mut none) = (0, 0);
+    let mut misses = Vec::new();
+    for q in &qs {
+        let r = search(&store, e, &q.text, Mode::Hybrid);
+        assert_eq!(r.fallback, None, "{}", q.text);
+        match &q.expected {
+            Some(p) => {
+                para += 1;
+                let rank = rank_of(&r, p);
+                found3 += usize::from(rank.is_some_and(|k| k <= 3));
+                found6 += usize::from(rank.is_some());
+                if !rank.is_some_and(|k| k <= 3) {
+                    let got: Vec<String> = r
+                        .results
+                        .iter()
+                        .map(|h| format!("{} {:.3}", h.path, h.score))
+                        .collect();
+                    misses.push(format!("  miss: {:?} -> {p}: {got:?}", q.text));
+                }
+            }
+            None => {
+                none += 1;
+                if !r.results.is_empty() {
+                    fp += 1;
+                    let h = &r.results[0];
+                    misses.push(format!(
+                        "  false positive: {:?} -> {} {:.3} ({} hits)",
+                        q.text,
+                        h.path,
+                        h.score,
+                        r.results.len()
+                    ));
+                }
+            }
+        }
+    }
+    for m in &misses {
+        eprintln!("{m}");
+    }
+    let recall3 = found3 as f64 / para as f64;
+    let fp_rate = fp as f64 / none as f64;
+    println!("| paraphrase fixture (default settings, hybrid) | value |");
+    println!("|---|---:|");
+    println!("| paraphrase recall@3 | {found3}/{para} = {recall3:.3} |");
+    println!("| paraphrase found in top 6 | {found6}/{para} |");
+    println!(
+        "| should-find-nothing queries returning hits (false-positive rate) | {fp}/{none} = {fp_rate:.3} |"
+    );
+    assert!(recall3 >= 0.8, "paraphrase recall@3 {recall3:.3}");
+    assert!(fp_rate <= 0.25, "false-positive rate {fp_rate:.3}");
+}
