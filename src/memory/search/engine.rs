@@ -153,11 +153,21 @@ impl SearchRequest {
 pub struct Explain {
     /// Cosine similarity clamped to [0,1]; null when the vector stage did not run.
     pub vector: Option<f64>,
+    /// The vector score that enters the blend: the cosine calibrated against the
+    /// model's background similarity (`score::calibrated_vector_score`); null when
+    /// the vector stage did not run.
+    pub vector_calibrated: Option<f64>,
     /// Normalised keyword score; null when not a keyword hit.
     pub keyword: Option<f64>,
     /// Weighted blend before decay.
     pub blended: f64,
-    /// Temporal decay factor (1 = evergreen or today).
+    /// Relevance: the blend before decay, the value the minimum score is tested
+    /// against (equal to `blended`; named for the threshold).
+    pub relevance: f64,
+    /// The hit's final score, `relevance × decay` (as in the hit's `score`).
+    pub score: f64,
+    /// Bounded recency factor applied to the relevance (1 = evergreen or today;
+    /// never below `1 − score::MAX_RECENCY_PENALTY`).
     pub decay: f64,
     /// Position chosen by MMR (0-based); null when MMR is off or the hit was pinned in.
     pub mmr_rank: Option<usize>,
@@ -249,6 +259,8 @@ pub fn search(
 
     // Vector stage: the query embedding, if the mode, embedder and index allow.
     let mut qvec: Option<Vec<f32>> = None;
+    // The loaded model's background similarity, for calibrating cosines.
+    let background = embedder.map(|e| score::background_for(e.model_id()));
     if req.mode != Mode::Fts && !req.query.trim().is_empty() && limit > 0 {
         let index_model = store.meta("model")?.unwrap_or_default();
         match embedder {
@@ -295,19 +307,31 @@ pub fn search(
     let rows = fetch_rows(store, &ids, vector_ran)?;
     let mut cands = Vec::with_capacity(rows.len());
     let mut cand_rows = Vec::with_capacity(rows.len());
+    // Raw (clamped) cosines beside the calibrated scores in `cands`, for `explain`.
+    let mut raw_vectors: Vec<Option<f64>> = Vec::with_capacity(rows.len());
     for (rowid, row) in rows {
         if let Some(s) = source
             && row.source != s
         {
             continue;
         }
-        // The exact vector score for every candidate (keyword hits included).
-        let vector = match (&qvec, &row.embedding) {
-            (Some(q), Some(e)) => Some(score::vector_score(score::cosine(q, e))),
-            (Some(_), None) => Some(0.0),
-            _ => None,
-        }
-        .or_else(|| vec_scores.get(&rowid).copied());
+        // The exact cosine for every candidate (keyword hits included).
+        let cos = match (&qvec, &row.embedding) {
+            (Some(q), Some(e)) => Some(score::cosine(q, e)),
+            (Some(_), None) => None,
+            _ => vec_scores.get(&rowid).copied(),
+        };
+        let (raw, vector) = match (cos, &qvec, &background) {
+            (Some(c), Some(_), Some(bg)) => (
+                Some(score::vector_score(c)),
+                Some(score::calibrated_vector_score(c, bg)),
+            ),
+            (Some(c), _, _) => (Some(score::vector_score(c)), Some(score::vector_score(c))),
+            // A chunk without a vector (written keyword-only) has no vector evidence.
+            (None, Some(_), _) => (Some(0.0), Some(0.0)),
+            (None, None, _) => (None, None),
+        };
+        raw_vectors.push(raw);
         cands.push(Candidate {
             vector,
             keyword: kw_scores.get(&rowid).copied(),
@@ -317,14 +341,16 @@ pub fn search(
         });
         cand_rows.push(row);
     }
-    // Weights of the stages that produced evidence: a keyword stage that matched
-    // nothing counts as not run (like a query that sanitises to nothing), so a
-    // vector-only paraphrase is not capped at vector_weight × cosine.
+    // Weights: when the vector stage ran, the configured blend, whatever the
+    // keyword stage did (matched nothing, or was off in vector mode), so a
+    // vector-only hit's relevance is `vector_weight × calibrated score` in every
+    // mode and does not depend on whether some unrelated note shares a word with
+    // the query. Without vectors the keyword score stands alone (weight 1).
     let weights = score::effective_weights(
         params.vector_weight,
         params.text_weight,
         vector_ran,
-        keyword_ran && (!kw_scores.is_empty() || !vector_ran),
+        keyword_ran || vector_ran,
     );
     let rp = RankParams {
         weights,
@@ -345,6 +371,7 @@ pub fn search(
         .map(|r| {
             let row = &cand_rows[r.index];
             let c = &cands[r.index];
+            let raw_vector = raw_vectors[r.index];
             SearchHit {
                 citation: format!("{}#L{}-L{}", row.path, row.start_line, row.end_line),
                 path: row.path.clone(),
@@ -354,9 +381,12 @@ pub fn search(
                 score: round6(r.score),
                 snippet: snippet(&row.text, &terms, SNIPPET_CHARS),
                 explain: req.explain.then(|| Explain {
-                    vector: c.vector.map(round6),
+                    vector: raw_vector.map(round6),
+                    vector_calibrated: c.vector.map(round6),
                     keyword: c.keyword.map(round6),
                     blended: round6(r.blended),
+                    relevance: round6(r.blended),
+                    score: round6(r.score),
                     decay: round6(r.decay),
                     mmr_rank: r.mmr_rank,
                     pinned: r.pinned,
