@@ -10,9 +10,11 @@ mod ranking_support;
 mod search_support;
 mod support;
 
+use claw::config::MemorySettings;
 use claw::memory::embed::Embedder;
-use claw::memory::search::engine::Mode;
-use ranking_support::{Query, load_queries, rank_of, search};
+use claw::memory::search::engine::{self, Mode, SearchRequest};
+use claw::memory::search::score;
+use ranking_support::{NOW, Query, load_queries, rank_of, search};
 use std::path::Path;
 use std::time::Instant;
 
@@ -49,6 +51,85 @@ fn measure(ws: &Path, e: Option<&dyn Embedder>, label: &str) -> Vec<(String, usi
         out.push((kind.to_string(), top6, n, any));
     }
     out
+}
+
+/// Decay variants compared in the sweep: (label, max penalty α; `None` = the old
+/// unbounded exponential decay applied before the minimum score).
+const SWEEP: &[(&str, Option<f64>)] = &[
+    ("old: exponential decay, then min-score", None),
+    ("no decay (α = 0)", Some(0.0)),
+    ("α = 0.25", Some(0.25)),
+    ("α = 0.5 (default)", Some(0.5)),
+    ("α = 0.75", Some(0.75)),
+    ("α = 1 (threshold before decay, unbounded)", Some(1.0)),
+];
+
+/// One [`SWEEP`] row: (label, dated found, dated total, undated found, undated total).
+type SweepRow = (&'static str, usize, usize, usize, usize);
+
+/// For each [`SWEEP`] variant, how many expected notes of each kind land in the
+/// top 6 when the top-100 candidates (no minimum score, no MMR) are re-scored
+/// with that decay and filtered with the default minimum score (in score order).
+fn sweep(ws: &Path, e: Option<&dyn Embedder>) -> Vec<SweepRow> {
+    let store = ranking_support::open_store(ws);
+    let p = MemorySettings::default();
+    let mut rows: Vec<SweepRow> = SWEEP.iter().map(|(l, _)| (*l, 0, 0, 0, 0)).collect();
+    for q in &load_queries(QUERIES) {
+        let req = SearchRequest {
+            limit: 100,
+            min_score: Some(f64::NEG_INFINITY),
+            mmr: false,
+            explain: true,
+            ..SearchRequest::new(q.text.clone())
+        };
+        let r = engine::search(&store, e, &p, &req, NOW).expect("search");
+        let dated = q.kind == "dated";
+        for (row, (_, alpha)) in rows.iter_mut().zip(SWEEP) {
+            let mut scored: Vec<(f64, &str)> = r
+                .results
+                .iter()
+                .filter_map(|h| {
+                    let x = h.explain.as_ref().expect("explain");
+                    let (s, kept) = match alpha {
+                        None => {
+                            let s = x.relevance
+                                * score::decay_factor(x.note_time, NOW, p.half_life_days);
+                            (s, s >= p.min_score || x.pinned)
+                        }
+                        Some(a) => (
+                            x.relevance
+                                * score::recency_factor(x.note_time, NOW, p.half_life_days, *a),
+                            x.relevance >= p.min_score || x.pinned,
+                        ),
+                    };
+                    kept.then_some((s, h.path.as_str()))
+                })
+                .collect();
+            scored.sort_by(|a, b| b.0.total_cmp(&a.0));
+            let hit = scored
+                .iter()
+                .take(6)
+                .any(|(_, path)| Some(*path) == q.expected.as_deref());
+            if dated {
+                row.1 += usize::from(hit);
+                row.2 += 1;
+            } else {
+                row.3 += usize::from(hit);
+                row.4 += 1;
+            }
+        }
+    }
+    rows
+}
+
+fn print_sweep(label: &str, rows: &[SweepRow]) {
+    println!(
+        "| garden, {label}: decay variant (top-100 candidates, score order) | dated in top 6 | undated in top 6 |"
+    );
+    println!("|---|---:|---:|");
+    for (l, d, nd, u, nu) in rows {
+        println!("| {l} | {d}/{nd} | {u}/{nu} |");
+    }
 }
 
 fn print_table(label: &str, rows: &[(String, usize, usize, usize)]) {
@@ -92,6 +173,7 @@ fn garden_keyword_only_top6() {
     let (_garden, ws) = indexed_garden(false);
     let rows = measure(ws.path(), None, "keyword-only");
     print_table("keyword-only index", &rows);
+    print_sweep("keyword-only", &sweep(ws.path(), None));
     for (kind, top6, n, _) in &rows {
         assert!(*n >= 20, "{kind}: {n} queries");
         assert_eq!(top6, n, "{kind}: {top6}/{n} in the top 6");
@@ -104,6 +186,7 @@ fn garden_hybrid_top6() {
     let e = search_support::embedder();
     let rows = measure(ws.path(), Some(&e), "hybrid");
     print_table("hybrid, all-MiniLM-L6-v2", &rows);
+    print_sweep("hybrid", &sweep(ws.path(), Some(&e)));
     for (kind, top6, n, _) in &rows {
         assert!(*n >= 20, "{kind}: {n} queries");
         assert_eq!(top6, n, "{kind}: {top6}/{n} in the top 6");
