@@ -42,7 +42,7 @@ fn sample(root: &std::path::Path) -> (Vec<String>, Vec<String>) {
 
 #[test]
 fn minilm_background_matches_its_measurement() {
-    let garden = ranking_support::extract_garden();
+    let garden = ranking_support::garden::extract_garden();
     let (titles, passages) = sample(garden.path());
     assert!(titles.len() >= 100 && passages.len() >= 300);
     let e = search_support::embedder();
