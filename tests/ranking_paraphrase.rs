@@ -9,9 +9,11 @@ mod ranking_support;
 mod search_support;
 mod support;
 
+use claw::config::MemorySettings;
 use claw::memory::embed::Embedder;
-use claw::memory::search::engine::Mode;
-use ranking_support::{Query, load_queries, rank_of, search};
+use claw::memory::search::engine::{self, Mode, SearchRequest};
+use claw::memory::search::score;
+use ranking_support::{NOW, Query, load_queries, rank_of, search};
 use std::collections::BTreeSet;
 
 const QUERIES: &str = "fixtures/paraphrase/queries.tsv";
@@ -156,6 +158,78 @@ fn paraphrase_recall_and_false_positives() {
         "| the same with `--mode vector` | {fp_vector}/{none} = {:.3} |",
         fp_vector as f64 / none as f64
     );
+    print_clear_z_sweep(&store, e, &qs);
     assert!(recall3 >= 0.8, "paraphrase recall@3 {recall3:.3}");
     assert!(fp_rate <= 0.1, "false-positive rate {fp_rate:.3}");
+}
+
+/// The sweep behind `score::CLEAR_Z`: every query's hits (no minimum score, no MMR)
+/// re-scored with the vector calibrated at another clearing point (`None` = the raw
+/// cosine, as before calibration), filtered with the default minimum score and
+/// ordered by score: paraphrase recall@3 and should-find-nothing queries with hits.
+fn print_clear_z_sweep(store: &claw::memory::store::Store, e: Option<&dyn Embedder>, qs: &[Query]) {
+    let p = MemorySettings::default();
+    let bg = score::background_for(e.expect("model").model_id());
+    let variants: [Option<f64>; 8] = [
+        None,
+        Some(1.75),
+        Some(2.0),
+        Some(2.25),
+        Some(2.5),
+        Some(2.75),
+        Some(3.0),
+        Some(3.5),
+    ];
+    let mut rows = vec![(0usize, 0usize, 0usize, 0usize); variants.len()];
+    for q in qs {
+        let req = SearchRequest {
+            limit: 100,
+            min_score: Some(f64::NEG_INFINITY),
+            mmr: false,
+            explain: true,
+            ..SearchRequest::new(q.text.clone())
+        };
+        let r = engine::search(store, e, &p, &req, NOW).expect("search");
+        for (row, z) in rows.iter_mut().zip(variants) {
+            let mut kept: Vec<(f64, &str)> = r
+                .results
+                .iter()
+                .filter_map(|h| {
+                    let x = h.explain.as_ref().expect("explain");
+                    let cos = x.vector.unwrap_or(0.0);
+                    let v = match z {
+                        None => score::vector_score(cos),
+                        Some(z) => score::calibrated_vector_score_at(cos, &bg, z),
+                    };
+                    let rel = x.weights.0 * v + x.weights.1 * x.keyword.unwrap_or(0.0);
+                    (rel >= p.min_score || x.pinned).then_some((rel * x.decay, h.path.as_str()))
+                })
+                .collect();
+            kept.sort_by(|a, b| b.0.total_cmp(&a.0));
+            match &q.expected {
+                Some(path) => {
+                    row.0 += usize::from(kept.iter().take(3).any(|(_, p)| p == path));
+                    row.1 += 1;
+                }
+                None => {
+                    row.2 += usize::from(!kept.is_empty());
+                    row.3 += 1;
+                }
+            }
+        }
+    }
+    println!(
+        "| vector score (hybrid weights 0.7/0.3, min-score 0.35, score order) | paraphrase recall@3 | should-find-nothing with hits |"
+    );
+    println!("|---|---:|---:|");
+    for (z, (f3, n, fp, nn)) in variants.iter().zip(rows) {
+        let label = match z {
+            None => "raw cosine (no calibration)".to_string(),
+            Some(z) if (*z - score::CLEAR_Z).abs() < 1e-9 => {
+                format!("calibrated, clears at z = {z} (default)")
+            }
+            Some(z) => format!("calibrated, clears at z = {z}"),
+        };
+        println!("| {label} | {f3}/{n} | {fp}/{nn} |");
+    }
 }

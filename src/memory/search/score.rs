@@ -146,10 +146,16 @@ pub fn background_for(model_id: &str) -> Background {
 
 /// Calibrated vector score in [0,1]: `CLEAR_SCORE + CALIBRATED_SCORE_PER_STD ×
 /// (z − CLEAR_Z)` with `z = (cosine − mean) / std` against the model's background,
-/// clamped. With MiniLM that is `cosine + 0.2248`. A cosine as unusual for its model scores the same
-/// whatever the model; a degenerate background (std ≤ 0) falls back to the raw
-/// clamped cosine.
+/// clamped; with MiniLM that is `cosine + 0.2248`. A cosine as unusual for its
+/// model scores the same whatever the model; a degenerate background (std ≤ 0)
+/// falls back to the raw clamped cosine.
 pub fn calibrated_vector_score(cosine: f64, bg: &Background) -> f64 {
+    calibrated_vector_score_at(cosine, bg, CLEAR_Z)
+}
+
+/// [`calibrated_vector_score`] with another clearing point `clear_z` (for the
+/// sweep that chose [`CLEAR_Z`]).
+pub fn calibrated_vector_score_at(cosine: f64, bg: &Background, clear_z: f64) -> f64 {
     if !cosine.is_finite() {
         return 0.0;
     }
@@ -157,7 +163,7 @@ pub fn calibrated_vector_score(cosine: f64, bg: &Background) -> f64 {
         return vector_score(cosine);
     }
     let z = (cosine - bg.mean) / bg.std;
-    (CLEAR_SCORE + CALIBRATED_SCORE_PER_STD * (z - CLEAR_Z)).clamp(0.0, 1.0)
+    (CLEAR_SCORE + CALIBRATED_SCORE_PER_STD * (z - clear_z)).clamp(0.0, 1.0)
 }
 
 /// The background of a model from its vectors: the mean and (population)
