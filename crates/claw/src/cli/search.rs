@@ -155,10 +155,13 @@ pub fn run_search(settings: &Settings, args: SearchArgs) -> anyhow::Result<Exit>
                 writeln!(out, "{}", sanitize(&hit.snippet))?;
                 if let Some(x) = &hit.explain {
                     let f = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.3}"));
+                    // score = relevance × decay; the minimum score tests relevance.
                     writeln!(
                         out,
-                        "  [vector {}  keyword {}  decay {:.3}  mmr {}{}]",
+                        "  [relevance {:.3}  vector {} (calibrated {})  keyword {}  decay {:.3}  mmr {}{}]",
+                        x.relevance,
                         f(x.vector),
+                        f(x.vector_calibrated),
                         f(x.keyword),
                         x.decay,
                         x.mmr_rank.map_or("-".to_string(), |r| (r + 1).to_string()),

@@ -16,8 +16,15 @@ mod index_cli;
 mod jail_agent_cli;
 mod jail_memory_cli;
 mod memory_contract;
+mod ranking_calibration;
+mod ranking_decay;
+mod ranking_garden;
+mod ranking_paraphrase;
+mod ranking_support;
 mod sandbox_exec;
 mod search_cli;
+#[path = "../../../memory/tests/it/search_support.rs"]
+mod search_support;
 mod search_sync;
 mod secrets_cli;
 mod secrets_corpus;

@@ -95,17 +95,31 @@ pub fn search_in(
     ids.dedup();
     let mut cands = Vec::with_capacity(ids.len());
     let mut cand_rows = Vec::with_capacity(ids.len());
+    // The loaded model's background similarity, for calibrating cosines.
+    let background = embedder.map(|e| score::background_for(e.model_id()));
+    // Raw (clamped) cosines beside the calibrated scores in `cands`, for `explain`.
+    let mut raw_vectors: Vec<Option<f64>> = Vec::with_capacity(ids.len());
     for (id, row) in storage.rows(&ids, vector_ran)? {
         if source.is_some_and(|s| row.source != s) {
             continue;
         }
-        // The exact vector score for every candidate (keyword hits included).
-        let vector = match (&qvec, &row.embedding) {
-            (Some(q), Some(e)) => Some(score::vector_score(score::cosine(q, e))),
-            (Some(_), None) => Some(0.0),
-            _ => None,
-        }
-        .or_else(|| vec_scores.get(&id).copied());
+        // The exact cosine for every candidate (keyword hits included).
+        let cos = match (&qvec, &row.embedding) {
+            (Some(q), Some(e)) => Some(score::cosine(q, e)),
+            (Some(_), None) => None,
+            _ => vec_scores.get(&id).copied(),
+        };
+        let (raw, vector) = match (cos, &qvec, &background) {
+            (Some(c), Some(_), Some(bg)) => (
+                Some(score::vector_score(c)),
+                Some(score::calibrated_vector_score(c, bg)),
+            ),
+            (Some(c), _, _) => (Some(score::vector_score(c)), Some(score::vector_score(c))),
+            // A chunk without a vector (written keyword-only) has no vector evidence.
+            (None, Some(_), _) => (Some(0.0), Some(0.0)),
+            (None, None, _) => (None, None),
+        };
+        raw_vectors.push(raw);
         cands.push(Candidate {
             vector,
             keyword: kw_scores.get(&id).copied(),
@@ -115,14 +129,16 @@ pub fn search_in(
         });
         cand_rows.push(row);
     }
-    // Weights of the stages that produced evidence: a keyword stage that matched
-    // nothing counts as not run (like a query that sanitises to nothing), so a
-    // vector-only paraphrase is not capped at vector_weight × cosine.
+    // Weights: when the vector stage ran, the configured blend, whatever the
+    // keyword stage did (matched nothing, or was off in vector mode), so a
+    // vector-only hit's relevance is `vector_weight × calibrated score` in every
+    // mode and does not depend on whether some unrelated note shares a word with
+    // the query. Without vectors the keyword score stands alone (weight 1).
     let weights = score::effective_weights(
         params.vector_weight,
         params.text_weight,
         vector_ran,
-        keyword_ran && (!kw_scores.is_empty() || !vector_ran),
+        keyword_ran || vector_ran,
     );
     let rp = RankParams {
         weights,
@@ -136,11 +152,15 @@ pub fn search_in(
         .into_iter()
         .map(|r| {
             let (row, c) = (&cand_rows[r.index], &cands[r.index]);
+            let raw_vector = raw_vectors[r.index];
             let mut hit = to_hit(row, round6(r.score), &terms);
             hit.explain = req.explain.then(|| Explain {
-                vector: c.vector.map(round6),
+                vector: raw_vector.map(round6),
+                vector_calibrated: c.vector.map(round6),
                 keyword: c.keyword.map(round6),
                 blended: round6(r.blended),
+                relevance: round6(r.blended),
+                score: round6(r.score),
                 decay: round6(r.decay),
                 mmr_rank: r.mmr_rank,
                 pinned: r.pinned,

@@ -1,9 +1,13 @@
-//! Scoring for hybrid retrieval: BM25 normalisation, weighted blend, temporal
-//! decay, MMR reranking with near-duplicate deferral, the minimum-score filter and
-//! the identifier pin. Pure: no database, no clock (callers pass `now`).
+//! Scoring for hybrid retrieval: BM25 normalisation, vector score calibration,
+//! weighted blend, the minimum-score filter, bounded temporal decay, MMR reranking
+//! with near-duplicate deferral and the identifier pin. Pure: no database, no clock
+//! (callers pass `now`).
 //!
-//! Invariant: a pinned candidate (verbatim match of a rare identifier query) is
-//! never dropped and always ends in the top 3.
+//! Invariants: a pinned candidate (verbatim match of a rare identifier query) is
+//! never dropped and always ends in the top 3. The minimum score is a *relevance*
+//! threshold: it is applied to the blend before decay, so age never hides a hit;
+//! decay only reorders, and never takes more than [`MAX_RECENCY_PENALTY`] of a
+//! hit's relevance.
 #![warn(missing_docs)]
 
 use crate::chunk::is_cjk;
@@ -17,6 +21,14 @@ pub const DAY_SECS: f64 = 86_400.0;
 pub const DUPLICATE_JACCARD: f64 = 0.8;
 /// At most this many pinned identifier matches are placed in the top 3.
 pub const MAX_PINS: usize = 3;
+/// The most temporal decay can take from a hit's relevance: a dated note of any
+/// age keeps at least `1 − MAX_RECENCY_PENALTY` of it (see [`recency_factor`]).
+/// At 0.25 a recent note outranks an older one unless the older one is more than
+/// 1/0.75 ≈ 1.33 times as relevant. Chosen on the notes-garden (BENCHMARKS.md,
+/// "Ranking: bounded decay"): with the model, a years-old journal that matches a
+/// rare query exactly is typically 1.4–1.7 times as relevant as the best unrelated
+/// hits, so penalties above ~0.3 push it out of the top 6 again.
+pub const MAX_RECENCY_PENALTY: f64 = 0.25;
 
 /// How FTS5 `bm25()` ranks (negative; more negative = better) become [0,1].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
@@ -74,12 +86,112 @@ pub fn max_scale(raw: &[f64]) -> Vec<f64> {
 }
 
 /// Vector score from cosine similarity: clamped to [0,1] (negative = unrelated).
+/// This is the raw score shown as `vector` in `--explain`; ranking uses
+/// [`calibrated_vector_score`].
 pub fn vector_score(cosine: f64) -> f64 {
     if cosine.is_finite() {
         cosine.clamp(0.0, 1.0)
     } else {
         0.0
     }
+}
+
+/// A model's background similarity: mean and standard deviation of the cosine
+/// between a query and an unrelated chunk (see [`background`] for how it is
+/// measured). Calibration expresses a cosine as standard deviations above it.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Background {
+    /// Mean query-to-unrelated-chunk cosine.
+    pub mean: f64,
+    /// Its standard deviation.
+    pub std: f64,
+}
+
+/// all-MiniLM-L6-v2 (fp32 ONNX, model.onnx sha256 98913551c075…), measured by
+/// `tests/ranking_calibration.rs` (garden note titles × other garden notes; the
+/// test fails if these constants drift from the measurement).
+pub const MINILM_L6_V2_BACKGROUND: Background = Background {
+    mean: 0.1008,
+    std: 0.0775,
+};
+
+/// Models whose background has been measured: (model id suffix, background). The
+/// model id is `<dir>@<sha256 prefix of model.onnx>`; the digest identifies the model.
+pub const MEASURED_BACKGROUNDS: &[(&str, Background)] =
+    &[("@98913551c075", MINILM_L6_V2_BACKGROUND)];
+
+/// How unusual a cosine must be for its model (standard deviations above the
+/// background mean) for a vector-only hit to clear the default minimum score in
+/// hybrid search. Chosen on `fixtures/paraphrase/` (BENCHMARKS.md, "Ranking:
+/// calibrated vector scores", has the sweep): 2.25 keeps should-find-nothing
+/// queries at their floor while admitting the most paraphrases.
+pub const CLEAR_Z: f64 = 2.25;
+/// The calibrated score at [`CLEAR_Z`]: a vector-only hit's relevance is
+/// `0.7 × calibrated`, which meets the default minimum score 0.35 at 0.5.
+pub const CLEAR_SCORE: f64 = 0.5;
+/// Calibrated score per background standard deviation. Equal to MiniLM's own
+/// spread, so with MiniLM calibration only shifts cosines: the hybrid ordering (and
+/// the blend weights tuned on it) are unchanged; another model's cosines are
+/// rescaled onto the same footing.
+pub const CALIBRATED_SCORE_PER_STD: f64 = MINILM_L6_V2_BACKGROUND.std;
+/// Calibrated score of a cosine at the background mean (z = 0).
+pub const CALIBRATED_BACKGROUND_SCORE: f64 = CLEAR_SCORE - CALIBRATED_SCORE_PER_STD * CLEAR_Z;
+
+/// The background for `model_id`: measured, or (until backgrounds are measured at
+/// index time) MiniLM's as the reference for unmeasured models.
+pub fn background_for(model_id: &str) -> Background {
+    MEASURED_BACKGROUNDS
+        .iter()
+        .find(|(suffix, _)| model_id.ends_with(suffix))
+        .map(|(_, b)| *b)
+        .unwrap_or(MINILM_L6_V2_BACKGROUND)
+}
+
+/// Calibrated vector score in [0,1]: `CLEAR_SCORE + CALIBRATED_SCORE_PER_STD ×
+/// (z − CLEAR_Z)` with `z = (cosine − mean) / std` against the model's background,
+/// clamped; with MiniLM that is `cosine + 0.2248`. A cosine as unusual for its
+/// model scores the same whatever the model; a degenerate background (std ≤ 0)
+/// falls back to the raw clamped cosine.
+pub fn calibrated_vector_score(cosine: f64, bg: &Background) -> f64 {
+    calibrated_vector_score_at(cosine, bg, CLEAR_Z)
+}
+
+/// [`calibrated_vector_score`] with another clearing point `clear_z` (for the
+/// sweep that chose [`CLEAR_Z`]).
+pub fn calibrated_vector_score_at(cosine: f64, bg: &Background, clear_z: f64) -> f64 {
+    if !cosine.is_finite() {
+        return 0.0;
+    }
+    if !(bg.std.is_finite() && bg.std > 0.0 && bg.mean.is_finite()) {
+        return vector_score(cosine);
+    }
+    let z = (cosine - bg.mean) / bg.std;
+    (CLEAR_SCORE + CALIBRATED_SCORE_PER_STD * (z - clear_z)).clamp(0.0, 1.0)
+}
+
+/// The background of a model from its vectors: the mean and (population)
+/// standard deviation of the cosine of every (query, passage) pair, where the
+/// passages are unrelated to the queries (e.g. note titles against *other* notes).
+/// `None` without pairs.
+pub fn background(queries: &[Vec<f32>], passages: &[Vec<f32>]) -> Option<Background> {
+    let (mut n, mut sum, mut sq) = (0usize, 0.0f64, 0.0f64);
+    for q in queries {
+        for p in passages {
+            let c = cosine(q, p);
+            n += 1;
+            sum += c;
+            sq += c * c;
+        }
+    }
+    if n == 0 {
+        return None;
+    }
+    let mean = sum / n as f64;
+    let var = (sq / n as f64 - mean * mean).max(0.0);
+    Some(Background {
+        mean,
+        std: var.sqrt(),
+    })
 }
 
 /// Cosine similarity of two vectors (0 when either is zero or lengths differ).
@@ -150,6 +262,24 @@ pub fn decay_factor(note_time: Option<i64>, now_unix: i64, half_life_days: f64) 
         return 1.0;
     }
     (-(std::f64::consts::LN_2 / half_life_days) * age_days).exp()
+}
+
+/// Bounded recency preference for a chunk dated `note_time`:
+/// `1 − max_penalty × (1 − decay_factor)`, i.e. 1 for evergreen notes and today,
+/// `1 − max_penalty / 2` at one half-life, approaching `1 − max_penalty` (never 0)
+/// for ancient notes. `max_penalty` is clamped to [0,1] (NaN = 0).
+pub fn recency_factor(
+    note_time: Option<i64>,
+    now_unix: i64,
+    half_life_days: f64,
+    max_penalty: f64,
+) -> f64 {
+    let a = if max_penalty.is_nan() {
+        0.0
+    } else {
+        max_penalty.clamp(0.0, 1.0)
+    };
+    1.0 - a * (1.0 - decay_factor(note_time, now_unix, half_life_days))
 }
 
 /// The token set used for MMR similarity: lower-cased words (runs of letters and
@@ -328,7 +458,8 @@ pub struct RankParams {
     pub half_life_days: f64,
     /// MMR λ; `None` disables MMR (order by score).
     pub mmr_lambda: Option<f64>,
-    /// Candidates scoring below are dropped (pinned ones excepted).
+    /// Candidates whose relevance (the blend, before decay) is below are dropped
+    /// (pinned ones excepted).
     pub min_score: f64,
     /// Most results.
     pub limit: usize,
@@ -339,11 +470,11 @@ pub struct RankParams {
 pub struct Ranked {
     /// Index of the candidate in the input.
     pub index: usize,
-    /// `blend × decay`.
+    /// `blended × decay`: the final score results are ordered by.
     pub score: f64,
-    /// Weighted blend before decay.
+    /// The relevance: the weighted blend, before decay (what `min_score` tests).
     pub blended: f64,
-    /// Temporal decay factor (1 = evergreen).
+    /// The bounded recency factor applied ([`recency_factor`]; 1 = evergreen).
     pub decay: f64,
     /// Position chosen by MMR (0-based), `None` when MMR is off or the hit was pinned in.
     pub mmr_rank: Option<usize>,
@@ -351,15 +482,17 @@ pub struct Ranked {
     pub pinned: bool,
 }
 
-/// The whole pure pipeline: blend → decay → min-score filter → MMR (or score order)
-/// → identifier pins into the top 3 → truncate to `limit`.
+/// The whole pure pipeline: blend (relevance) → min-score filter on relevance →
+/// bounded decay → MMR (or score order) → identifier pins into the top 3 →
+/// truncate to `limit`.
 pub fn rank(cands: &[Candidate], p: &RankParams, now_unix: i64) -> Vec<Ranked> {
     let scored: Vec<Ranked> = cands
         .iter()
         .enumerate()
         .map(|(i, c)| {
             let blended = blend(c.vector, c.keyword, p.weights);
-            let decay = decay_factor(c.note_time, now_unix, p.half_life_days);
+            let decay =
+                recency_factor(c.note_time, now_unix, p.half_life_days, MAX_RECENCY_PENALTY);
             Ranked {
                 index: i,
                 score: blended * decay,
@@ -370,9 +503,10 @@ pub fn rank(cands: &[Candidate], p: &RankParams, now_unix: i64) -> Vec<Ranked> {
             }
         })
         .collect();
-    // Filter, then order by score (stable on input order for ties).
+    // Filter on relevance (before decay: age never hides a hit), then order by the
+    // decayed score (stable on input order for ties).
     let mut kept: Vec<usize> = (0..scored.len())
-        .filter(|&i| scored[i].pinned || scored[i].score >= p.min_score)
+        .filter(|&i| scored[i].pinned || scored[i].blended >= p.min_score)
         .collect();
     kept.sort_by(|&a, &b| scored[b].score.total_cmp(&scored[a].score));
     let order: Vec<usize> = match p.mmr_lambda {
@@ -581,11 +715,16 @@ mod tests {
         };
         let r = rank(&cands, &p, NOW);
         let idx: Vec<usize> = r.iter().map(|x| x.index).collect();
-        // Evergreen first; the old note decays (0.74 × 1/8 < 0.35) and is dropped;
-        // the weak hit is dropped; the pinned identifier hit survives below min-score.
-        assert_eq!(idx, vec![1, 3]);
-        assert!(r[1].pinned && r[1].score < 0.35);
+        // Evergreen first; the 90-day-old note keeps its relevance (0.74 ≥ 0.35) and
+        // comes second, decayed by 1 − α × (1 − 1/8); the weak hit (relevance
+        // 0.21) is dropped; the pinned identifier hit survives below min-score.
+        let d90 = 1.0 - MAX_RECENCY_PENALTY * (1.0 - 0.125);
+        assert_eq!(idx, vec![1, 0, 3]);
+        assert!(r[2].pinned && r[2].score < 0.35);
         assert!((r[0].score - 0.74).abs() < 1e-9);
+        assert!((r[1].blended - 0.74).abs() < 1e-9);
+        assert!((r[1].decay - d90).abs() < 1e-9);
+        assert!((r[1].score - 0.74 * d90).abs() < 1e-9);
         // No min-score: the old note is there but below the evergreen one.
         let p2 = RankParams {
             min_score: f64::NEG_INFINITY,
@@ -595,7 +734,7 @@ mod tests {
         let r2 = rank(&cands, &p2, NOW);
         let pos = |i| r2.iter().position(|x| x.index == i).unwrap();
         assert!(pos(1) < pos(0));
-        assert!((r2[pos(0)].decay - 0.125).abs() < 1e-9);
+        assert!((r2[pos(0)].decay - d90).abs() < 1e-9);
         assert_eq!(r2.len(), 4);
         // Limit applies after pins, and a pin survives even a limit of 1.
         let p3 = RankParams { limit: 1, ..p2 };
@@ -603,5 +742,182 @@ mod tests {
         assert_eq!(r3.len(), 1);
         assert_eq!(r3[0].index, 3);
         assert_eq!(place_pins(&order_of(&[1, 2, 3]), &[3], 1), vec![3, 1, 2]);
+    }
+
+    fn params(min_score: f64) -> RankParams {
+        RankParams {
+            weights: (0.7, 0.3),
+            half_life_days: 30.0,
+            mmr_lambda: None,
+            min_score,
+            limit: 10,
+        }
+    }
+
+    #[test]
+    fn recency_is_bounded_and_monotone() {
+        let day = DAY_SECS as i64;
+        let a = MAX_RECENCY_PENALTY;
+        assert_eq!(recency_factor(None, NOW, 30.0, a), 1.0);
+        assert_eq!(recency_factor(Some(NOW), NOW, 30.0, a), 1.0);
+        assert_eq!(recency_factor(Some(NOW + 9 * day), NOW, 30.0, a), 1.0);
+        // One half-life takes half of the maximum penalty.
+        let f30 = recency_factor(Some(NOW - 30 * day), NOW, 30.0, a);
+        assert!((f30 - (1.0 - a / 2.0)).abs() < 1e-12, "{f30}");
+        // Never below 1 − penalty, however old; non-increasing with age.
+        let mut last = 1.0;
+        for days in [1, 7, 30, 45, 90, 400, 730, 3650, 36500] {
+            let f = recency_factor(Some(NOW - days * day), NOW, 30.0, a);
+            assert!(f >= 1.0 - a && f <= last, "{days} d: {f}");
+            last = f;
+        }
+        assert!(recency_factor(Some(i64::MIN / 2), NOW, 30.0, a) >= 1.0 - a);
+        // The penalty is clamped; 0 = no decay; a bad half-life = no decay.
+        assert_eq!(recency_factor(Some(NOW - 99 * day), NOW, 30.0, 0.0), 1.0);
+        assert_eq!(
+            recency_factor(Some(NOW - 99 * day), NOW, 30.0, f64::NAN),
+            1.0
+        );
+        assert!(recency_factor(Some(NOW - 9999 * day), NOW, 30.0, 7.0) >= 0.0);
+        assert_eq!(recency_factor(Some(NOW - 99 * day), NOW, f64::NAN, a), 1.0);
+    }
+
+    // Decay never takes more than half of a hit's relevance (checked at compile time).
+    const _: () = assert!(MAX_RECENCY_PENALTY > 0.0 && MAX_RECENCY_PENALTY <= 0.5);
+
+    /// The minimum score tests relevance before decay: an exact match in a
+    /// two-year-old note is returned although its decayed score is below the cut.
+    #[test]
+    fn threshold_applies_before_decay() {
+        let day = DAY_SECS as i64;
+        let two_years = Some(NOW - 730 * day);
+        let cands = vec![
+            cand(
+                Some(0.2),
+                Some(1.0),
+                two_years,
+                "exact match two years old",
+                false,
+            ),
+            cand(Some(0.3), None, None, "weak evergreen", false),
+        ];
+        let r = rank(&cands, &params(0.35), NOW);
+        assert_eq!(r.len(), 1, "{r:?}");
+        assert_eq!(r[0].index, 0);
+        assert!((r[0].blended - 0.44).abs() < 1e-9);
+        assert!(r[0].score < 0.35 && r[0].score >= 0.44 * (1.0 - MAX_RECENCY_PENALTY));
+        // Relevance below the cut is dropped whatever the age (fresh included).
+        let fresh_weak = vec![cand(Some(0.4), None, Some(NOW), "fresh weak", false)];
+        assert!(rank(&fresh_weak, &params(0.35), NOW).is_empty());
+    }
+
+    /// Fresh beats old at equal or near-equal relevance; an old note more than
+    /// 1 / (1 − MAX_RECENCY_PENALTY) ≈ 1.33 times as relevant beats a weak recent one.
+    #[test]
+    fn recency_orders_but_does_not_hide() {
+        let day = DAY_SECS as i64;
+        let old = Some(NOW - 400 * day);
+        let fresh = Some(NOW - day);
+        let order = |rel_old: f64, rel_fresh: f64| -> Vec<usize> {
+            let cands = vec![
+                cand(None, Some(rel_old), old, "old note", false),
+                cand(None, Some(rel_fresh), fresh, "fresh note", false),
+            ];
+            let p = RankParams {
+                weights: (0.0, 1.0),
+                ..params(0.35)
+            };
+            rank(&cands, &p, NOW).iter().map(|r| r.index).collect()
+        };
+        assert_eq!(order(0.8, 0.8), vec![1, 0], "equal relevance: fresh first");
+        assert_eq!(order(0.9, 0.8), vec![1, 0], "nearly equal: fresh first");
+        assert_eq!(order(0.6, 0.5), vec![1, 0], "1.2 times: fresh first");
+        assert_eq!(order(0.9, 0.6), vec![0, 1], "1.5 times: the old note wins");
+        assert_eq!(
+            order(0.9, 0.4),
+            vec![0, 1],
+            "clearly more relevant old note wins"
+        );
+        // And both are kept (both relevances ≥ 0.35).
+        assert_eq!(order(0.4, 0.9).len(), 2);
+    }
+
+    #[test]
+    fn calibration_maps_backgrounds_onto_one_scale() {
+        let mini = MINILM_L6_V2_BACKGROUND;
+        assert!(mini.std > 0.0 && mini.mean.abs() < 0.5);
+        // The background mean scores CALIBRATED_BACKGROUND_SCORE; monotone; [0,1].
+        let at_mean = calibrated_vector_score(mini.mean, &mini);
+        assert!((at_mean - CALIBRATED_BACKGROUND_SCORE).abs() < 1e-12);
+        let mut last = -1.0;
+        for i in -20..=20 {
+            let c = i as f64 / 20.0;
+            let v = calibrated_vector_score(c, &mini);
+            assert!((0.0..=1.0).contains(&v) && v >= last, "{c}: {v}");
+            last = v;
+        }
+        // With MiniLM the calibration is a shift of the cosine (slope 1), so the
+        // hybrid ordering tuned on MiniLM cosines is unchanged.
+        let (a, b) = (0.30, 0.42);
+        let d = calibrated_vector_score(b, &mini) - calibrated_vector_score(a, &mini);
+        assert!((d - (b - a)).abs() < 1e-9, "{d}");
+        // Another model, same z above its own background: same calibrated score.
+        let other = Background {
+            mean: 0.25,
+            std: 0.05,
+        };
+        for z in [1.0, 2.5, 4.0] {
+            let v1 = calibrated_vector_score(mini.mean + z * mini.std, &mini);
+            let v2 = calibrated_vector_score(other.mean + z * other.std, &other);
+            assert!((v1 - v2).abs() < 1e-9, "z {z}: {v1} vs {v2}");
+        }
+        // Degenerate inputs: no NaN; a zero-spread background falls back to the cosine.
+        assert_eq!(calibrated_vector_score(f64::NAN, &mini), 0.0);
+        let flat = Background {
+            mean: 0.1,
+            std: 0.0,
+        };
+        assert_eq!(calibrated_vector_score(0.4, &flat), 0.4);
+        // Unknown models use MiniLM's background; the measured one is found by digest.
+        assert_eq!(background_for("openai:text-embedding-3-small"), mini);
+        assert_eq!(background_for("all-MiniLM-L6-v2@98913551c075"), mini);
+    }
+
+    /// A best-match paraphrase (cosine well above the background) clears the
+    /// default minimum score as a vector-only hit in hybrid search; a cosine near
+    /// the background does not.
+    #[test]
+    fn calibrated_paraphrase_clears_the_threshold() {
+        let mini = MINILM_L6_V2_BACKGROUND;
+        let hit = |cos: f64| {
+            let v = calibrated_vector_score(cos, &mini);
+            rank(
+                &[cand(Some(v), None, None, "vector-only hit", false)],
+                &params(0.35),
+                NOW,
+            )
+        };
+        // Paraphrase cosines of the fixture sit around 0.3–0.5 with MiniLM.
+        assert_eq!(hit(0.35).len(), 1);
+        assert_eq!(hit(mini.mean + CLEAR_Z * mini.std + 1e-6).len(), 1);
+        assert!(hit(mini.mean + (CLEAR_Z - 0.1) * mini.std).is_empty());
+        assert!(hit(mini.mean + 2.0 * mini.std).is_empty());
+        assert!(hit(mini.mean).is_empty());
+    }
+
+    #[test]
+    fn background_is_the_mean_and_std_of_pair_cosines() {
+        let q = vec![vec![1.0f32, 0.0]];
+        let p = vec![
+            vec![1.0f32, 0.0],
+            vec![0.0, 1.0],
+            vec![-1.0, 0.0],
+            vec![0.0, -1.0],
+        ];
+        // Cosines 1, 0, −1, 0: mean 0, std sqrt(0.5).
+        let b = background(&q, &p).unwrap();
+        assert!(b.mean.abs() < 1e-12);
+        assert!((b.std - 0.5f64.sqrt()).abs() < 1e-12);
+        assert!(background(&q, &[]).is_none());
     }
 }

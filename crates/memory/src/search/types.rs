@@ -181,11 +181,21 @@ impl SearchRequest {
 pub struct Explain {
     /// Cosine similarity clamped to [0,1]; null when the vector stage did not run.
     pub vector: Option<f64>,
+    /// The vector score that enters the blend: the cosine calibrated against the
+    /// model's background similarity (`score::calibrated_vector_score`); null when
+    /// the vector stage did not run.
+    pub vector_calibrated: Option<f64>,
     /// Normalised keyword score; null when not a keyword hit.
     pub keyword: Option<f64>,
     /// Weighted blend before decay.
     pub blended: f64,
-    /// Temporal decay factor (1 = evergreen or today).
+    /// Relevance: the blend before decay, the value the minimum score is tested
+    /// against (equal to `blended`; named for the threshold).
+    pub relevance: f64,
+    /// The hit's final score, `relevance × decay` (as in the hit's `score`).
+    pub score: f64,
+    /// Bounded recency factor applied to the relevance (1 = evergreen or today;
+    /// never below `1 − score::MAX_RECENCY_PENALTY`).
     pub decay: f64,
     /// Position chosen by MMR (0-based); null when MMR is off or the hit was pinned in.
     pub mmr_rank: Option<usize>,

@@ -1,0 +1,193 @@
+//! The notes-garden measurement: the real 7,772-note digital garden
+//! (`../shared/data/notes-garden.tar.gz`) indexed by the real indexer
+//! (`indexer::run`, what `claw memory index` runs), and the committed query set
+//! `fixtures/garden-queries/queries.tsv` (rare word pairs from random notes: years-old
+//! `YYYY-MM-DD.md` journals and undated notes). The figure is how many expected
+//! notes come back in the top 6 with default settings; [`sweep`] re-scores wide
+//! candidate lists with other decay functions. Self-contained (uses only
+//! `super::queries`), so `examples/ranking_garden.rs` includes it for the release
+//! hybrid run.
+#![allow(dead_code)]
+
+use super::queries::{NOW, load_queries, open_store, rank_of, repo, search};
+use claw_memory::config::{EmbedProvider, MemoryConfig as Settings, MemorySettings};
+use claw_memory::embed::Embedder;
+use claw_memory::indexer::{self, IndexOptions};
+use claw_memory::lock::WriterLock;
+use claw_memory::search::engine::{self, Mode, SearchRequest};
+use claw_memory::search::score;
+use claw_memory::store::Store;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+pub const QUERIES: &str = "fixtures/garden-queries/queries.tsv";
+
+/// Extract `../shared/data/notes-garden.tar.gz` into a new temp dir (with `tar`).
+pub fn extract_garden() -> tempfile::TempDir {
+    let tarball = repo().join("../shared/data/notes-garden.tar.gz");
+    assert!(tarball.is_file(), "{} is missing", tarball.display());
+    let dir = tempfile::tempdir().unwrap();
+    let o = Command::new("tar")
+        .arg("xzf")
+        .arg(&tarball)
+        .arg("-C")
+        .arg(dir.path())
+        .output()
+        .expect("run tar");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    dir
+}
+
+/// A new workspace with `garden` registered as source `garden`, indexed with `e`
+/// (keyword-only when `None`). Returns the workspace and the indexing time.
+pub fn index_garden(garden: &Path, e: Option<&dyn Embedder>) -> (tempfile::TempDir, Duration) {
+    let ws = tempfile::tempdir().unwrap();
+    let settings = Settings::for_workspace(ws.path(), EmbedProvider::None);
+    std::fs::create_dir_all(settings.state_dir()).unwrap();
+    let mut store = Store::open(&settings.db_path()).unwrap();
+    store.add_source("garden", garden).unwrap();
+    let lock = WriterLock::acquire(&settings.state_dir(), "ranking", Duration::from_secs(5))
+        .expect("writer lock");
+    let t = Instant::now();
+    let r = indexer::run(
+        &mut store,
+        &settings,
+        e,
+        &IndexOptions::default(),
+        &lock,
+        &|_| {},
+    )
+    .expect("index the garden");
+    assert!(r.files_scanned >= 7000, "{} files", r.files_scanned);
+    (ws, t.elapsed())
+}
+
+/// Per kind (`dated`, `undated`): (kind, expected note in the top 6, queries,
+/// queries with any hit). Misses go to stderr.
+pub type Row = (String, usize, usize, usize);
+
+pub fn measure(ws: &Path, e: Option<&dyn Embedder>, label: &str) -> Vec<Row> {
+    let store = open_store(ws);
+    let qs = load_queries(QUERIES);
+    let mut out = Vec::new();
+    for kind in ["dated", "undated"] {
+        let (mut top6, mut any, mut n) = (0, 0, 0);
+        for q in qs.iter().filter(|q| q.kind == kind) {
+            n += 1;
+            let r = search(&store, e, &q.text, Mode::Hybrid);
+            let expected = q
+                .expected
+                .as_deref()
+                .expect("garden queries name their note");
+            match rank_of(&r, expected) {
+                Some(_) => top6 += 1,
+                None => eprintln!(
+                    "  {label} miss ({kind}): {:?} -> {expected}: {} hits {:?}",
+                    q.text,
+                    r.results.len(),
+                    r.results
+                        .iter()
+                        .map(|h| format!("{} {:.3}", h.path, h.score))
+                        .collect::<Vec<_>>()
+                ),
+            }
+            any += usize::from(!r.results.is_empty());
+        }
+        out.push((kind.to_string(), top6, n, any));
+    }
+    out
+}
+
+pub fn print_table(label: &str, rows: &[Row]) {
+    println!(
+        "| garden, {label} (default settings) | expected note in top 6 | queries with any hit |"
+    );
+    println!("|---|---:|---:|");
+    for (kind, top6, n, any) in rows {
+        println!("| {kind} notes | {top6}/{n} | {any}/{n} |");
+    }
+}
+
+/// Decay variants compared by [`sweep`]: (label, max penalty α; `None` = the old
+/// unbounded exponential decay applied before the minimum score).
+pub const SWEEP: &[(&str, Option<f64>)] = &[
+    ("old: exponential decay, then min-score", None),
+    ("no decay (α = 0)", Some(0.0)),
+    ("α = 0.1", Some(0.1)),
+    ("α = 0.2", Some(0.2)),
+    ("α = 0.25 (default)", Some(0.25)),
+    ("α = 0.3", Some(0.3)),
+    ("α = 0.4", Some(0.4)),
+    ("α = 0.5", Some(0.5)),
+    ("α = 1 (threshold before decay, unbounded)", Some(1.0)),
+];
+
+/// One [`SWEEP`] row: (label, dated found, dated total, undated found, undated total).
+pub type SweepRow = (&'static str, usize, usize, usize, usize);
+
+/// For each [`SWEEP`] variant, how many expected notes of each kind land in the
+/// top 6 when the engine's first 1,000 hits (no minimum score, no MMR) are
+/// re-scored with that decay and filtered with the default minimum score (in score
+/// order; the relevance, calibration included, is the current one in every row).
+pub fn sweep(ws: &Path, e: Option<&dyn Embedder>) -> Vec<SweepRow> {
+    let store = open_store(ws);
+    let p = MemorySettings::default();
+    let mut rows: Vec<SweepRow> = SWEEP.iter().map(|(l, _)| (*l, 0, 0, 0, 0)).collect();
+    for q in &load_queries(QUERIES) {
+        let req = SearchRequest {
+            limit: engine::MAX_LIMIT,
+            min_score: Some(f64::NEG_INFINITY),
+            mmr: false,
+            explain: true,
+            ..SearchRequest::new(q.text.clone())
+        };
+        let r = engine::search(&store, e, &p, &req, NOW).expect("search");
+        let dated = q.kind == "dated";
+        for (row, (_, alpha)) in rows.iter_mut().zip(SWEEP) {
+            let mut scored: Vec<(f64, &str)> = r
+                .results
+                .iter()
+                .filter_map(|h| {
+                    let x = h.explain.as_ref().expect("explain");
+                    let (s, kept) = match alpha {
+                        None => {
+                            let s = x.relevance
+                                * score::decay_factor(x.note_time, NOW, p.half_life_days);
+                            (s, s >= p.min_score || x.pinned)
+                        }
+                        Some(a) => (
+                            x.relevance
+                                * score::recency_factor(x.note_time, NOW, p.half_life_days, *a),
+                            x.relevance >= p.min_score || x.pinned,
+                        ),
+                    };
+                    kept.then_some((s, h.path.as_str()))
+                })
+                .collect();
+            scored.sort_by(|a, b| b.0.total_cmp(&a.0));
+            let hit = scored
+                .iter()
+                .take(6)
+                .any(|(_, path)| Some(*path) == q.expected.as_deref());
+            if dated {
+                row.1 += usize::from(hit);
+                row.2 += 1;
+            } else {
+                row.3 += usize::from(hit);
+                row.4 += 1;
+            }
+        }
+    }
+    rows
+}
+
+pub fn print_sweep(label: &str, rows: &[SweepRow]) {
+    println!(
+        "| garden, {label}: decay variant (first 1,000 hits re-scored, score order) | dated in top 6 | undated in top 6 |"
+    );
+    println!("|---|---:|---:|");
+    for (l, d, nd, u, nu) in rows {
+        println!("| {l} | {d}/{nd} | {u}/{nu} |");
+    }
+}
