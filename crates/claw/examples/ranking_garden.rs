@@ -1,5 +1,5 @@
 //! The notes-garden ranking figures with the real model (and keyword-only), for
-//! BENCHMARKS.md: `cargo run --release --example ranking_garden`. Needs
+//! BENCHMARKS.md: `cargo run --release -p claw --example ranking_garden`. Needs
 //! `CLAW_EMBED_MODEL_DIR` and `ORT_DYLIB_PATH` (see `scripts/test.sh`) and
 //! `../shared` beside the repository. Runs the same code as
 //! `tests/ranking_garden.rs` (`tests/ranking_support/garden.rs`); indexing the garden
