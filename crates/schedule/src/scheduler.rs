@@ -227,7 +227,7 @@ impl Scheduler {
             let now = self.clock.now();
             let needs_work = jobs.iter().any(|j| j.next_run.is_none_or(|t| t <= now));
             if needs_work {
-                match self.fire_due(now, started).await {
+                match self.fire_due(&jobs, now, started).await {
                     Ok((fires, written)) => {
                         jobs = written;
                         let store = self.store.clone();
@@ -261,86 +261,47 @@ impl Scheduler {
 
     /// Under the file lock: fill in missing next runs, fire what is due at `now`
     /// (skipping jobs still running), advance or remove them, write the file.
+    /// When the file cannot be parsed (a broken hand edit), the jobs loaded
+    /// before run from memory and the file is left alone for the user to fix.
     async fn fire_due(
         &self,
+        jobs: &[Job],
         now: DateTime<Utc>,
         started: DateTime<Utc>,
     ) -> Result<(Vec<Fire>, Vec<Job>), StoreError> {
         let store = self.store.clone();
         let running = self.running.clone();
-        let outcome = blocking(move || {
-            store.update(|jobs| {
-                let mut fired: Vec<(Job, DateTime<Utc>, bool, RunGuard)> = Vec::new();
-                let mut skipped = Vec::new();
-                let mut removed = Vec::new();
-                let mut errors = Vec::new();
-                let mut keep = Vec::with_capacity(jobs.len());
-                for mut job in jobs.drain(..) {
-                    let due = match job.next_run {
-                        Some(t) => t,
-                        None => match job.schedule.first_run_lenient(now) {
-                            Ok(t) => {
-                                job.next_run = Some(t);
-                                t
-                            }
-                            Err(e) => {
-                                errors.push(format!("job {}: {e}", job.id));
-                                keep.push(job);
-                                continue;
-                            }
-                        },
-                    };
-                    if due > now {
-                        keep.push(job);
-                        continue;
-                    }
-                    let next = match job.schedule.next_after(due, now) {
-                        Ok(n) => n,
-                        Err(e) => {
-                            errors.push(format!("job {}: {e}", job.id));
-                            None
-                        }
-                    };
-                    let guard = if RunGuard::is_running(&running, &job.id) {
-                        None
-                    } else {
-                        RunGuard::claim(&running, &job.id)
-                    };
-                    match guard {
-                        None => {
-                            skipped.push((job.id.clone(), due));
-                            job.next_run = next;
-                            if next.is_some() {
-                                keep.push(job);
-                            } else {
-                                removed.push(job.id.clone());
-                            }
-                        }
-                        Some(guard) => {
-                            job.last_run = Some(now);
-                            job.runs += 1;
-                            job.next_run = next;
-                            let catch_up = due < started;
-                            if next.is_some() {
-                                keep.push(job.clone());
-                            } else {
-                                removed.push(job.id.clone());
-                            }
-                            fired.push((job, due, catch_up, guard));
-                        }
-                    }
-                }
-                *jobs = keep;
-                (fired, skipped, removed, errors)
-            })
-        })
-        .await
-        .ok_or_else(|| StoreError::Io {
-            action: "update",
-            path: self.store.path().to_path_buf(),
-            source: std::io::Error::other("the blocking task failed"),
-        })??;
-        let ((fired, skipped, removed, errors), written) = outcome;
+        let result = blocking(move || store.update(|jobs| advance(jobs, now, started, &running)))
+            .await
+            .ok_or_else(|| StoreError::Io {
+                action: "update",
+                path: self.store.path().to_path_buf(),
+                source: std::io::Error::other("the blocking task failed"),
+            })?;
+        let (outcome, written) = match result {
+            Ok(r) => r,
+            Err(
+                e @ (StoreError::Corrupt { .. }
+                | StoreError::NewerVersion { .. }
+                | StoreError::Spec(_)),
+            ) => {
+                self.emit(Event::Error {
+                    message: format!(
+                        "{e} (running the jobs loaded before; the file is left as it is)"
+                    ),
+                });
+                let mut jobs = jobs.to_vec();
+                let outcome = advance(&mut jobs, now, started, &self.running);
+                (outcome, jobs)
+            }
+            Err(e) => return Err(e),
+        };
+        let Advanced {
+            fired,
+            skipped,
+            removed,
+            errors,
+        } = outcome;
         for message in errors {
             self.emit(Event::Error { message });
         }
@@ -374,6 +335,75 @@ impl Scheduler {
         }
         Ok((fires, written))
     }
+}
+
+/// What one pass over the jobs did.
+struct Advanced {
+    fired: Vec<(Job, DateTime<Utc>, bool, RunGuard)>,
+    skipped: Vec<(String, DateTime<Utc>)>,
+    removed: Vec<String>,
+    errors: Vec<String>,
+}
+
+/// Fills in missing next runs and fires what is due at `now`: a job still
+/// running is skipped (its next run advanced all the same), a fired one gets
+/// `last_run`, `runs` and its next run, an `at` job is dropped.
+fn advance(
+    jobs: &mut Vec<Job>,
+    now: DateTime<Utc>,
+    started: DateTime<Utc>,
+    running: &Arc<Mutex<HashSet<String>>>,
+) -> Advanced {
+    let mut out = Advanced {
+        fired: Vec::new(),
+        skipped: Vec::new(),
+        removed: Vec::new(),
+        errors: Vec::new(),
+    };
+    let mut keep = Vec::with_capacity(jobs.len());
+    for mut job in jobs.drain(..) {
+        let due = match job.next_run {
+            Some(t) => t,
+            None => match job.schedule.first_run_lenient(now) {
+                Ok(t) => {
+                    job.next_run = Some(t);
+                    t
+                }
+                Err(e) => {
+                    out.errors.push(format!("job {}: {e}", job.id));
+                    keep.push(job);
+                    continue;
+                }
+            },
+        };
+        if due > now {
+            keep.push(job);
+            continue;
+        }
+        let next = match job.schedule.next_after(due, now) {
+            Ok(n) => n,
+            Err(e) => {
+                out.errors.push(format!("job {}: {e}", job.id));
+                None
+            }
+        };
+        job.next_run = next;
+        match RunGuard::claim(running, &job.id) {
+            None => out.skipped.push((job.id.clone(), due)),
+            Some(guard) => {
+                job.last_run = Some(now);
+                job.runs += 1;
+                out.fired.push((job.clone(), due, due < started, guard));
+            }
+        }
+        if next.is_some() {
+            keep.push(job);
+        } else {
+            out.removed.push(job.id.clone());
+        }
+    }
+    *jobs = keep;
+    out
 }
 
 /// Runs blocking file work off the runtime; `None` if the task panicked.
