@@ -45,7 +45,7 @@ impl Job {
     pub fn view(&self) -> JobView {
         JobView {
             id: self.id.clone(),
-            kind: self.schedule.kind(),
+            kind: self.schedule.kind().to_string(),
             spec: self.schedule.spec(),
             tz: match &self.schedule {
                 Schedule::Cron { tz, .. } => Some(tz.name()),
@@ -71,11 +71,11 @@ pub struct NewJob {
 }
 
 /// A job as `claw cron add/list --json` and the `cron` tool show it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JobView {
     pub id: String,
     /// `at`, `every` or `cron`.
-    pub kind: &'static str,
+    pub kind: String,
     /// The schedule as typed: an RFC 3339 instant, an interval (`30s`, `1h30m`) or
     /// the cron expression.
     pub spec: String,

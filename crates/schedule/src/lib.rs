@@ -27,5 +27,5 @@ pub use heartbeat::{
 };
 pub use job::{Job, JobView, NewJob};
 pub use scheduler::{Event, Fire, FireKind, RunGuard, Scheduler};
-pub use spec::{Schedule, SpecError, Zone};
+pub use spec::{Schedule, SpecError, Zone, schedule_from_parts};
 pub use store::{JobStore, StoreError, jobs_path};

@@ -46,6 +46,10 @@ pub enum SpecError {
         "`{input}` is not a time zone: use an IANA name (Europe/Berlin), UTC or an offset (+02:00)"
     )]
     BadZone { input: String },
+    #[error("say when: one of every (an interval), at (a time) or cron (an expression)")]
+    NoKind,
+    #[error("give only one of every, at and cron (got {given})")]
+    TwoKinds { given: String },
 }
 
 /// A time zone: an IANA zone (daylight saving included), a fixed offset, or UTC.
@@ -407,6 +411,45 @@ impl Schedule {
     }
 }
 
+/// A schedule from the user's words: exactly one of `every` (an interval), `at`
+/// (a time, read in `tz` or else `default_zone` when it has no offset) and `cron`
+/// (an expression evaluated in `tz`, or else `default_zone`).
+pub fn schedule_from_parts(
+    every: Option<&str>,
+    at: Option<&str>,
+    cron: Option<&str>,
+    tz: Option<&str>,
+    default_zone: Zone,
+) -> Result<Schedule, SpecError> {
+    let given: Vec<&str> = [("every", every), ("at", at), ("cron", cron)]
+        .iter()
+        .filter(|(_, v)| v.is_some())
+        .map(|(n, _)| *n)
+        .collect();
+    if given.len() > 1 {
+        return Err(SpecError::TwoKinds {
+            given: given.join(" and "),
+        });
+    }
+    let zone = match tz {
+        Some(tz) => Zone::parse(tz)?,
+        None => default_zone,
+    };
+    match (every, at, cron) {
+        (Some(e), _, _) => Ok(Schedule::Every {
+            every_secs: parse_every(e)?,
+        }),
+        (_, Some(a), _) => Ok(Schedule::At {
+            at: parse_at(a, &zone)?,
+        }),
+        (_, _, Some(c)) => Ok(Schedule::Cron {
+            cron: CronExpr::parse(c)?.as_str().to_string(),
+            tz: zone,
+        }),
+        _ => Err(SpecError::NoKind),
+    }
+}
+
 fn secs(n: u64) -> TimeDelta {
     TimeDelta::seconds(i64::try_from(n).unwrap_or(i64::MAX / 1000))
 }
@@ -559,6 +602,46 @@ mod tests {
             at.first_run_lenient(utc("2026-11-06T00:00:00Z")).unwrap(),
             due
         );
+    }
+
+    #[test]
+    fn parts_need_exactly_one_kind() {
+        let berlin = Zone::parse("Europe/Berlin").unwrap();
+        assert_eq!(
+            schedule_from_parts(Some("15m"), None, None, None, Zone::Utc).unwrap(),
+            Schedule::Every { every_secs: 900 }
+        );
+        assert_eq!(
+            schedule_from_parts(None, Some("2026-12-01T09:00"), None, None, berlin).unwrap(),
+            Schedule::At {
+                at: utc("2026-12-01T08:00:00Z")
+            }
+        );
+        assert_eq!(
+            schedule_from_parts(None, None, Some("0 9 * * 1-5"), Some("UTC"), berlin).unwrap(),
+            Schedule::Cron {
+                cron: "0 9 * * 1-5".into(),
+                tz: Zone::Utc
+            }
+        );
+        assert_eq!(
+            schedule_from_parts(None, None, None, None, Zone::Utc),
+            Err(SpecError::NoKind)
+        );
+        assert!(matches!(
+            schedule_from_parts(Some("1m"), None, Some("* * * * *"), None, Zone::Utc),
+            Err(SpecError::TwoKinds { .. })
+        ));
+        assert!(matches!(
+            schedule_from_parts(
+                None,
+                None,
+                Some("* * * * *"),
+                Some("Nowhere/City"),
+                Zone::Utc
+            ),
+            Err(SpecError::BadZone { .. })
+        ));
     }
 
     #[test]
