@@ -23,7 +23,7 @@
 use crate::clock::Clock;
 use crate::job::Job;
 use crate::store::{FileStamp, JobStore, StoreError};
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Timelike, Utc};
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -391,7 +391,7 @@ fn advance(
         match RunGuard::claim(running, &job.id) {
             None => out.skipped.push((job.id.clone(), due)),
             Some(guard) => {
-                job.last_run = Some(now);
+                job.last_run = Some(now.with_nanosecond(0).unwrap_or(now));
                 job.runs += 1;
                 out.fired.push((job.clone(), due, due < started, guard));
             }

@@ -11,7 +11,7 @@
 
 use crate::job::{Job, NewJob};
 use crate::spec::SpecError;
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Timelike, Utc};
 use fs2::FileExt;
 use serde::{Deserialize, Serialize};
 use std::io::Write;
@@ -153,6 +153,8 @@ impl JobStore {
             return Err(StoreError::EmptyMessage);
         }
         new.schedule.validate()?;
+        // Whole seconds: `every` runs keep a readable phase.
+        let now = now.with_nanosecond(0).unwrap_or(now);
         let next = new.schedule.first_run(now)?;
         let (job, _) = self.update(|jobs| {
             let id = fresh_id(jobs);

@@ -3,6 +3,7 @@
 //! The only part of the crate that touches the terminal.
 
 pub mod chat;
+pub mod cron;
 pub mod doctor;
 pub mod errors;
 pub mod eval;
@@ -49,6 +50,11 @@ pub enum Command {
     },
     /// Check the setup: config file, workspace, database, model, writer lock, watcher.
     Doctor(doctor::DoctorArgs),
+    /// Scheduled messages: add, list, remove and run cron jobs.
+    Cron {
+        #[command(subcommand)]
+        command: cron::CronCommand,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -81,6 +87,7 @@ impl Cli {
         match &self.command {
             None => false,
             Some(Command::Doctor(a)) => a.json,
+            Some(Command::Cron { command }) => command.json(),
             Some(Command::Memory { command }) => match command {
                 MemoryCommand::Index(a) => a.json,
                 MemoryCommand::Status(a) => a.json,
@@ -102,6 +109,7 @@ pub async fn dispatch(cli: Cli, settings: Settings) -> anyhow::Result<Exit> {
     match cli.command {
         None => chat::run(settings, cli.chat).await,
         Some(Command::Doctor(a)) => blocking(move || doctor::run_doctor(&settings, a)).await,
+        Some(Command::Cron { command }) => cron::run(settings, command).await,
         Some(Command::Memory { command }) => match command {
             MemoryCommand::Index(a) => blocking(move || index::run_index(&settings, a)).await,
             MemoryCommand::Status(a) => blocking(move || index::run_status(&settings, a)).await,
