@@ -66,6 +66,21 @@ pub struct Fire {
 }
 
 impl Fire {
+    /// Where the answer of this run's turn goes, given the gateway's most recently
+    /// active session: a cron job's `deliver_to` (else that session); a heartbeat's
+    /// answer to that session, unless it is `HEARTBEAT_OK` ([`crate::is_heartbeat_ok`]),
+    /// which is not delivered. `None`: deliver nothing.
+    pub fn deliver_target(&self, answer: &str, most_recent: Option<&str>) -> Option<String> {
+        match self.kind {
+            FireKind::Cron => self
+                .deliver_to
+                .clone()
+                .or_else(|| most_recent.map(str::to_string)),
+            FireKind::Heartbeat if crate::heartbeat::is_heartbeat_ok(answer) => None,
+            FireKind::Heartbeat => most_recent.map(str::to_string),
+        }
+    }
+
     /// Marks the run finished (same as dropping the guard).
     pub fn finish(self) {
         drop(self.guard);

@@ -187,6 +187,35 @@ async fn disabled_heartbeat_never_ticks() {
     assert!(matches!(got, Ok(None)), "{got:?}");
 }
 
+#[tokio::test(start_paused = true)]
+async fn heartbeat_ok_is_not_delivered_and_other_answers_go_to_the_latest_session() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path().join("HEARTBEAT.md"), "Check the oven timer\n").await;
+    let settings = HeartbeatConfig::default().resolve(Zone::Utc).unwrap();
+    let hb = Heartbeat::new(
+        dir.path(),
+        settings,
+        Zone::Utc,
+        Clock::tokio_at(t("2026-11-05T12:00:00Z")),
+    );
+    let fire = hb.tick(t("2026-11-05T12:30:00Z")).await.unwrap();
+    let latest = Some("telegram:42");
+    assert_eq!(fire.deliver_target("HEARTBEAT_OK", latest), None);
+    assert_eq!(fire.deliver_target("**HEARTBEAT_OK**", latest), None);
+    assert_eq!(
+        fire.deliver_target("The oven timer went off ten minutes ago.", latest),
+        Some("telegram:42".to_string())
+    );
+    assert_eq!(fire.deliver_target("The oven timer went off.", None), None);
+    // While that fire is alive, the next tick is busy.
+    assert_eq!(
+        hb.tick(t("2026-11-05T13:00:00Z")).await.unwrap_err(),
+        SkipReason::Busy
+    );
+    drop(fire);
+    assert!(hb.tick(t("2026-11-05T13:30:00Z")).await.is_ok());
+}
+
 #[test]
 fn heartbeat_ok_answers_are_suppressed_and_others_delivered() {
     // What a gateway does with the answers of heartbeat turns.

@@ -44,6 +44,11 @@ async fn every_fires_on_its_interval_and_updates_the_file() {
         assert_eq!(fire.fired_at, due, "fired exactly on time");
         assert_eq!(run.clock.now(), due);
         assert!(!fire.catch_up);
+        // Delivered to the session that created it, whatever was active last.
+        assert_eq!(
+            fire.deliver_target("HEARTBEAT_OK", Some("other")),
+            Some("cli:default".to_string())
+        );
         fire.finish();
     }
     let stored = on_store(&store, |s| s.load().unwrap()).await;
