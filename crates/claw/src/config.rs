@@ -86,6 +86,9 @@ pub struct ConfigFile {
     pub web: WebConfig,
     #[serde(default)]
     pub exec: ExecConfig,
+    /// The gateway's heartbeat (`enabled`, `interval_minutes`, `active_hours`).
+    #[serde(default)]
+    pub heartbeat: claw_schedule::HeartbeatConfig,
 }
 
 /// `memory` section of the config file.
@@ -134,6 +137,8 @@ pub struct Settings {
     pub models_dir: Option<PathBuf>,
     /// The config file that was read (None: no file, defaults and environment only).
     pub config_file: Option<PathBuf>,
+    /// The `heartbeat` section (checked; `resolve` it with the user's zone).
+    pub heartbeat: claw_schedule::HeartbeatConfig,
 }
 
 /// Inputs to resolution, gathered by the binary (so library code never reads the process environment).
@@ -226,7 +231,15 @@ impl Settings {
                 message,
             })?,
         };
+        // Checked here so a bad section fails every command, not only the gateway.
+        file.heartbeat
+            .resolve(claw_schedule::Zone::Utc)
+            .map_err(|e| ConfigError::Invalid {
+                name: "heartbeat".into(),
+                message: e.to_string(),
+            })?;
         Ok(Settings {
+            heartbeat: file.heartbeat.clone(),
             mem: MemoryConfig {
                 workspace,
                 embed,

@@ -256,6 +256,46 @@ fn next_run_text(v: &JobView, zone: &Zone) -> String {
 #[derive(Serialize)]
 struct ListJson {
     jobs: Vec<JobView>,
+    heartbeat: HeartbeatJson,
+}
+
+/// What the gateway's heartbeat would do with the current config and HEARTBEAT.md.
+#[derive(Serialize)]
+struct HeartbeatJson {
+    enabled: bool,
+    interval_minutes: u64,
+    active_hours: Option<ActiveHoursJson>,
+    /// Actionable lines in HEARTBEAT.md (0: ticks are skipped without the model;
+    /// null: the file is missing).
+    actionable_lines: Option<usize>,
+}
+
+#[derive(Serialize)]
+struct ActiveHoursJson {
+    start: String,
+    end: String,
+    tz: String,
+}
+
+fn heartbeat_json(settings: &Settings) -> anyhow::Result<HeartbeatJson> {
+    let hb = settings.heartbeat.resolve(user_zone(settings))?;
+    let file = settings
+        .mem
+        .workspace
+        .join(claw_schedule::heartbeat::HEARTBEAT_FILE);
+    let actionable_lines = std::fs::read_to_string(file)
+        .ok()
+        .map(|t| claw_schedule::heartbeat::actionable_lines(&t).len());
+    Ok(HeartbeatJson {
+        enabled: hb.enabled,
+        interval_minutes: hb.interval.as_secs() / 60,
+        active_hours: hb.active_hours.map(|a| ActiveHoursJson {
+            start: a.start.format("%H:%M").to_string(),
+            end: a.end.format("%H:%M").to_string(),
+            tz: a.zone.name(),
+        }),
+        actionable_lines,
+    })
 }
 
 fn list(settings: &Settings, a: ListArgs) -> anyhow::Result<Exit> {
@@ -264,10 +304,15 @@ fn list(settings: &Settings, a: ListArgs) -> anyhow::Result<Exit> {
         Err(e) => return fail(e, a.json),
     };
     let views: Vec<JobView> = jobs.iter().map(|j| j.view()).collect();
+    let heartbeat = heartbeat_json(settings)?;
     if a.json {
-        print_json(&ListJson { jobs: views })?;
+        print_json(&ListJson {
+            jobs: views,
+            heartbeat,
+        })?;
         return Ok(Exit::Ok);
     }
+    eprintln!("{}", heartbeat_line(&heartbeat));
     if views.is_empty() {
         eprintln!("no scheduled jobs (add one with `claw cron add`)");
         return Ok(Exit::Ok);
@@ -303,6 +348,25 @@ fn list(settings: &Settings, a: ListArgs) -> anyhow::Result<Exit> {
         )?;
     }
     Ok(Exit::Ok)
+}
+
+fn heartbeat_line(h: &HeartbeatJson) -> String {
+    if !h.enabled {
+        return "heartbeat: off (heartbeat.enabled)".into();
+    }
+    let hours = match &h.active_hours {
+        Some(a) => format!(", {}-{} {}", a.start, a.end, a.tz),
+        None => String::new(),
+    };
+    let file = match h.actionable_lines {
+        None => "no HEARTBEAT.md: ticks are skipped".to_string(),
+        Some(0) => "HEARTBEAT.md has nothing actionable: ticks are skipped".to_string(),
+        Some(n) => format!("HEARTBEAT.md: {n} actionable line(s)"),
+    };
+    format!(
+        "heartbeat (under the gateway): every {} min{hours}; {file}",
+        h.interval_minutes
+    )
 }
 
 fn not_found(id: &str) -> Exit {

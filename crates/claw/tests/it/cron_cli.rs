@@ -155,7 +155,11 @@ fn add_list_remove_with_json_shapes() {
     let r = run(ws, &["cron", "list", "--json"]);
     assert_eq!(r.code, 0);
     let list = json_of(&r);
-    assert_eq!(keys(&list), ["jobs"]);
+    assert_eq!(keys(&list), ["heartbeat", "jobs"]);
+    assert_eq!(
+        list["heartbeat"],
+        json!({"enabled": true, "interval_minutes": 30, "active_hours": null, "actionable_lines": null})
+    );
     let jobs = list["jobs"].as_array().unwrap();
     assert_eq!(jobs.len(), 3);
     assert_eq!(jobs[0], every);
@@ -379,4 +383,54 @@ fn the_assistant_schedules_a_reminder_with_the_cron_tool() {
     assert_eq!(jobs[0]["next_run"], "2026-11-06T09:00:00Z");
     assert_eq!(jobs[0]["deliver_to"], "cli:default");
     assert_eq!(jobs[0]["message"], "Remind the user to call the dentist");
+}
+
+#[test]
+fn list_shows_what_the_heartbeat_would_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    let config = ws.join("config.json");
+    std::fs::write(
+        &config,
+        r#"{"heartbeat": {"interval_minutes": 15,
+            "active_hours": {"start": "08:00", "end": "22:00", "tz": "Europe/Berlin"}}}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        ws.join("HEARTBEAT.md"),
+        "# Checks\n- [ ]\n- [ ] water the plants on Fridays\n<!-- nothing -->\n",
+    )
+    .unwrap();
+    let r = run_cmd(
+        claw(ws)
+            .env("CLAW_CONFIG", &config)
+            .args(["cron", "list", "--json"]),
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(
+        json_of(&r)["heartbeat"],
+        json!({
+            "enabled": true,
+            "interval_minutes": 15,
+            "active_hours": {"start": "08:00", "end": "22:00", "tz": "Europe/Berlin"},
+            "actionable_lines": 1
+        })
+    );
+    let r = run_cmd(claw(ws).env("CLAW_CONFIG", &config).args(["cron", "list"]));
+    assert!(
+        r.stderr
+            .contains("every 15 min, 08:00-22:00 Europe/Berlin; HEARTBEAT.md: 1 actionable line"),
+        "{}",
+        r.stderr
+    );
+
+    // A bad section is a config error for every command.
+    std::fs::write(&config, r#"{"heartbeat": {"interval_minutes": 0}}"#).unwrap();
+    let r = run_cmd(claw(ws).env("CLAW_CONFIG", &config).args(["cron", "list"]));
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("heartbeat"), "{}", r.stderr);
+    std::fs::write(&config, r#"{"heartbeat": {"every": 5}}"#).unwrap();
+    let r = run_cmd(claw(ws).env("CLAW_CONFIG", &config).args(["cron", "list"]));
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("every"), "{}", r.stderr);
 }
