@@ -571,6 +571,23 @@ mod tests {
     }
 
     #[test]
+    fn cron_keeps_local_time_across_daylight_saving() {
+        let e = CronExpr::parse("0 9 * * *").unwrap();
+        let berlin = Zone::parse("Europe/Berlin").unwrap();
+        // Saturday 09:00 CEST (+02:00) → Sunday 09:00 CET (+01:00): 25 hours later.
+        let sat = utc("2026-10-24T07:00:00Z");
+        let sun = e.next_after(sat, &berlin).unwrap();
+        assert_eq!(sun, utc("2026-10-25T08:00:00Z"));
+        // Spring forward: 02:30 does not exist on 2026-03-29; the job is not lost.
+        let e = CronExpr::parse("30 2 * * *").unwrap();
+        let next = e.next_after(utc("2026-03-28T02:00:00Z"), &berlin).unwrap();
+        assert!(
+            next > utc("2026-03-28T02:00:00Z") && next <= utc("2026-03-30T00:30:00Z"),
+            "{next}"
+        );
+    }
+
+    #[test]
     fn next_runs_skip_missed_occurrences() {
         let every = Schedule::Every { every_secs: 30 };
         let due = utc("2026-11-05T12:00:00Z");

@@ -365,3 +365,47 @@ async fn shutdown_stops_promptly_and_a_dropped_receiver_ends_it() {
         .expect("ends when no one listens")
         .unwrap();
 }
+
+/// The production path: the wall clock and real sleeps (bounded waits; no pause).
+#[tokio::test]
+async fn wall_clock_scheduler_fires_and_sees_removal() {
+    use claw_schedule::{Clock, Scheduler};
+    let dir = tempfile::tempdir().unwrap();
+    let store = JobStore::in_workspace(dir.path());
+    let (tx, mut fires) = tokio::sync::mpsc::channel(16);
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let task = tokio::spawn(
+        Scheduler::new(store.path(), Clock::system())
+            .poll_interval(Duration::from_millis(200))
+            .start(tx, shutdown.clone()),
+    );
+    let added = on_store(&store, |s| {
+        s.add(
+            job(Schedule::Every { every_secs: 1 }, "tick"),
+            chrono::Utc::now(),
+        )
+        .unwrap()
+    })
+    .await;
+    for _ in 0..2 {
+        let f = tokio::time::timeout(Duration::from_secs(10), fires.recv())
+            .await
+            .expect("fires on the wall clock")
+            .unwrap();
+        assert_eq!(f.job_id, added.id);
+        let late = chrono::Utc::now() - f.scheduled_for;
+        assert!(late < TimeDelta::seconds(5), "fired {late} late");
+    }
+    on_store(&store, move |s| s.remove(&added.id).unwrap().unwrap()).await;
+    // Whatever was sent before the removal, nothing comes after the next poll.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    while fires.try_recv().is_ok() {}
+    assert!(
+        tokio::time::timeout(Duration::from_millis(2500), fires.recv())
+            .await
+            .is_err(),
+        "a removed job does not fire"
+    );
+    shutdown.cancel();
+    task.await.unwrap();
+}
