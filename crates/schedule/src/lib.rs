@@ -13,6 +13,35 @@
 //!
 //! This crate knows nothing of the agent: a [`Fire`] is a session key, a message
 //! and where the answer goes; the gateway (or `claw cron run`) runs the turn.
+//!
+//! How a gateway wires it up (one receiver for cron and heartbeat fires):
+//!
+//! ```no_run
+//! use claw_schedule::{Clock, Heartbeat, HeartbeatConfig, Scheduler, Zone, jobs_path};
+//! use tokio_util::sync::CancellationToken;
+//!
+//! # async fn gateway(workspace: std::path::PathBuf, config: HeartbeatConfig, zone: Zone)
+//! #     -> Result<(), Box<dyn std::error::Error>> {
+//! let clock = Clock::system();
+//! let shutdown = CancellationToken::new();
+//! let (tx, mut fires) = tokio::sync::mpsc::channel(64);
+//! tokio::spawn(Scheduler::run(jobs_path(&workspace), clock, tx.clone(), shutdown.clone()));
+//! let heartbeat = Heartbeat::new(&workspace, config.resolve(zone)?, zone, clock);
+//! tokio::spawn(heartbeat.run(tx, shutdown.clone()));
+//! while let Some(fire) = fires.recv().await {
+//!     tokio::spawn(async move {
+//!         // Run an agent turn in `fire.session` with `fire.message`, then:
+//!         let answer = String::from("…");
+//!         let most_recent: Option<&str> = None; // the gateway's latest active session
+//!         if let Some(to) = fire.deliver_target(&answer, most_recent) {
+//!             let _ = to; // deliver `answer` there
+//!         }
+//!         drop(fire); // the turn is over: this job may fire again
+//!     });
+//! }
+//! # Ok(())
+//! # }
+//! ```
 
 pub mod clock;
 pub mod heartbeat;

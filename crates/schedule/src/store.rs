@@ -110,7 +110,10 @@ impl JobStore {
             });
         }
         for job in &file.jobs {
-            job.schedule.validate()?;
+            job.schedule.validate().map_err(|e| StoreError::Corrupt {
+                path: self.path.clone(),
+                message: format!("job {}: {e}", job.id),
+            })?;
         }
         Ok(file.jobs)
     }
@@ -336,6 +339,22 @@ mod tests {
         std::fs::create_dir_all(store.path().parent().unwrap()).unwrap();
         std::fs::write(store.path(), "{not json").unwrap();
         assert!(matches!(store.load(), Err(StoreError::Corrupt { .. })));
+        std::fs::write(
+            store.path(),
+            r#"{"version": 1, "jobs": [{"id": "bad", "kind": "cron", "cron": "0 9 * *",
+                "tz": "UTC", "message": "x", "created_at": "2026-11-05T12:00:00Z"}]}"#,
+        )
+        .unwrap();
+        match store.load() {
+            Err(StoreError::Corrupt { message, .. }) => {
+                assert!(message.starts_with("job bad:"), "{message}")
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            store.add(every(5), now()),
+            Err(StoreError::Corrupt { .. })
+        ));
         std::fs::write(store.path(), r#"{"version": 9, "jobs": []}"#).unwrap();
         assert!(matches!(
             store.load(),
