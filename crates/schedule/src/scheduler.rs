@@ -243,10 +243,11 @@ impl Scheduler {
             let needs_work = jobs.iter().any(|j| j.next_run.is_none_or(|t| t <= now));
             if needs_work {
                 match self.fire_due(&jobs, now, started).await {
-                    Ok((fires, written)) => {
+                    Ok((fires, written, written_stamp)) => {
                         jobs = written;
-                        let store = self.store.clone();
-                        stamp = Some(blocking(move || store.stamp()).await.flatten());
+                        if let Some(s) = written_stamp {
+                            stamp = Some(s);
+                        }
                         for fire in fires {
                             tokio::select! {
                                 sent = tx.send(fire) => if sent.is_err() { return },
@@ -283,18 +284,19 @@ impl Scheduler {
         jobs: &[Job],
         now: DateTime<Utc>,
         started: DateTime<Utc>,
-    ) -> Result<(Vec<Fire>, Vec<Job>), StoreError> {
+    ) -> Result<(Vec<Fire>, Vec<Job>, Option<Option<FileStamp>>), StoreError> {
         let store = self.store.clone();
         let running = self.running.clone();
-        let result = blocking(move || store.update(|jobs| advance(jobs, now, started, &running)))
-            .await
-            .ok_or_else(|| StoreError::Io {
-                action: "update",
-                path: self.store.path().to_path_buf(),
-                source: std::io::Error::other("the blocking task failed"),
-            })?;
-        let (outcome, written) = match result {
-            Ok(r) => r,
+        let result =
+            blocking(move || store.update_stamped(|jobs| advance(jobs, now, started, &running)))
+                .await
+                .ok_or_else(|| StoreError::Io {
+                    action: "update",
+                    path: self.store.path().to_path_buf(),
+                    source: std::io::Error::other("the blocking task failed"),
+                })?;
+        let (outcome, written, written_stamp) = match result {
+            Ok((outcome, jobs, stamp)) => (outcome, jobs, Some(stamp)),
             Err(
                 e @ (StoreError::Corrupt { .. }
                 | StoreError::NewerVersion { .. }
@@ -307,7 +309,7 @@ impl Scheduler {
                 });
                 let mut jobs = jobs.to_vec();
                 let outcome = advance(&mut jobs, now, started, &self.running);
-                (outcome, jobs)
+                (outcome, jobs, None)
             }
             Err(e) => return Err(e),
         };
@@ -348,7 +350,7 @@ impl Scheduler {
         for job_id in removed {
             self.emit(Event::Removed { job_id });
         }
-        Ok((fires, written))
+        Ok((fires, written, written_stamp))
     }
 }
 

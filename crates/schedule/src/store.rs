@@ -140,6 +140,15 @@ impl JobStore {
         &self,
         f: impl FnOnce(&mut Vec<Job>) -> R,
     ) -> Result<(R, Vec<Job>), StoreError> {
+        self.update_stamped(f).map(|(r, jobs, _)| (r, jobs))
+    }
+
+    /// [`JobStore::update`], also returning the file's stamp taken under the lock
+    /// (so a watcher of the file can tell its own write from a later one).
+    pub fn update_stamped<R>(
+        &self,
+        f: impl FnOnce(&mut Vec<Job>) -> R,
+    ) -> Result<(R, Vec<Job>, Option<FileStamp>), StoreError> {
         let _lock = self.lock()?;
         let mut jobs = self.load()?;
         let before = jobs.clone();
@@ -147,7 +156,7 @@ impl JobStore {
         if jobs != before {
             self.write(&jobs)?;
         }
-        Ok((r, jobs))
+        Ok((r, jobs, self.stamp()))
     }
 
     /// Adds a job created at `now` (its first run computed; an `at` in the past is refused).
