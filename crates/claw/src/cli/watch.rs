@@ -7,6 +7,7 @@ use crate::config::Settings;
 use anyhow::Context;
 use claw_memory::embed::Loaded;
 use claw_memory::freshness::FileRef;
+use claw_memory::indexer::IndexIssue;
 use claw_memory::watch::{self, IndexerSink, WatchEvent, WatchOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -128,7 +129,7 @@ fn print_event(ev: &WatchEvent, output: Output) -> std::io::Result<()> {
                     writeln!(out, "  index rebuilt: {}", sanitize(&r.to_string()))?;
                 }
                 for e in errors {
-                    writeln!(out, "  skipped {}", sanitize(&e.to_string()))?;
+                    writeln!(out, "  skipped {}", sanitize(&error_line(e)))?;
                 }
             }
             WatchEvent::Rearmed { root, exists } => {
@@ -160,7 +161,7 @@ enum EventJson<'a> {
         reindexed: &'a [FileRef],
         removed: &'a [FileRef],
         unchanged: usize,
-        errors: &'a [String],
+        errors: Vec<String>,
         rebuilt: Option<String>,
         rescan: bool,
         elapsed_ms: u64,
@@ -195,7 +196,7 @@ fn json_line(ev: &WatchEvent) -> String {
             reindexed,
             removed,
             unchanged: *unchanged,
-            errors,
+            errors: errors.iter().map(error_line).collect(),
             rebuilt: rebuilt.as_ref().map(|r| r.to_string()),
             rescan: *rescan,
             elapsed_ms: *elapsed_ms,
@@ -215,6 +216,17 @@ fn json_line(ev: &WatchEvent) -> String {
         serde_json::json!({"event": "error", "message": format!("cannot print event: {e}")})
             .to_string()
     })
+}
+
+/// `source/path: message (hint)`: one per-file problem of a batch, as the
+/// `errors` strings of the JSON Lines have always read.
+fn error_line(i: &IndexIssue) -> String {
+    format!(
+        "{}/{}: {}",
+        i.source,
+        i.path,
+        super::index::issue_message(i)
+    )
 }
 
 /// ` (a.md, b.md, …)` for short lists.
@@ -253,7 +265,13 @@ mod tests {
                     reindexed: vec![f("a.md")],
                     removed: vec![f("b.md")],
                     unchanged: 1,
-                    errors: vec!["memory/c.md: too big".into()],
+                    errors: vec![IndexIssue {
+                        source: "memory".into(),
+                        path: "c.md".into(),
+                        message: "skipped: 12 MB is over the 10 MB limit".into(),
+                        skipped: true,
+                        reason: claw_memory::walk::IssueReason::TooBig,
+                    }],
                     rebuilt: Some(RebuildReason::ModelChanged {
                         from: String::new(),
                         to: "m".into(),
@@ -262,7 +280,7 @@ mod tests {
                     elapsed_ms: 12,
                     pending: 3,
                 },
-                r#"{"event":"synced","batch":2,"reindexed":[{"source":"memory","path":"a.md"}],"removed":[{"source":"memory","path":"b.md"}],"unchanged":1,"errors":["memory/c.md: too big"],"rebuilt":"embedding model changed (keyword-only -> m)","rescan":true,"elapsed_ms":12,"pending":3}"#,
+                r#"{"event":"synced","batch":2,"reindexed":[{"source":"memory","path":"a.md"}],"removed":[{"source":"memory","path":"b.md"}],"unchanged":1,"errors":["memory/c.md: skipped: 12 MB is over the 10 MB limit (raise memory.max_file_bytes in the config to index it)"],"rebuilt":"embedding model changed (keyword-only -> m)","rescan":true,"elapsed_ms":12,"pending":3}"#,
             ),
             (
                 WatchEvent::Synced {

@@ -28,6 +28,7 @@ mod search_support;
 mod search_sync;
 mod secrets_cli;
 mod secrets_corpus;
+mod skipped_files;
 mod soak_watch;
 mod ssrf_cli;
 mod transcript_incremental;

@@ -389,7 +389,7 @@ fn run_job(
     } else if !job.reconcile.is_empty() {
         let sources = walk::sources(settings, store)?;
         for src in sources.iter().filter(|s| job.reconcile.contains(&s.name)) {
-            let st = freshness::check_source(src, store)?;
+            let st = freshness::check_source(settings, src, store)?;
             files.extend(st.dirty_files());
         }
         // Rows of a source whose root vanished entirely are covered by check_source

@@ -165,7 +165,7 @@ pub enum WatchEvent {
         /// Files whose content was unchanged.
         unchanged: usize,
         /// Per-file problems (skipped files).
-        errors: Vec<String>,
+        errors: Vec<crate::indexer::IndexIssue>,
         /// Set when the index had to be rebuilt (model or chunker changed).
         rebuilt: Option<crate::indexer::RebuildReason>,
         /// Whether this batch was a full stat-level rescan (start-up, queue overflow).
