@@ -303,6 +303,13 @@ pub enum SyncError {
     /// The indexer failed.
     #[error(transparent)]
     Index(#[from] indexer::IndexError),
+    /// The database file was deleted or replaced since this connection opened
+    /// it: nothing was written; reopen it first.
+    #[error("the database {} was deleted or replaced", path.display())]
+    DatabaseReplaced {
+        /// The database file.
+        path: std::path::PathBuf,
+    },
 }
 
 /// Check freshness and, when at most `limit` files are dirty, re-index them via

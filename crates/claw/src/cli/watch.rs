@@ -139,6 +139,13 @@ fn print_event(ev: &WatchEvent, output: Output) -> std::io::Result<()> {
             WatchEvent::Overflow => {
                 writeln!(out, "event queue overflowed: full rescan scheduled")?;
             }
+            WatchEvent::DatabaseReplaced { path } => {
+                writeln!(
+                    out,
+                    "the database {} was deleted or replaced: reopening it and rebuilding the index from the disk (registered sources are kept)",
+                    sanitize_path(path)
+                )?;
+            }
             WatchEvent::Error { message } => eprintln!("error: {}", sanitize(message)),
             WatchEvent::Stopped => writeln!(out, "stopped")?,
         },
@@ -147,7 +154,7 @@ fn print_event(ev: &WatchEvent, output: Output) -> std::io::Result<()> {
 }
 
 /// One `--json` line (without the newline) for a watcher event: the contract
-/// `{"event": "started" | "synced" | "rearmed" | "overflow" | "error" | "stopped", ...}`,
+/// `{"event": "started" | "synced" | "rearmed" | "overflow" | "database_replaced" | "error" | "stopped", ...}`,
 /// fields in this order. Add fields freely; never rename or drop one.
 #[derive(serde::Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
@@ -172,6 +179,9 @@ enum EventJson<'a> {
         exists: bool,
     },
     Overflow,
+    DatabaseReplaced {
+        path: &'a Path,
+    },
     Error {
         message: &'a str,
     },
@@ -207,6 +217,7 @@ fn json_line(ev: &WatchEvent) -> String {
             exists: *exists,
         },
         WatchEvent::Overflow => EventJson::Overflow,
+        WatchEvent::DatabaseReplaced { path } => EventJson::DatabaseReplaced { path },
         WatchEvent::Error { message } => EventJson::Error { message },
         WatchEvent::Stopped => EventJson::Stopped,
     };
@@ -304,6 +315,12 @@ mod tests {
                 r#"{"event":"rearmed","root":"/notes","exists":false}"#,
             ),
             (WatchEvent::Overflow, r#"{"event":"overflow"}"#),
+            (
+                WatchEvent::DatabaseReplaced {
+                    path: PathBuf::from("/ws/.claw/memory.sqlite"),
+                },
+                r#"{"event":"database_replaced","path":"/ws/.claw/memory.sqlite"}"#,
+            ),
             (
                 WatchEvent::Error {
                     message: "heartbeat: busy".into(),

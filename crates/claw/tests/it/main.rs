@@ -33,4 +33,5 @@ mod soak_watch;
 mod ssrf_cli;
 mod transcript_incremental;
 mod transcript_secrets;
+mod watch_db_deleted;
 mod watch_events;

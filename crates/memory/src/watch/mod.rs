@@ -12,6 +12,9 @@
 //!
 //! Invariant: the notify callback never blocks (a full queue becomes a full
 //! rescan), the actor never indexes, and nothing here runs on the async runtime.
+//! When the database file is deleted or replaced, both connections to the old
+//! file are closed before a new one is opened (SQLite deletes the `-wal` of the
+//! last connection to close *by name*), the actor's first.
 
 #![warn(missing_docs)]
 
@@ -184,6 +187,14 @@ pub enum WatchEvent {
     },
     /// The OS event queue overflowed: a full rescan is scheduled.
     Overflow,
+    /// The database file was deleted or replaced under the watcher (a
+    /// dev+inode check per batch and per heartbeat): its connections are
+    /// reopened on a new database, which gets the registered sources back
+    /// from their sidecar, and a full rescan rebuilds the index.
+    DatabaseReplaced {
+        /// The database file.
+        path: PathBuf,
+    },
     /// A batch failed (it is retried with the next one), or a watch could not be
     /// armed, or the heartbeat could not be written.
     Error {
