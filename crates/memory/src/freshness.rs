@@ -349,6 +349,10 @@ pub fn sync_small_with(
     }
 }
 
+/// What the inline sync says it is doing in the writer lock (seen by another
+/// writer that finds it held) unless the caller names itself.
+pub const SYNC_HOLDER: &str = "inline sync before a search";
+
 /// How long the inline sync waits for the writer lock (it never queues behind a
 /// long index run: the watcher or that run will bring the index up to date).
 pub const SYNC_LOCK_WAIT: Duration = Duration::from_millis(0);
@@ -363,17 +367,19 @@ pub fn sync_small(
     limit: usize,
 ) -> Result<SyncReport, StoreError> {
     let st = check(settings, store)?;
-    sync_checked(store, settings, embedder, limit, st)
+    sync_checked(store, settings, embedder, limit, st, SYNC_HOLDER)
 }
 
 /// [`sync_small`] for a caller that already ran [`check`] (to decide, say, whether
-/// the embedder is worth loading).
+/// the embedder is worth loading); `holder` is what the writer lock says it is
+/// doing while the sync holds it.
 pub fn sync_checked(
     store: &mut Store,
     settings: &MemoryConfig,
     embedder: Option<&dyn Embedder>,
     limit: usize,
     st: Staleness,
+    holder: &str,
 ) -> Result<SyncReport, StoreError> {
     // Never let an inline sync rebuild the index (a different model or chunker
     // would reset every row): that is a full index run's job.
@@ -391,15 +397,12 @@ pub fn sync_checked(
         });
     }
     let mut reindex = |store: &mut Store, files: &[FileRef]| {
-        let lock = WriterLock::acquire(
-            &settings.state_dir(),
-            "claw memory search (sync)",
-            SYNC_LOCK_WAIT,
-        )
-        .map_err(|e| match e {
-            LockError::Held { pid, what, .. } => SyncError::Busy { pid, what },
-            other => SyncError::Lock(other),
-        })?;
+        let lock = WriterLock::acquire(&settings.state_dir(), holder, SYNC_LOCK_WAIT).map_err(
+            |e| match e {
+                LockError::Held { pid, what, .. } => SyncError::Busy { pid, what },
+                other => SyncError::Lock(other),
+            },
+        )?;
         apply_paths(store, settings, embedder, files, &lock).map(|o| (o.reindexed, o.removed))
     };
     sync_small_with(store, st, limit, &mut reindex)

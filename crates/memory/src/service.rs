@@ -118,6 +118,8 @@ pub struct MemoryService<'e> {
     settings: MemoryConfig,
     store: Mutex<Store>,
     embedder: EmbedderSlot<'e>,
+    /// What the inline sync says it is doing in the writer lock.
+    holder: String,
 }
 
 impl MemoryService<'static> {
@@ -129,6 +131,7 @@ impl MemoryService<'static> {
             settings,
             store: Mutex::new(store),
             embedder: EmbedderSlot::Lazy(OnceLock::new()),
+            holder: freshness::SYNC_HOLDER.to_string(),
         })
     }
 }
@@ -144,7 +147,14 @@ impl<'e> MemoryService<'e> {
             settings,
             store: Mutex::new(store),
             embedder: EmbedderSlot::Given(embedder),
+            holder: freshness::SYNC_HOLDER.to_string(),
         }
+    }
+
+    /// Name what an inline sync is doing in the writer lock (shown to another
+    /// writer that finds it held), e.g. the command that runs the search.
+    pub fn set_lock_holder(&mut self, holder: impl Into<String>) {
+        self.holder = holder.into();
     }
 
     /// Replace the retrieval parameters (weights, half-life, min score…).
@@ -210,10 +220,15 @@ impl<'e> MemoryService<'e> {
         };
         let sync = match staleness {
             None => SyncReport::Skipped,
-            Some((limit, st)) => {
-                freshness::sync_checked(&mut store, &self.settings, embedder, limit, st)
-                    .map_err(ServiceError::Sync)?
-            }
+            Some((limit, st)) => freshness::sync_checked(
+                &mut store,
+                &self.settings,
+                embedder,
+                limit,
+                st,
+                &self.holder,
+            )
+            .map_err(ServiceError::Sync)?,
         };
         let query_embedder = if req.mode == Mode::Fts {
             None

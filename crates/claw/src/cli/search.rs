@@ -194,7 +194,8 @@ impl<'a> From<&'a SyncReport> for SyncJson<'a> {
 
 pub fn run_search(settings: &Settings, args: SearchArgs) -> anyhow::Result<Exit> {
     let output = Output::from_flag(args.json);
-    let service = MemoryService::open(settings.mem.clone()).map_err(|e| report(e, ""))?;
+    let mut service = MemoryService::open(settings.mem.clone()).map_err(|e| report(e, ""))?;
+    service.set_lock_holder("claw memory search (sync)");
     let req = SearchRequest {
         query: args.query,
         limit: args.limit,

@@ -39,7 +39,7 @@ pub async fn run_watch(settings: Settings, args: WatchArgs) -> anyhow::Result<Ex
             Loaded::Unavailable(_) => None,
         };
         let (tx, rx) = std::sync::mpsc::channel();
-        let sink = IndexerSink::new(s.mem.clone(), embedder);
+        let sink = IndexerSink::new(s.mem.clone(), embedder).with_lock_holder("claw memory watch");
         let w = watch::spawn(s.mem, WatchOptions::default(), Box::new(sink), tx)
             .context("cannot start the watcher")?;
         Ok((w, rx))

@@ -112,30 +112,41 @@ where
     }
 }
 
-/// How long a watcher batch waits for another writer (e.g. `claw memory index`).
+/// How long a watcher batch waits for another writer (e.g. a full index run).
 pub const BATCH_LOCK_WAIT: Duration = Duration::from_secs(30);
 
 /// The real indexing side: the indexer's targeted entry point, under the writer
-/// lock taken per batch (so `claw memory index` can run between batches).
+/// lock taken per batch (so a full index run can go between batches).
 pub struct IndexerSink {
     settings: MemoryConfig,
     embedder: Option<Box<dyn Embedder>>,
+    holder: String,
 }
+
+/// What a watcher batch says it is doing in the writer lock, unless named.
+pub const WATCH_HOLDER: &str = "memory watcher";
 
 impl IndexerSink {
     /// A sink indexing `settings`' workspace with `embedder` (`None`: keyword only).
     pub fn new(settings: MemoryConfig, embedder: Option<Box<dyn Embedder>>) -> IndexerSink {
-        IndexerSink { settings, embedder }
+        IndexerSink {
+            settings,
+            embedder,
+            holder: WATCH_HOLDER.to_string(),
+        }
+    }
+
+    /// Name what a batch is doing in the writer lock (shown to another writer
+    /// that finds it held), e.g. the command that runs the watcher.
+    pub fn with_lock_holder(mut self, holder: impl Into<String>) -> IndexerSink {
+        self.holder = holder.into();
+        self
     }
 }
 
 impl ApplyChanges for IndexerSink {
     fn apply(&mut self, store: &mut Store, files: &[FileRef]) -> Result<SyncOutcome, SyncError> {
-        let lock = WriterLock::acquire(
-            &self.settings.state_dir(),
-            "claw memory watch",
-            BATCH_LOCK_WAIT,
-        )?;
+        let lock = WriterLock::acquire(&self.settings.state_dir(), &self.holder, BATCH_LOCK_WAIT)?;
         freshness::apply_paths(
             store,
             &self.settings,
