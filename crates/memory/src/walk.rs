@@ -506,4 +506,38 @@ mod tests {
             "{issues:?}"
         );
     }
+
+    #[test]
+    fn names_that_are_not_utf8_are_reported_by_a_lossy_name() {
+        use std::os::unix::ffi::OsStrExt;
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::write(root.join("ok.md"), "x").unwrap();
+        std::fs::write(root.join(std::ffi::OsStr::from_bytes(b"caf\xe9.md")), "x").unwrap();
+        std::fs::write(root.join(std::ffi::OsStr::from_bytes(b"img\xff.png")), "x").unwrap();
+        let src = SourceRoot {
+            name: "n".into(),
+            root: root.to_path_buf(),
+            kind: SourceKind::Notes,
+            follow_symlinks_outside: false,
+        };
+        let (files, issues) = walk_source(&src);
+        assert_eq!(files.len(), 1);
+        assert_eq!(issues.len(), 1, "{issues:?}");
+        assert_eq!(issues[0].path, "caf\u{FFFD}.md");
+        assert_eq!(issues[0].reason, IssueReason::NonUtf8Name);
+        assert!(issues[0].skipped);
+        assert_eq!(
+            serde_json::to_value(IssueReason::NonUtf8Name).unwrap(),
+            "non_utf8_name"
+        );
+        for r in [
+            IssueReason::TooBig,
+            IssueReason::SymlinkOutside,
+            IssueReason::NonUtf8Name,
+        ] {
+            assert_eq!(IssueReason::parse(r.as_str()), Some(r));
+            assert_eq!(serde_json::to_value(r).unwrap(), r.as_str());
+        }
+    }
 }

@@ -112,8 +112,10 @@ fn a_deleted_database_is_noticed_rebuilt_and_sources_survive() {
         "{status}"
     );
 
-    // A second deletion is handled the same way.
-    delete_db(&ws);
+    // A second deletion, of the main file alone (its -wal/-shm left behind,
+    // still the old database's): handled the same way, and the stale WAL is
+    // not replayed into the new database.
+    std::fs::remove_file(ws.join(".claw/memory.sqlite")).unwrap();
     w.wait_event("the second deletion", |e| e["event"] == "database_replaced");
     w.wait_db("rebuilt again", |c| {
         fts(c, "heron") == 1 && fts(c, "aardvarkfact") == 1
