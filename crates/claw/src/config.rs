@@ -226,9 +226,9 @@ impl Settings {
         };
         let clock = match input.var(ENV_NOW) {
             None => Clock::System,
-            Some(v) => Clock::parse_start(&v).map_err(|message| ConfigError::Invalid {
+            Some(v) => Clock::parse_start(&v).map_err(|e| ConfigError::Invalid {
                 name: ENV_NOW.to_string(),
-                message,
+                message: e.to_string(),
             })?,
         };
         // Checked here so a bad section fails every command, not only the gateway.

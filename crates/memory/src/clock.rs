@@ -18,6 +18,29 @@ pub enum Clock {
     Shifted(TimeDelta),
 }
 
+/// Why a start instant (`CLAW_NOW`) did not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ClockError {
+    /// `@` followed by something other than an integer.
+    #[error("`{value}` is not @<unix seconds>")]
+    NotUnixSeconds {
+        /// The value given.
+        value: String,
+    },
+    /// A valid form, but not a representable instant.
+    #[error("`{value}` is out of range")]
+    OutOfRange {
+        /// The value given.
+        value: String,
+    },
+    /// None of the accepted forms.
+    #[error("`{value}` is not an RFC 3339 time, a YYYY-MM-DD date or @<unix seconds>")]
+    Unrecognised {
+        /// The value given.
+        value: String,
+    },
+}
+
 impl Clock {
     /// A clock that reads `at` now and advances in real time from here.
     pub fn starting_at(at: DateTime<Utc>) -> Clock {
@@ -26,23 +49,24 @@ impl Clock {
 
     /// Parse a `CLAW_NOW` value: RFC 3339 (`2026-11-05T12:00:00Z`), a date
     /// (`2026-11-05`, noon UTC) or Unix seconds (`@1793880000`).
-    pub fn parse_start(value: &str) -> Result<Clock, String> {
+    pub fn parse_start(value: &str) -> Result<Clock, ClockError> {
         let v = value.trim();
+        let out_of_range = || ClockError::OutOfRange {
+            value: value.to_string(),
+        };
         let at = if let Some(secs) = v.strip_prefix('@') {
-            let secs: i64 = secs
-                .parse()
-                .map_err(|_| format!("`{value}` is not @<unix seconds>"))?;
-            DateTime::from_timestamp(secs, 0).ok_or_else(|| format!("`{value}` is out of range"))?
+            let secs: i64 = secs.parse().map_err(|_| ClockError::NotUnixSeconds {
+                value: value.to_string(),
+            })?;
+            DateTime::from_timestamp(secs, 0).ok_or_else(out_of_range)?
         } else if let Ok(t) = DateTime::parse_from_rfc3339(v) {
             t.with_timezone(&Utc)
         } else if let Ok(d) = NaiveDate::parse_from_str(v, "%Y-%m-%d") {
-            d.and_hms_opt(12, 0, 0)
-                .ok_or_else(|| format!("`{value}` is out of range"))?
-                .and_utc()
+            d.and_hms_opt(12, 0, 0).ok_or_else(out_of_range)?.and_utc()
         } else {
-            return Err(format!(
-                "`{value}` is not an RFC 3339 time, a YYYY-MM-DD date or @<unix seconds>"
-            ));
+            return Err(ClockError::Unrecognised {
+                value: value.to_string(),
+            });
         };
         Ok(Clock::starting_at(at))
     }
@@ -73,8 +97,14 @@ mod tests {
         assert!((c.now_unix() - 1_793_880_000).abs() <= 2);
         let c = Clock::parse_start("@1793880000").unwrap();
         assert!((c.now_unix() - 1_793_880_000).abs() <= 2);
-        assert!(Clock::parse_start("tomorrow").is_err());
-        assert!(Clock::parse_start("@x").is_err());
+        assert!(matches!(
+            Clock::parse_start("tomorrow"),
+            Err(ClockError::Unrecognised { .. })
+        ));
+        assert_eq!(
+            Clock::parse_start("@x").unwrap_err().to_string(),
+            "`@x` is not @<unix seconds>"
+        );
     }
 
     #[test]

@@ -47,13 +47,59 @@ pub enum EmbedError {
     #[error("embedding failed: {0}")]
     Inference(#[source] BoxError),
     /// The embeddings endpoint failed or answered something unusable.
-    #[error("embedding endpoint {url}: {message}")]
+    #[error("embedding endpoint {url}: {cause}")]
     Http {
         /// The endpoint.
         url: String,
-        /// What went wrong.
-        message: String,
+        /// What went wrong, typed (status, transport error, bad body). Shown
+        /// in the message, so not a `source()` too (chains print it once).
+        cause: HttpCause,
     },
+}
+
+/// Why a request to an embeddings endpoint failed (rendered into
+/// [`EmbedError::Http`]'s message; the underlying errors are kept typed here).
+#[derive(Debug, thiserror::Error)]
+pub enum HttpCause {
+    /// No usable response: connection, TLS, timeout.
+    #[error("{0}")]
+    Transport(Box<ureq::Error>),
+    /// The endpoint answered with an error status.
+    #[error("HTTP {}: {body}", show_status(*status))]
+    Status {
+        /// The HTTP status code.
+        status: u16,
+        /// The start of the response body (at most 300 characters).
+        body: String,
+    },
+    /// The body was not the embeddings JSON.
+    #[error("bad response: {0}")]
+    BadResponse(Box<ureq::Error>),
+    /// A different number of vectors than inputs came back.
+    #[error("{got} embeddings for {sent} inputs")]
+    CountMismatch {
+        /// Vectors received.
+        got: usize,
+        /// Texts sent.
+        sent: usize,
+    },
+}
+
+impl HttpCause {
+    /// The HTTP status, when the endpoint answered with an error status.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            HttpCause::Status { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+}
+
+/// `404 Not Found`, as the HTTP library prints a status.
+fn show_status(status: u16) -> String {
+    ureq::http::StatusCode::from_u16(status)
+        .map(|s| s.to_string())
+        .unwrap_or_else(|_| status.to_string())
 }
 
 /// A boxed error from a backend library (fastembed, tokenizers, ort).
@@ -387,9 +433,9 @@ impl OpenAiEmbedder {
     }
 
     fn request(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        let err = |message: String| EmbedError::Http {
+        let err = |cause: HttpCause| EmbedError::Http {
             url: self.url.clone(),
-            message,
+            cause,
         };
         let mut req = self.agent.post(&self.url);
         if let Some(k) = &self.api_key {
@@ -397,25 +443,24 @@ impl OpenAiEmbedder {
         }
         let mut resp = req
             .send_json(serde_json::json!({"model": self.model, "input": texts}))
-            .map_err(|e| err(e.to_string()))?;
+            .map_err(|e| err(HttpCause::Transport(Box::new(e))))?;
         let status = resp.status();
         if !status.is_success() {
             let body = resp.body_mut().read_to_string().unwrap_or_default();
-            return Err(err(format!(
-                "HTTP {status}: {}",
-                body.chars().take(300).collect::<String>()
-            )));
+            return Err(err(HttpCause::Status {
+                status: status.as_u16(),
+                body: body.chars().take(300).collect(),
+            }));
         }
         let parsed: EmbeddingsResponse = resp
             .body_mut()
             .read_json()
-            .map_err(|e| err(format!("bad response: {e}")))?;
+            .map_err(|e| err(HttpCause::BadResponse(Box::new(e))))?;
         if parsed.data.len() != texts.len() {
-            return Err(err(format!(
-                "{} embeddings for {} inputs",
-                parsed.data.len(),
-                texts.len()
-            )));
+            return Err(err(HttpCause::CountMismatch {
+                got: parsed.data.len(),
+                sent: texts.len(),
+            }));
         }
         let mut data = parsed.data;
         data.sort_by_key(|d| d.index);

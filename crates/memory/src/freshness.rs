@@ -1,6 +1,6 @@
 //! Freshness: a cheap, stat-level comparison of the disk (walk + stat, never a
-//! hash) with the `files` table, and the bounded inline sync `claw memory search`
-//! runs before answering.
+//! hash) with the `files` table (and the files remembered as skipped), and the
+//! bounded inline sync a search runs before answering.
 //!
 //! Invariant: a backlog larger than the caller's limit is never re-indexed
 //! inline; the answer says the index is stale instead. The inline sync never
@@ -12,7 +12,7 @@ use crate::config::MemoryConfig;
 use crate::embed::Embedder;
 use crate::indexer;
 use crate::lock::{LockError, WriterLock};
-use crate::store::{FileRecord, Store, StoreError};
+use crate::store::{FileRecord, SkippedRecord, Store, StoreError};
 use crate::walk::{self, SourceRoot};
 use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
@@ -88,7 +88,7 @@ pub fn check(settings: &MemoryConfig, store: &Store) -> Result<Staleness, StoreE
     let sources = walk::sources(settings, store)?;
     let mut out = Staleness::default();
     for src in &sources {
-        out.merge(check_source(src, store)?);
+        out.merge(check_source(settings, src, store)?);
     }
     // Rows of sources that no longer exist (unregistered behind our back).
     let known: BTreeSet<&str> = sources.iter().map(|s| s.name.as_str()).collect();
@@ -104,24 +104,31 @@ pub fn check(settings: &MemoryConfig, store: &Store) -> Result<Staleness, StoreE
     Ok(out)
 }
 
-/// Compare one source with the index.
-pub fn check_source(src: &SourceRoot, store: &Store) -> Result<Staleness, StoreError> {
+/// Compare one source with the index. Files remembered as skipped (too big,
+/// binary) with an unchanged stat are not dirty.
+pub fn check_source(
+    settings: &MemoryConfig,
+    src: &SourceRoot,
+    store: &Store,
+) -> Result<Staleness, StoreError> {
     let start = Instant::now();
     let (disk, _issues) = walk::walk_source(src);
     let records = store.file_records(&src.name)?;
-    let mut out = diff(&src.name, &disk, &records);
+    let skipped = indexer::skipped_records(store, &src.name, settings.memory.max_file_bytes)?;
+    let mut out = diff(&src.name, &disk, &records, &skipped);
     out.elapsed_ms = start.elapsed().as_millis() as u64;
     Ok(out)
 }
 
-/// Pure comparison of a source's disk listing with its stored records (the
-/// indexer's own plan, by stat only).
+/// Pure comparison of a source's disk listing with its stored records and
+/// skipped files (the indexer's own plan, by stat only).
 pub fn diff(
     source: &str,
     disk: &[walk::DiskFile],
     records: &HashMap<String, FileRecord>,
+    skipped: &HashMap<String, SkippedRecord>,
 ) -> Staleness {
-    let p = crate::plan::plan(disk, records, false);
+    let p = crate::plan::plan_with_skipped(disk, records, skipped, false);
     let refs = |files: &[walk::DiskFile]| -> Vec<FileRef> {
         files.iter().map(|f| FileRef::new(source, &f.rel)).collect()
     };
@@ -138,8 +145,8 @@ pub fn diff(
     }
 }
 
-/// What the inline sync before a search did; serialised as the `sync` object of
-/// `claw memory search --json`.
+/// What the inline sync before a search did (the `sync` object of the search
+/// JSON; the binary renders `reason`, see [`StaleReason`]).
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum SyncReport {
@@ -163,7 +170,7 @@ pub enum SyncReport {
         /// Files changed on disk and not indexed yet.
         pending: usize,
         /// Why they were not indexed inline.
-        reason: String,
+        reason: StaleReason,
         /// A few of the dirty files, for the message.
         sample: Vec<FileRef>,
     },
@@ -171,25 +178,99 @@ pub enum SyncReport {
     Skipped,
 }
 
-impl SyncReport {
-    /// One line for the text output (None when there is nothing worth saying).
-    pub fn describe(&self) -> Option<String> {
+/// Why an inline sync left the index stale. `Display` says what happened and
+/// names no command; serialised as that sentence. What to do about it (run the
+/// indexer, the watcher) is the binary's to say.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StaleReason {
+    /// More dirty files than the inline limit.
+    Backlog {
+        /// The limit.
+        limit: usize,
+    },
+    /// Another process holds the writer lock (the sync never waits).
+    Busy {
+        /// The holder's pid.
+        pid: u32,
+        /// What the holder said it is doing.
+        what: String,
+    },
+    /// The index was built with another model or chunker: syncing would rebuild it.
+    Identity(IdentityMismatch),
+    /// The targeted re-index failed (the error's message).
+    Failed {
+        /// The error, rendered.
+        message: String,
+    },
+}
+
+impl std::fmt::Display for StaleReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            SyncReport::Fresh { .. } | SyncReport::Skipped => None,
-            SyncReport::Synced {
-                reindexed,
-                removed,
-                elapsed_ms,
-            } => Some(format!(
-                "synced {} changed and {} removed file(s) before searching ({elapsed_ms} ms)",
-                reindexed.len(),
-                removed.len()
-            )),
-            SyncReport::Stale {
-                pending, reason, ..
-            } => Some(format!(
-                "index is stale: {pending} file(s) changed on disk are not indexed yet ({reason}); run `claw memory index` or `claw memory watch`"
-            )),
+            StaleReason::Backlog { limit } => {
+                write!(f, "more than {limit} files to re-index; not done inline")
+            }
+            StaleReason::Busy { pid, what } => {
+                write!(
+                    f,
+                    "another writer (pid {pid}, `{what}`) is updating the index"
+                )
+            }
+            StaleReason::Identity(m) => m.fmt(f),
+            StaleReason::Failed { message } => f.write_str(message),
+        }
+    }
+}
+
+impl serde::Serialize for StaleReason {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl From<SyncError> for StaleReason {
+    fn from(e: SyncError) -> StaleReason {
+        match e {
+            SyncError::Busy { pid, what } => StaleReason::Busy { pid, what },
+            other => StaleReason::Failed {
+                message: other.to_string(),
+            },
+        }
+    }
+}
+
+/// Why the index cannot be updated in place with the running embedder: it
+/// was built with another model, or another chunker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IdentityMismatch {
+    /// Built with `indexed`, searched with `running` (`""`: keyword-only).
+    Model {
+        /// The model of the index.
+        indexed: String,
+        /// The model of this process.
+        running: String,
+    },
+    /// The chunker changed since the last index.
+    Chunker,
+}
+
+impl std::fmt::Display for IdentityMismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let show = |m: &str| {
+            if m.is_empty() {
+                "keyword-only".to_string()
+            } else {
+                m.to_string()
+            }
+        };
+        match self {
+            IdentityMismatch::Model { indexed, running } => write!(
+                f,
+                "the index was built with {} but this search runs with {}",
+                show(indexed),
+                show(running)
+            ),
+            IdentityMismatch::Chunker => f.write_str("the chunker changed since the last index"),
         }
     }
 }
@@ -222,6 +303,13 @@ pub enum SyncError {
     /// The indexer failed.
     #[error(transparent)]
     Index(#[from] indexer::IndexError),
+    /// The database file was deleted or replaced since this connection opened
+    /// it: nothing was written; reopen it first.
+    #[error("the database {} was deleted or replaced", path.display())]
+    DatabaseReplaced {
+        /// The database file.
+        path: std::path::PathBuf,
+    },
 }
 
 /// Check freshness and, when at most `limit` files are dirty, re-index them via
@@ -243,7 +331,7 @@ pub fn sync_small_with(
     if dirty.len() > limit {
         return Ok(SyncReport::Stale {
             pending: dirty.len(),
-            reason: format!("more than {limit} files to re-index; not done inline"),
+            reason: StaleReason::Backlog { limit },
             sample: dirty.into_iter().take(5).collect(),
         });
     }
@@ -255,17 +343,21 @@ pub fn sync_small_with(
         }),
         Err(e) => Ok(SyncReport::Stale {
             pending: dirty.len(),
-            reason: e.to_string(),
+            reason: e.into(),
             sample: dirty.into_iter().take(5).collect(),
         }),
     }
 }
 
+/// What the inline sync says it is doing in the writer lock (seen by another
+/// writer that finds it held) unless the caller names itself.
+pub const SYNC_HOLDER: &str = "inline sync before a search";
+
 /// How long the inline sync waits for the writer lock (it never queues behind a
 /// long index run: the watcher or that run will bring the index up to date).
 pub const SYNC_LOCK_WAIT: Duration = Duration::from_millis(0);
 
-/// The inline sync `claw memory search` runs before answering: at most `limit`
+/// The inline sync a search runs before answering: at most `limit`
 /// dirty files are re-indexed (with the writer lock, never waiting for it);
 /// otherwise the report says the index is stale.
 pub fn sync_small(
@@ -275,21 +367,23 @@ pub fn sync_small(
     limit: usize,
 ) -> Result<SyncReport, StoreError> {
     let st = check(settings, store)?;
-    sync_checked(store, settings, embedder, limit, st)
+    sync_checked(store, settings, embedder, limit, st, SYNC_HOLDER)
 }
 
 /// [`sync_small`] for a caller that already ran [`check`] (to decide, say, whether
-/// the embedder is worth loading).
+/// the embedder is worth loading); `holder` is what the writer lock says it is
+/// doing while the sync holds it.
 pub fn sync_checked(
     store: &mut Store,
     settings: &MemoryConfig,
     embedder: Option<&dyn Embedder>,
     limit: usize,
     st: Staleness,
+    holder: &str,
 ) -> Result<SyncReport, StoreError> {
     // Never let an inline sync rebuild the index (a different model or chunker
-    // would reset every row): that is `claw memory index`'s job.
-    if let Some(reason) = identity_mismatch(store, embedder)? {
+    // would reset every row): that is a full index run's job.
+    if let Some(mismatch) = identity_mismatch(store, embedder)? {
         if st.is_fresh() {
             return Ok(SyncReport::Fresh {
                 checked_ms: st.elapsed_ms,
@@ -298,20 +392,17 @@ pub fn sync_checked(
         let dirty = st.dirty_files();
         return Ok(SyncReport::Stale {
             pending: dirty.len(),
-            reason,
+            reason: StaleReason::Identity(mismatch),
             sample: dirty.into_iter().take(5).collect(),
         });
     }
     let mut reindex = |store: &mut Store, files: &[FileRef]| {
-        let lock = WriterLock::acquire(
-            &settings.state_dir(),
-            "claw memory search (sync)",
-            SYNC_LOCK_WAIT,
-        )
-        .map_err(|e| match e {
-            LockError::Held { pid, what, .. } => SyncError::Busy { pid, what },
-            other => SyncError::Lock(other),
-        })?;
+        let lock = WriterLock::acquire(&settings.state_dir(), holder, SYNC_LOCK_WAIT).map_err(
+            |e| match e {
+                LockError::Held { pid, what, .. } => SyncError::Busy { pid, what },
+                other => SyncError::Lock(other),
+            },
+        )?;
         apply_paths(store, settings, embedder, files, &lock).map(|o| (o.reindexed, o.removed))
     };
     sync_small_with(store, st, limit, &mut reindex)
@@ -322,29 +413,19 @@ pub fn sync_checked(
 pub fn identity_mismatch(
     store: &Store,
     embedder: Option<&dyn Embedder>,
-) -> Result<Option<String>, StoreError> {
+) -> Result<Option<IdentityMismatch>, StoreError> {
     let Some(stored) = store.meta("model")? else {
         return Ok(None);
     };
     let model = embedder.map(|e| e.model_id()).unwrap_or("");
     if stored != model {
-        let show = |m: &str| {
-            if m.is_empty() {
-                "keyword-only".to_string()
-            } else {
-                m.to_string()
-            }
-        };
-        return Ok(Some(format!(
-            "the index was built with {} but this search runs with {}; run `claw memory index`",
-            show(&stored),
-            show(model)
-        )));
+        return Ok(Some(IdentityMismatch::Model {
+            indexed: stored,
+            running: model.to_string(),
+        }));
     }
     if store.meta("chunker_version")?.as_deref() != Some(crate::chunk::CHUNKER_VERSION) {
-        return Ok(Some(
-            "the chunker changed since the last index; run `claw memory index`".into(),
-        ));
+        return Ok(Some(IdentityMismatch::Chunker));
     }
     Ok(None)
 }
@@ -400,11 +481,7 @@ pub fn apply_paths(
         unchanged: report.files_unchanged,
         reindexed,
         removed: will_remove,
-        errors: report
-            .issues
-            .iter()
-            .map(|i| format!("{}/{}: {}", i.source, i.path, i.message))
-            .collect(),
+        errors: report.issues.clone(),
         rebuilt: report.rebuilt.clone(),
     })
 }
@@ -419,7 +496,7 @@ pub struct SyncOutcome {
     /// Files whose content hash was unchanged.
     pub unchanged: usize,
     /// Per-file problems (counted skips), never fatal.
-    pub errors: Vec<String>,
+    pub errors: Vec<indexer::IndexIssue>,
     /// Set when the index had to be rebuilt (model or chunker changed).
     pub rebuilt: Option<indexer::RebuildReason>,
 }
@@ -469,7 +546,7 @@ mod tests {
         ]
         .into_iter()
         .collect();
-        let st = diff("memory", &on_disk, &records);
+        let st = diff("memory", &on_disk, &records, &HashMap::new());
         let names = |v: &[FileRef]| v.iter().map(|f| f.path.clone()).collect::<Vec<_>>();
         assert_eq!(names(&st.new), ["new.md"]);
         assert_eq!(names(&st.changed), ["touched.md", "grown.md"]);
@@ -482,15 +559,47 @@ mod tests {
     fn sync_report_json_shape() {
         let r = SyncReport::Stale {
             pending: 30,
-            reason: "too many".into(),
+            reason: StaleReason::Backlog { limit: 20 },
             sample: vec![FileRef::new("memory", "a.md")],
         };
         let v = serde_json::to_value(&r).unwrap();
         assert_eq!(v["status"], "stale");
         assert_eq!(v["pending"], 30);
+        assert_eq!(
+            v["reason"],
+            "more than 20 files to re-index; not done inline"
+        );
         assert_eq!(v["sample"][0]["path"], "a.md");
-        assert!(r.describe().unwrap().contains("stale"));
         let v = serde_json::to_value(SyncReport::Fresh { checked_ms: 3 }).unwrap();
         assert_eq!(v["status"], "fresh");
+    }
+
+    #[test]
+    fn stale_reasons_name_no_command() {
+        let reasons = [
+            StaleReason::Backlog { limit: 20 },
+            StaleReason::Busy {
+                pid: 7,
+                what: "indexing".into(),
+            },
+            StaleReason::Identity(IdentityMismatch::Model {
+                indexed: "m1".into(),
+                running: String::new(),
+            }),
+            StaleReason::Identity(IdentityMismatch::Chunker),
+        ];
+        for r in reasons {
+            let text = r.to_string();
+            assert!(!text.contains("claw "), "{text}");
+            assert!(!text.contains("run `"), "{text}");
+        }
+        assert_eq!(
+            StaleReason::Identity(IdentityMismatch::Model {
+                indexed: "m1".into(),
+                running: String::new(),
+            })
+            .to_string(),
+            "the index was built with m1 but this search runs with keyword-only"
+        );
     }
 }

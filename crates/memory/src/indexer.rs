@@ -13,12 +13,12 @@ use crate::config::MemoryConfig;
 use crate::dates::note_time_from_path;
 use crate::embed::{Embedder, KEYWORD_ONLY_MODEL};
 use crate::lock::WriterLock;
-use crate::plan::plan;
+use crate::plan::plan_with_skipped;
 
 use crate::redact::redact;
-use crate::store::{FileRecord, NewChunk, Store, StoreError, WriteMode};
+use crate::store::{FileRecord, NewChunk, SkippedRecord, Store, StoreError, WriteMode};
 use crate::transcript::read_transcript;
-use crate::walk::{self, DiskFile, SourceKind, SourceRoot};
+use crate::walk::{self, DiskFile, IssueReason, SourceKind, SourceRoot};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -46,10 +46,13 @@ pub struct IndexIssue {
     pub source: String,
     /// Path relative to the source root.
     pub path: String,
-    /// What went wrong.
+    /// What went wrong (never advice naming a command: the binary adds that
+    /// from `reason`).
     pub message: String,
     /// Whether the file was left out of the index.
     pub skipped: bool,
+    /// Why, typed (serialised as its `snake_case` name, e.g. `"too_big"`).
+    pub reason: IssueReason,
 }
 
 /// What an index run did.
@@ -205,6 +208,22 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
+/// The files of `source` remembered as skipped that still are: a file skipped
+/// as too big is re-examined once the limit (`max_file_bytes`) admits it.
+pub fn skipped_records(
+    store: &Store,
+    source: &str,
+    max_file_bytes: u64,
+) -> Result<HashMap<String, SkippedRecord>, StoreError> {
+    let mut records = store.skipped_records(source)?;
+    records.retain(|_, r| still_skipped(r, max_file_bytes));
+    Ok(records)
+}
+
+fn still_skipped(r: &SkippedRecord, max_file_bytes: u64) -> bool {
+    !(r.reason == IssueReason::TooBig.as_str() && r.size.max(0) as u64 <= max_file_bytes)
+}
+
 /// Make sure the stored index was built with this model and chunker; rebuild it if
 /// not (or when `force`). Returns the reason for a rebuild.
 pub fn ensure_identity(
@@ -293,12 +312,21 @@ pub fn run(
     for src in &sources {
         let (disk, issues) = walk::walk_source(src);
         for i in issues {
-            run.issue(&src.name, &i.path, &i.message, i.skipped);
+            run.issue(&src.name, &i.path, &i.message, i.skipped, i.reason);
         }
         let stored = run.store.file_records(&src.name)?;
+        let skipped = skipped_records(run.store, &src.name, settings.memory.max_file_bytes)?;
         run.report.files_scanned += disk.len();
-        let p = plan(&disk, &stored, false);
+        let p = plan_with_skipped(&disk, &stored, &skipped, false);
         run.report.files_unchanged += p.unchanged;
+        for rel in &p.skipped {
+            if let Some(r) = skipped.get(rel) {
+                run.still_skipped(&src.name, r);
+            }
+        }
+        for rel in &p.forget {
+            run.store.forget_skipped(&src.name, rel)?;
+        }
         plans.push((src, p, stored));
     }
     // Sources that are no longer registered.
@@ -366,13 +394,25 @@ pub fn run_paths(
         };
         run.report.files_scanned += 1;
         let stored = run.store.file_record(source, rel)?;
+        let skipped = match &stored {
+            Some(_) => None,
+            None => run
+                .store
+                .skipped_record(source, rel)?
+                .filter(|r| still_skipped(r, settings.memory.max_file_bytes)),
+        };
         match walk::stat_file(src, rel) {
             Some(f) => {
                 let same_stat = stored
                     .as_ref()
                     .is_some_and(|r| r.mtime_ns == f.mtime_ns && r.size == f.size);
+                let still_skipped = skipped
+                    .as_ref()
+                    .filter(|r| r.mtime_ns == f.mtime_ns && r.size == f.size);
                 if same_stat {
                     run.report.files_unchanged += 1;
+                } else if let Some(r) = still_skipped {
+                    run.still_skipped(source, r);
                 } else {
                     run.file(src, &f, stored.as_ref())?;
                 }
@@ -381,6 +421,7 @@ pub fn run_paths(
                 if stored.is_some() {
                     run.remove(source, rel)?;
                 }
+                run.store.forget_skipped(source, rel)?;
             }
         }
         run.tick()?;
@@ -434,7 +475,14 @@ impl<'a> Run<'a> {
         Ok(std::mem::take(&mut self.report))
     }
 
-    fn issue(&mut self, source: &str, path: &str, message: &str, skipped: bool) {
+    fn issue(
+        &mut self,
+        source: &str,
+        path: &str,
+        message: &str,
+        skipped: bool,
+        reason: IssueReason,
+    ) {
         if skipped {
             self.report.files_skipped += 1;
         }
@@ -443,7 +491,42 @@ impl<'a> Run<'a> {
             path: path.to_string(),
             message: message.to_string(),
             skipped,
+            reason,
         });
+    }
+
+    /// A file remembered as skipped, unchanged since: reported again, not read.
+    fn still_skipped(&mut self, source: &str, r: &SkippedRecord) {
+        let reason = IssueReason::parse(&r.reason).unwrap_or(IssueReason::Unreadable);
+        self.issue(source, &r.path, &r.message, true, reason);
+    }
+
+    /// Leave a file out for a cause in the file itself and remember it with its
+    /// stat (so it is not "new" again until it changes). What an earlier
+    /// version of it put in the index goes: it no longer says what the file holds.
+    fn skip_for_cause(
+        &mut self,
+        src: &SourceRoot,
+        f: &DiskFile,
+        stored: Option<&FileRecord>,
+        reason: IssueReason,
+        message: String,
+    ) -> Result<(), IndexError> {
+        self.issue(&src.name, &f.rel, &message, true, reason);
+        if stored.is_some() {
+            self.remove(&src.name, &f.rel)?;
+        }
+        self.store.mark_skipped(
+            &src.name,
+            &SkippedRecord {
+                path: f.rel.clone(),
+                mtime_ns: f.mtime_ns,
+                size: f.size,
+                reason: reason.as_str().to_string(),
+                message,
+            },
+        )?;
+        Ok(())
     }
 
     fn counter(&self) -> &dyn TokenCounter {
@@ -469,12 +552,11 @@ impl<'a> Run<'a> {
     ) -> Result<(), IndexError> {
         if f.size as u64 > self.settings.memory.max_file_bytes {
             let msg = format!(
-                "skipped: {} MB is over the {} MB limit (raise memory.max_file_bytes in the config to index it)",
+                "skipped: {} MB is over the {} MB limit",
                 f.size / 1_000_000,
                 self.settings.memory.max_file_bytes / 1_000_000
             );
-            self.issue(&src.name, &f.rel, &msg, true);
-            return Ok(());
+            return self.skip_for_cause(src, f, stored, IssueReason::TooBig, msg);
         }
         let bytes = match walk::read_source_file(src, &f.rel) {
             Ok(b) => b,
@@ -491,6 +573,7 @@ impl<'a> Run<'a> {
                     &f.rel,
                     &format!("skipped: cannot read: {e}"),
                     true,
+                    IssueReason::Unreadable,
                 );
                 return Ok(());
             }
@@ -508,13 +591,13 @@ impl<'a> Run<'a> {
             return Ok(());
         }
         if bytes[..bytes.len().min(8192)].contains(&0) {
-            self.issue(
-                &src.name,
-                &f.rel,
-                "skipped: binary file (contains NUL bytes)",
-                true,
+            return self.skip_for_cause(
+                src,
+                f,
+                stored,
+                IssueReason::Binary,
+                "skipped: binary file (contains NUL bytes)".into(),
             );
-            return Ok(());
         }
         let text = match std::str::from_utf8(&bytes) {
             Ok(t) => std::borrow::Cow::Borrowed(t),
@@ -524,6 +607,7 @@ impl<'a> Run<'a> {
                     &f.rel,
                     "not valid UTF-8: invalid bytes were replaced with U+FFFD",
                     false,
+                    IssueReason::NonUtf8Content,
                 );
                 String::from_utf8_lossy(&bytes)
             }
@@ -642,11 +726,23 @@ impl<'a> Run<'a> {
                             vs.len(),
                             texts.len()
                         );
-                        self.issue(&src.name, &record.path, &msg, true);
+                        self.issue(
+                            &src.name,
+                            &record.path,
+                            &msg,
+                            true,
+                            IssueReason::EmbedFailed,
+                        );
                         return Ok(());
                     }
                     Err(err) => {
-                        self.issue(&src.name, &record.path, &format!("skipped: {err}"), true);
+                        self.issue(
+                            &src.name,
+                            &record.path,
+                            &format!("skipped: {err}"),
+                            true,
+                            IssueReason::EmbedFailed,
+                        );
                         return Ok(());
                     }
                 }

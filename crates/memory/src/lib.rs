@@ -20,6 +20,7 @@ pub mod private;
 pub mod redact;
 pub mod search;
 pub mod service;
+pub mod sidecar;
 pub mod store;
 pub mod transcript;
 pub mod walk;

@@ -1,8 +1,10 @@
 //! The index plan: diff what is on disk (paths + stat) against what the store
 //! recorded, deciding per file: skip (stat unchanged), check (stat changed: hash
-//! it, re-chunk only if the hash changed), add (new) or remove (gone). Pure.
+//! it, re-chunk only if the hash changed), add (new) or remove (gone). Files
+//! remembered as skipped for cause stay skipped while their stat is unchanged.
+//! Pure.
 
-use crate::store::FileRecord;
+use crate::store::{FileRecord, SkippedRecord};
 use crate::walk::DiskFile;
 use std::collections::{HashMap, HashSet};
 
@@ -17,6 +19,11 @@ pub struct Plan {
     pub add: Vec<DiskFile>,
     /// Stored paths no longer on disk.
     pub remove: Vec<String>,
+    /// Files remembered as skipped whose stat is unchanged: still skipped,
+    /// not read again.
+    pub skipped: Vec<String>,
+    /// Skipped-file records whose file is gone from disk.
+    pub forget: Vec<String>,
 }
 
 impl Plan {
@@ -28,12 +35,29 @@ impl Plan {
 
 /// Diff `disk` against `stored`. With `force`, every file on disk is re-read.
 pub fn plan(disk: &[DiskFile], stored: &HashMap<String, FileRecord>, force: bool) -> Plan {
+    plan_with_skipped(disk, stored, &HashMap::new(), force)
+}
+
+/// [`plan`], also given the files remembered as skipped: one whose stat is
+/// unchanged stays skipped (not new, not read); a changed one is re-examined
+/// (planned as new). With `force`, every file on disk is re-read.
+pub fn plan_with_skipped(
+    disk: &[DiskFile],
+    stored: &HashMap<String, FileRecord>,
+    skipped: &HashMap<String, SkippedRecord>,
+    force: bool,
+) -> Plan {
     let mut p = Plan::default();
     let mut seen: HashSet<&str> = HashSet::with_capacity(disk.len());
     for f in disk {
         seen.insert(f.rel.as_str());
         match stored.get(&f.rel) {
-            None => p.add.push(f.clone()),
+            None => match skipped.get(&f.rel) {
+                Some(s) if !force && s.mtime_ns == f.mtime_ns && s.size == f.size => {
+                    p.skipped.push(f.rel.clone());
+                }
+                _ => p.add.push(f.clone()),
+            },
             Some(r) if !force && r.mtime_ns == f.mtime_ns && r.size == f.size => p.unchanged += 1,
             Some(_) => p.check.push(f.clone()),
         }
@@ -45,6 +69,13 @@ pub fn plan(disk: &[DiskFile], stored: &HashMap<String, FileRecord>, force: bool
         .collect();
     remove.sort();
     p.remove = remove;
+    let mut forget: Vec<String> = skipped
+        .keys()
+        .filter(|k| !seen.contains(k.as_str()))
+        .cloned()
+        .collect();
+    forget.sort();
+    p.forget = forget;
     p
 }
 
@@ -118,5 +149,42 @@ mod tests {
         let p = plan(&[disk("new.md", 1, 10)], &stored, false);
         assert_eq!(p.remove, ["old.md"]);
         assert_eq!(p.add.len(), 1);
+    }
+
+    #[test]
+    fn skipped_files_stay_skipped_until_their_stat_moves() {
+        let skip = |rel: &str, mtime: i64, size: i64| {
+            (
+                rel.to_string(),
+                SkippedRecord {
+                    path: rel.into(),
+                    mtime_ns: mtime,
+                    size,
+                    reason: "binary".into(),
+                    message: "skipped: binary file".into(),
+                },
+            )
+        };
+        let skipped: HashMap<_, _> = [
+            skip("big.md", 1, 10),
+            skip("bin.md", 1, 5),
+            skip("gone.md", 1, 1),
+        ]
+        .into_iter()
+        .collect();
+        let d = vec![disk("big.md", 1, 10), disk("bin.md", 2, 5)];
+        let p = plan_with_skipped(&d, &HashMap::new(), &skipped, false);
+        assert_eq!(p.skipped, ["big.md"]);
+        assert_eq!(
+            p.add.iter().map(|f| f.rel.as_str()).collect::<Vec<_>>(),
+            ["bin.md"],
+            "a changed skipped file is re-examined"
+        );
+        assert_eq!(p.forget, ["gone.md"]);
+        assert!(p.remove.is_empty());
+        // --force re-examines them all.
+        let p = plan_with_skipped(&d, &HashMap::new(), &skipped, true);
+        assert!(p.skipped.is_empty());
+        assert_eq!(p.add.len(), 2);
     }
 }

@@ -12,8 +12,9 @@ use crate::freshness::{self, Staleness, SyncReport};
 use crate::search::engine;
 use crate::search::types::{GetRequest, GetResponse, Mode, SearchError, SearchResponse};
 use crate::search::{SearchRequest, get};
-use crate::store::{Store, StoreError, StoreStats};
-use crate::walk;
+use crate::store::{Store, StoreError, StoreStats, VecBackend};
+use crate::walk::{self, SourceRoot};
+use crate::watch::{self, WatcherStatus};
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
@@ -38,8 +39,8 @@ impl SyncPolicy {
     };
 }
 
-/// A search's answer plus what the inline sync did; serialises as
-/// `claw memory search --json`.
+/// A search's answer plus what the inline sync did (serialised: the response
+/// flattened beside `sync`).
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct SearchOutcome {
     /// The engine's answer.
@@ -59,6 +60,21 @@ pub struct ServiceStatus {
     pub model: Option<String>,
     /// Files changed on disk since they were indexed (stat only).
     pub staleness: Staleness,
+    /// Vector dimension of the index (`None`: no vectors).
+    pub dims: Option<usize>,
+    /// Whether sqlite-vec is usable.
+    #[serde(skip)]
+    pub vector_backend: VecBackend,
+    /// The chunker version the index was built with.
+    pub chunker_version: Option<String>,
+    /// Unix seconds of the last index run.
+    pub last_index_at: Option<i64>,
+    /// Every source (built-ins, then registered folders).
+    pub sources: Vec<SourceRoot>,
+    /// The most recent watcher heartbeat, if any.
+    pub watcher: Option<WatcherStatus>,
+    /// Files remembered as skipped for cause (too big, binary).
+    pub skipped_files: i64,
 }
 
 /// Errors of the service. Each variant's message is its context; the cause is
@@ -79,6 +95,9 @@ pub enum ServiceError {
     /// The inline sync failed.
     #[error("syncing changed files before the search")]
     Sync(#[source] StoreError),
+    /// Reading what the index holds failed.
+    #[error("reading the index status")]
+    Status(#[source] StoreError),
     /// The search or get itself.
     #[error(transparent)]
     Search(#[from] SearchError),
@@ -99,6 +118,8 @@ pub struct MemoryService<'e> {
     settings: MemoryConfig,
     store: Mutex<Store>,
     embedder: EmbedderSlot<'e>,
+    /// What the inline sync says it is doing in the writer lock.
+    holder: String,
 }
 
 impl MemoryService<'static> {
@@ -110,6 +131,7 @@ impl MemoryService<'static> {
             settings,
             store: Mutex::new(store),
             embedder: EmbedderSlot::Lazy(OnceLock::new()),
+            holder: freshness::SYNC_HOLDER.to_string(),
         })
     }
 }
@@ -125,7 +147,14 @@ impl<'e> MemoryService<'e> {
             settings,
             store: Mutex::new(store),
             embedder: EmbedderSlot::Given(embedder),
+            holder: freshness::SYNC_HOLDER.to_string(),
         }
+    }
+
+    /// Name what an inline sync is doing in the writer lock (shown to another
+    /// writer that finds it held), e.g. the command that runs the search.
+    pub fn set_lock_holder(&mut self, holder: impl Into<String>) {
+        self.holder = holder.into();
     }
 
     /// Replace the retrieval parameters (weights, half-life, min score…).
@@ -191,10 +220,15 @@ impl<'e> MemoryService<'e> {
         };
         let sync = match staleness {
             None => SyncReport::Skipped,
-            Some((limit, st)) => {
-                freshness::sync_checked(&mut store, &self.settings, embedder, limit, st)
-                    .map_err(ServiceError::Sync)?
-            }
+            Some((limit, st)) => freshness::sync_checked(
+                &mut store,
+                &self.settings,
+                embedder,
+                limit,
+                st,
+                &self.holder,
+            )
+            .map_err(ServiceError::Sync)?,
         };
         let query_embedder = if req.mode == Mode::Fts {
             None
@@ -221,14 +255,25 @@ impl<'e> MemoryService<'e> {
     /// What is indexed, and how far the index is behind the disk.
     pub fn status(&self) -> Result<ServiceStatus, ServiceError> {
         let store = self.store();
-        let stats = store.stats().map_err(SearchError::from)?;
-        let model = store.meta("model").map_err(SearchError::from)?;
+        let read = |e: StoreError| ServiceError::Status(e);
+        let stats = store.stats().map_err(read)?;
+        let model = store.meta("model").map_err(read)?;
         let staleness =
             freshness::check(&self.settings, &store).map_err(ServiceError::Freshness)?;
         Ok(ServiceStatus {
             stats,
             model,
             staleness,
+            dims: store.vec_dims().map_err(read)?,
+            vector_backend: store.vec_backend().clone(),
+            chunker_version: store.meta("chunker_version").map_err(read)?,
+            last_index_at: store
+                .meta("last_index_at")
+                .map_err(read)?
+                .and_then(|v| v.parse().ok()),
+            sources: walk::sources(&self.settings, &store).map_err(read)?,
+            watcher: watch::watcher_status(&store).map_err(read)?,
+            skipped_files: store.skipped_count().map_err(read)?,
         })
     }
 }

@@ -63,15 +63,86 @@ pub struct DiskFile {
     pub size: i64,
 }
 
+/// Why a file was left out of the index, or indexed with a caveat: the typed
+/// side of an issue (serialised as a `snake_case` string, e.g. `"non_utf8_name"`).
+/// The binary turns reasons into advice; messages never name a command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IssueReason {
+    /// Larger than `memory.max_file_bytes` (remembered: re-examined when it changes).
+    TooBig,
+    /// Contains NUL bytes (remembered: re-examined when it changes).
+    Binary,
+    /// Content is not UTF-8: indexed with U+FFFD in place of the invalid bytes.
+    NonUtf8Content,
+    /// The file name is not UTF-8: it cannot be stored or cited; reported by
+    /// its lossy name.
+    NonUtf8Name,
+    /// A symlink resolving outside the source root (not followed).
+    SymlinkOutside,
+    /// A symlink loop.
+    SymlinkLoop,
+    /// The file or directory could not be read or stat'ed.
+    Unreadable,
+    /// The embedder failed on the file's chunks (retried on the next run).
+    EmbedFailed,
+    /// A registered folder is missing.
+    SourceMissing,
+}
+
+impl IssueReason {
+    /// The `snake_case` name (as serialised and stored).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IssueReason::TooBig => "too_big",
+            IssueReason::Binary => "binary",
+            IssueReason::NonUtf8Content => "non_utf8_content",
+            IssueReason::NonUtf8Name => "non_utf8_name",
+            IssueReason::SymlinkOutside => "symlink_outside",
+            IssueReason::SymlinkLoop => "symlink_loop",
+            IssueReason::Unreadable => "unreadable",
+            IssueReason::EmbedFailed => "embed_failed",
+            IssueReason::SourceMissing => "source_missing",
+        }
+    }
+
+    /// The reason named `s` (see [`IssueReason::as_str`]).
+    pub fn parse(s: &str) -> Option<IssueReason> {
+        use IssueReason::*;
+        [
+            TooBig,
+            Binary,
+            NonUtf8Content,
+            NonUtf8Name,
+            SymlinkOutside,
+            SymlinkLoop,
+            Unreadable,
+            EmbedFailed,
+            SourceMissing,
+        ]
+        .into_iter()
+        .find(|r| r.as_str() == s)
+    }
+
+    /// Whether a file skipped for this reason is remembered as skipped (with its
+    /// stat) instead of being retried on every pass: the cause is in the file
+    /// itself, so only a change to the file can lift it.
+    pub fn is_remembered(self) -> bool {
+        matches!(self, IssueReason::TooBig | IssueReason::Binary)
+    }
+}
+
 /// A problem met while walking (counted, reported, never fatal).
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct WalkIssue {
-    /// Path relative to the source root.
+    /// Path relative to the source root (lossy for a non-UTF-8 name).
     pub path: String,
     /// What went wrong.
     pub message: String,
     /// A file (or linked directory) was left out of the index because of it.
     pub skipped: bool,
+    /// Why, typed.
+    pub reason: IssueReason,
 }
 
 /// Every source: the two built-ins, then registered folders.
@@ -152,6 +223,7 @@ pub fn walk_source(src: &SourceRoot) -> (Vec<DiskFile>, Vec<WalkIssue>) {
             path: src.root.display().to_string(),
             message: "source folder is missing".into(),
             skipped: false,
+            reason: IssueReason::SourceMissing,
         });
         return (files, issues);
     }
@@ -189,15 +261,16 @@ pub fn walk_source(src: &SourceRoot) -> (Vec<DiskFile>, Vec<WalkIssue>) {
                         .path()
                         .map(|p| p.display().to_string())
                         .unwrap_or_else(|| top.display().to_string());
-                    let message = if e.loop_ancestor().is_some() {
-                        "symlink loop skipped".to_string()
+                    let (message, reason) = if e.loop_ancestor().is_some() {
+                        ("symlink loop skipped".to_string(), IssueReason::SymlinkLoop)
                     } else {
-                        e.to_string()
+                        (e.to_string(), IssueReason::Unreadable)
                     };
                     issues.push(WalkIssue {
                         path,
                         message,
                         skipped: false,
+                        reason,
                     });
                     continue;
                 }
@@ -224,6 +297,18 @@ pub fn walk_source(src: &SourceRoot) -> (Vec<DiskFile>, Vec<WalkIssue>) {
                 continue;
             }
             let Some(rel) = relative(&src.root, entry.path()) else {
+                // A name that is not UTF-8 cannot be stored or cited: report it
+                // (by its lossy name) instead of dropping it silently.
+                if let Some(shown) = relative_lossy(&src.root, entry.path())
+                    && belongs(src.kind, &shown)
+                {
+                    issues.push(WalkIssue {
+                        path: shown,
+                        message: "skipped: the file name is not valid UTF-8".into(),
+                        skipped: true,
+                        reason: IssueReason::NonUtf8Name,
+                    });
+                }
                 continue;
             };
             if !belongs(src.kind, &rel) {
@@ -240,6 +325,7 @@ pub fn walk_source(src: &SourceRoot) -> (Vec<DiskFile>, Vec<WalkIssue>) {
                     path: entry.path().display().to_string(),
                     message: e.to_string(),
                     skipped: false,
+                    reason: IssueReason::Unreadable,
                 }),
             }
         }
@@ -283,21 +369,28 @@ fn outside_link(guard: &std::io::Result<Beneath>, path: &Path, rel: &str) -> Opt
     let target = std::fs::read_link(path)
         .map(|t| t.display().to_string())
         .unwrap_or_else(|_| "?".into());
-    let message = match guard {
+    let (message, reason) = match guard {
         Ok(b) => match b.contains(Path::new(rel)) {
             Ok(true) => return None,
-            Ok(false) => format!(
-                "skipped: symlink to {target} resolves outside the source root (register the \
-                 folder with `claw memory add --follow-symlinks-outside` to index such links)"
+            Ok(false) => (
+                format!("skipped: symlink to {target} resolves outside the source root"),
+                IssueReason::SymlinkOutside,
             ),
-            Err(e) => format!("skipped: symlink to {target} cannot be checked: {e}"),
+            Err(e) => (
+                format!("skipped: symlink to {target} cannot be checked: {e}"),
+                IssueReason::Unreadable,
+            ),
         },
-        Err(e) => format!("skipped: symlink to {target}: cannot open the source root: {e}"),
+        Err(e) => (
+            format!("skipped: symlink to {target}: cannot open the source root: {e}"),
+            IssueReason::Unreadable,
+        ),
     };
     Some(WalkIssue {
         path: shown,
         message,
         skipped: true,
+        reason,
     })
 }
 
@@ -339,6 +432,17 @@ pub fn relative(root: &Path, path: &Path) -> Option<String> {
         return None;
     }
     Some(parts.join("/"))
+}
+
+/// `path` relative to `root`, '/'-separated, with invalid UTF-8 replaced by
+/// U+FFFD (for reporting a name [`relative`] refuses); `None` if outside.
+pub fn relative_lossy(root: &Path, path: &Path) -> Option<String> {
+    let rel = path.strip_prefix(root).ok()?;
+    let parts: Vec<String> = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    (!parts.is_empty()).then(|| parts.join("/"))
 }
 
 /// Modification time in nanoseconds since the epoch.
@@ -401,5 +505,39 @@ mod tests {
             issues.iter().any(|i| i.message.contains("loop")),
             "{issues:?}"
         );
+    }
+
+    #[test]
+    fn names_that_are_not_utf8_are_reported_by_a_lossy_name() {
+        use std::os::unix::ffi::OsStrExt;
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::write(root.join("ok.md"), "x").unwrap();
+        std::fs::write(root.join(std::ffi::OsStr::from_bytes(b"caf\xe9.md")), "x").unwrap();
+        std::fs::write(root.join(std::ffi::OsStr::from_bytes(b"img\xff.png")), "x").unwrap();
+        let src = SourceRoot {
+            name: "n".into(),
+            root: root.to_path_buf(),
+            kind: SourceKind::Notes,
+            follow_symlinks_outside: false,
+        };
+        let (files, issues) = walk_source(&src);
+        assert_eq!(files.len(), 1);
+        assert_eq!(issues.len(), 1, "{issues:?}");
+        assert_eq!(issues[0].path, "caf\u{FFFD}.md");
+        assert_eq!(issues[0].reason, IssueReason::NonUtf8Name);
+        assert!(issues[0].skipped);
+        assert_eq!(
+            serde_json::to_value(IssueReason::NonUtf8Name).unwrap(),
+            "non_utf8_name"
+        );
+        for r in [
+            IssueReason::TooBig,
+            IssueReason::SymlinkOutside,
+            IssueReason::NonUtf8Name,
+        ] {
+            assert_eq!(IssueReason::parse(r.as_str()), Some(r));
+            assert_eq!(serde_json::to_value(r).unwrap(), r.as_str());
+        }
     }
 }

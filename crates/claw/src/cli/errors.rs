@@ -151,6 +151,13 @@ fn classify(e: &(dyn std::error::Error + 'static)) -> Option<(&'static str, Vec<
                 vec!["check that the workspace is writable (--workspace)".into()],
             ),
             StoreError::Sqlite(_) => ("database", vec![]),
+            StoreError::Sidecar { path, .. } => (
+                "io",
+                vec![format!(
+                    "fix or move away {} (it lists the registered folders; `claw memory add` writes it again)",
+                    path.display()
+                )],
+            ),
         });
     }
     if let Some(e) = e.downcast_ref::<SearchError>() {

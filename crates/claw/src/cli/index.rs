@@ -5,11 +5,12 @@ use super::output::{Exit, Output, print_json, sanitize, sanitize_path, show_prog
 use crate::config::Settings;
 use anyhow::Context;
 use claw_memory::embed::{self, EmbedError, Loaded};
-use claw_memory::indexer::{self, IndexOptions, IndexReport, Progress};
+use claw_memory::indexer::{self, IndexIssue, IndexOptions, IndexReport, Progress};
 use claw_memory::lock::WriterLock;
+use claw_memory::service::MemoryService;
 use claw_memory::store::Store;
-use claw_memory::walk;
-use claw_memory::{freshness, watch};
+use claw_memory::walk::{self, IssueReason};
+use claw_memory::watch;
 use serde::Serialize;
 use std::io::Write;
 use std::path::PathBuf;
@@ -117,6 +118,36 @@ pub fn load_embedder(settings: &Settings, output: Output) -> Loaded {
     loaded
 }
 
+/// What the user can do about a file the indexer left out, when the CLI has
+/// something to say (the library's messages name no command or setting).
+pub fn issue_hint(reason: IssueReason) -> Option<&'static str> {
+    match reason {
+        IssueReason::SymlinkOutside => Some(
+            "register the folder with `claw memory add --follow-symlinks-outside` to index such links",
+        ),
+        IssueReason::TooBig => Some("raise memory.max_file_bytes in the config to index it"),
+        _ => None,
+    }
+}
+
+/// An issue's message as printed and in `--json`: the library's sentence with
+/// the hint in parentheses, the form these messages have always had.
+pub fn issue_message(i: &IndexIssue) -> String {
+    match issue_hint(i.reason) {
+        Some(h) => format!("{} ({h})", i.message),
+        None => i.message.clone(),
+    }
+}
+
+/// The report with each issue's message as the CLI shows it.
+fn with_hints(r: &IndexReport) -> IndexReport {
+    let mut r = r.clone();
+    for i in &mut r.issues {
+        i.message = issue_message(i);
+    }
+    r
+}
+
 /// Why indexing is keyword-only, if it is.
 fn keyword_only_reason(loaded: &Loaded) -> Option<String> {
     match loaded {
@@ -163,6 +194,7 @@ pub fn run_index(settings: &Settings, args: IndexArgs) -> anyhow::Result<Exit> {
     )
     .context("indexing failed")?;
     bar.finish_and_clear();
+    let report = with_hints(&report);
     match output {
         Output::Json => print_json(&IndexJson {
             report: &report,
@@ -227,6 +259,7 @@ fn print_index_report(r: &IndexReport, keyword_only: Option<String>) -> std::io:
             sanitize(&reason)
         )?,
     }
+    // `r` is the report `with_hints` made: messages already carry their hints.
     for i in &r.issues {
         let what = if i.skipped { "skipped" } else { "warning" };
         let line = format!("{what}: {}:{}: {}", i.source, i.path, i.message);
@@ -259,6 +292,9 @@ pub struct StatusJson {
     pub sources: Vec<walk::SourceRoot>,
     /// The most recent `claw memory watch` heartbeat (`alive` says whether it still runs).
     pub watcher: Option<watch::WatcherStatus>,
+    /// Files remembered as skipped for cause (too big, binary): not indexed,
+    /// not "behind" either until they change.
+    pub skipped_files: i64,
 }
 
 /// Stat-level difference between disk and index.
@@ -270,35 +306,36 @@ pub struct ChangedOnDisk {
 }
 
 pub fn run_status(settings: &Settings, args: StatusArgs) -> anyhow::Result<Exit> {
-    let store = open_store(settings)?;
-    let stats = store.stats()?;
-    let staleness = freshness::check(&settings.mem, &store)?;
+    let service = MemoryService::with_store(settings.mem.clone(), open_store(settings)?, None);
+    let st = service.status()?;
+    let staleness = &st.staleness;
     let status = StatusJson {
         workspace: settings.mem.workspace.display().to_string(),
         db_path: settings.db_path().display().to_string(),
-        db_bytes: stats.db_bytes,
-        files: stats.files,
-        chunks: stats.chunks,
-        vectors: stats.vectors,
-        model: store.meta("model")?.unwrap_or_default(),
-        dims: store.vec_dims()?.unwrap_or(0),
-        cache_entries: stats.cache_entries,
-        vector_backend: match store.vec_backend() {
+        db_bytes: st.stats.db_bytes,
+        files: st.stats.files,
+        chunks: st.stats.chunks,
+        vectors: st.stats.vectors,
+        model: st.model.clone().unwrap_or_default(),
+        dims: st.dims.unwrap_or(0),
+        cache_entries: st.stats.cache_entries,
+        vector_backend: match &st.vector_backend {
             claw_memory::store::VecBackend::Vec0 { version } => format!("vec0 {version}"),
             claw_memory::store::VecBackend::Unavailable { reason } => {
                 format!("unavailable: {reason}")
             }
         },
         fts_tokenizers: vec!["unicode61", "trigram"],
-        chunker_version: store.meta("chunker_version")?,
-        last_index_at: store.meta("last_index_at")?.and_then(|v| v.parse().ok()),
+        chunker_version: st.chunker_version.clone(),
+        last_index_at: st.last_index_at,
         changed_on_disk: ChangedOnDisk {
             new: staleness.new.len(),
             modified: staleness.changed.len(),
             deleted: staleness.deleted.len(),
         },
-        sources: walk::sources(&settings.mem, &store)?,
-        watcher: watch::watcher_status(&store)?,
+        sources: st.sources.clone(),
+        watcher: st.watcher.clone(),
+        skipped_files: st.skipped_files,
     };
     if args.json {
         print_json(&status)?;
@@ -346,6 +383,13 @@ pub fn run_status(settings: &Settings, args: StatusArgs) -> anyhow::Result<Exit>
             out,
             "freshness:  BEHIND the disk: {} new, {} modified, {} deleted (run `claw memory index`)",
             c.new, c.modified, c.deleted
+        )?;
+    }
+    if status.skipped_files > 0 {
+        writeln!(
+            out,
+            "skipped:    {} file(s) left out for cause (too big, binary); re-examined when they change",
+            status.skipped_files
         )?;
     }
     writeln!(

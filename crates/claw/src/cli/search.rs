@@ -3,8 +3,11 @@
 
 use super::output::{Exit, Output, print_json, sanitize};
 use crate::config::{EmbedProvider, Settings};
+use claw_memory::freshness::{FileRef, StaleReason, SyncReport};
 use claw_memory::search::engine;
-use claw_memory::search::{GetRequest, Mode, SearchError, SearchRequest, SourceFilter};
+use claw_memory::search::{
+    GetRequest, Mode, SearchError, SearchRequest, SearchResponse, SourceFilter,
+};
 use claw_memory::service::{MemoryService, ServiceError, SyncPolicy};
 use std::io::Write;
 
@@ -100,9 +103,99 @@ fn report(e: ServiceError, what: &'static str) -> anyhow::Error {
     }
 }
 
+/// A stale reason as the CLI says it: the library's sentence, plus what to run
+/// when only a full index helps (the form the JSON `reason` has always had).
+pub fn stale_reason(r: &StaleReason) -> String {
+    match r {
+        StaleReason::Identity(_) => format!("{r}; run `claw memory index`"),
+        _ => r.to_string(),
+    }
+}
+
+/// One `note:` line for the text output about the inline sync (None when there
+/// is nothing worth saying).
+pub fn describe_sync(r: &SyncReport) -> Option<String> {
+    match r {
+        SyncReport::Fresh { .. } | SyncReport::Skipped => None,
+        SyncReport::Synced {
+            reindexed,
+            removed,
+            elapsed_ms,
+        } => Some(format!(
+            "synced {} changed and {} removed file(s) before searching ({elapsed_ms} ms)",
+            reindexed.len(),
+            removed.len()
+        )),
+        SyncReport::Stale {
+            pending, reason, ..
+        } => Some(format!(
+            "index is stale: {pending} file(s) changed on disk are not indexed yet ({}); run `claw memory index` or `claw memory watch`",
+            stale_reason(reason)
+        )),
+    }
+}
+
+/// `claw memory search --json`: the engine's response flattened beside `sync`.
+#[derive(serde::Serialize)]
+struct SearchJson<'a> {
+    #[serde(flatten)]
+    response: &'a SearchResponse,
+    sync: SyncJson<'a>,
+}
+
+/// The `sync` object, fields in the order the contract has always had.
+#[derive(serde::Serialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+enum SyncJson<'a> {
+    Fresh {
+        checked_ms: u64,
+    },
+    Synced {
+        reindexed: &'a [FileRef],
+        removed: &'a [FileRef],
+        elapsed_ms: u64,
+    },
+    Stale {
+        pending: usize,
+        reason: String,
+        sample: &'a [FileRef],
+    },
+    Skipped,
+}
+
+impl<'a> From<&'a SyncReport> for SyncJson<'a> {
+    fn from(r: &'a SyncReport) -> SyncJson<'a> {
+        match r {
+            SyncReport::Fresh { checked_ms } => SyncJson::Fresh {
+                checked_ms: *checked_ms,
+            },
+            SyncReport::Synced {
+                reindexed,
+                removed,
+                elapsed_ms,
+            } => SyncJson::Synced {
+                reindexed,
+                removed,
+                elapsed_ms: *elapsed_ms,
+            },
+            SyncReport::Stale {
+                pending,
+                reason,
+                sample,
+            } => SyncJson::Stale {
+                pending: *pending,
+                reason: stale_reason(reason),
+                sample,
+            },
+            SyncReport::Skipped => SyncJson::Skipped,
+        }
+    }
+}
+
 pub fn run_search(settings: &Settings, args: SearchArgs) -> anyhow::Result<Exit> {
     let output = Output::from_flag(args.json);
-    let service = MemoryService::open(settings.mem.clone()).map_err(|e| report(e, ""))?;
+    let mut service = MemoryService::open(settings.mem.clone()).map_err(|e| report(e, ""))?;
+    service.set_lock_holder("claw memory search (sync)");
     let req = SearchRequest {
         query: args.query,
         limit: args.limit,
@@ -132,12 +225,15 @@ pub fn run_search(settings: &Settings, args: SearchArgs) -> anyhow::Result<Exit>
     let outcome = result.map_err(|e| report(e, "search failed"))?;
     let resp = &outcome.response;
     if output == Output::Text
-        && let Some(line) = outcome.sync.describe()
+        && let Some(line) = describe_sync(&outcome.sync)
     {
         eprintln!("note: {}", sanitize(&line));
     }
     match output {
-        Output::Json => print_json(&outcome)?,
+        Output::Json => print_json(&SearchJson {
+            response: resp,
+            sync: (&outcome.sync).into(),
+        })?,
         Output::Text => {
             let mut out = std::io::stdout().lock();
             if resp.results.is_empty() {
@@ -210,4 +306,59 @@ pub fn run_get(settings: &Settings, args: GetArgs) -> anyhow::Result<Exit> {
     } else {
         Exit::NoMatch
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use claw_memory::freshness::IdentityMismatch;
+
+    #[test]
+    fn sync_json_is_the_library_shape_with_cli_reasons() {
+        let f = |p: &str| FileRef::new("memory", p);
+        let reports = [
+            SyncReport::Fresh { checked_ms: 3 },
+            SyncReport::Synced {
+                reindexed: vec![f("a.md")],
+                removed: vec![f("b.md")],
+                elapsed_ms: 14,
+            },
+            SyncReport::Stale {
+                pending: 30,
+                reason: StaleReason::Backlog { limit: 20 },
+                sample: vec![f("a.md")],
+            },
+            SyncReport::Skipped,
+        ];
+        // Without a command to add, the CLI's JSON is the library's, byte for byte.
+        for r in &reports {
+            assert_eq!(
+                serde_json::to_string(&SyncJson::from(r)).unwrap(),
+                serde_json::to_string(r).unwrap()
+            );
+        }
+        let stale = SyncReport::Stale {
+            pending: 1,
+            reason: StaleReason::Identity(IdentityMismatch::Model {
+                indexed: "some-other-model".into(),
+                running: String::new(),
+            }),
+            sample: vec![f("e.md")],
+        };
+        assert_eq!(
+            serde_json::to_string(&SyncJson::from(&stale)).unwrap(),
+            r#"{"status":"stale","pending":1,"reason":"the index was built with some-other-model but this search runs with keyword-only; run `claw memory index`","sample":[{"source":"memory","path":"e.md"}]}"#
+        );
+        assert_eq!(
+            stale_reason(&StaleReason::Identity(IdentityMismatch::Chunker)),
+            "the chunker changed since the last index; run `claw memory index`"
+        );
+        let line = describe_sync(&reports[2]).unwrap();
+        assert!(line.starts_with("index is stale: 30 file(s)"), "{line}");
+        assert!(
+            line.ends_with("run `claw memory index` or `claw memory watch`"),
+            "{line}"
+        );
+        assert_eq!(describe_sync(&reports[0]), None);
+    }
 }

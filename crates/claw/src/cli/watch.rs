@@ -7,6 +7,7 @@ use crate::config::Settings;
 use anyhow::Context;
 use claw_memory::embed::Loaded;
 use claw_memory::freshness::FileRef;
+use claw_memory::indexer::IndexIssue;
 use claw_memory::watch::{self, IndexerSink, WatchEvent, WatchOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -38,7 +39,7 @@ pub async fn run_watch(settings: Settings, args: WatchArgs) -> anyhow::Result<Ex
             Loaded::Unavailable(_) => None,
         };
         let (tx, rx) = std::sync::mpsc::channel();
-        let sink = IndexerSink::new(s.mem.clone(), embedder);
+        let sink = IndexerSink::new(s.mem.clone(), embedder).with_lock_holder("claw memory watch");
         let w = watch::spawn(s.mem, WatchOptions::default(), Box::new(sink), tx)
             .context("cannot start the watcher")?;
         Ok((w, rx))
@@ -128,7 +129,7 @@ fn print_event(ev: &WatchEvent, output: Output) -> std::io::Result<()> {
                     writeln!(out, "  index rebuilt: {}", sanitize(&r.to_string()))?;
                 }
                 for e in errors {
-                    writeln!(out, "  skipped {}", sanitize(&e.to_string()))?;
+                    writeln!(out, "  skipped {}", sanitize(&error_line(e)))?;
                 }
             }
             WatchEvent::Rearmed { root, exists } => {
@@ -138,6 +139,13 @@ fn print_event(ev: &WatchEvent, output: Output) -> std::io::Result<()> {
             WatchEvent::Overflow => {
                 writeln!(out, "event queue overflowed: full rescan scheduled")?;
             }
+            WatchEvent::DatabaseReplaced { path } => {
+                writeln!(
+                    out,
+                    "the database {} was deleted or replaced: reopening it and rebuilding the index from the disk (registered sources are kept)",
+                    sanitize_path(path)
+                )?;
+            }
             WatchEvent::Error { message } => eprintln!("error: {}", sanitize(message)),
             WatchEvent::Stopped => writeln!(out, "stopped")?,
         },
@@ -146,7 +154,7 @@ fn print_event(ev: &WatchEvent, output: Output) -> std::io::Result<()> {
 }
 
 /// One `--json` line (without the newline) for a watcher event: the contract
-/// `{"event": "started" | "synced" | "rearmed" | "overflow" | "error" | "stopped", ...}`,
+/// `{"event": "started" | "synced" | "rearmed" | "overflow" | "database_replaced" | "error" | "stopped", ...}`,
 /// fields in this order. Add fields freely; never rename or drop one.
 #[derive(serde::Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
@@ -160,7 +168,7 @@ enum EventJson<'a> {
         reindexed: &'a [FileRef],
         removed: &'a [FileRef],
         unchanged: usize,
-        errors: &'a [String],
+        errors: Vec<String>,
         rebuilt: Option<String>,
         rescan: bool,
         elapsed_ms: u64,
@@ -171,6 +179,9 @@ enum EventJson<'a> {
         exists: bool,
     },
     Overflow,
+    DatabaseReplaced {
+        path: &'a Path,
+    },
     Error {
         message: &'a str,
     },
@@ -195,7 +206,7 @@ fn json_line(ev: &WatchEvent) -> String {
             reindexed,
             removed,
             unchanged: *unchanged,
-            errors,
+            errors: errors.iter().map(error_line).collect(),
             rebuilt: rebuilt.as_ref().map(|r| r.to_string()),
             rescan: *rescan,
             elapsed_ms: *elapsed_ms,
@@ -206,6 +217,7 @@ fn json_line(ev: &WatchEvent) -> String {
             exists: *exists,
         },
         WatchEvent::Overflow => EventJson::Overflow,
+        WatchEvent::DatabaseReplaced { path } => EventJson::DatabaseReplaced { path },
         WatchEvent::Error { message } => EventJson::Error { message },
         WatchEvent::Stopped => EventJson::Stopped,
     };
@@ -215,6 +227,17 @@ fn json_line(ev: &WatchEvent) -> String {
         serde_json::json!({"event": "error", "message": format!("cannot print event: {e}")})
             .to_string()
     })
+}
+
+/// `source/path: message (hint)`: one per-file problem of a batch, as the
+/// `errors` strings of the JSON Lines have always read.
+fn error_line(i: &IndexIssue) -> String {
+    format!(
+        "{}/{}: {}",
+        i.source,
+        i.path,
+        super::index::issue_message(i)
+    )
 }
 
 /// ` (a.md, b.md, …)` for short lists.
@@ -253,7 +276,13 @@ mod tests {
                     reindexed: vec![f("a.md")],
                     removed: vec![f("b.md")],
                     unchanged: 1,
-                    errors: vec!["memory/c.md: too big".into()],
+                    errors: vec![IndexIssue {
+                        source: "memory".into(),
+                        path: "c.md".into(),
+                        message: "skipped: 12 MB is over the 10 MB limit".into(),
+                        skipped: true,
+                        reason: claw_memory::walk::IssueReason::TooBig,
+                    }],
                     rebuilt: Some(RebuildReason::ModelChanged {
                         from: String::new(),
                         to: "m".into(),
@@ -262,7 +291,7 @@ mod tests {
                     elapsed_ms: 12,
                     pending: 3,
                 },
-                r#"{"event":"synced","batch":2,"reindexed":[{"source":"memory","path":"a.md"}],"removed":[{"source":"memory","path":"b.md"}],"unchanged":1,"errors":["memory/c.md: too big"],"rebuilt":"embedding model changed (keyword-only -> m)","rescan":true,"elapsed_ms":12,"pending":3}"#,
+                r#"{"event":"synced","batch":2,"reindexed":[{"source":"memory","path":"a.md"}],"removed":[{"source":"memory","path":"b.md"}],"unchanged":1,"errors":["memory/c.md: skipped: 12 MB is over the 10 MB limit (raise memory.max_file_bytes in the config to index it)"],"rebuilt":"embedding model changed (keyword-only -> m)","rescan":true,"elapsed_ms":12,"pending":3}"#,
             ),
             (
                 WatchEvent::Synced {
@@ -286,6 +315,12 @@ mod tests {
                 r#"{"event":"rearmed","root":"/notes","exists":false}"#,
             ),
             (WatchEvent::Overflow, r#"{"event":"overflow"}"#),
+            (
+                WatchEvent::DatabaseReplaced {
+                    path: PathBuf::from("/ws/.claw/memory.sqlite"),
+                },
+                r#"{"event":"database_replaced","path":"/ws/.claw/memory.sqlite"}"#,
+            ),
             (
                 WatchEvent::Error {
                     message: "heartbeat: busy".into(),

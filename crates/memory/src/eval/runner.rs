@@ -62,9 +62,22 @@ pub enum EvalError {
         /// The fallback the engine reported.
         fallback: Fallback,
     },
-    #[error("{0}")]
-    /// Nothing to evaluate, or an index that would make the figures wrong.
-    Empty(String),
+    #[error("split `{split}` of {dataset} has no queries")]
+    /// Nothing to evaluate.
+    NoQueries {
+        /// The split asked for.
+        split: String,
+        /// The data set's name.
+        dataset: String,
+    },
+    #[error("the indexer skipped {path} ({message}); the evaluation would be wrong")]
+    /// The indexer left a document out: the figures would be wrong.
+    DocumentSkipped {
+        /// The document's path in the evaluation index.
+        path: String,
+        /// The indexer's message.
+        message: String,
+    },
 }
 
 /// A retrieval configuration evaluated on the shared index.
@@ -223,10 +236,10 @@ pub fn run(
     progress: &dyn Fn(EvalProgress),
 ) -> Result<EvalReport, EvalError> {
     if data.queries.is_empty() {
-        return Err(EvalError::Empty(format!(
-            "split `{}` of {} has no queries",
-            data.split, data.name
-        )));
+        return Err(EvalError::NoQueries {
+            split: data.split.clone(),
+            dataset: data.name.clone(),
+        });
     }
     let tmp = tempfile::Builder::new()
         .prefix("claw-eval-")
@@ -291,10 +304,10 @@ pub fn run(
     drop(lock);
     let chunks = store.stats()?.chunks as usize;
     if let Some(issue) = report.issues.iter().find(|i| i.skipped) {
-        return Err(EvalError::Empty(format!(
-            "the indexer skipped {} ({}); the evaluation would be wrong",
-            issue.path, issue.message
-        )));
+        return Err(EvalError::DocumentSkipped {
+            path: issue.path.clone(),
+            message: issue.message.clone(),
+        });
     }
 
     let cutoffs = Cutoffs {

@@ -23,6 +23,9 @@ pub(crate) enum Msg {
     Fs(notify::Result<notify::Event>),
     /// The indexing thread finished a job: (outcome, was it a full rescan), time taken.
     Done(Box<Result<(SyncOutcome, bool), SyncError>>, Duration),
+    /// The indexing thread closed the replaced database and opened the new one
+    /// (a reopen job); the actor may open its own connection again.
+    Reopened,
     /// Stop after the batch in flight.
     Stop,
 }
@@ -30,7 +33,11 @@ pub(crate) enum Msg {
 pub(crate) struct Actor {
     settings: MemoryConfig,
     opts: WatchOptions,
-    store: Store,
+    /// The actor's connection (heartbeat, sources); `None` from the moment the
+    /// database is found replaced until the indexing thread has reopened it.
+    store: Option<Store>,
+    /// The database was found replaced: a reopen job is to be dispatched.
+    db_replaced: bool,
     os: notify::RecommendedWatcher,
     overflow: Arc<AtomicBool>,
     events: Sender<WatchEvent>,
@@ -57,7 +64,8 @@ impl Actor {
         Actor {
             settings,
             opts,
-            store,
+            store: Some(store),
+            db_replaced: false,
             os,
             overflow,
             events,
@@ -87,7 +95,9 @@ impl Actor {
         tx: SyncSender<Msg>,
         apply: Box<dyn ApplyChanges>,
     ) -> Result<(), WatchError> {
-        clean_dead_rows(&self.store)?;
+        if let Some(store) = &self.store {
+            clean_dead_rows(store)?;
+        }
         self.refresh_sources()?;
         self.check_roots(true);
         // Catch up with whatever changed while no watcher ran.
@@ -127,6 +137,7 @@ impl Actor {
             match msg {
                 Ok(Msg::Fs(ev)) => self.on_fs(ev),
                 Ok(Msg::Done(outcome, elapsed)) => self.on_done(*outcome, elapsed),
+                Ok(Msg::Reopened) => self.on_reopened(),
                 Ok(Msg::Stop) => break Ok(()),
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => break Ok(()),
@@ -137,6 +148,9 @@ impl Actor {
             }
             if Instant::now() >= next_tick {
                 next_tick = Instant::now() + self.opts.heartbeat_every;
+                if self.store.as_ref().is_some_and(Store::is_replaced) {
+                    self.on_db_replaced();
+                }
                 if let Err(e) = self.refresh_sources() {
                     self.error(e.to_string());
                 }
@@ -152,16 +166,55 @@ impl Actor {
         // report it.
         let _ = worker.join();
         while let Ok(msg) = rx.try_recv() {
-            if let Msg::Done(outcome, elapsed) = msg {
-                self.on_done(*outcome, elapsed);
+            match msg {
+                Msg::Done(outcome, elapsed) => self.on_done(*outcome, elapsed),
+                Msg::Reopened => self.on_reopened(),
+                _ => {}
             }
         }
         result
     }
 
+    /// The database file is not the one we opened: say so, close our
+    /// connection now (the indexing thread's, still open, keeps SQLite from
+    /// deleting anything by name), and have the indexing thread reopen it with
+    /// a full rescan as soon as it is idle.
+    fn on_db_replaced(&mut self) {
+        if self.store.is_none() && !self.db_replaced {
+            return; // already being reopened
+        }
+        if self.store.take().is_some() {
+            self.emit(WatchEvent::DatabaseReplaced {
+                path: self.settings.db_path(),
+            });
+        }
+        self.db_replaced = true;
+    }
+
+    /// The indexing thread opened the new database: open ours again.
+    fn on_reopened(&mut self) {
+        if self.store.is_some() {
+            return;
+        }
+        match Store::open(&self.settings.db_path()) {
+            Ok(s) => {
+                self.store = Some(s);
+                // Sources come back from the sidecar: watch them again.
+                self.sources.clear();
+                if let Err(e) = self.refresh_sources() {
+                    self.error(e.to_string());
+                }
+                self.heartbeat();
+            }
+            Err(e) => self.error(format!("reopening the database: {e}")),
+        }
+    }
+
     /// Remove the heartbeat row and say goodbye.
     pub(crate) fn finish(&mut self) {
-        let _ = self.store.delete_watcher(std::process::id() as i64);
+        if let Some(store) = &self.store {
+            let _ = store.delete_watcher(std::process::id() as i64);
+        }
         self.emit(WatchEvent::Stopped);
     }
 
@@ -172,6 +225,24 @@ impl Actor {
         }
         let now = Instant::now();
         let mut job = Job::default();
+        if self.db_replaced {
+            // Everything pending rides along: the full rescan covers it.
+            job.reopen = true;
+            job.full = true;
+            job.absorb(self.notes.take());
+            job.absorb(self.sessions.take());
+            match job_tx.try_send(job) {
+                Ok(()) => {
+                    self.in_flight = 1;
+                    self.db_replaced = false;
+                }
+                Err(TrySendError::Full(job)) | Err(TrySendError::Disconnected(job)) => {
+                    self.notes.job.absorb(job);
+                    self.notes.touch(now);
+                }
+            }
+            return;
+        }
         let o = self.opts;
         if self.notes.is_due(o.notes_debounce, o.max_batch_delay, now) {
             job.absorb(self.notes.take());
@@ -213,6 +284,7 @@ impl Actor {
                     pending: self.pending(),
                 });
             }
+            Err(SyncError::DatabaseReplaced { .. }) => self.on_db_replaced(),
             Err(e) => {
                 self.error(e.to_string());
                 // Retry everything by stat on the next batch.
@@ -227,7 +299,10 @@ impl Actor {
     }
 
     fn refresh_sources(&mut self) -> Result<(), StoreError> {
-        let sources = walk::sources(&self.settings, &self.store)?;
+        let Some(store) = &self.store else {
+            return Ok(());
+        };
+        let sources = walk::sources(&self.settings, store)?;
         if sources == self.sources {
             return Ok(());
         }
@@ -347,7 +422,10 @@ impl Actor {
             last_sync: self.last_sync,
             pending: self.pending() as i64,
         };
-        if let Err(e) = self.store.upsert_watcher(&row) {
+        let Some(store) = &self.store else {
+            return; // being reopened
+        };
+        if let Err(e) = store.upsert_watcher(&row) {
             self.error(format!("heartbeat: {e}"));
         }
     }
@@ -361,7 +439,7 @@ pub(crate) fn index_worker(
     done: SyncSender<Msg>,
 ) {
     let mut store = match Store::open(&settings.db_path()) {
-        Ok(s) => s,
+        Ok(s) => Some(s),
         Err(e) => {
             let _ = done.send(Msg::Done(Box::new(Err(e.into())), Duration::ZERO));
             return;
@@ -369,7 +447,31 @@ pub(crate) fn index_worker(
     };
     while let Ok(job) = jobs.recv() {
         let start = Instant::now();
-        let r = run_job(&settings, &mut store, apply.as_mut(), job);
+        if job.reopen {
+            // Close the replaced file first: this is the last connection to it,
+            // so SQLite checkpoints into it and removes its `-wal`/`-shm` names
+            // before the new database creates its own.
+            drop(store.take());
+        }
+        if store.is_none() {
+            match Store::open(&settings.db_path()) {
+                Ok(s) => {
+                    store = Some(s);
+                    if done.send(Msg::Reopened).is_err() {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    let r = Err(e.into());
+                    if done.send(Msg::Done(Box::new(r), start.elapsed())).is_err() {
+                        break;
+                    }
+                    continue;
+                }
+            }
+        }
+        let Some(s) = store.as_mut() else { continue };
+        let r = run_job(&settings, s, apply.as_mut(), job);
         if done.send(Msg::Done(Box::new(r), start.elapsed())).is_err() {
             break;
         }
@@ -382,6 +484,12 @@ fn run_job(
     apply: &mut dyn ApplyChanges,
     job: Job,
 ) -> Result<(SyncOutcome, bool), SyncError> {
+    // Never write into a database that was deleted under us (per batch).
+    if store.is_replaced() {
+        return Err(SyncError::DatabaseReplaced {
+            path: store.path().to_path_buf(),
+        });
+    }
     let mut files = job.files;
     if job.full {
         let st = freshness::check(settings, store)?;
@@ -389,7 +497,7 @@ fn run_job(
     } else if !job.reconcile.is_empty() {
         let sources = walk::sources(settings, store)?;
         for src in sources.iter().filter(|s| job.reconcile.contains(&s.name)) {
-            let st = freshness::check_source(src, store)?;
+            let st = freshness::check_source(settings, src, store)?;
             files.extend(st.dirty_files());
         }
         // Rows of a source whose root vanished entirely are covered by check_source

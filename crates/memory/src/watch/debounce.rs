@@ -16,6 +16,9 @@ pub(crate) struct Job {
     pub(crate) reconcile: BTreeSet<String>,
     /// Reconcile every source (start-up, overflow).
     pub(crate) full: bool,
+    /// Close the indexing thread's connection and open the database again
+    /// first (it was deleted or replaced under the watcher).
+    pub(crate) reopen: bool,
 }
 
 impl Job {
@@ -29,6 +32,7 @@ impl Job {
         self.files.extend(other.files);
         self.reconcile.extend(other.reconcile);
         self.full |= other.full;
+        self.reopen |= other.reopen;
     }
 
     /// How many units of work are waiting (files, sources, a full rescan).

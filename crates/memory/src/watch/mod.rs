@@ -12,6 +12,9 @@
 //!
 //! Invariant: the notify callback never blocks (a full queue becomes a full
 //! rescan), the actor never indexes, and nothing here runs on the async runtime.
+//! When the database file is deleted or replaced, both connections to the old
+//! file are closed before a new one is opened (SQLite deletes the `-wal` of the
+//! last connection to close *by name*), the actor's first.
 
 #![warn(missing_docs)]
 
@@ -109,30 +112,41 @@ where
     }
 }
 
-/// How long a watcher batch waits for another writer (e.g. `claw memory index`).
+/// How long a watcher batch waits for another writer (e.g. a full index run).
 pub const BATCH_LOCK_WAIT: Duration = Duration::from_secs(30);
 
 /// The real indexing side: the indexer's targeted entry point, under the writer
-/// lock taken per batch (so `claw memory index` can run between batches).
+/// lock taken per batch (so a full index run can go between batches).
 pub struct IndexerSink {
     settings: MemoryConfig,
     embedder: Option<Box<dyn Embedder>>,
+    holder: String,
 }
+
+/// What a watcher batch says it is doing in the writer lock, unless named.
+pub const WATCH_HOLDER: &str = "memory watcher";
 
 impl IndexerSink {
     /// A sink indexing `settings`' workspace with `embedder` (`None`: keyword only).
     pub fn new(settings: MemoryConfig, embedder: Option<Box<dyn Embedder>>) -> IndexerSink {
-        IndexerSink { settings, embedder }
+        IndexerSink {
+            settings,
+            embedder,
+            holder: WATCH_HOLDER.to_string(),
+        }
+    }
+
+    /// Name what a batch is doing in the writer lock (shown to another writer
+    /// that finds it held), e.g. the command that runs the watcher.
+    pub fn with_lock_holder(mut self, holder: impl Into<String>) -> IndexerSink {
+        self.holder = holder.into();
+        self
     }
 }
 
 impl ApplyChanges for IndexerSink {
     fn apply(&mut self, store: &mut Store, files: &[FileRef]) -> Result<SyncOutcome, SyncError> {
-        let lock = WriterLock::acquire(
-            &self.settings.state_dir(),
-            "claw memory watch",
-            BATCH_LOCK_WAIT,
-        )?;
+        let lock = WriterLock::acquire(&self.settings.state_dir(), &self.holder, BATCH_LOCK_WAIT)?;
         freshness::apply_paths(
             store,
             &self.settings,
@@ -165,7 +179,7 @@ pub enum WatchEvent {
         /// Files whose content was unchanged.
         unchanged: usize,
         /// Per-file problems (skipped files).
-        errors: Vec<String>,
+        errors: Vec<crate::indexer::IndexIssue>,
         /// Set when the index had to be rebuilt (model or chunker changed).
         rebuilt: Option<crate::indexer::RebuildReason>,
         /// Whether this batch was a full stat-level rescan (start-up, queue overflow).
@@ -184,6 +198,14 @@ pub enum WatchEvent {
     },
     /// The OS event queue overflowed: a full rescan is scheduled.
     Overflow,
+    /// The database file was deleted or replaced under the watcher (a
+    /// dev+inode check per batch and per heartbeat): its connections are
+    /// reopened on a new database, which gets the registered sources back
+    /// from their sidecar, and a full rescan rebuilds the index.
+    DatabaseReplaced {
+        /// The database file.
+        path: PathBuf,
+    },
     /// A batch failed (it is retried with the next one), or a watch could not be
     /// armed, or the heartbeat could not be written.
     Error {

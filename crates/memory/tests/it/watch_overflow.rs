@@ -3,7 +3,7 @@
 //! inline sync used by `claw memory search`.
 
 use claw_memory::config::{EmbedProvider, MemoryConfig};
-use claw_memory::freshness::{self, FileRef, SyncReport};
+use claw_memory::freshness::{self, FileRef, IdentityMismatch, StaleReason, SyncReport};
 use claw_memory::lock::WriterLock;
 use claw_memory::store::Store;
 use claw_memory::watch::{self, IndexerSink, WatchEvent, WatchOptions};
@@ -121,7 +121,10 @@ fn inline_sync_is_bounded_and_never_waits_for_a_writer() {
             pending, reason, ..
         } => {
             assert_eq!(*pending, 3);
-            assert!(reason.contains("claw memory index"), "{reason}");
+            assert!(
+                matches!(reason, StaleReason::Busy { what, .. } if what == "claw memory index"),
+                "{reason:?}"
+            );
         }
         other => panic!("expected stale, got {other:?}"),
     }
@@ -167,7 +170,14 @@ fn inline_sync_is_bounded_and_never_waits_for_a_writer() {
             pending, reason, ..
         } => {
             assert_eq!(*pending, 1);
-            assert!(reason.contains("some-other-model"), "{reason}");
+            assert!(
+                matches!(
+                    reason,
+                    StaleReason::Identity(IdentityMismatch::Model { indexed, .. })
+                        if indexed == "some-other-model"
+                ),
+                "{reason:?}"
+            );
         }
         other => panic!("{other:?}"),
     }
