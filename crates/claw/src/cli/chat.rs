@@ -19,6 +19,7 @@ use claw_agent::memory_backend::EngineBackend;
 use claw_agent::provider::{ProviderChain, RetryPolicy};
 use claw_agent::settings::{self as agent_settings, AgentSettings, Overrides};
 use claw_agent::tools::{Answer, ToolContext, ToolRegistry};
+use claw_memory::freshness::SyncReport;
 use std::collections::VecDeque;
 use std::io::{BufRead, IsTerminal, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -183,7 +184,11 @@ fn parse_answer(line: Option<&str>) -> Answer {
     }
 }
 
-fn build_tools(settings: &Settings, a: &AgentSettings, yes: bool) -> ToolRegistry {
+fn build_tools(
+    settings: &Settings,
+    a: &AgentSettings,
+    yes: bool,
+) -> (ToolRegistry, Arc<EngineBackend>) {
     let mut ctx = ToolContext::new(settings.mem.workspace.clone());
     ctx.jail = a.jail_to_workspace;
     ctx.exec_timeout = a.exec_timeout;
@@ -191,8 +196,35 @@ fn build_tools(settings: &Settings, a: &AgentSettings, yes: bool) -> ToolRegistr
     ctx.confirm_side_effects = a.confirm_side_effects && !yes;
     ctx.net.allow_private = a.allow_private;
     ctx.sandbox = a.sandbox.clone();
-    ctx.memory = Some(Arc::new(EngineBackend::new(settings.mem.clone())));
-    ToolRegistry::new(ctx)
+    let progress: claw_agent::memory_backend::ProgressSink =
+        Arc::new(|line: &str| eprintln!("{}", super::output::sanitize(line)));
+    let memory = Arc::new(EngineBackend::new(settings.mem.clone()).with_progress(progress));
+    ctx.memory = Some(memory.clone());
+    (ToolRegistry::new(ctx), memory)
+}
+
+/// The session-start sync: a never-indexed workspace is indexed (progress on
+/// stderr), else the bounded inline sync runs; never waits for another writer.
+async fn sync_memory(memory: Arc<EngineBackend>, ui: &dyn Ui) {
+    let report = tokio::task::spawn_blocking(move || memory.sync()).await;
+    match report {
+        Ok(Ok(SyncReport::Synced {
+            reindexed, removed, ..
+        })) if !(reindexed.is_empty() && removed.is_empty()) => ui.status(&format!(
+            "memory: re-indexed {} changed and removed {} file(s)",
+            reindexed.len(),
+            removed.len()
+        )),
+        Ok(Ok(SyncReport::Stale {
+            pending, reason, ..
+        })) => ui.status(&format!(
+            "memory: the index is behind the disk by {pending} file(s) ({reason}); \
+             searches answer from it as it is"
+        )),
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => ui.status(&format!("memory: {}", e.message())),
+        Err(e) => ui.status(&format!("memory: the sync task failed: {e}")),
+    }
 }
 
 fn driver_options(settings: &Settings, a: &AgentSettings, key: &str) -> DriverOptions {
@@ -230,20 +262,21 @@ pub async fn run(settings: Settings, args: ChatArgs) -> anyhow::Result<Exit> {
     })?;
     let chain = ProviderChain::new(a.profiles.clone(), RetryPolicy::default())
         .context("cannot set up the LLM client")?;
-    let tools = build_tools(&settings, &a, args.yes);
+    let (tools, memory) = build_tools(&settings, &a, args.yes);
     let opts = driver_options(&settings, &a, &args.session);
     let color = std::io::stderr().is_terminal();
     match args.message {
         Some(message) => {
             let ui = Arc::new(TerminalUi::new(color, None, args.yes));
-            let mut driver = Driver::open(opts, Arc::new(chain), Arc::new(tools), ui)
+            let mut driver = Driver::open(opts, Arc::new(chain), Arc::new(tools), ui.clone())
                 .await
                 .context("cannot open the session")?;
+            sync_memory(memory, ui.as_ref()).await;
             one_shot(&mut driver, &message).await
         }
         None => {
             let history = settings.state_dir().join("chat_history.txt");
-            repl(opts, chain, tools, color, history, args.yes).await
+            repl(opts, chain, tools, memory, color, history, args.yes).await
         }
     }
 }
@@ -366,6 +399,7 @@ async fn repl(
     opts: DriverOptions,
     chain: ProviderChain,
     tools: ToolRegistry,
+    memory: Arc<EngineBackend>,
     color: bool,
     history: std::path::PathBuf,
     yes: bool,
@@ -381,6 +415,7 @@ async fn repl(
         driver.session_path().display(),
         driver.agent().history().len()
     ));
+    sync_memory(memory, ui.as_ref()).await;
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let (mode_tx, mode_rx) = std::sync::mpsc::channel();
     spawn_reader(history, tx, mode_rx);
