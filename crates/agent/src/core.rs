@@ -244,8 +244,10 @@ impl Agent {
         self.next_answer_call(now, fx);
     }
 
-    fn on_response(&mut self, resp: ChatResponse, now: DateTime<Utc>, fx: &mut Fx) {
+    fn on_response(&mut self, mut resp: ChatResponse, now: DateTime<Utc>, fx: &mut Fx) {
         let Some(turn) = &self.turn else { return };
+        // Reasoning blocks never enter the history (nor the transcript, nor the index).
+        resp.text = crate::think::strip(&resp.text);
         let Wait::Model(purpose) = turn.wait else {
             return;
         };

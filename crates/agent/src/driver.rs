@@ -15,6 +15,7 @@ use crate::core::{Agent, CoreConfig, Effect, Event, ModelFailure, Purpose, TurnE
 use crate::message::{ChatRequest, ChatResponse, StreamDelta, ToolCall, ToolSpec};
 use crate::prompt::{self, PromptInputs};
 use crate::session::{self, History, SessionError, SessionHandle};
+use crate::think::ThinkFilter;
 use crate::tools::{Answer, Gate, Grant, Grants, ToolError, ToolResult, render_for_model};
 use chrono::FixedOffset;
 use claw_memory::clock::Clock;
@@ -338,11 +339,14 @@ impl<M: Model, T: Tools> Driver<M, T> {
         }
         let (tx, mut rx) = unbounded_channel();
         let mut streamed = false;
+        // `<think>` blocks are cut out of the stream, even across chunks.
+        let mut think = ThinkFilter::new();
         let mut on_delta = |d: StreamDelta| match d {
             StreamDelta::Text(t) if purpose == Purpose::Answer => {
-                if !t.is_empty() {
+                let visible = think.push(&t);
+                if !visible.is_empty() {
                     streamed = true;
-                    self.ui.text(&t);
+                    self.ui.text(&visible);
                 }
             }
             StreamDelta::Text(_) | StreamDelta::ToolCall(_) => {}
@@ -364,6 +368,11 @@ impl<M: Model, T: Tools> Driver<M, T> {
         drop(tx);
         while let Ok(d) = rx.try_recv() {
             on_delta(d);
+        }
+        let rest = think.finish();
+        if purpose == Purpose::Answer && !rest.is_empty() {
+            streamed = true;
+            self.ui.text(&rest);
         }
         let event = match result {
             Ok(resp) => Event::ModelResponse(resp),

@@ -13,4 +13,5 @@ pub mod prompt;
 pub mod provider;
 pub mod session;
 pub mod settings;
+pub mod think;
 pub mod tools;

@@ -134,3 +134,90 @@ fn a_never_indexed_workspace_is_indexed_on_first_use() {
     assert!(!found.contains("no-vectors"), "{found}");
     assert!(!found.contains("note:"), "{found}");
 }
+
+fn session_text(ws: &Path) -> String {
+    std::fs::read_to_string(ws.join("sessions/cli_default.jsonl")).unwrap()
+}
+
+fn search_json(ws: &Path, query: &str) -> serde_json::Value {
+    let out = claw(ws)
+        .args(["memory", "search", query, "--json", "--mode", "fts"])
+        .output()
+        .unwrap();
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+#[test]
+fn think_blocks_in_a_streamed_answer_are_never_shown_stored_or_indexed() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    write_tree(ws, &[("MEMORY.md", "# Memory\n")]);
+    let server = ScriptedServer::start([
+        // Tags cut across chunk boundaries, mixed case, a blank line after the block.
+        openai::text(&[
+            "<thi",
+            "nk>the user wants the zebrafish quota; ",
+            "recall quaggamussel</th",
+            "INK>\n\nThe kumquat ",
+            "quota is 42.",
+        ]),
+        // A second turn whose reasoning block never closes before the stream ends.
+        openai::text(&[
+            "Noted the ",
+            "kumquat reorder. <thinking>secret ",
+            "ocelotpanda",
+        ]),
+    ]);
+    let out = run_claw(ws, &server, &["-m", "what is the kumquat quota?"]);
+    ok(&out);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "The kumquat quota is 42.\n"
+    );
+    let out = run_claw(ws, &server, &["-m", "reorder kumquats"]);
+    ok(&out);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "Noted the kumquat reorder. \n"
+    );
+
+    let transcript = session_text(ws);
+    for hidden in [
+        "zebrafish",
+        "quaggamussel",
+        "ocelotpanda",
+        "<think",
+        "<thinking",
+    ] {
+        assert!(!transcript.contains(hidden), "{hidden} in {transcript}");
+    }
+    assert!(
+        transcript.contains("The kumquat quota is 42."),
+        "{transcript}"
+    );
+    // The second turn's request carried the first answer without its reasoning.
+    let history = server.requests()[1].json["messages"].to_string();
+    assert!(history.contains("The kumquat quota is 42."), "{history}");
+    assert!(!history.contains("zebrafish"), "{history}");
+
+    ok(&claw(ws).args(["memory", "index"]).output().unwrap());
+    let seen = search_json(ws, "kumquat quota");
+    assert!(
+        seen["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|h| h["source"] == "sessions"),
+        "{seen}"
+    );
+    for hidden in ["zebrafish", "quaggamussel", "ocelotpanda"] {
+        let v = search_json(ws, hidden);
+        assert_eq!(v["results"], serde_json::json!([]), "{hidden}: {v}");
+    }
+}
