@@ -1235,6 +1235,7 @@ mod tests {
             History {
                 summary: None,
                 messages: msgs,
+                ..History::default()
             },
         )
     }

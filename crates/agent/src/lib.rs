@@ -5,6 +5,7 @@
 pub mod breaker;
 pub mod compaction;
 pub mod config;
+pub mod consolidate;
 pub mod core;
 pub mod driver;
 pub mod memory_backend;
