@@ -7,6 +7,7 @@
 
 use claw_testkit::scripted_server::{ScriptedServer, openai};
 use claw_testkit::{claw, write_tree};
+use serde_json::Value;
 use std::path::Path;
 use std::process::Output;
 
@@ -220,4 +221,163 @@ fn think_blocks_in_a_streamed_answer_are_never_shown_stored_or_indexed() {
         let v = search_json(ws, hidden);
         assert_eq!(v["results"], serde_json::json!([]), "{hidden}: {v}");
     }
+}
+
+/// The REPL with `lines` on stdin (no terminal), against `server`.
+fn run_repl(ws: &Path, server: &ScriptedServer, lines: &str) -> Output {
+    use std::io::Write;
+    let mut child = claw(ws)
+        .env("CLAW_LLM_API", "openai")
+        .env("CLAW_LLM_BASE_URL", server.url())
+        .env("CLAW_LLM_MODEL", "scripted")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the REPL");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(lines.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// The first user message of a request.
+fn first_user(req: &Value) -> String {
+    req["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "user")
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or("")
+        .to_string()
+}
+
+/// The conversation part of a consolidation request.
+fn conversation_of(req: &Value) -> String {
+    let text = first_user(req);
+    text.split("<conversation>")
+        .nth(1)
+        .unwrap_or("")
+        .to_string()
+}
+
+fn is_consolidation(req: &Value) -> bool {
+    first_user(req).starts_with("Current MEMORY.md:")
+}
+
+#[test]
+fn compaction_consolidates_into_memory_md_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    write_tree(
+        ws,
+        &[(
+            "MEMORY.md",
+            "# Memory\n\nMy own notes, untouched.\n\n## People\n- Ada runs the payments team.\n",
+        )],
+    );
+    let first_facts = "## People\n- Grace reviews every schema change.\n- Ada runs the payments team.\n\
+        ## Decisions\n- The billing service uses PostgreSQL 16.\n\
+        - The staging key is sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCD.\n";
+    // The second consolidation repeats what is there and adds one preference.
+    let second_facts = "## Decisions\n- The billing service uses PostgreSQL 16.\n\
+        ## People\n- Grace reviews every schema change.\n\
+        ## Preferences\n- The user prefers short answers.\n";
+    let server = ScriptedServer::start([
+        openai::text(&["Noted: PostgreSQL 16, Grace reviews schemas."]),
+        // /compact: flush, consolidation, summary.
+        openai::text(&["NO_REPLY"]),
+        openai::text(&[first_facts]),
+        openai::text(&["The user chose PostgreSQL 16 for billing."]),
+        openai::text(&["Short answers it is."]),
+        // /compact again.
+        openai::text(&["NO_REPLY"]),
+        openai::text(&[second_facts]),
+        openai::text(&["Billing on PostgreSQL 16; short answers preferred."]),
+    ]);
+    let out = run_repl(
+        ws,
+        &server,
+        "We decided the billing service uses PostgreSQL 16; Grace reviews schema changes.\n\
+         /compact\n\
+         Also, I prefer short answers.\n\
+         /compact\n\
+         exit\n",
+    );
+    ok(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let reqs: Vec<Value> = server.requests().into_iter().map(|r| r.json).collect();
+    assert_eq!(reqs.len(), 8, "{stderr}");
+    assert!(
+        is_consolidation(&reqs[2]) && is_consolidation(&reqs[6]),
+        "{stderr}"
+    );
+
+    let memory = std::fs::read_to_string(ws.join("MEMORY.md")).unwrap();
+    assert_eq!(
+        memory,
+        "# Memory\n\nMy own notes, untouched.\n\n## People\n- Ada runs the payments team.\n\
+         - Grace reviews every schema change.\n\n## Decisions\n\
+         - The billing service uses PostgreSQL 16.\n- The staging key is [REDACTED].\n\n\
+         ## Preferences\n- The user prefers short answers.\n",
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("MEMORY.md: remembered 3 new fact(s), 1 already there"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("MEMORY.md: remembered 1 new fact(s), 2 already there"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("write_file"),
+        "the write goes through the tool: {stderr}"
+    );
+
+    // The second consolidation saw only what the first had not.
+    let first = conversation_of(&reqs[2]);
+    assert!(first.contains("PostgreSQL 16"), "{first}");
+    let second = conversation_of(&reqs[6]);
+    assert!(second.contains("short answers"), "{second}");
+    assert!(!second.contains("Grace"), "consolidated twice: {second}");
+    assert!(!second.contains("Noted:"), "consolidated twice: {second}");
+
+    // The metadata line records how far the session was consolidated.
+    let transcript = session_text(ws);
+    let meta: Value = serde_json::from_str(transcript.lines().next().unwrap()).unwrap();
+    assert_eq!(meta["type"], "session");
+    assert_eq!(meta["last_consolidated"]["messages"], 4, "{meta}");
+    assert!(!transcript.contains("sk-proj-abcdef"));
+}
+
+#[test]
+fn remember_in_the_repl_consolidates_without_compacting() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    write_tree(ws, &[("MEMORY.md", "# Memory\n")]);
+    let server = ScriptedServer::start([
+        openai::text(&["Got it: never deploy on Fridays."]),
+        openai::text(&["## Standing instructions\n- Never deploy on Fridays.\n"]),
+    ]);
+    let out = run_repl(
+        ws,
+        &server,
+        "Rule: never deploy on Fridays.\n/remember\n/remember\nquit\nnot sent\n",
+    );
+    ok(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // The second /remember has nothing new: no model call; `quit` leaves.
+    assert_eq!(server.requests().len(), 2, "{stderr}");
+    assert!(stderr.contains("nothing new to remember"), "{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("MEMORY.md")).unwrap(),
+        "# Memory\n\n## Standing instructions\n- Never deploy on Fridays.\n"
+    );
+    // No compaction happened: the history is whole.
+    assert!(!session_text(ws).contains("\"type\":\"compaction\""));
 }
