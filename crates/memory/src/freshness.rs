@@ -84,6 +84,17 @@ impl Staleness {
     }
 }
 
+/// The pid of a live watcher whose heartbeat vouches for the index: alive
+/// (recent heartbeat, process exists) and idle (nothing pending at its last
+/// heartbeat, which it writes as soon as an event arrives after an idle
+/// period). Such a watcher has applied every change it was told about, so a
+/// search may skip the stat walk; the window left is the OS's event latency.
+pub fn vouching_watcher(store: &Store) -> Result<Option<i64>, StoreError> {
+    Ok(crate::watch::watcher_status(store)?
+        .filter(|w| w.alive && w.pending == 0)
+        .map(|w| w.pid))
+}
+
 /// Compare every source (built-ins and registered folders) with the index.
 pub fn check(settings: &MemoryConfig, store: &Store) -> Result<Staleness, StoreError> {
     let start = Instant::now();
@@ -149,6 +160,10 @@ pub enum SyncReport {
     Fresh {
         /// How long the stat-level check took.
         checked_ms: u64,
+        /// The pid of the live, idle watcher whose heartbeat vouched for the
+        /// index (no stat walk was done); absent when the disk was walked.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        watcher: Option<i64>,
     },
     /// The few dirty files were re-indexed before answering.
     Synced {
@@ -239,6 +254,7 @@ pub fn sync_small_with(
     if st.is_fresh() {
         return Ok(SyncReport::Fresh {
             checked_ms: st.elapsed_ms,
+            watcher: None,
         });
     }
     let dirty = st.dirty_files();
@@ -295,6 +311,7 @@ pub fn sync_checked(
         if st.is_fresh() {
             return Ok(SyncReport::Fresh {
                 checked_ms: st.elapsed_ms,
+                watcher: None,
             });
         }
         let dirty = st.dirty_files();
@@ -492,7 +509,11 @@ mod tests {
         assert_eq!(v["pending"], 30);
         assert_eq!(v["sample"][0]["path"], "a.md");
         assert!(r.describe().unwrap().contains("stale"));
-        let v = serde_json::to_value(SyncReport::Fresh { checked_ms: 3 }).unwrap();
+        let v = serde_json::to_value(SyncReport::Fresh {
+            checked_ms: 3,
+            watcher: None,
+        })
+        .unwrap();
         assert_eq!(v["status"], "fresh");
     }
 }

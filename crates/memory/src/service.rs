@@ -201,9 +201,16 @@ impl<'e> MemoryService<'e> {
         policy: SyncPolicy,
     ) -> Result<SearchOutcome, ServiceError> {
         let mut store = self.store();
-        let staleness = match policy {
+        // A live, idle watcher vouches for the index: no stat walk.
+        let vouched = match policy {
             SyncPolicy::Skip => None,
-            SyncPolicy::Inline { limit } => Some((
+            SyncPolicy::Inline { .. } => {
+                freshness::vouching_watcher(&store).map_err(ServiceError::Freshness)?
+            }
+        };
+        let staleness = match (policy, vouched) {
+            (SyncPolicy::Skip, _) | (_, Some(_)) => None,
+            (SyncPolicy::Inline { limit }, None) => Some((
                 limit,
                 freshness::check(&self.settings, &store).map_err(ServiceError::Freshness)?,
             )),
@@ -215,6 +222,10 @@ impl<'e> MemoryService<'e> {
             None
         };
         let sync = match staleness {
+            None if vouched.is_some() => SyncReport::Fresh {
+                checked_ms: 0,
+                watcher: vouched,
+            },
             None => SyncReport::Skipped,
             Some((limit, st)) => {
                 freshness::sync_checked(&mut store, &self.settings, embedder, limit, st)
@@ -240,10 +251,17 @@ impl<'e> MemoryService<'e> {
     /// re-indexed, never waiting for the writer lock.
     pub fn sync(&self, limit: usize) -> Result<SyncReport, ServiceError> {
         let mut store = self.store();
+        if let Some(pid) = freshness::vouching_watcher(&store).map_err(ServiceError::Freshness)? {
+            return Ok(SyncReport::Fresh {
+                checked_ms: 0,
+                watcher: Some(pid),
+            });
+        }
         let st = freshness::check(&self.settings, &store).map_err(ServiceError::Freshness)?;
         if st.is_fresh() {
             return Ok(SyncReport::Fresh {
                 checked_ms: st.elapsed_ms,
+                watcher: None,
             });
         }
         let embedder = self.embedder(&store).map_err(ServiceError::Freshness)?;

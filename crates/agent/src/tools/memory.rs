@@ -281,7 +281,10 @@ mod tests {
                     sample: Vec::new(),
                 }
             } else {
-                SyncReport::Fresh { checked_ms: 1 }
+                SyncReport::Fresh {
+                    checked_ms: 1,
+                    watcher: None,
+                }
             };
             if req.query == "boom" {
                 return Err(ServiceError::Search(SearchError::UnknownSource {

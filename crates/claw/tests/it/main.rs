@@ -27,6 +27,7 @@ mod search_cli;
 #[path = "../../../memory/tests/it/search_support.rs"]
 mod search_support;
 mod search_sync;
+mod search_vouch;
 mod secrets_cli;
 mod secrets_corpus;
 mod soak_watch;
