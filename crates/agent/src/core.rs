@@ -667,9 +667,16 @@ impl Agent {
             }
             return;
         };
-        fx.push(Effect::Notice(format!(
-            "context ~{tokens_before} of {window} tokens: saving durable facts to memory, then compacting"
-        )));
+        fx.push(Effect::Notice(if reason == Reason::Manual {
+            format!(
+                "compacting now (context ~{tokens_before} of {window} tokens): saving durable \
+                 facts to memory first"
+            )
+        } else {
+            format!(
+                "context ~{tokens_before} of {window} tokens: saving durable facts to memory, then compacting"
+            )
+        }));
         let flush_possible = !compaction::flush_tools(&self.config.tools).is_empty();
         let date = now
             .with_timezone(&self.config.utc_offset)
@@ -954,12 +961,12 @@ impl Agent {
             Then::Summary => self.start_summary(now, fx),
             Then::End => {
                 // The last notice says what happened: it becomes the result.
-                let done = match fx.last() {
-                    Some(Effect::Notice(_)) => match fx.pop() {
-                        Some(Effect::Notice(line)) => line,
+                let done = match fx.iter().rposition(|e| matches!(e, Effect::Notice(_))) {
+                    Some(i) => match fx.remove(i) {
+                        Effect::Notice(line) => line,
                         _ => String::new(),
                     },
-                    _ => "MEMORY.md is up to date".to_string(),
+                    None => "MEMORY.md is up to date".to_string(),
                 };
                 self.end_turn(TurnEnd::Done(done), fx);
             }
@@ -1819,5 +1826,101 @@ mod tests {
         let fx = a.handle(Event::UserInput("y".into()), now());
         assert!(matches!(&fx[..], [Effect::Notice(_)]));
         assert_eq!(a.history().len(), 1);
+    }
+
+    #[test]
+    fn remember_consolidates_only_what_is_new_and_ends_the_turn() {
+        let mut a = with_history(config(), 2, 20);
+        // Nothing running: a consolidation turn starts by reading MEMORY.md.
+        let fx = a.handle(Event::Remember, now());
+        assert_eq!(fx, vec![Effect::LoadMemoryFile]);
+        assert!(a.is_busy());
+        let fx = a.handle(Event::MemoryFile(Ok(String::new())), now());
+        let ask = &model_calls(&fx)[0].1.messages[0].content;
+        assert!(
+            ask.contains("question 0") && ask.contains("answer 1"),
+            "{ask}"
+        );
+        let fx = a.handle(text("## Preferences\n- Tea, not coffee."), now());
+        let write = runs(&fx);
+        assert_eq!(write[0].name, "write_file");
+        let fx = a.handle(result(&write[0].id, "wrote"), now());
+        assert_eq!(
+            fx.iter()
+                .filter_map(|e| match e {
+                    Effect::MarkConsolidated(m) => Some(m.messages),
+                    _ => None,
+                })
+                .collect::<Vec<_>>(),
+            [4]
+        );
+        assert_eq!(
+            end(&fx),
+            Some(TurnEnd::Done("MEMORY.md: remembered 1 new fact(s)".into()))
+        );
+        assert_eq!(a.history().len(), 4, "no compaction, nothing added");
+        assert_eq!(a.unconsolidated(), 0);
+        // Again with nothing new: no model call at all.
+        let fx = a.handle(Event::Remember, now());
+        assert!(model_calls(&fx).is_empty());
+        assert_eq!(
+            end(&fx),
+            Some(TurnEnd::Done("nothing new to remember".into()))
+        );
+        // A failed write is said, and not marked (the next consolidation retries).
+        a.handle(Event::UserInput("I moved to Lisbon".into()), now());
+        a.handle(text("noted"), now());
+        assert_eq!(a.unconsolidated(), 2);
+        a.handle(Event::Remember, now());
+        let fx = a.handle(Event::MemoryFile(Ok("# Memory\n".into())), now());
+        let ask = &model_calls(&fx)[0].1.messages[0].content;
+        assert!(
+            ask.contains("Lisbon") && !ask.contains("question 0"),
+            "{ask}"
+        );
+        let fx = a.handle(text("## People\n- The user lives in Lisbon."), now());
+        let id = runs(&fx)[0].id.clone();
+        let fx = a.handle(
+            Event::ToolResult {
+                call_id: id,
+                content: "Error: declined".into(),
+                is_error: true,
+            },
+            now(),
+        );
+        assert!(!fx.iter().any(|e| matches!(e, Effect::MarkConsolidated(_))));
+        assert_eq!(
+            end(&fx),
+            Some(TurnEnd::Done(
+                "MEMORY.md not updated: Error: declined".into()
+            ))
+        );
+        assert_eq!(a.unconsolidated(), 2);
+    }
+
+    #[test]
+    fn compact_now_flushes_consolidates_summarises_and_ends() {
+        let mut a = with_history(config(), 3, 20);
+        let fx = a.handle(Event::CompactNow, now());
+        assert_eq!(model_calls(&fx)[0].0, Purpose::MemoryFlush);
+        let fx = a.handle(text("NO_REPLY"), now());
+        let fx = consolidate_nothing(&mut a, &fx);
+        assert_eq!(model_calls(&fx)[0].0, Purpose::Summary);
+        let fx = a.handle(text("S"), now());
+        assert!(
+            matches!(end(&fx), Some(TurnEnd::Done(m)) if m.starts_with("compacted 5 messages"))
+        );
+        assert!(model_calls(&fx).is_empty(), "no answer call after /compact");
+        assert_eq!(a.history().len(), 1, "only the latest message is kept");
+        // Nothing left to compact.
+        let fx = a.handle(Event::CompactNow, now());
+        assert_eq!(
+            end(&fx),
+            Some(TurnEnd::Done("nothing to compact yet".into()))
+        );
+        // Commands wait for a running turn.
+        a.handle(Event::UserInput("x".into()), now());
+        let fx = a.handle(Event::Remember, now());
+        assert!(matches!(&fx[..], [Effect::Notice(_)]));
     }
 }
