@@ -63,15 +63,86 @@ pub struct DiskFile {
     pub size: i64,
 }
 
+/// Why a file was left out of the index, or indexed with a caveat: the typed
+/// side of an issue (serialised as a `snake_case` string, e.g. `"non_utf8_name"`).
+/// The binary turns reasons into advice; messages never name a command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IssueReason {
+    /// Larger than `memory.max_file_bytes` (remembered: re-examined when it changes).
+    TooBig,
+    /// Contains NUL bytes (remembered: re-examined when it changes).
+    Binary,
+    /// Content is not UTF-8: indexed with U+FFFD in place of the invalid bytes.
+    NonUtf8Content,
+    /// The file name is not UTF-8: it cannot be stored or cited; reported by
+    /// its lossy name.
+    NonUtf8Name,
+    /// A symlink resolving outside the source root (not followed).
+    SymlinkOutside,
+    /// A symlink loop.
+    SymlinkLoop,
+    /// The file or directory could not be read or stat'ed.
+    Unreadable,
+    /// The embedder failed on the file's chunks (retried on the next run).
+    EmbedFailed,
+    /// A registered folder is missing.
+    SourceMissing,
+}
+
+impl IssueReason {
+    /// The `snake_case` name (as serialised and stored).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IssueReason::TooBig => "too_big",
+            IssueReason::Binary => "binary",
+            IssueReason::NonUtf8Content => "non_utf8_content",
+            IssueReason::NonUtf8Name => "non_utf8_name",
+            IssueReason::SymlinkOutside => "symlink_outside",
+            IssueReason::SymlinkLoop => "symlink_loop",
+            IssueReason::Unreadable => "unreadable",
+            IssueReason::EmbedFailed => "embed_failed",
+            IssueReason::SourceMissing => "source_missing",
+        }
+    }
+
+    /// The reason named `s` (see [`IssueReason::as_str`]).
+    pub fn parse(s: &str) -> Option<IssueReason> {
+        use IssueReason::*;
+        [
+            TooBig,
+            Binary,
+            NonUtf8Content,
+            NonUtf8Name,
+            SymlinkOutside,
+            SymlinkLoop,
+            Unreadable,
+            EmbedFailed,
+            SourceMissing,
+        ]
+        .into_iter()
+        .find(|r| r.as_str() == s)
+    }
+
+    /// Whether a file skipped for this reason is remembered as skipped (with its
+    /// stat) instead of being retried on every pass: the cause is in the file
+    /// itself, so only a change to the file can lift it.
+    pub fn is_remembered(self) -> bool {
+        matches!(self, IssueReason::TooBig | IssueReason::Binary)
+    }
+}
+
 /// A problem met while walking (counted, reported, never fatal).
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct WalkIssue {
-    /// Path relative to the source root.
+    /// Path relative to the source root (lossy for a non-UTF-8 name).
     pub path: String,
     /// What went wrong.
     pub message: String,
     /// A file (or linked directory) was left out of the index because of it.
     pub skipped: bool,
+    /// Why, typed.
+    pub reason: IssueReason,
 }
 
 /// Every source: the two built-ins, then registered folders.
@@ -140,107 +211,6 @@ pub fn belongs(kind: SourceKind, rel: &str) -> bool {
 
 /// List the files of a source with their stat.
 pub fn walk_source(src: &SourceRoot) -> (Vec<DiskFile>, Vec<WalkIssue>) {
-    if let Some(files) = fast_walk(src) {
-        return (files, Vec::new());
-    }
-    slow_walk(src)
-}
-
-/// The walk of a tree without symlinks: one `getdents` per directory and one
-/// `fstatat` per file relative to its directory (std's `DirEntry::metadata`),
-/// instead of two full-path `stat`s per entry. `None` — the caller then runs
-/// the general walk, which follows and checks links — as soon as it meets a
-/// symlink, an unknown entry type or any error, so both give the same answer.
-fn fast_walk(src: &SourceRoot) -> Option<Vec<DiskFile>> {
-    if src.kind == SourceKind::Notes && !src.root.is_dir() {
-        return None;
-    }
-    let (start, max_depth): (Vec<PathBuf>, usize) = match src.kind {
-        SourceKind::Workspace => (
-            vec![src.root.join("MEMORY.md"), src.root.join("memory")],
-            usize::MAX,
-        ),
-        SourceKind::Sessions => (vec![src.root.join("sessions")], 1),
-        SourceKind::Notes => (vec![src.root.clone()], usize::MAX),
-    };
-    let mut files = Vec::new();
-    for top in start {
-        let md = match std::fs::symlink_metadata(&top) {
-            Ok(md) => md,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(_) => return None,
-        };
-        if md.file_type().is_symlink() {
-            return None;
-        }
-        if md.is_file() {
-            let rel = relative(&src.root, &top)?;
-            if belongs(src.kind, &rel) {
-                files.push(DiskFile {
-                    rel,
-                    mtime_ns: mtime_ns(&md),
-                    size: md.len() as i64,
-                    abs: top,
-                });
-            }
-        } else if md.is_dir() {
-            fast_dir(src, &top, 1, max_depth, &mut files)?;
-        }
-    }
-    Some(files)
-}
-
-fn fast_dir(
-    src: &SourceRoot,
-    dir: &Path,
-    depth: usize,
-    max_depth: usize,
-    files: &mut Vec<DiskFile>,
-) -> Option<()> {
-    if depth > max_depth {
-        return Some(());
-    }
-    let mut entries: Vec<std::fs::DirEntry> = std::fs::read_dir(dir)
-        .ok()?
-        .collect::<Result<_, _>>()
-        .ok()?;
-    // The order of the general walk (walkdir's `sort_by_file_name`).
-    entries.sort_by_key(|e| e.file_name());
-    for entry in entries {
-        let ty = entry.file_type().ok()?;
-        if ty.is_symlink() {
-            return None;
-        }
-        let path = entry.path();
-        if ty.is_dir() {
-            if !is_skipped_dir(&entry.file_name().to_string_lossy()) {
-                fast_dir(src, &path, depth + 1, max_depth, files)?;
-            }
-            continue;
-        }
-        if !ty.is_file() {
-            continue;
-        }
-        let Some(rel) = relative(&src.root, &path) else {
-            continue;
-        };
-        if !belongs(src.kind, &rel) {
-            continue;
-        }
-        let md = entry.metadata().ok()?;
-        files.push(DiskFile {
-            rel,
-            abs: path,
-            mtime_ns: mtime_ns(&md),
-            size: md.len() as i64,
-        });
-    }
-    Some(())
-}
-
-/// The general walk: follows symlinks, checking that they stay beneath the
-/// source root (unless the source opted out), and reports what it skips.
-fn slow_walk(src: &SourceRoot) -> (Vec<DiskFile>, Vec<WalkIssue>) {
     let mut files = Vec::new();
     let mut issues = Vec::new();
     let start: Vec<PathBuf> = match src.kind {
@@ -253,6 +223,7 @@ fn slow_walk(src: &SourceRoot) -> (Vec<DiskFile>, Vec<WalkIssue>) {
             path: src.root.display().to_string(),
             message: "source folder is missing".into(),
             skipped: false,
+            reason: IssueReason::SourceMissing,
         });
         return (files, issues);
     }
@@ -290,15 +261,16 @@ fn slow_walk(src: &SourceRoot) -> (Vec<DiskFile>, Vec<WalkIssue>) {
                         .path()
                         .map(|p| p.display().to_string())
                         .unwrap_or_else(|| top.display().to_string());
-                    let message = if e.loop_ancestor().is_some() {
-                        "symlink loop skipped".to_string()
+                    let (message, reason) = if e.loop_ancestor().is_some() {
+                        ("symlink loop skipped".to_string(), IssueReason::SymlinkLoop)
                     } else {
-                        e.to_string()
+                        (e.to_string(), IssueReason::Unreadable)
                     };
                     issues.push(WalkIssue {
                         path,
                         message,
                         skipped: false,
+                        reason,
                     });
                     continue;
                 }
@@ -325,6 +297,18 @@ fn slow_walk(src: &SourceRoot) -> (Vec<DiskFile>, Vec<WalkIssue>) {
                 continue;
             }
             let Some(rel) = relative(&src.root, entry.path()) else {
+                // A name that is not UTF-8 cannot be stored or cited: report it
+                // (by its lossy name) instead of dropping it silently.
+                if let Some(shown) = relative_lossy(&src.root, entry.path())
+                    && belongs(src.kind, &shown)
+                {
+                    issues.push(WalkIssue {
+                        path: shown,
+                        message: "skipped: the file name is not valid UTF-8".into(),
+                        skipped: true,
+                        reason: IssueReason::NonUtf8Name,
+                    });
+                }
                 continue;
             };
             if !belongs(src.kind, &rel) {
@@ -341,6 +325,7 @@ fn slow_walk(src: &SourceRoot) -> (Vec<DiskFile>, Vec<WalkIssue>) {
                     path: entry.path().display().to_string(),
                     message: e.to_string(),
                     skipped: false,
+                    reason: IssueReason::Unreadable,
                 }),
             }
         }
@@ -384,21 +369,28 @@ fn outside_link(guard: &std::io::Result<Beneath>, path: &Path, rel: &str) -> Opt
     let target = std::fs::read_link(path)
         .map(|t| t.display().to_string())
         .unwrap_or_else(|_| "?".into());
-    let message = match guard {
+    let (message, reason) = match guard {
         Ok(b) => match b.contains(Path::new(rel)) {
             Ok(true) => return None,
-            Ok(false) => format!(
-                "skipped: symlink to {target} resolves outside the source root (register the \
-                 folder with `claw memory add --follow-symlinks-outside` to index such links)"
+            Ok(false) => (
+                format!("skipped: symlink to {target} resolves outside the source root"),
+                IssueReason::SymlinkOutside,
             ),
-            Err(e) => format!("skipped: symlink to {target} cannot be checked: {e}"),
+            Err(e) => (
+                format!("skipped: symlink to {target} cannot be checked: {e}"),
+                IssueReason::Unreadable,
+            ),
         },
-        Err(e) => format!("skipped: symlink to {target}: cannot open the source root: {e}"),
+        Err(e) => (
+            format!("skipped: symlink to {target}: cannot open the source root: {e}"),
+            IssueReason::Unreadable,
+        ),
     };
     Some(WalkIssue {
         path: shown,
         message,
         skipped: true,
+        reason,
     })
 }
 
@@ -440,6 +432,17 @@ pub fn relative(root: &Path, path: &Path) -> Option<String> {
         return None;
     }
     Some(parts.join("/"))
+}
+
+/// `path` relative to `root`, '/'-separated, with invalid UTF-8 replaced by
+/// U+FFFD (for reporting a name [`relative`] refuses); `None` if outside.
+pub fn relative_lossy(root: &Path, path: &Path) -> Option<String> {
+    let rel = path.strip_prefix(root).ok()?;
+    let parts: Vec<String> = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    (!parts.is_empty()).then(|| parts.join("/"))
 }
 
 /// Modification time in nanoseconds since the epoch.
@@ -505,53 +508,36 @@ mod tests {
     }
 
     #[test]
-    fn the_fast_walk_sees_what_the_general_walk_sees() {
+    fn names_that_are_not_utf8_are_reported_by_a_lossy_name() {
+        use std::os::unix::ffi::OsStrExt;
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
-        for p in [
-            "MEMORY.md",
-            "memory/2026-01-02.md",
-            "memory/b/z.md",
-            "memory/b/a.markdown",
-            "memory/a-b.md",
-            "memory/.hidden/x.md",
-            "memory/node_modules/y.md",
-            "memory/notes.txt",
-            "sessions/cli_default.jsonl",
-            "sessions/old/deep.jsonl",
-            "other/ignored.md",
-        ] {
-            let f = root.join(p);
-            std::fs::create_dir_all(f.parent().unwrap()).unwrap();
-            std::fs::write(f, p).unwrap();
-        }
-        for kind in [
-            SourceKind::Workspace,
-            SourceKind::Sessions,
-            SourceKind::Notes,
-        ] {
-            let src = SourceRoot {
-                name: "s".into(),
-                root: root.to_path_buf(),
-                kind,
-                follow_symlinks_outside: false,
-            };
-            let fast = fast_walk(&src).expect("no symlinks: the fast walk answers");
-            let (slow, issues) = slow_walk(&src);
-            assert!(issues.is_empty(), "{issues:?}");
-            assert_eq!(fast, slow, "{kind:?}");
-            assert!(!fast.is_empty());
-        }
-        // A symlink anywhere hands the source to the general walk.
-        std::os::unix::fs::symlink(root.join("MEMORY.md"), root.join("memory/link.md")).unwrap();
+        std::fs::write(root.join("ok.md"), "x").unwrap();
+        std::fs::write(root.join(std::ffi::OsStr::from_bytes(b"caf\xe9.md")), "x").unwrap();
+        std::fs::write(root.join(std::ffi::OsStr::from_bytes(b"img\xff.png")), "x").unwrap();
         let src = SourceRoot {
-            name: "s".into(),
+            name: "n".into(),
             root: root.to_path_buf(),
-            kind: SourceKind::Workspace,
+            kind: SourceKind::Notes,
             follow_symlinks_outside: false,
         };
-        assert_eq!(fast_walk(&src), None);
-        let (files, _) = walk_source(&src);
-        assert!(files.iter().any(|f| f.rel == "memory/link.md"));
+        let (files, issues) = walk_source(&src);
+        assert_eq!(files.len(), 1);
+        assert_eq!(issues.len(), 1, "{issues:?}");
+        assert_eq!(issues[0].path, "caf\u{FFFD}.md");
+        assert_eq!(issues[0].reason, IssueReason::NonUtf8Name);
+        assert!(issues[0].skipped);
+        assert_eq!(
+            serde_json::to_value(IssueReason::NonUtf8Name).unwrap(),
+            "non_utf8_name"
+        );
+        for r in [
+            IssueReason::TooBig,
+            IssueReason::SymlinkOutside,
+            IssueReason::NonUtf8Name,
+        ] {
+            assert_eq!(IssueReason::parse(r.as_str()), Some(r));
+            assert_eq!(serde_json::to_value(r).unwrap(), r.as_str());
+        }
     }
 }
