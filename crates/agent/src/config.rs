@@ -34,6 +34,8 @@ pub struct AgentConfig {
     /// Name of the environment variable holding a Brave Search API key.
     pub brave_api_key_env: Option<String>,
     pub timezone: Option<String>,
+    /// Bound of MEMORY.md in bytes when consolidating (default 8192).
+    pub memory_max_bytes: Option<usize>,
 }
 
 /// One provider profile of the config file.

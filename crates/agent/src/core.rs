@@ -3,7 +3,9 @@
 //! [`Effect`]s it returns (call the model, run a tool — the tools layer parses it
 //! and asks its policy —, persist a record, show a notice, end the turn). It owns the conversation
 //! history, the per-turn iteration budget, the tool-loop breaker and the
-//! compaction flow (memory flush → summary → retry).
+//! compaction flow (memory flush → consolidation into MEMORY.md → summary →
+//! retry), and the user's housekeeping commands (`/remember`: consolidate now;
+//! `/compact`: compact now).
 //!
 //! Invariant: no I/O and no clock — time comes in with each event; every tool call
 //! the model made gets exactly one result in the history, even when the turn is
@@ -13,9 +15,12 @@
 
 use crate::breaker::{Breaker, Verdict};
 use crate::compaction::{self, CompactionPolicy, FLUSH_MAX_CALLS};
+use crate::consolidate::{self, MEMORY_FILE, Merged};
 use crate::message::{ChatRequest, ChatResponse, Message, Role, ToolCall, ToolSpec};
 use crate::provider::ProviderError;
-use crate::session::{CompactionRecord, History, MAX_TOOL_RESULT_BYTES, Record, truncate_middle};
+use crate::session::{
+    CompactionRecord, ConsolidationMark, History, MAX_TOOL_RESULT_BYTES, Record, truncate_middle,
+};
 use crate::tools::ToolError;
 use chrono::{DateTime, FixedOffset, Utc};
 use std::collections::BTreeSet;
@@ -37,6 +42,8 @@ pub struct CoreConfig {
     pub compaction: CompactionPolicy,
     /// Offset of the user's local time, for `memory/YYYY-MM-DD.md` names.
     pub utc_offset: FixedOffset,
+    /// Bound of MEMORY.md in bytes for consolidation.
+    pub memory_max_bytes: usize,
 }
 
 /// Why the model is being called.
@@ -48,6 +55,8 @@ pub enum Purpose {
     MemoryFlush,
     /// The compaction summary (silent).
     Summary,
+    /// Distilling durable facts for MEMORY.md (silent).
+    Consolidate,
 }
 
 /// A classified model failure.
@@ -74,6 +83,12 @@ pub enum Event {
         is_error: bool,
     },
     Cancel,
+    /// `/remember`: consolidate the conversation into MEMORY.md now.
+    Remember,
+    /// `/compact`: compact the history now (flush, consolidation, summary).
+    CompactNow,
+    /// The content of MEMORY.md (empty when missing), or why it could not be read.
+    MemoryFile(Result<String, String>),
 }
 
 /// Something for the driver to do.
@@ -90,6 +105,10 @@ pub enum Effect {
     Persist(Record),
     /// A status line for the user (stderr).
     Notice(String),
+    /// Read MEMORY.md and answer with [`Event::MemoryFile`].
+    LoadMemoryFile,
+    /// Record in the session's metadata line how far it was consolidated.
+    MarkConsolidated(ConsolidationMark),
     EndTurn(TurnEnd),
 }
 
@@ -105,6 +124,8 @@ pub enum TurnEnd {
     LoopBroken(String),
     /// The model could not be called.
     Failed(String),
+    /// A housekeeping command (`/remember`, `/compact`) finished; what it did.
+    Done(String),
 }
 
 impl TurnEnd {
@@ -118,6 +139,39 @@ impl TurnEnd {
 enum Reason {
     Proactive,
     Overflow,
+    /// `/compact`.
+    Manual,
+}
+
+/// A housekeeping command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// `/remember`.
+    Remember,
+    /// `/compact`.
+    Compact,
+}
+
+/// What follows a consolidation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Then {
+    /// The compaction's summary.
+    Summary,
+    /// The end of the turn (`/remember`).
+    End,
+}
+
+#[derive(Debug)]
+struct Consolidation {
+    then: Then,
+    /// History index of the first message not yet consolidated.
+    from: usize,
+    /// The session's message count this consolidation covers (the mark).
+    upto: usize,
+    /// MEMORY.md as read.
+    memory: String,
+    /// The merge being written.
+    merged: Option<Merged>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -147,7 +201,12 @@ struct Slot {
 #[derive(Debug)]
 enum Wait {
     Model(Purpose),
-    Tools { purpose: Purpose, slots: Vec<Slot> },
+    Tools {
+        purpose: Purpose,
+        slots: Vec<Slot>,
+    },
+    /// MEMORY.md is being read for a consolidation.
+    MemoryFile,
 }
 
 #[derive(Debug)]
@@ -159,6 +218,7 @@ struct Turn {
     compacted: bool,
     wait: Wait,
     compaction: Option<Compaction>,
+    consolidation: Option<Consolidation>,
 }
 
 /// The agent state machine of one session.
@@ -169,6 +229,10 @@ pub struct Agent {
     summary: Option<String>,
     history: Vec<Message>,
     turn: Option<Turn>,
+    /// Message records of the session before `history[0]` (compacted away).
+    offset: usize,
+    /// Message records of the session already consolidated into MEMORY.md.
+    consolidated: usize,
 }
 
 type Fx = Vec<Effect>;
@@ -183,6 +247,8 @@ impl Agent {
             summary: history.summary,
             history: repair_history(history.messages),
             turn: None,
+            offset: history.offset,
+            consolidated: history.last_consolidated.map_or(0, |m| m.messages),
         }
     }
 
@@ -218,8 +284,22 @@ impl Agent {
                 content,
                 is_error,
             } => self.complete_call(&call_id, content, is_error, now, &mut fx),
+            Event::Remember => self.on_command(Kind::Remember, now, &mut fx),
+            Event::CompactNow => self.on_command(Kind::Compact, now, &mut fx),
+            Event::MemoryFile(content) => self.on_memory_file(content, now, &mut fx),
         }
         fx
+    }
+
+    /// Messages of the history not consolidated into MEMORY.md yet.
+    pub fn unconsolidated(&self) -> usize {
+        self.history.len() - self.first_unconsolidated()
+    }
+
+    fn first_unconsolidated(&self) -> usize {
+        self.consolidated
+            .saturating_sub(self.offset)
+            .min(self.history.len())
     }
 
     // ---- events ------------------------------------------------------------
@@ -233,19 +313,28 @@ impl Agent {
         }
         let msg = Message::user(text, now);
         self.push_history(msg, fx);
-        self.turn = Some(Turn {
-            answer_calls: 0,
-            breaker: Breaker::new(),
-            overflow_compactions: 0,
-            compacted: false,
-            wait: Wait::Model(Purpose::Answer),
-            compaction: None,
-        });
+        self.turn = Some(new_turn());
         self.next_answer_call(now, fx);
     }
 
-    fn on_response(&mut self, resp: ChatResponse, now: DateTime<Utc>, fx: &mut Fx) {
+    fn on_command(&mut self, kind: Kind, now: DateTime<Utc>, fx: &mut Fx) {
+        if self.turn.is_some() {
+            fx.push(Effect::Notice(
+                "a turn is already running: wait for it or cancel it".into(),
+            ));
+            return;
+        }
+        self.turn = Some(new_turn());
+        match kind {
+            Kind::Remember => self.start_consolidation(Then::End, now, fx),
+            _ => self.start_compaction(Reason::Manual, now, fx),
+        }
+    }
+
+    fn on_response(&mut self, mut resp: ChatResponse, now: DateTime<Utc>, fx: &mut Fx) {
         let Some(turn) = &self.turn else { return };
+        // Reasoning blocks never enter the history (nor the transcript, nor the index).
+        resp.text = crate::think::strip(&resp.text);
         let Wait::Model(purpose) = turn.wait else {
             return;
         };
@@ -272,9 +361,10 @@ impl Agent {
                 if more {
                     self.start_batch(Purpose::MemoryFlush, calls, now, fx);
                 } else {
-                    self.start_summary(now, fx);
+                    self.start_consolidation(Then::Summary, now, fx);
                 }
             }
+            Purpose::Consolidate => self.on_distilled(&resp.text, now, fx),
             Purpose::Summary => {
                 let text = resp.text.trim().to_string();
                 self.finish_compaction((!text.is_empty()).then_some(text), now, fx);
@@ -315,12 +405,30 @@ impl Agent {
                     "memory flush skipped: {}",
                     failure_text(&f)
                 )));
-                self.start_summary(now, fx);
+                self.start_consolidation(Then::Summary, now, fx);
+            }
+            (Purpose::Consolidate, f) => {
+                fx.push(Effect::Notice(format!(
+                    "MEMORY.md not updated: the consolidation failed ({})",
+                    failure_text(&f)
+                )));
+                self.after_consolidation(now, fx);
             }
             (Purpose::Summary, f) => {
                 let reason = self.compaction_mut().map(|c| c.reason);
                 let overflow = matches!(f, ModelFailure::ContextOverflow(_));
-                if reason == Some(Reason::Proactive) && !overflow {
+                if reason == Some(Reason::Manual) {
+                    if let Some(t) = &mut self.turn {
+                        t.compaction = None;
+                    }
+                    self.end_turn(
+                        TurnEnd::Done(format!(
+                            "compaction skipped: the summary failed ({}); the history is kept",
+                            failure_text(&f)
+                        )),
+                        fx,
+                    );
+                } else if reason == Some(Reason::Proactive) && !overflow {
                     // Nothing forces us to drop history yet: keep it, answer anyway.
                     fx.push(Effect::Notice(format!(
                         "compaction skipped: the summary failed ({})",
@@ -426,7 +534,7 @@ impl Agent {
         matches!(
             self.turn.as_ref().map(|t| &t.wait),
             Some(Wait::Tools {
-                purpose: Purpose::MemoryFlush,
+                purpose: Purpose::MemoryFlush | Purpose::Consolidate,
                 ..
             })
         )
@@ -453,6 +561,10 @@ impl Agent {
         let all_done = slots.iter().all(|s| s.done);
         let mut content = truncate_middle(&content, MAX_TOOL_RESULT_BYTES).into_owned();
 
+        if purpose == Purpose::Consolidate {
+            self.on_memory_written(&content, is_error, now, fx);
+            return;
+        }
         if purpose == Purpose::MemoryFlush {
             if let Some(c) = &mut turn.compaction {
                 c.scratch
@@ -529,10 +641,16 @@ impl Agent {
     fn start_compaction(&mut self, reason: Reason, now: DateTime<Utc>, fx: &mut Fx) {
         let tokens_before = compaction::estimate_request(&self.build_request(Purpose::Answer, now));
         let window = self.config.compaction.context_window;
-        let Some(split) =
-            compaction::split_point(&self.history, self.config.compaction.keep_budget())
-        else {
+        // `/compact` keeps only the latest exchange.
+        let keep = match reason {
+            Reason::Manual => 0,
+            _ => self.config.compaction.keep_budget(),
+        };
+        let Some(split) = compaction::split_point(&self.history, keep) else {
             match reason {
+                Reason::Manual => {
+                    self.end_turn(TurnEnd::Done("nothing to compact yet".into()), fx);
+                }
                 Reason::Proactive => {
                     if let Some(t) = &mut self.turn {
                         t.compacted = true;
@@ -549,9 +667,16 @@ impl Agent {
             }
             return;
         };
-        fx.push(Effect::Notice(format!(
-            "context ~{tokens_before} of {window} tokens: saving durable facts to memory, then compacting"
-        )));
+        fx.push(Effect::Notice(if reason == Reason::Manual {
+            format!(
+                "compacting now (context ~{tokens_before} of {window} tokens): saving durable \
+                 facts to memory first"
+            )
+        } else {
+            format!(
+                "context ~{tokens_before} of {window} tokens: saving durable facts to memory, then compacting"
+            )
+        }));
         let flush_possible = !compaction::flush_tools(&self.config.tools).is_empty();
         let date = now
             .with_timezone(&self.config.utc_offset)
@@ -570,7 +695,7 @@ impl Agent {
         if flush_possible {
             self.call_flush(now, fx);
         } else {
-            self.start_summary(now, fx);
+            self.start_consolidation(Then::Summary, now, fx);
         }
     }
 
@@ -586,7 +711,14 @@ impl Agent {
     }
 
     fn start_summary(&mut self, now: DateTime<Utc>, fx: &mut Fx) {
-        let keep = self.config.compaction.keep_budget();
+        let manual = self
+            .compaction_mut()
+            .is_some_and(|c| c.reason == Reason::Manual);
+        let keep = if manual {
+            0
+        } else {
+            self.config.compaction.keep_budget()
+        };
         let Some(split) = compaction::split_point(&self.history, keep) else {
             return;
         };
@@ -620,6 +752,7 @@ impl Agent {
         turn.compacted = true;
         let split = c.split.min(self.history.len());
         self.history.drain(..split);
+        self.offset += split;
         let summary = match summary {
             Some(s) => s,
             None => {
@@ -644,11 +777,200 @@ impl Agent {
             tokens_after,
             memory_flushed: c.flushed,
         })));
-        fx.push(Effect::Notice(format!(
+        let done = format!(
             "compacted {split} messages into a summary (~{} → ~{tokens_after} tokens)",
             c.tokens_before
-        )));
+        );
+        if c.reason == Reason::Manual {
+            self.end_turn(TurnEnd::Done(done), fx);
+            return;
+        }
+        fx.push(Effect::Notice(done));
         self.next_answer_call(now, fx);
+    }
+
+    // ---- consolidation into MEMORY.md -----------------------------------------
+
+    /// Distil the messages not consolidated yet into MEMORY.md (read it first),
+    /// then go on with `then`. Skipped when there is nothing new or no
+    /// `write_file` tool to write with.
+    fn start_consolidation(&mut self, then: Then, now: DateTime<Utc>, fx: &mut Fx) {
+        let from = self.first_unconsolidated();
+        let upto = self.offset + self.history.len();
+        let has_text = self.history[from..].iter().any(|m| {
+            matches!(m.role, Role::User | Role::Assistant) && !m.content.trim().is_empty()
+        });
+        let can_write = self.config.tools.iter().any(|t| t.name == "write_file");
+        let Some(turn) = &mut self.turn else { return };
+        if !has_text || !can_write {
+            turn.consolidation = Some(Consolidation {
+                then,
+                from,
+                upto,
+                memory: String::new(),
+                merged: None,
+            });
+            let why = if has_text {
+                "MEMORY.md not updated: the write_file tool is not available"
+            } else {
+                "nothing new to remember"
+            };
+            if then == Then::End || has_text {
+                fx.push(Effect::Notice(why.into()));
+            }
+            self.after_consolidation(now, fx);
+            return;
+        }
+        turn.consolidation = Some(Consolidation {
+            then,
+            from,
+            upto,
+            memory: String::new(),
+            merged: None,
+        });
+        turn.wait = Wait::MemoryFile;
+        fx.push(Effect::LoadMemoryFile);
+    }
+
+    fn on_memory_file(&mut self, content: Result<String, String>, now: DateTime<Utc>, fx: &mut Fx) {
+        let Some(turn) = &mut self.turn else { return };
+        if !matches!(turn.wait, Wait::MemoryFile) {
+            return;
+        }
+        let text = match content {
+            Ok(t) => t,
+            Err(e) => {
+                fx.push(Effect::Notice(format!(
+                    "MEMORY.md not updated: it could not be read ({e})"
+                )));
+                self.after_consolidation(now, fx);
+                return;
+            }
+        };
+        let Some(c) = &mut turn.consolidation else {
+            return;
+        };
+        let from = c.from.min(self.history.len());
+        let request = consolidate::request(&text, &self.history[from..], self.config.max_tokens);
+        c.memory = text;
+        turn.wait = Wait::Model(Purpose::Consolidate);
+        fx.push(Effect::CallModel {
+            purpose: Purpose::Consolidate,
+            request,
+        });
+    }
+
+    /// The model's distilled facts: merge them and write MEMORY.md if it changes.
+    fn on_distilled(&mut self, reply: &str, now: DateTime<Utc>, fx: &mut Fx) {
+        let max = self.config.memory_max_bytes;
+        let Some(turn) = &mut self.turn else { return };
+        let Some(c) = &mut turn.consolidation else {
+            return;
+        };
+        let facts = consolidate::parse_reply(reply);
+        let merged = consolidate::merge(&c.memory, &facts, max);
+        if !merged.changed() {
+            fx.push(Effect::Notice(if merged.dropped > 0 {
+                format!(
+                    "MEMORY.md is full ({max} bytes): {} new fact(s) left out",
+                    merged.dropped
+                )
+            } else {
+                "nothing new to remember".to_string()
+            }));
+            self.mark_consolidated(now, fx);
+            self.after_consolidation(now, fx);
+            return;
+        }
+        let call = ToolCall {
+            id: format!("consolidate-{}", self.offset + self.history.len()),
+            name: "write_file".into(),
+            arguments: serde_json::json!({"path": MEMORY_FILE, "content": merged.text}).to_string(),
+        };
+        c.merged = Some(merged);
+        turn.wait = Wait::Tools {
+            purpose: Purpose::Consolidate,
+            slots: vec![Slot {
+                call: call.clone(),
+                done: false,
+            }],
+        };
+        fx.push(Effect::RunTool(call));
+    }
+
+    /// The result of writing MEMORY.md.
+    fn on_memory_written(
+        &mut self,
+        content: &str,
+        is_error: bool,
+        now: DateTime<Utc>,
+        fx: &mut Fx,
+    ) {
+        let merged = self
+            .turn
+            .as_mut()
+            .and_then(|t| t.consolidation.as_mut())
+            .and_then(|c| c.merged.take());
+        if is_error {
+            let first = content.lines().next().unwrap_or("");
+            fx.push(Effect::Notice(format!("MEMORY.md not updated: {first}")));
+        } else {
+            if let Some(m) = merged {
+                let mut line = format!("MEMORY.md: remembered {} new fact(s)", m.added);
+                if m.duplicates > 0 {
+                    line.push_str(&format!(", {} already there", m.duplicates));
+                }
+                if m.condensed > 0 {
+                    line.push_str(&format!(
+                        ", {} older entr{} shortened to stay within {} bytes",
+                        m.condensed,
+                        if m.condensed == 1 { "y" } else { "ies" },
+                        self.config.memory_max_bytes
+                    ));
+                }
+                if m.dropped > 0 {
+                    line.push_str(&format!(", {} left out (full)", m.dropped));
+                }
+                fx.push(Effect::Notice(line));
+            }
+            self.mark_consolidated(now, fx);
+        }
+        self.after_consolidation(now, fx);
+    }
+
+    fn mark_consolidated(&mut self, now: DateTime<Utc>, fx: &mut Fx) {
+        let Some(upto) = self
+            .turn
+            .as_ref()
+            .and_then(|t| t.consolidation.as_ref())
+            .map(|c| c.upto)
+        else {
+            return;
+        };
+        self.consolidated = self.consolidated.max(upto);
+        fx.push(Effect::MarkConsolidated(ConsolidationMark {
+            at: now,
+            messages: self.consolidated,
+        }));
+    }
+
+    fn after_consolidation(&mut self, now: DateTime<Utc>, fx: &mut Fx) {
+        let Some(turn) = &mut self.turn else { return };
+        let then = turn.consolidation.take().map_or(Then::End, |c| c.then);
+        match then {
+            Then::Summary => self.start_summary(now, fx),
+            Then::End => {
+                // The last notice says what happened: it becomes the result.
+                let done = match fx.iter().rposition(|e| matches!(e, Effect::Notice(_))) {
+                    Some(i) => match fx.remove(i) {
+                        Effect::Notice(line) => line,
+                        _ => String::new(),
+                    },
+                    None => "MEMORY.md is up to date".to_string(),
+                };
+                self.end_turn(TurnEnd::Done(done), fx);
+            }
+        }
     }
 
     // ---- requests ------------------------------------------------------------
@@ -682,6 +1004,18 @@ impl Agent {
             tools,
             max_tokens: self.config.max_tokens,
         }
+    }
+}
+
+fn new_turn() -> Turn {
+    Turn {
+        answer_calls: 0,
+        breaker: Breaker::new(),
+        overflow_compactions: 0,
+        compacted: false,
+        wait: Wait::Model(Purpose::Answer),
+        compaction: None,
+        consolidation: None,
     }
 }
 
@@ -777,6 +1111,7 @@ mod tests {
             .collect(),
             compaction: CompactionPolicy::new(100_000, 256),
             utc_offset: FixedOffset::east_opt(0).unwrap(),
+            memory_max_bytes: crate::consolidate::DEFAULT_MAX_BYTES,
         }
     }
 
@@ -1233,8 +1568,25 @@ mod tests {
             History {
                 summary: None,
                 messages: msgs,
+                ..History::default()
             },
         )
+    }
+
+    /// A consolidation step that finds nothing new: MEMORY.md is read, the
+    /// model says NO_REPLY; returns the effects after it.
+    fn consolidate_nothing(a: &mut Agent, fx: &[Effect]) -> Vec<Effect> {
+        if !fx.contains(&Effect::LoadMemoryFile) {
+            return fx.to_vec();
+        }
+        let fx = a.handle(Event::MemoryFile(Ok(String::new())), now());
+        assert_eq!(model_calls(&fx)[0].0, Purpose::Consolidate);
+        let fx = a.handle(text("NO_REPLY"), now());
+        assert!(
+            fx.iter().any(|e| matches!(e, Effect::MarkConsolidated(_))),
+            "{fx:?}"
+        );
+        fx
     }
 
     #[test]
@@ -1270,6 +1622,48 @@ mod tests {
         let calls = model_calls(&fx);
         assert_eq!(calls[0].0, Purpose::MemoryFlush);
         let fx = a.handle(text("NO_REPLY"), now());
+        // Then the conversation is distilled into MEMORY.md …
+        assert_eq!(fx, vec![Effect::LoadMemoryFile]);
+        let fx = a.handle(
+            Event::MemoryFile(Ok("# Memory\n\n## People\n- Ada runs payments.\n".into())),
+            now(),
+        );
+        let calls = model_calls(&fx);
+        assert_eq!(calls[0].0, Purpose::Consolidate);
+        assert!(calls[0].1.tools.is_empty());
+        let ask = &calls[0].1.messages[0].content;
+        assert!(
+            ask.contains("Ada runs payments") && ask.contains("question 0"),
+            "{ask}"
+        );
+        let fx = a.handle(
+            text("## Decisions\n- We ship on Tuesdays.\n## People\n- Ada runs payments."),
+            now(),
+        );
+        // … written through the write_file tool, as housekeeping.
+        let write = runs(&fx);
+        assert_eq!(write.len(), 1);
+        assert_eq!(write[0].name, "write_file");
+        let args: serde_json::Value = serde_json::from_str(&write[0].arguments).unwrap();
+        assert_eq!(args["path"], "MEMORY.md");
+        assert_eq!(
+            args["content"],
+            "# Memory\n\n## People\n- Ada runs payments.\n\n## Decisions\n- We ship on Tuesdays.\n"
+        );
+        assert!(a.housekeeping());
+        let fx = a.handle(result(&write[0].id, "wrote 60 bytes"), now());
+        let mark = fx.iter().find_map(|e| match e {
+            Effect::MarkConsolidated(m) => Some(*m),
+            _ => None,
+        });
+        assert_eq!(
+            mark.map(|m| m.messages),
+            Some(13),
+            "12 earlier messages + the question"
+        );
+        assert!(fx.contains(&Effect::Notice(
+            "MEMORY.md: remembered 1 new fact(s), 1 already there".into()
+        )));
         let calls = model_calls(&fx);
         assert_eq!(calls.len(), 1);
         assert_eq!(calls[0].0, Purpose::Summary);
@@ -1319,11 +1713,12 @@ mod tests {
             now(),
         );
         assert_eq!(model_calls(&fx)[0].0, Purpose::MemoryFlush);
-        // The flush overflows too: skip to the summary.
+        // The flush overflows too: skip to the consolidation, then the summary.
         let fx = a.handle(
             Event::ModelError(ModelFailure::ContextOverflow("too long".into())),
             now(),
         );
+        let fx = consolidate_nothing(&mut a, &fx);
         assert_eq!(model_calls(&fx)[0].0, Purpose::Summary);
         let fx = a.handle(text("S"), now());
         let recs = persisted(&fx);
@@ -1350,6 +1745,7 @@ mod tests {
             if end(&last).is_some() {
                 break;
             }
+            last = consolidate_nothing(&mut a, &last);
             if model_calls(&last)[0].0 == Purpose::Summary {
                 last = a.handle(text("S"), now());
             }
@@ -1373,7 +1769,8 @@ mod tests {
         let mut a = with_history(small_window(), 6, 600);
         let before = a.history().len();
         a.handle(Event::UserInput("q".into()), now());
-        a.handle(text("NO_REPLY"), now());
+        let fx = a.handle(text("NO_REPLY"), now());
+        consolidate_nothing(&mut a, &fx);
         let fx = a.handle(
             Event::ModelError(ModelFailure::Other(ProviderError::Client("503".into()))),
             now(),
@@ -1429,5 +1826,101 @@ mod tests {
         let fx = a.handle(Event::UserInput("y".into()), now());
         assert!(matches!(&fx[..], [Effect::Notice(_)]));
         assert_eq!(a.history().len(), 1);
+    }
+
+    #[test]
+    fn remember_consolidates_only_what_is_new_and_ends_the_turn() {
+        let mut a = with_history(config(), 2, 20);
+        // Nothing running: a consolidation turn starts by reading MEMORY.md.
+        let fx = a.handle(Event::Remember, now());
+        assert_eq!(fx, vec![Effect::LoadMemoryFile]);
+        assert!(a.is_busy());
+        let fx = a.handle(Event::MemoryFile(Ok(String::new())), now());
+        let ask = &model_calls(&fx)[0].1.messages[0].content;
+        assert!(
+            ask.contains("question 0") && ask.contains("answer 1"),
+            "{ask}"
+        );
+        let fx = a.handle(text("## Preferences\n- Tea, not coffee."), now());
+        let write = runs(&fx);
+        assert_eq!(write[0].name, "write_file");
+        let fx = a.handle(result(&write[0].id, "wrote"), now());
+        assert_eq!(
+            fx.iter()
+                .filter_map(|e| match e {
+                    Effect::MarkConsolidated(m) => Some(m.messages),
+                    _ => None,
+                })
+                .collect::<Vec<_>>(),
+            [4]
+        );
+        assert_eq!(
+            end(&fx),
+            Some(TurnEnd::Done("MEMORY.md: remembered 1 new fact(s)".into()))
+        );
+        assert_eq!(a.history().len(), 4, "no compaction, nothing added");
+        assert_eq!(a.unconsolidated(), 0);
+        // Again with nothing new: no model call at all.
+        let fx = a.handle(Event::Remember, now());
+        assert!(model_calls(&fx).is_empty());
+        assert_eq!(
+            end(&fx),
+            Some(TurnEnd::Done("nothing new to remember".into()))
+        );
+        // A failed write is said, and not marked (the next consolidation retries).
+        a.handle(Event::UserInput("I moved to Lisbon".into()), now());
+        a.handle(text("noted"), now());
+        assert_eq!(a.unconsolidated(), 2);
+        a.handle(Event::Remember, now());
+        let fx = a.handle(Event::MemoryFile(Ok("# Memory\n".into())), now());
+        let ask = &model_calls(&fx)[0].1.messages[0].content;
+        assert!(
+            ask.contains("Lisbon") && !ask.contains("question 0"),
+            "{ask}"
+        );
+        let fx = a.handle(text("## People\n- The user lives in Lisbon."), now());
+        let id = runs(&fx)[0].id.clone();
+        let fx = a.handle(
+            Event::ToolResult {
+                call_id: id,
+                content: "Error: declined".into(),
+                is_error: true,
+            },
+            now(),
+        );
+        assert!(!fx.iter().any(|e| matches!(e, Effect::MarkConsolidated(_))));
+        assert_eq!(
+            end(&fx),
+            Some(TurnEnd::Done(
+                "MEMORY.md not updated: Error: declined".into()
+            ))
+        );
+        assert_eq!(a.unconsolidated(), 2);
+    }
+
+    #[test]
+    fn compact_now_flushes_consolidates_summarises_and_ends() {
+        let mut a = with_history(config(), 3, 20);
+        let fx = a.handle(Event::CompactNow, now());
+        assert_eq!(model_calls(&fx)[0].0, Purpose::MemoryFlush);
+        let fx = a.handle(text("NO_REPLY"), now());
+        let fx = consolidate_nothing(&mut a, &fx);
+        assert_eq!(model_calls(&fx)[0].0, Purpose::Summary);
+        let fx = a.handle(text("S"), now());
+        assert!(
+            matches!(end(&fx), Some(TurnEnd::Done(m)) if m.starts_with("compacted 5 messages"))
+        );
+        assert!(model_calls(&fx).is_empty(), "no answer call after /compact");
+        assert_eq!(a.history().len(), 1, "only the latest message is kept");
+        // Nothing left to compact.
+        let fx = a.handle(Event::CompactNow, now());
+        assert_eq!(
+            end(&fx),
+            Some(TurnEnd::Done("nothing to compact yet".into()))
+        );
+        // Commands wait for a running turn.
+        a.handle(Event::UserInput("x".into()), now());
+        let fx = a.handle(Event::Remember, now());
+        assert!(matches!(&fx[..], [Effect::Notice(_)]));
     }
 }

@@ -15,6 +15,7 @@ use crate::core::{Agent, CoreConfig, Effect, Event, ModelFailure, Purpose, TurnE
 use crate::message::{ChatRequest, ChatResponse, StreamDelta, ToolCall, ToolSpec};
 use crate::prompt::{self, PromptInputs};
 use crate::session::{self, History, SessionError, SessionHandle};
+use crate::think::ThinkFilter;
 use crate::tools::{Answer, Gate, Grant, Grants, ToolError, ToolResult, render_for_model};
 use chrono::FixedOffset;
 use claw_memory::clock::Clock;
@@ -127,6 +128,8 @@ pub struct DriverOptions {
     pub os: String,
     /// "Now" for timestamps, the prompt and the daily note.
     pub clock: Clock,
+    /// Bound of MEMORY.md in bytes when consolidating (`agent.memory_max_bytes`).
+    pub memory_max_bytes: usize,
 }
 
 /// What a finished turn reports.
@@ -231,12 +234,37 @@ impl<M: Model, T: Tools> Driver<M, T> {
         input: &str,
         cancel: &CancellationToken,
     ) -> Result<TurnOutcome, DriverError> {
+        self.drive(Event::UserInput(input.to_string()), cancel)
+            .await
+    }
+
+    /// `/remember`: distil the conversation not consolidated yet into MEMORY.md.
+    /// Ends with [`TurnEnd::Done`] saying what happened.
+    pub async fn remember(
+        &mut self,
+        cancel: &CancellationToken,
+    ) -> Result<TurnOutcome, DriverError> {
+        self.drive(Event::Remember, cancel).await
+    }
+
+    /// `/compact`: compact the history now (memory flush, consolidation into
+    /// MEMORY.md, summary). Ends with [`TurnEnd::Done`].
+    pub async fn compact(
+        &mut self,
+        cancel: &CancellationToken,
+    ) -> Result<TurnOutcome, DriverError> {
+        self.drive(Event::CompactNow, cancel).await
+    }
+
+    /// Feed `first` to the core and perform effects until the turn ends.
+    async fn drive(
+        &mut self,
+        first: Event,
+        cancel: &CancellationToken,
+    ) -> Result<TurnOutcome, DriverError> {
         let system = self.system_prompt().await;
         self.agent.set_system_prompt(system);
-        let mut queue: VecDeque<Effect> = self
-            .agent
-            .handle(Event::UserInput(input.to_string()), self.opts.clock.now())
-            .into();
+        let mut queue: VecDeque<Effect> = self.agent.handle(first, self.opts.clock.now()).into();
         let mut end = None;
         let mut model_calls = 0;
         let mut tool_calls = 0;
@@ -245,6 +273,21 @@ impl<M: Model, T: Tools> Driver<M, T> {
             match effect {
                 Effect::Persist(record) => self.session.append(record).await?,
                 Effect::Notice(line) => self.ui.status(&line),
+                Effect::MarkConsolidated(mark) => self.session.mark_consolidated(mark).await?,
+                Effect::LoadMemoryFile => {
+                    let path = self.opts.workspace.join(crate::consolidate::MEMORY_FILE);
+                    let read =
+                        tokio::task::spawn_blocking(move || match std::fs::read_to_string(&path) {
+                            Ok(t) => Ok(t),
+                            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
+                            Err(e) => Err(e.to_string()),
+                        })
+                        .await?;
+                    queue.extend(
+                        self.agent
+                            .handle(Event::MemoryFile(read), self.opts.clock.now()),
+                    );
+                }
                 Effect::EndTurn(e) => {
                     if let TurnEnd::Answered(text) = &e
                         && !streamed
@@ -333,16 +376,20 @@ impl<M: Model, T: Tools> Driver<M, T> {
         if purpose != Purpose::Answer {
             self.ui.status(match purpose {
                 Purpose::MemoryFlush => "memory flush: the model saves durable facts",
+                Purpose::Consolidate => "consolidating durable facts into MEMORY.md",
                 _ => "summarising older messages",
             });
         }
         let (tx, mut rx) = unbounded_channel();
         let mut streamed = false;
+        // `<think>` blocks are cut out of the stream, even across chunks.
+        let mut think = ThinkFilter::new();
         let mut on_delta = |d: StreamDelta| match d {
             StreamDelta::Text(t) if purpose == Purpose::Answer => {
-                if !t.is_empty() {
+                let visible = think.push(&t);
+                if !visible.is_empty() {
                     streamed = true;
-                    self.ui.text(&t);
+                    self.ui.text(&visible);
                 }
             }
             StreamDelta::Text(_) | StreamDelta::ToolCall(_) => {}
@@ -364,6 +411,11 @@ impl<M: Model, T: Tools> Driver<M, T> {
         drop(tx);
         while let Ok(d) = rx.try_recv() {
             on_delta(d);
+        }
+        let rest = think.finish();
+        if purpose == Purpose::Answer && !rest.is_empty() {
+            streamed = true;
+            self.ui.text(&rest);
         }
         let event = match result {
             Ok(resp) => Event::ModelResponse(resp),
@@ -542,6 +594,7 @@ fn core_config<T: Tools>(opts: &DriverOptions, tools: &T) -> CoreConfig {
             (opts.max_tokens as usize).min(opts.context_window / 4),
         ),
         utc_offset: opts.utc_offset,
+        memory_max_bytes: opts.memory_max_bytes,
     }
 }
 

@@ -5,6 +5,7 @@
 pub mod breaker;
 pub mod compaction;
 pub mod config;
+pub mod consolidate;
 pub mod core;
 pub mod driver;
 pub mod memory_backend;
@@ -13,4 +14,5 @@ pub mod prompt;
 pub mod provider;
 pub mod session;
 pub mod settings;
+pub mod think;
 pub mod tools;

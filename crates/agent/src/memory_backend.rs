@@ -1,13 +1,26 @@
 //! Connects the `memory_search` / `memory_get` tools to the memory engine: the
 //! tools' [`MemoryBackend`] over [`claw_memory::service::MemoryService`], the same
 //! service `claw memory search|get` use. Blocking, like the engine.
+//!
+//! The assistant searches like the CLI: every search first runs the service's
+//! bounded inline sync (at most `freshness::DEFAULT_SYNC_LIMIT` changed files
+//! re-indexed, never waiting for the writer lock: another writer means the
+//! answer comes from the index as it is, and the result says so), and a
+//! workspace that was never indexed is indexed fully on first use, with progress
+//! through [`EngineBackend::with_progress`].
 #![warn(missing_docs)]
 
 use crate::tools::memory::{MemoryBackend, MemoryBackendError};
 use claw_memory::config::MemoryConfig;
-use claw_memory::search::{GetRequest, GetResponse, SearchRequest, SearchResponse};
-use claw_memory::service::{MemoryService, SyncPolicy};
-use std::sync::OnceLock;
+use claw_memory::freshness::{StaleReason, SyncReport};
+use claw_memory::indexer::Progress;
+use claw_memory::search::{GetRequest, GetResponse, SearchRequest};
+use claw_memory::service::{FirstIndex, MemoryService, SearchOutcome, SyncPolicy};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+
+/// Where progress lines of a first indexing pass go (the CLI prints them on stderr).
+pub type ProgressSink = Arc<dyn Fn(&str) + Send + Sync>;
 
 /// The real memory engine behind the tools. The database is opened on first use
 /// (on the tools' blocking thread, never on the async runtime); a failed open is
@@ -15,15 +28,33 @@ use std::sync::OnceLock;
 pub struct EngineBackend {
     settings: MemoryConfig,
     service: OnceLock<MemoryService<'static>>,
+    policy: SyncPolicy,
+    progress: Option<ProgressSink>,
 }
 
 impl EngineBackend {
-    /// A backend for the workspace in `settings`.
+    /// A backend for the workspace in `settings`, syncing inline before each
+    /// search ([`SyncPolicy::DEFAULT`]).
     pub fn new(settings: MemoryConfig) -> EngineBackend {
         EngineBackend {
             settings,
             service: OnceLock::new(),
+            policy: SyncPolicy::DEFAULT,
+            progress: None,
         }
+    }
+
+    /// Use another sync policy before searches ([`SyncPolicy::Skip`]: answer from
+    /// the index as it is, like `claw memory search --no-sync`).
+    pub fn with_sync_policy(mut self, policy: SyncPolicy) -> EngineBackend {
+        self.policy = policy;
+        self
+    }
+
+    /// Report the progress of a first indexing pass to `sink`.
+    pub fn with_progress(mut self, sink: ProgressSink) -> EngineBackend {
+        self.progress = Some(sink);
+        self
     }
 
     fn service(&self) -> Result<&MemoryService<'static>, MemoryBackendError> {
@@ -34,13 +65,92 @@ impl EngineBackend {
             MemoryService::open(self.settings.clone()).map_err(MemoryBackendError::Open)?;
         Ok(self.service.get_or_init(|| opened))
     }
+
+    fn say(&self, line: &str) {
+        if let Some(p) = &self.progress {
+            p(line);
+        }
+    }
+
+    /// Index a never-indexed workspace (with progress); `None` when it already
+    /// was, else what happened, as a [`SyncReport`].
+    fn first_index(
+        &self,
+        service: &MemoryService<'static>,
+    ) -> Result<Option<SyncReport>, MemoryBackendError> {
+        if matches!(self.policy, SyncPolicy::Skip) || service.is_built()? {
+            return Ok(None);
+        }
+        let done = AtomicUsize::new(0);
+        let total = AtomicUsize::new(0);
+        let on_progress = |p: Progress| match p {
+            Progress::Planned { to_read, .. } => {
+                total.store(to_read, Ordering::Relaxed);
+                self.say(&format!(
+                    "memory: indexing this workspace for the first time ({to_read} files)"
+                ));
+            }
+            Progress::File { .. } => {
+                let n = done.fetch_add(1, Ordering::Relaxed) + 1;
+                let of = total.load(Ordering::Relaxed);
+                if n.is_multiple_of(50) && n < of {
+                    self.say(&format!("memory: indexed {n}/{of} files"));
+                }
+            }
+        };
+        match service.build_if_never_indexed("claw (first memory index)", &on_progress)? {
+            FirstIndex::AlreadyBuilt => Ok(None),
+            FirstIndex::Built(report) => {
+                self.say(&format!(
+                    "memory: indexed {} files ({} chunks) in {:.1} s",
+                    report.files_changed,
+                    report.chunks_added,
+                    report.elapsed_ms as f64 / 1000.0
+                ));
+                Ok(Some(SyncReport::Synced {
+                    reindexed: Vec::new(),
+                    removed: Vec::new(),
+                    elapsed_ms: report.elapsed_ms,
+                }))
+            }
+            FirstIndex::Busy { pid, what } => Ok(Some(SyncReport::Stale {
+                pending: 0,
+                reason: StaleReason::Busy { pid, what },
+                sample: Vec::new(),
+            })),
+        }
+    }
+
+    /// Bring the index up to date before a session: index a never-indexed
+    /// workspace fully, else run the bounded inline sync (never waiting for the
+    /// writer lock). What it did, for a status line.
+    pub fn sync(&self) -> Result<SyncReport, MemoryBackendError> {
+        let service = self.service()?;
+        if let Some(report) = self.first_index(service)? {
+            return Ok(report);
+        }
+        let limit = match self.policy {
+            SyncPolicy::Inline { limit } => limit,
+            SyncPolicy::Skip => return Ok(SyncReport::Skipped),
+        };
+        Ok(service.sync(limit)?)
+    }
 }
 
 impl MemoryBackend for EngineBackend {
-    /// Answers from the index as it is (no inline sync: the tools never write
-    /// the index; `claw memory watch` keeps it fresh).
-    fn search(&self, req: &SearchRequest) -> Result<SearchResponse, MemoryBackendError> {
-        Ok(self.service()?.search(req, SyncPolicy::Skip)?.response)
+    /// Syncs under the backend's policy (a never-indexed workspace is indexed
+    /// first), then searches. The outcome carries the sync report, like
+    /// `claw memory search --json`.
+    fn search(&self, req: &SearchRequest) -> Result<SearchOutcome, MemoryBackendError> {
+        let service = self.service()?;
+        let first = self.first_index(service)?;
+        let mut outcome = service.search(req, self.policy)?;
+        if let Some(first) = first
+            && matches!(outcome.sync, SyncReport::Fresh { .. })
+        {
+            outcome.sync = first;
+        }
+        Ok(outcome)
     }
 
     fn get(&self, req: &GetRequest) -> Result<GetResponse, MemoryBackendError> {

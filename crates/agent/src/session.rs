@@ -34,6 +34,18 @@ pub struct SessionMeta {
     pub key: String,
     pub created: DateTime<Utc>,
     pub version: u32,
+    /// How far the conversation was consolidated into MEMORY.md (absent: never).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_consolidated: Option<ConsolidationMark>,
+}
+
+/// The `last_consolidated` value of the metadata line: the first `messages`
+/// message records of the session file were distilled into MEMORY.md at `at`,
+/// so they are never consolidated again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConsolidationMark {
+    pub at: DateTime<Utc>,
+    pub messages: usize,
 }
 
 /// A compaction: the first `replaced` messages of the live history (after earlier
@@ -123,6 +135,10 @@ pub struct Loaded {
 pub struct History {
     pub summary: Option<String>,
     pub messages: Vec<Message>,
+    /// Message records of the file before `messages[0]` (replaced by summaries).
+    pub offset: usize,
+    /// From the metadata line.
+    pub last_consolidated: Option<ConsolidationMark>,
 }
 
 /// Parse a session file's content. Pure.
@@ -150,13 +166,17 @@ pub fn parse(text: &str) -> Loaded {
 impl Loaded {
     /// Replay messages and compactions into the live history.
     pub fn history(&self) -> History {
-        let mut h = History::default();
+        let mut h = History {
+            last_consolidated: self.meta.as_ref().and_then(|m| m.last_consolidated),
+            ..History::default()
+        };
         for r in &self.records {
             match r {
                 Record::Message(m) => h.messages.push(m.clone()),
                 Record::Compaction(c) => {
                     let n = c.replaced.min(h.messages.len());
                     h.messages.drain(..n);
+                    h.offset += n;
                     h.summary = Some(c.summary.clone());
                 }
                 Record::Session(_) => {}
@@ -279,6 +299,7 @@ impl SessionWriter {
                 key: key.to_string(),
                 created: now,
                 version: FORMAT_VERSION,
+                last_consolidated: None,
             }))?;
         }
         Ok((w, loaded))
@@ -286,6 +307,47 @@ impl SessionWriter {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Record `mark` as `last_consolidated` in the metadata line. The file is
+    /// rewritten beside itself and renamed over (a crash leaves the old or the
+    /// new file, never a mix); unknown fields of the line are kept.
+    pub fn mark_consolidated(&mut self, mark: ConsolidationMark) -> Result<(), SessionError> {
+        let io = |source| SessionError::Io {
+            path: self.path.clone(),
+            source,
+        };
+        let text = std::fs::read_to_string(&self.path).map_err(io)?;
+        let (first, rest) = text.split_once('\n').unwrap_or((text.as_str(), ""));
+        let mut meta: serde_json::Value = serde_json::from_str(first)?;
+        let Some(obj) = meta.as_object_mut().filter(|o| o["type"] == "session") else {
+            return Err(SessionError::Task(
+                "the first line of the session file is not its metadata".into(),
+            ));
+        };
+        obj.insert("last_consolidated".into(), serde_json::to_value(mark)?);
+        let mut out = serde_json::to_vec(&meta)?;
+        out.push(b'\n');
+        out.extend_from_slice(rest.as_bytes());
+        let tmp = self.path.with_extension("jsonl.tmp");
+        {
+            let mut f = claw_memory::private::file_options()
+                .create(true)
+                .truncate(true)
+                .write(true)
+                .open(&tmp)
+                .map_err(io)?;
+            f.write_all(&out).map_err(io)?;
+            f.sync_all().map_err(io)?;
+        }
+        claw_memory::private::tighten_file(&tmp).map_err(io)?;
+        std::fs::rename(&tmp, &self.path).map_err(io)?;
+        self.file = claw_memory::private::file_options()
+            .create(true)
+            .append(true)
+            .open(&self.path)
+            .map_err(io)?;
+        Ok(())
     }
 
     /// Append one record as one line and sync it to disk.
@@ -365,6 +427,21 @@ impl SessionHandle {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// [`SessionWriter::mark_consolidated`] without blocking the runtime.
+    pub async fn mark_consolidated(&mut self, mark: ConsolidationMark) -> Result<(), SessionError> {
+        let mut w = self.writer.take().ok_or_else(|| {
+            SessionError::Task("session writer lost by an earlier failure".into())
+        })?;
+        let (w, res) = tokio::task::spawn_blocking(move || {
+            let r = w.mark_consolidated(mark);
+            (w, r)
+        })
+        .await
+        .map_err(|e| SessionError::Task(e.to_string()))?;
+        self.writer = Some(w);
+        res
     }
 
     /// Append one record (synced) without blocking the runtime.
@@ -584,6 +661,35 @@ mod tests {
         let (_, loaded) = SessionWriter::open(dir.path(), "cli:default", vec![], t(3)).unwrap();
         assert!(loaded.records.is_empty());
         assert_eq!(archive(&dir.path().join("none.jsonl"), t(4)).unwrap(), None);
+    }
+
+    #[test]
+    fn last_consolidated_is_kept_in_the_metadata_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut w, _) = SessionWriter::open(dir.path(), "k", vec![], t(0)).unwrap();
+        for m in sample() {
+            w.append(&Record::Message(m)).unwrap();
+        }
+        let mark = ConsolidationMark {
+            at: t(5),
+            messages: 4,
+        };
+        w.mark_consolidated(mark).unwrap();
+        // Appends after the rewrite land in the new file.
+        w.append(&Record::Message(Message::user("later", t(6))))
+            .unwrap();
+        drop(w);
+        let text = std::fs::read_to_string(dir.path().join("k.jsonl")).unwrap();
+        let first: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+        assert_eq!(first["type"], "session");
+        assert_eq!(first["last_consolidated"]["messages"], 4);
+        assert_eq!(text.lines().count(), 6);
+        let (_, loaded) = SessionWriter::open(dir.path(), "k", vec![], t(9)).unwrap();
+        assert_eq!(loaded.skipped, 0);
+        let h = loaded.history();
+        assert_eq!(h.last_consolidated, Some(mark));
+        assert_eq!(h.messages.len(), 5);
+        assert_eq!(h.offset, 0);
     }
 
     #[test]

@@ -61,6 +61,8 @@ pub struct AgentSettings {
     pub utc_offset: Option<FixedOffset>,
     /// The exec sandbox (`exec` section).
     pub sandbox: SandboxPolicy,
+    /// Bound of MEMORY.md in bytes when consolidating (`agent.memory_max_bytes`).
+    pub memory_max_bytes: usize,
 }
 
 impl AgentSettings {
@@ -155,6 +157,10 @@ pub fn resolve(
         allow_private: settings.web.allow_private.unwrap_or(false),
         utc_offset,
         sandbox: sandbox_policy(&settings.exec)?,
+        memory_max_bytes: a
+            .memory_max_bytes
+            .unwrap_or(crate::consolidate::DEFAULT_MAX_BYTES)
+            .max(512),
     })
 }
 

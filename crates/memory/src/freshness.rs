@@ -18,7 +18,9 @@ use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
 /// One file of one source.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub struct FileRef {
     /// Source name.
     pub source: String,
@@ -80,6 +82,17 @@ impl Staleness {
         self.deleted.extend(other.deleted);
         self.scanned += other.scanned;
     }
+}
+
+/// The pid of a live watcher whose heartbeat vouches for the index: alive
+/// (recent heartbeat, process exists) and idle (nothing pending at its last
+/// heartbeat, which it writes as soon as an event arrives after an idle
+/// period). Such a watcher has applied every change it was told about, so a
+/// search may skip the stat walk; the window left is the OS's event latency.
+pub fn vouching_watcher(store: &Store) -> Result<Option<i64>, StoreError> {
+    Ok(crate::watch::watcher_status(store)?
+        .filter(|w| w.alive && w.pending == 0)
+        .map(|w| w.pid))
 }
 
 /// Compare every source (built-ins and registered folders) with the index.
@@ -147,13 +160,17 @@ pub fn diff(
 
 /// What the inline sync before a search did (the `sync` object of the search
 /// JSON; the binary renders `reason`, see [`StaleReason`]).
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum SyncReport {
     /// The index matched the disk; nothing to do.
     Fresh {
         /// How long the stat-level check took.
         checked_ms: u64,
+        /// The pid of the live, idle watcher whose heartbeat vouched for the
+        /// index (no stat walk was done); absent when the disk was walked.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        watcher: Option<i64>,
     },
     /// The few dirty files were re-indexed before answering.
     Synced {
@@ -225,6 +242,16 @@ impl std::fmt::Display for StaleReason {
 impl serde::Serialize for StaleReason {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.collect_str(self)
+    }
+}
+
+/// Read back from JSON (a tool result parsed again): the sentence is all the
+/// JSON keeps, so it comes back as [`StaleReason::Failed`] carrying that text;
+/// rendering it again gives the same sentence.
+impl<'de> serde::Deserialize<'de> for StaleReason {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let message = <String as serde::Deserialize>::deserialize(d)?;
+        Ok(StaleReason::Failed { message })
     }
 }
 
@@ -325,6 +352,7 @@ pub fn sync_small_with(
     if st.is_fresh() {
         return Ok(SyncReport::Fresh {
             checked_ms: st.elapsed_ms,
+            watcher: None,
         });
     }
     let dirty = st.dirty_files();
@@ -387,6 +415,7 @@ pub fn sync_checked(
         if st.is_fresh() {
             return Ok(SyncReport::Fresh {
                 checked_ms: st.elapsed_ms,
+                watcher: None,
             });
         }
         let dirty = st.dirty_files();
@@ -570,7 +599,11 @@ mod tests {
             "more than 20 files to re-index; not done inline"
         );
         assert_eq!(v["sample"][0]["path"], "a.md");
-        let v = serde_json::to_value(SyncReport::Fresh { checked_ms: 3 }).unwrap();
+        let v = serde_json::to_value(SyncReport::Fresh {
+            checked_ms: 3,
+            watcher: None,
+        })
+        .unwrap();
         assert_eq!(v["status"], "fresh");
     }
 

@@ -9,6 +9,8 @@
 use crate::config::{MemoryConfig, MemorySettings};
 use crate::embed::{self, EmbedError, Embedder, Loaded};
 use crate::freshness::{self, Staleness, SyncReport};
+use crate::indexer::{self, IndexError, IndexOptions, IndexReport, Progress};
+use crate::lock::{LockError, WriterLock};
 use crate::search::engine;
 use crate::search::types::{GetRequest, GetResponse, Mode, SearchError, SearchResponse};
 use crate::search::{SearchRequest, get};
@@ -41,7 +43,7 @@ impl SyncPolicy {
 
 /// A search's answer plus what the inline sync did (serialised: the response
 /// flattened beside `sync`).
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SearchOutcome {
     /// The engine's answer.
     #[serde(flatten)]
@@ -101,6 +103,29 @@ pub enum ServiceError {
     /// The search or get itself.
     #[error(transparent)]
     Search(#[from] SearchError),
+    /// The first indexing pass of a never-indexed workspace failed.
+    #[error("indexing the workspace for the first time")]
+    FirstIndex(#[source] IndexError),
+    /// Taking the writer lock for the first indexing pass failed.
+    #[error("taking the writer lock")]
+    Lock(#[source] LockError),
+}
+
+/// What [`MemoryService::build_if_never_indexed`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FirstIndex {
+    /// The index already existed: nothing to do.
+    AlreadyBuilt,
+    /// The workspace was indexed for the first time.
+    Built(Box<IndexReport>),
+    /// Another process holds the writer lock (it is probably building the
+    /// index right now); searches answer from what is there meanwhile.
+    Busy {
+        /// The holder's pid.
+        pid: u32,
+        /// What the holder said it is doing.
+        what: String,
+    },
 }
 
 /// Where the query embedder comes from.
@@ -205,9 +230,16 @@ impl<'e> MemoryService<'e> {
         policy: SyncPolicy,
     ) -> Result<SearchOutcome, ServiceError> {
         let mut store = self.store();
-        let staleness = match policy {
+        // A live, idle watcher vouches for the index: no stat walk.
+        let vouched = match policy {
             SyncPolicy::Skip => None,
-            SyncPolicy::Inline { limit } => Some((
+            SyncPolicy::Inline { .. } => {
+                freshness::vouching_watcher(&store).map_err(ServiceError::Freshness)?
+            }
+        };
+        let staleness = match (policy, vouched) {
+            (SyncPolicy::Skip, _) | (_, Some(_)) => None,
+            (SyncPolicy::Inline { limit }, None) => Some((
                 limit,
                 freshness::check(&self.settings, &store).map_err(ServiceError::Freshness)?,
             )),
@@ -219,6 +251,10 @@ impl<'e> MemoryService<'e> {
             None
         };
         let sync = match staleness {
+            None if vouched.is_some() => SyncReport::Fresh {
+                checked_ms: 0,
+                watcher: vouched,
+            },
             None => SyncReport::Skipped,
             Some((limit, st)) => freshness::sync_checked(
                 &mut store,
@@ -243,6 +279,83 @@ impl<'e> MemoryService<'e> {
             self.settings.clock.now_unix(),
         )?;
         Ok(SearchOutcome { response, sync })
+    }
+
+    /// The inline sync alone (no search): at most `limit` changed files are
+    /// re-indexed, never waiting for the writer lock.
+    pub fn sync(&self, limit: usize) -> Result<SyncReport, ServiceError> {
+        let mut store = self.store();
+        if let Some(pid) = freshness::vouching_watcher(&store).map_err(ServiceError::Freshness)? {
+            return Ok(SyncReport::Fresh {
+                checked_ms: 0,
+                watcher: Some(pid),
+            });
+        }
+        let st = freshness::check(&self.settings, &store).map_err(ServiceError::Freshness)?;
+        if st.is_fresh() {
+            return Ok(SyncReport::Fresh {
+                checked_ms: st.elapsed_ms,
+                watcher: None,
+            });
+        }
+        let embedder = self.embedder(&store).map_err(ServiceError::Freshness)?;
+        freshness::sync_checked(
+            &mut store,
+            &self.settings,
+            embedder,
+            limit,
+            st,
+            &self.holder,
+        )
+        .map_err(ServiceError::Sync)
+    }
+
+    /// Whether the index was ever built (a `model` identity is recorded).
+    pub fn is_built(&self) -> Result<bool, ServiceError> {
+        let store = self.store();
+        Ok(store
+            .meta("model")
+            .map_err(ServiceError::Freshness)?
+            .is_some())
+    }
+
+    /// Index the workspace fully when it was never indexed (its first use): the
+    /// inline sync is bounded and would leave such a workspace `stale`. Takes the
+    /// writer lock without waiting; another writer is reported as
+    /// [`FirstIndex::Busy`], never waited for. `progress` sees the indexer's events.
+    pub fn build_if_never_indexed(
+        &self,
+        what: &str,
+        progress: &dyn Fn(Progress),
+    ) -> Result<FirstIndex, ServiceError> {
+        let mut store = self.store();
+        if store
+            .meta("model")
+            .map_err(ServiceError::Freshness)?
+            .is_some()
+        {
+            return Ok(FirstIndex::AlreadyBuilt);
+        }
+        let lock = match WriterLock::acquire(
+            &self.settings.state_dir(),
+            what,
+            freshness::SYNC_LOCK_WAIT,
+        ) {
+            Ok(l) => l,
+            Err(LockError::Held { pid, what, .. }) => return Ok(FirstIndex::Busy { pid, what }),
+            Err(e) => return Err(ServiceError::Lock(e)),
+        };
+        let embedder = self.embedder(&store).map_err(ServiceError::Freshness)?;
+        let report = indexer::run(
+            &mut store,
+            &self.settings,
+            embedder,
+            &IndexOptions::default(),
+            &lock,
+            progress,
+        )
+        .map_err(ServiceError::FirstIndex)?;
+        Ok(FirstIndex::Built(Box::new(report)))
     }
 
     /// Lines of an indexed file.

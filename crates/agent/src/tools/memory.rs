@@ -9,10 +9,11 @@
 //! (SQLite and embedding are blocking work).
 #![warn(missing_docs)]
 
+use claw_memory::freshness::SyncReport;
 use claw_memory::search::{
     GetRequest, GetResponse, Mode, SearchRequest, SearchResponse, SourceFilter, citation,
 };
-use claw_memory::service::ServiceError;
+use claw_memory::service::{SearchOutcome, ServiceError};
 use serde::{Deserialize, Serialize};
 
 use super::{ToolContext, ToolError, ToolOutput, ToolResult};
@@ -81,10 +82,9 @@ impl MemoryGetArgs {
     }
 }
 
-/// `memory_search`'s result: the engine's response, exactly the JSON of
-/// `claw memory search --json` without its `sync` object (the tools answer from
-/// the index as it is; the watcher keeps it fresh).
-pub type MemorySearchResponse = SearchResponse;
+/// `memory_search`'s result: the engine's response and what the inline sync
+/// before it did, exactly the JSON of `claw memory search --json`.
+pub type MemorySearchResponse = SearchOutcome;
 
 /// `memory_get`'s result: exactly the JSON of `claw memory get --json`.
 pub type MemoryGetResponse = GetResponse;
@@ -121,8 +121,8 @@ impl MemoryBackendError {
 /// The memory engine as the tools see it. Blocking; implemented over
 /// `claw_memory::service::MemoryService` by [`crate::memory_backend`].
 pub trait MemoryBackend: Send + Sync {
-    /// One search.
-    fn search(&self, req: &SearchRequest) -> Result<SearchResponse, MemoryBackendError>;
+    /// One search (after the backend's inline sync, reported in the outcome).
+    fn search(&self, req: &SearchRequest) -> Result<SearchOutcome, MemoryBackendError>;
     /// Lines of an indexed file.
     fn get(&self, req: &GetRequest) -> Result<GetResponse, MemoryBackendError>;
 }
@@ -163,6 +163,26 @@ impl RenderForModel for SearchResponse {
         }
         if !self.results.is_empty() {
             out.push_str("\n\nCite sources as path#Lstart-Lend; use memory_get for more lines.");
+        }
+        out
+    }
+}
+
+impl RenderForModel for SearchOutcome {
+    fn render(&self) -> String {
+        let mut out = self.response.render();
+        if let SyncReport::Stale {
+            pending, reason, ..
+        } = &self.sync
+        {
+            let behind = if *pending > 0 {
+                format!("{pending} file(s) changed on disk are not indexed yet")
+            } else {
+                "the index is not built yet".to_string()
+            };
+            out.push_str(&format!(
+                "\n\n(note: these results come from the index as it is: {behind} ({reason}))"
+            ));
         }
         out
     }
@@ -251,8 +271,23 @@ mod tests {
     }
 
     impl MemoryBackend for Recording {
-        fn search(&self, req: &SearchRequest) -> Result<SearchResponse, MemoryBackendError> {
+        fn search(&self, req: &SearchRequest) -> Result<SearchOutcome, MemoryBackendError> {
             self.seen.lock().unwrap().push(req.clone());
+            let sync = if req.query.contains("stale") {
+                SyncReport::Stale {
+                    pending: 3,
+                    reason: claw_memory::freshness::StaleReason::Busy {
+                        pid: 7,
+                        what: "claw memory index".into(),
+                    },
+                    sample: Vec::new(),
+                }
+            } else {
+                SyncReport::Fresh {
+                    checked_ms: 1,
+                    watcher: None,
+                }
+            };
             if req.query == "boom" {
                 return Err(ServiceError::Search(SearchError::UnknownSource {
                     name: "garden".into(),
@@ -260,7 +295,7 @@ mod tests {
                 })
                 .into());
             }
-            Ok(SearchResponse {
+            let response = SearchResponse {
                 query: req.query.clone(),
                 mode: Mode::Hybrid,
                 fallback: Some(Fallback::NoEmbedder),
@@ -274,7 +309,8 @@ mod tests {
                     citation: citation("memory/2026-11-02.md", 12, 20),
                     explain: None,
                 }],
-            })
+            };
+            Ok(SearchOutcome { response, sync })
         }
 
         fn get(&self, req: &GetRequest) -> Result<GetResponse, MemoryBackendError> {
@@ -364,6 +400,21 @@ mod tests {
         assert_eq!(v["tool"], "memory_search");
         assert_eq!(v["fallback"], "no-embedder");
         assert_eq!(v["results"][0]["citation"], "memory/2026-11-02.md#L12-L20");
+        assert_eq!(v["sync"]["status"], "fresh");
+        assert!(!text.contains("note:"), "{text}");
+        // A busy writer: the answer comes from the index as it is, and says so.
+        let stale = reg
+            .dispatch(&ToolCall {
+                arguments: r#"{"query":"stale index"}"#.into(),
+                ..call.clone()
+            })
+            .await
+            .unwrap()
+            .render();
+        assert!(
+            stale.contains("(note: these results come from the index as it is: 3 file(s) changed on disk are not indexed yet (another writer (pid 7"),
+            "{stale}"
+        );
 
         let err = reg
             .dispatch(&ToolCall {

@@ -68,6 +68,7 @@ fn options(ws: &Path) -> DriverOptions {
         timezone: "UTC".into(),
         os: "test".into(),
         clock: Default::default(),
+        memory_max_bytes: claw_agent::consolidate::DEFAULT_MAX_BYTES,
     }
 }
 

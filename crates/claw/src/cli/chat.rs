@@ -19,6 +19,7 @@ use claw_agent::memory_backend::EngineBackend;
 use claw_agent::provider::{ProviderChain, RetryPolicy};
 use claw_agent::settings::{self as agent_settings, AgentSettings, Overrides};
 use claw_agent::tools::{Answer, ToolContext, ToolRegistry};
+use claw_memory::freshness::SyncReport;
 use std::collections::VecDeque;
 use std::io::{BufRead, IsTerminal, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -51,10 +52,77 @@ pub struct ChatArgs {
 
 const HELP: &str = "\
 commands:
-  /new    start a fresh session (the old transcript is kept, renamed)
-  /stop   cancel the running turn (or press Ctrl-C)
-  /exit   quit (or Ctrl-D)
-  /help   this help";
+  /remember  distil durable facts of this conversation into MEMORY.md now
+  /compact   compact the conversation now (memory flush, MEMORY.md, summary)
+  /new       start a fresh session (the old transcript is kept, renamed)
+  /stop      cancel the running turn (or press Ctrl-C)
+  /exit      quit (or exit, quit, Ctrl-D)
+  /help      this help";
+
+/// What one REPL line asks the driver to do.
+enum Job {
+    Message(String),
+    Remember,
+    Compact,
+}
+
+/// The waiting indicator: a spinner on stderr (only when it is a terminal)
+/// from the start of a turn until the first token of the answer.
+struct Waiting {
+    /// Whether the spinner runs, and whether its line is drawn.
+    state: Mutex<(bool, bool)>,
+}
+
+impl Waiting {
+    const FRAMES: [&'static str; 4] = ["·  ", "·· ", "···", " ··"];
+
+    fn new() -> Arc<Waiting> {
+        Arc::new(Waiting {
+            state: Mutex::new((false, false)),
+        })
+    }
+
+    /// Start the spinner thread (a no-op when it already runs).
+    fn start(self: &Arc<Self>) {
+        {
+            let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            if st.0 {
+                return;
+            }
+            st.0 = true;
+        }
+        let me = self.clone();
+        std::thread::spawn(move || {
+            let started = std::time::Instant::now();
+            for frame in Self::FRAMES.iter().cycle() {
+                std::thread::sleep(std::time::Duration::from_millis(150));
+                let mut st = me.state.lock().unwrap_or_else(|p| p.into_inner());
+                if !st.0 {
+                    return;
+                }
+                eprint!(
+                    "\r\x1b[2m{frame} waiting for the model ({} s)\x1b[0m",
+                    started.elapsed().as_secs()
+                );
+                let _ = std::io::stderr().flush();
+                st.1 = true;
+            }
+        });
+    }
+
+    /// Clear the spinner's line (before other output); `stop` ends it.
+    fn clear(&self, stop: bool) {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if st.1 {
+            eprint!("\r\x1b[2K");
+            let _ = std::io::stderr().flush();
+            st.1 = false;
+        }
+        if stop {
+            st.0 = false;
+        }
+    }
+}
 
 /// Terminal UI: text on stdout, status on stderr, confirmations from the REPL
 /// reader (or directly from the terminal in `-m` mode).
@@ -67,6 +135,8 @@ struct TerminalUi {
     yes: bool,
     /// The `--yes` hint was printed (once per run).
     hinted: AtomicBool,
+    /// The waiting indicator (drawn only when stderr is a terminal).
+    waiting: Arc<Waiting>,
 }
 
 impl TerminalUi {
@@ -81,7 +151,19 @@ impl TerminalUi {
             yes,
             awaiting_answer: Arc::new(AtomicBool::new(false)),
             hinted: AtomicBool::new(false),
+            waiting: Waiting::new(),
         }
+    }
+
+    /// Show the waiting indicator until the first token (stderr a terminal only).
+    fn start_waiting(&self) {
+        if self.color {
+            self.waiting.start();
+        }
+    }
+
+    fn stop_waiting(&self) {
+        self.waiting.clear(true);
     }
 
     /// One line from the REPL reader or, in `-m` mode, the terminal; `None`
@@ -109,6 +191,7 @@ impl TerminalUi {
 
 impl Ui for TerminalUi {
     fn text(&self, delta: &str) {
+        self.stop_waiting();
         let mut out = std::io::stdout().lock();
         let _ = out.write_all(super::output::sanitize(delta).as_bytes());
         let _ = out.flush();
@@ -121,6 +204,8 @@ impl Ui for TerminalUi {
     }
 
     fn status(&self, line: &str) {
+        // Keep waiting after a status line, on a fresh line.
+        self.waiting.clear(false);
         let line = super::output::sanitize(line);
         if self.color {
             eprintln!("\x1b[2m{line}\x1b[0m");
@@ -130,6 +215,7 @@ impl Ui for TerminalUi {
     }
 
     fn confirm(&self, question: &str) -> bool {
+        self.stop_waiting();
         if !self.has_someone_to_ask() {
             eprintln!(
                 "{} (no terminal to ask: refused)",
@@ -143,6 +229,7 @@ impl Ui for TerminalUi {
     }
 
     fn ask(&self, request: &ConfirmRequest) -> Answer {
+        self.stop_waiting();
         if !self.has_someone_to_ask() {
             eprintln!(
                 "refused {}: it needs confirmation and there is no terminal to ask",
@@ -188,7 +275,7 @@ pub(crate) fn build_tools(
     a: &AgentSettings,
     yes: bool,
     session: &str,
-) -> ToolRegistry {
+) -> (ToolRegistry, Arc<EngineBackend>) {
     let mut ctx = ToolContext::new(settings.mem.workspace.clone());
     ctx.jail = a.jail_to_workspace;
     ctx.exec_timeout = a.exec_timeout;
@@ -196,9 +283,36 @@ pub(crate) fn build_tools(
     ctx.confirm_side_effects = a.confirm_side_effects && !yes;
     ctx.net.allow_private = a.allow_private;
     ctx.sandbox = a.sandbox.clone();
-    ctx.memory = Some(Arc::new(EngineBackend::new(settings.mem.clone())));
+    let progress: claw_agent::memory_backend::ProgressSink =
+        Arc::new(|line: &str| eprintln!("{}", super::output::sanitize(line)));
+    let memory = Arc::new(EngineBackend::new(settings.mem.clone()).with_progress(progress));
+    ctx.memory = Some(memory.clone());
     ctx.cron = Some(super::cron::tool_context(settings, session));
-    ToolRegistry::new(ctx)
+    (ToolRegistry::new(ctx), memory)
+}
+
+/// The session-start sync: a never-indexed workspace is indexed (progress on
+/// stderr), else the bounded inline sync runs; never waits for another writer.
+async fn sync_memory(memory: Arc<EngineBackend>, ui: &dyn Ui) {
+    let report = tokio::task::spawn_blocking(move || memory.sync()).await;
+    match report {
+        Ok(Ok(SyncReport::Synced {
+            reindexed, removed, ..
+        })) if !(reindexed.is_empty() && removed.is_empty()) => ui.status(&format!(
+            "memory: re-indexed {} changed and removed {} file(s)",
+            reindexed.len(),
+            removed.len()
+        )),
+        Ok(Ok(SyncReport::Stale {
+            pending, reason, ..
+        })) => ui.status(&format!(
+            "memory: the index is behind the disk by {pending} file(s) ({reason}); \
+             searches answer from it as it is"
+        )),
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => ui.status(&format!("memory: {}", e.message())),
+        Err(e) => ui.status(&format!("memory: the sync task failed: {e}")),
+    }
 }
 
 pub(crate) fn driver_options(settings: &Settings, a: &AgentSettings, key: &str) -> DriverOptions {
@@ -217,6 +331,7 @@ pub(crate) fn driver_options(settings: &Settings, a: &AgentSettings, key: &str) 
         timezone: format!("UTC{offset}"),
         os: format!("{} {}", std::env::consts::OS, std::env::consts::ARCH),
         clock: settings.mem.clock,
+        memory_max_bytes: a.memory_max_bytes,
     }
 }
 
@@ -236,20 +351,24 @@ pub async fn run(settings: Settings, args: ChatArgs) -> anyhow::Result<Exit> {
     })?;
     let chain = ProviderChain::new(a.profiles.clone(), RetryPolicy::default())
         .context("cannot set up the LLM client")?;
-    let tools = build_tools(&settings, &a, args.yes, &args.session);
+    let (tools, memory) = build_tools(&settings, &a, args.yes, &args.session);
     let opts = driver_options(&settings, &a, &args.session);
     let color = std::io::stderr().is_terminal();
     match args.message {
         Some(message) => {
             let ui = Arc::new(TerminalUi::new(color, None, args.yes));
-            let mut driver = Driver::open(opts, Arc::new(chain), Arc::new(tools), ui)
+            let mut driver = Driver::open(opts, Arc::new(chain), Arc::new(tools), ui.clone())
                 .await
                 .context("cannot open the session")?;
-            one_shot(&mut driver, &message).await
+            sync_memory(memory, ui.as_ref()).await;
+            ui.start_waiting();
+            let exit = one_shot(&mut driver, &message).await;
+            ui.stop_waiting();
+            exit
         }
         None => {
             let history = settings.state_dir().join("chat_history.txt");
-            repl(opts, chain, tools, color, history, args.yes).await
+            repl(opts, chain, tools, memory, color, history, args.yes).await
         }
     }
 }
@@ -282,6 +401,10 @@ fn report_end(end: &TurnEnd) -> Exit {
         TurnEnd::Failed(why) => {
             eprintln!("error: {why}");
             Exit::Error
+        }
+        TurnEnd::Done(what) => {
+            eprintln!("{}", super::output::sanitize(what));
+            Exit::Ok
         }
     }
 }
@@ -372,6 +495,7 @@ async fn repl(
     opts: DriverOptions,
     chain: ProviderChain,
     tools: ToolRegistry,
+    memory: Arc<EngineBackend>,
     color: bool,
     history: std::path::PathBuf,
     yes: bool,
@@ -387,6 +511,7 @@ async fn repl(
         driver.session_path().display(),
         driver.agent().history().len()
     ));
+    sync_memory(memory, ui.as_ref()).await;
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let (mode_tx, mode_rx) = std::sync::mpsc::channel();
     spawn_reader(history, tx, mode_rx);
@@ -406,7 +531,7 @@ async fn repl(
         let text = line.trim();
         let next = match text {
             "" => ReadMode::Prompt,
-            "/exit" | "/quit" => break,
+            "/exit" | "/quit" | "exit" | "quit" => break,
             "/help" => {
                 println!("{HELP}");
                 ReadMode::Prompt
@@ -425,19 +550,29 @@ async fn repl(
                 }
                 ReadMode::Prompt
             }
-            cmd if cmd.starts_with('/') => {
+            cmd if cmd.starts_with('/') && !matches!(cmd, "/remember" | "/compact") => {
                 ui.status(&format!("unknown command {cmd}; /help lists them"));
                 ReadMode::Prompt
             }
-            message => {
+            line => {
+                let job = match line {
+                    "/remember" => Job::Remember,
+                    "/compact" => Job::Compact,
+                    message => Job::Message(message.to_string()),
+                };
                 if from_reader {
                     let _ = mode_tx.send(ReadMode::Plain);
                 }
                 let cancel = CancellationToken::new();
                 let ctrlc = spawn_ctrl_c(cancel.clone());
                 let mut eof = false;
+                ui.start_waiting();
                 let result = {
-                    let turn = driver.run_turn(message, &cancel);
+                    let turn: std::pin::Pin<Box<dyn std::future::Future<Output = _>>> = match &job {
+                        Job::Message(m) => Box::pin(driver.run_turn(m, &cancel)),
+                        Job::Remember => Box::pin(driver.remember(&cancel)),
+                        Job::Compact => Box::pin(driver.compact(&cancel)),
+                    };
                     tokio::pin!(turn);
                     loop {
                         tokio::select! {
@@ -467,12 +602,14 @@ async fn repl(
                     }
                 };
                 ctrlc.abort();
+                ui.stop_waiting();
                 match result {
                     Ok(outcome) => match &outcome.end {
                         TurnEnd::Answered(_) | TurnEnd::MaxIterations(_) => {}
                         TurnEnd::Cancelled => ui.status("cancelled"),
                         TurnEnd::LoopBroken(why) => ui.status(&format!("stopped: {why}")),
                         TurnEnd::Failed(why) => ui.status(&format!("error: {why}")),
+                        TurnEnd::Done(what) => ui.status(what),
                     },
                     Err(e) => ui.status(&format!("error: {e}")),
                 }

@@ -430,7 +430,7 @@ async fn run_now(settings: Settings, a: RunArgs) -> anyhow::Result<Exit> {
     let chain = ProviderChain::new(agent.profiles.clone(), RetryPolicy::default())
         .context("cannot set up the LLM client")?;
     let session = job.session();
-    let tools = super::chat::build_tools(&settings, &agent, a.yes, &session);
+    let (tools, _memory) = super::chat::build_tools(&settings, &agent, a.yes, &session);
     let opts = super::chat::driver_options(&settings, &agent, &session);
     let mut driver = Driver::open(opts, Arc::new(chain), Arc::new(tools), Arc::new(RunUi))
         .await
@@ -444,7 +444,7 @@ async fn run_now(settings: Settings, a: RunArgs) -> anyhow::Result<Exit> {
     let job_id = job.id.clone();
     tokio::task::spawn_blocking(move || st.record_manual_run(&job_id, now)).await??;
     Ok(match outcome.end {
-        TurnEnd::Answered(_) => Exit::Ok,
+        TurnEnd::Answered(_) | TurnEnd::Done(_) => Exit::Ok,
         TurnEnd::MaxIterations(_) => Exit::Error,
         TurnEnd::Cancelled => {
             eprintln!("cancelled");

@@ -149,6 +149,8 @@ struct SearchJson<'a> {
 enum SyncJson<'a> {
     Fresh {
         checked_ms: u64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        watcher: Option<i64>,
     },
     Synced {
         reindexed: &'a [FileRef],
@@ -166,8 +168,12 @@ enum SyncJson<'a> {
 impl<'a> From<&'a SyncReport> for SyncJson<'a> {
     fn from(r: &'a SyncReport) -> SyncJson<'a> {
         match r {
-            SyncReport::Fresh { checked_ms } => SyncJson::Fresh {
+            SyncReport::Fresh {
+                checked_ms,
+                watcher,
+            } => SyncJson::Fresh {
                 checked_ms: *checked_ms,
+                watcher: *watcher,
             },
             SyncReport::Synced {
                 reindexed,
@@ -317,7 +323,10 @@ mod tests {
     fn sync_json_is_the_library_shape_with_cli_reasons() {
         let f = |p: &str| FileRef::new("memory", p);
         let reports = [
-            SyncReport::Fresh { checked_ms: 3 },
+            SyncReport::Fresh {
+                checked_ms: 3,
+                watcher: None,
+            },
             SyncReport::Synced {
                 reindexed: vec![f("a.md")],
                 removed: vec![f("b.md")],

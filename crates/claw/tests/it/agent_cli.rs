@@ -492,6 +492,8 @@ fn compaction_flushes_memory_then_summarises_then_answers() {
             ],
         ),
         openai::text(&["NO_REPLY"]),
+        // The consolidation into MEMORY.md: nothing durable.
+        openai::text(&["NO_REPLY"]),
         openai::text(&["SUMMARY-XYZ: the user asked eight old questions."]),
         openai::text(&["final answer"]),
     ]);
@@ -515,7 +517,7 @@ fn compaction_flushes_memory_then_summarises_then_answers() {
     );
 
     let reqs = server.requests();
-    assert_eq!(reqs.len(), 4);
+    assert_eq!(reqs.len(), 5);
     let tools_of = |i: usize| -> Vec<String> {
         reqs[i].json["tools"]
             .as_array()
@@ -538,10 +540,14 @@ fn compaction_flushes_memory_then_summarises_then_answers() {
             .unwrap()
             .contains(&mem_path)
     );
-    assert!(tools_of(2).is_empty(), "the summary call offers no tools");
-    let sreq = reqs[2].json.to_string();
+    assert!(
+        tools_of(2).is_empty(),
+        "the consolidation call offers no tools"
+    );
+    assert!(tools_of(3).is_empty(), "the summary call offers no tools");
+    let sreq = reqs[3].json.to_string();
     assert!(sreq.contains("old question 0"), "{sreq}");
-    let answer = &reqs[3].json["messages"];
+    let answer = &reqs[4].json["messages"];
     assert!(
         answer[0]["content"]
             .as_str()
@@ -593,6 +599,8 @@ fn context_overflow_error_compacts_and_retries() {
             Some("context_length_exceeded"),
         ),
         openai::text(&["NO_REPLY"]),
+        // The consolidation into MEMORY.md: nothing durable.
+        openai::text(&["NO_REPLY"]),
         openai::text(&["SUMMARY-OVERFLOW"]),
         openai::text(&["answer after retry"]),
     ]);
@@ -605,9 +613,9 @@ fn context_overflow_error_compacts_and_retries() {
     assert_eq!(r.code, 0, "stderr: {}", r.stderr);
     assert_eq!(r.stdout, "answer after retry\n");
     let reqs = server.requests();
-    assert_eq!(reqs.len(), 4);
+    assert_eq!(reqs.len(), 5);
     assert!(
-        reqs[3].json["messages"][0]["content"]
+        reqs[4].json["messages"][0]["content"]
             .as_str()
             .unwrap()
             .contains("SUMMARY-OVERFLOW")

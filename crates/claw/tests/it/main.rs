@@ -3,6 +3,7 @@
 #![allow(unsafe_code)] // kill(2)/killpg(2) on child processes the tests start
 
 mod adversarial_queries;
+mod agent_assist;
 mod agent_cli;
 mod agent_memory;
 mod cli_edge;
@@ -27,6 +28,7 @@ mod search_cli;
 #[path = "../../../memory/tests/it/search_support.rs"]
 mod search_support;
 mod search_sync;
+mod search_vouch;
 mod secrets_cli;
 mod secrets_corpus;
 mod skipped_files;

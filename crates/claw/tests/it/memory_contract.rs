@@ -1,11 +1,13 @@
 //! One search contract: the assistant's `memory_search` / `memory_get` tools and
 //! `claw memory search|get --json` answer the same request with the same JSON
-//! (the tools leave out only the CLI's `sync` object, as they never sync). Real
+//! (the backend syncs under the same policy as the CLI: here `--no-sync` and
+//! `SyncPolicy::Skip`, so even the `sync` object is identical). Real
 //! index, real model, the real binary and the agent's real engine backend.
 
 use claw_agent::memory_backend::EngineBackend;
 use claw_agent::tools::{MemoryBackend, MemoryGetArgs, MemorySearchArgs, ToolOutput};
 use claw_memory::config::{EmbedProvider, MemoryConfig};
+use claw_memory::service::SyncPolicy;
 use claw_testkit::{claw, model_paths};
 use serde_json::Value;
 use std::path::Path;
@@ -60,7 +62,8 @@ fn tools_answer_with_the_cli_json() {
             model_dir: Some(model_dir),
             ort_dylib_path: Some(ort),
         },
-    ));
+    ))
+    .with_sync_policy(SyncPolicy::Skip);
 
     let searches: [(&str, &[&str]); 5] = [
         (r#"{"query":"where do quokkas live"}"#, &[]),
@@ -89,9 +92,8 @@ fn tools_answer_with_the_cli_json() {
             "--no-sync",
         ];
         cli_args.extend_from_slice(flags);
-        let mut cli = cli_json(ws, &cli_args);
+        let cli = cli_json(ws, &cli_args);
         assert_eq!(cli["sync"], serde_json::json!({"status": "skipped"}));
-        cli.as_object_mut().unwrap().remove("sync");
 
         let resp = backend.search(&args.to_request()).unwrap();
         let tool = serde_json::to_value(&resp).unwrap();

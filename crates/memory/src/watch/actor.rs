@@ -50,6 +50,10 @@ pub(crate) struct Actor {
     last_event: Option<i64>,
     last_sync: Option<i64>,
     started_at: i64,
+    /// `pending` as last written to the heartbeat row: a search trusts the row
+    /// (and skips its stat walk) only while it says 0, so the first event after
+    /// an idle period is written at once, not at the next tick.
+    reported_pending: std::cell::Cell<usize>,
 }
 
 impl Actor {
@@ -78,6 +82,7 @@ impl Actor {
             last_event: None,
             last_sync: None,
             started_at: now_unix(),
+            reported_pending: std::cell::Cell::new(usize::MAX),
         }
     }
 
@@ -145,6 +150,10 @@ impl Actor {
             if self.overflow.swap(false, Ordering::SeqCst) {
                 self.emit(WatchEvent::Overflow);
                 self.notes.rescan(Instant::now());
+            }
+            if self.pending() > 0 && self.reported_pending.get() == 0 {
+                // No longer idle: stop vouching for the index right away.
+                self.heartbeat();
             }
             if Instant::now() >= next_tick {
                 next_tick = Instant::now() + self.opts.heartbeat_every;
@@ -414,19 +423,25 @@ impl Actor {
     }
 
     fn heartbeat(&self) {
+        let pending = self.pending();
         let row = WatcherRow {
             pid: std::process::id() as i64,
             started_at: self.started_at,
             heartbeat: now_unix(),
             last_event: self.last_event,
             last_sync: self.last_sync,
-            pending: self.pending() as i64,
+            pending: pending as i64,
         };
         let Some(store) = &self.store else {
             return; // being reopened
         };
-        if let Err(e) = store.upsert_watcher(&row) {
-            self.error(format!("heartbeat: {e}"));
+        match store.upsert_watcher(&row) {
+            Ok(()) => self.reported_pending.set(pending),
+            Err(e) => {
+                // Not written: make the next event try again.
+                self.reported_pending.set(0);
+                self.error(format!("heartbeat: {e}"));
+            }
         }
     }
 }

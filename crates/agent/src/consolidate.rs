@@ -1,0 +1,490 @@
+//! Consolidation into MEMORY.md: the model distils durable facts (people,
+//! decisions, preferences, standing instructions) from the conversation not yet
+//! consolidated; this module builds that request, parses the reply and merges
+//! the facts into the current MEMORY.md — deduplicated against what is there,
+//! grouped under headings, redacted, and bounded: when the file would pass its
+//! size limit, older consolidated entries are rewritten tersely instead of the
+//! file growing (and facts that still do not fit are left out, never the user's
+//! own text). Pure: the core asks the driver for the file and writes the result
+//! through the `write_file` tool.
+
+use crate::compaction::{FLUSH_DONE, render_transcript};
+use crate::message::{ChatRequest, Message};
+use chrono::{DateTime, Utc};
+use std::collections::BTreeSet;
+
+/// Default bound of MEMORY.md in bytes (`agent.memory_max_bytes`).
+pub const DEFAULT_MAX_BYTES: usize = 8 * 1024;
+/// The file consolidation writes, relative to the workspace.
+pub const MEMORY_FILE: &str = "MEMORY.md";
+/// The headings facts are grouped under, in this order.
+pub const HEADINGS: [&str; 4] = [
+    "People",
+    "Decisions",
+    "Preferences",
+    "Standing instructions",
+];
+/// A rewritten (terse) entry is at most this many characters.
+pub const TERSE_CHARS: usize = 72;
+
+const SYSTEM: &str = "You maintain MEMORY.md, the long-term memory of a personal AI \
+assistant. From the conversation, extract only durable facts worth remembering for months: \
+people (who they are, roles, relationships), decisions (what was decided, and why), \
+preferences (how the user likes things done), standing instructions (rules the user wants \
+always followed). Leave out what MEMORY.md already says, small talk, one-off tasks, and \
+anything secret (passwords, keys, tokens). Reply with Markdown only: the headings \
+`## People`, `## Decisions`, `## Preferences`, `## Standing instructions`, each followed by \
+`- ` bullets, one short self-contained fact per bullet; omit empty headings. If there is \
+nothing new, reply exactly NO_REPLY.";
+
+/// The model call that distils `messages` given the current MEMORY.md.
+pub fn request(memory_md: &str, messages: &[Message], max_tokens: u32) -> ChatRequest {
+    let conversation = render_transcript(messages, 2000, 24_000);
+    let current = if memory_md.trim().is_empty() {
+        "(empty)".to_string()
+    } else {
+        memory_md.to_string()
+    };
+    ChatRequest {
+        system: SYSTEM.into(),
+        messages: vec![Message::user(
+            format!(
+                "Current MEMORY.md:\n<memory>\n{current}\n</memory>\n\n\
+                 Conversation to distil:\n<conversation>\n{conversation}</conversation>"
+            ),
+            // The request is not part of any history: its time is irrelevant.
+            DateTime::<Utc>::UNIX_EPOCH,
+        )],
+        tools: Vec::new(),
+        max_tokens,
+    }
+}
+
+/// One distilled fact under its heading.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fact {
+    pub heading: String,
+    pub text: String,
+}
+
+/// The canonical heading for a heading the model wrote (unknown ones are kept).
+fn canonical_heading(h: &str) -> String {
+    let l = h.trim().trim_matches('#').trim().to_ascii_lowercase();
+    let known = if l.contains("people") || l.contains("person") || l.contains("contact") {
+        Some(HEADINGS[0])
+    } else if l.contains("decision") {
+        Some(HEADINGS[1])
+    } else if l.contains("preference") {
+        Some(HEADINGS[2])
+    } else if l.contains("instruction") || l.contains("rule") {
+        Some(HEADINGS[3])
+    } else {
+        None
+    };
+    known
+        .map(str::to_string)
+        .unwrap_or_else(|| h.trim().to_string())
+}
+
+/// The facts of a reply (`## Heading` + `- fact` lines; `NO_REPLY`: none).
+/// Bullets before any heading go under "Notes".
+pub fn parse_reply(reply: &str) -> Vec<Fact> {
+    let reply = crate::think::strip(reply);
+    let mut heading = "Notes".to_string();
+    let mut out = Vec::new();
+    for line in reply.lines() {
+        let t = line.trim();
+        if let Some(h) = t.strip_prefix("##") {
+            heading = canonical_heading(h);
+        } else if let Some(f) = t.strip_prefix("- ").or_else(|| t.strip_prefix("* ")) {
+            let f = f.trim();
+            if !f.is_empty() && f != FLUSH_DONE {
+                out.push(Fact {
+                    heading: heading.clone(),
+                    text: f.to_string(),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// What a merge did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Merged {
+    /// The new MEMORY.md.
+    pub text: String,
+    /// Facts added.
+    pub added: usize,
+    /// Facts already there (or repeated in the reply).
+    pub duplicates: usize,
+    /// Older entries rewritten tersely to stay within the bound.
+    pub condensed: usize,
+    /// Facts left out because even the terse file had no room.
+    pub dropped: usize,
+}
+
+impl Merged {
+    /// Whether the file changes.
+    pub fn changed(&self) -> bool {
+        self.added > 0 || self.condensed > 0
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Section {
+    /// The heading's name (`None`: text before the first `##`).
+    name: Option<String>,
+    lines: Vec<String>,
+}
+
+fn parse_doc(text: &str) -> Vec<Section> {
+    let mut out = vec![Section {
+        name: None,
+        lines: Vec::new(),
+    }];
+    for line in text.lines() {
+        if let Some(h) = line.strip_prefix("## ") {
+            out.push(Section {
+                name: Some(h.trim().to_string()),
+                lines: vec![line.to_string()],
+            });
+        } else if let Some(last) = out.last_mut() {
+            last.lines.push(line.to_string());
+        }
+    }
+    out
+}
+
+fn render_doc(doc: &[Section]) -> String {
+    let mut out = String::new();
+    for (i, s) in doc.iter().enumerate() {
+        let mut lines = s.lines.clone();
+        // One blank line between sections.
+        while lines.last().is_some_and(|l| l.trim().is_empty()) {
+            lines.pop();
+        }
+        if lines.is_empty() {
+            continue;
+        }
+        if i > 0 && !out.is_empty() {
+            out.push('\n');
+        }
+        for l in lines {
+            out.push_str(&l);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// Lower-case words of a text (letters and digits), for comparing facts.
+fn words(s: &str) -> Vec<String> {
+    s.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect()
+}
+
+/// Whether `fact` says what `line` already says: the same words, one inside the
+/// other, or most words shared.
+fn same_fact(fact: &[String], line: &[String]) -> bool {
+    if fact.is_empty() || line.is_empty() {
+        return false;
+    }
+    let (f, l) = (fact.join(" "), line.join(" "));
+    if f == l || (fact.len() >= 3 && l.contains(&f)) || (line.len() >= 3 && f.contains(&l)) {
+        return true;
+    }
+    let a: BTreeSet<&String> = fact.iter().collect();
+    let b: BTreeSet<&String> = line.iter().collect();
+    let shared = a.intersection(&b).count() as f64;
+    shared / (a.union(&b).count() as f64) >= 0.75
+}
+
+const FILLER: &[&str] = &[
+    "the",
+    "a",
+    "an",
+    "that",
+    "which",
+    "who",
+    "really",
+    "very",
+    "just",
+    "also",
+    "currently",
+];
+
+/// A terse rewrite of an entry: filler words dropped, cut at a word to
+/// [`TERSE_CHARS`] with an ellipsis.
+pub fn terse(entry: &str) -> String {
+    let kept: Vec<&str> = entry
+        .split_whitespace()
+        .filter(|w| !FILLER.contains(&w.to_ascii_lowercase().as_str()))
+        .collect();
+    let mut out = String::new();
+    for w in kept {
+        if out.chars().count() + w.chars().count() + 1 > TERSE_CHARS {
+            out.push('…');
+            return out;
+        }
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(w);
+    }
+    out
+}
+
+/// Merge `facts` into `memory_md`: new facts (redacted) are appended as bullets
+/// under their heading (created in [`HEADINGS`] order when missing), facts
+/// already present are skipped, and the result stays within `max_bytes` by
+/// rewriting the oldest bullets of the headings tersely first.
+pub fn merge(memory_md: &str, facts: &[Fact], max_bytes: usize) -> Merged {
+    let mut doc = parse_doc(memory_md);
+    if memory_md.trim().is_empty() {
+        doc[0].lines = vec!["# Memory".into(), String::new()];
+    }
+    let mut known: Vec<Vec<String>> = doc
+        .iter()
+        .flat_map(|s| s.lines.iter())
+        .map(|l| words(l.trim_start_matches(['-', '*', ' '])))
+        .collect();
+    let mut merged = Merged {
+        text: String::new(),
+        added: 0,
+        duplicates: 0,
+        condensed: 0,
+        dropped: 0,
+    };
+    // Bullets added by this merge: (section index, line index), newest last.
+    let mut fresh: Vec<(usize, usize)> = Vec::new();
+    for fact in facts {
+        let text = claw_memory::redact::redact(fact.text.trim()).into_owned();
+        let w = words(&text);
+        if w.is_empty() {
+            continue;
+        }
+        if known.iter().any(|k| same_fact(&w, k)) {
+            merged.duplicates += 1;
+            continue;
+        }
+        let idx = match doc.iter().position(|s| {
+            s.name
+                .as_deref()
+                .is_some_and(|n| n.eq_ignore_ascii_case(&fact.heading))
+        }) {
+            Some(i) => i,
+            None => {
+                let at = insert_position(&doc, &fact.heading);
+                doc.insert(
+                    at,
+                    Section {
+                        name: Some(fact.heading.clone()),
+                        lines: vec![format!("## {}", fact.heading)],
+                    },
+                );
+                for f in fresh.iter_mut().filter(|f| f.0 >= at) {
+                    f.0 += 1;
+                }
+                at
+            }
+        };
+        // After the section's last non-blank line.
+        let sec = &mut doc[idx];
+        let at = sec
+            .lines
+            .iter()
+            .rposition(|l| !l.trim().is_empty())
+            .map_or(sec.lines.len(), |i| i + 1);
+        sec.lines.insert(at, format!("- {text}"));
+        for f in fresh.iter_mut().filter(|f| f.0 == idx && f.1 >= at) {
+            f.1 += 1;
+        }
+        fresh.push((idx, at));
+        known.push(w);
+        merged.added += 1;
+    }
+    // The bound: condense older bullets of the headings (never the user's other
+    // text, never this merge's own facts), then drop this merge's newest facts.
+    let managed: Vec<usize> = (0..doc.len())
+        .filter(|&i| {
+            doc[i]
+                .name
+                .as_deref()
+                .is_some_and(|n| HEADINGS.iter().any(|h| h.eq_ignore_ascii_case(n)))
+        })
+        .collect();
+    let mut older: Vec<(usize, usize)> = Vec::new();
+    for &si in &managed {
+        for (li, l) in doc[si].lines.iter().enumerate() {
+            if l.starts_with("- ") && !fresh.contains(&(si, li)) {
+                older.push((si, li));
+            }
+        }
+    }
+    let mut next_old = 0;
+    while render_doc(&doc).len() > max_bytes {
+        if let Some(&(si, li)) = older.get(next_old) {
+            next_old += 1;
+            let line = &doc[si].lines[li];
+            let short = format!("- {}", terse(&line[2..]));
+            if short.len() < line.len() {
+                doc[si].lines[li] = short;
+                merged.condensed += 1;
+            }
+            continue;
+        }
+        let Some((si, li)) = fresh.pop() else { break };
+        doc[si].lines.remove(li);
+        merged.added -= 1;
+        merged.dropped += 1;
+    }
+    merged.text = render_doc(&doc);
+    if !merged.changed() {
+        merged.text = memory_md.to_string();
+    }
+    merged
+}
+
+/// Where a new section for `heading` goes: before the first known heading
+/// that comes after it in [`HEADINGS`] order, else at the end.
+fn insert_position(doc: &[Section], heading: &str) -> usize {
+    let rank = |n: &str| HEADINGS.iter().position(|h| h.eq_ignore_ascii_case(n));
+    let Some(r) = rank(heading) else {
+        return doc.len();
+    };
+    doc.iter()
+        .position(|s| {
+            s.name
+                .as_deref()
+                .and_then(rank)
+                .is_some_and(|other| other > r)
+        })
+        .unwrap_or(doc.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fact(h: &str, t: &str) -> Fact {
+        Fact {
+            heading: h.into(),
+            text: t.into(),
+        }
+    }
+
+    #[test]
+    fn replies_parse_into_facts_under_known_headings() {
+        let reply = "<think>hm</think>## People\n- Ada runs payments.\n\n## Decisions made\n* We chose PostgreSQL 16.\n## Rules\n- Always answer in English.\nsome prose\n";
+        assert_eq!(
+            parse_reply(reply),
+            vec![
+                fact("People", "Ada runs payments."),
+                fact("Decisions", "We chose PostgreSQL 16."),
+                fact("Standing instructions", "Always answer in English."),
+            ]
+        );
+        assert!(parse_reply("NO_REPLY").is_empty());
+    }
+
+    #[test]
+    fn merge_groups_dedupes_and_keeps_the_users_text() {
+        let existing = "# Memory\n\nFree text the user wrote.\n\n## Travel\nThe quokka colony is on Rottnest.\n\n## People\n- Ada runs the payments team.\n";
+        let m = merge(
+            existing,
+            &[
+                fact("People", "Ada runs the payments team"),
+                fact("People", "Grace reviews every schema change."),
+                fact("Decisions", "The billing service uses PostgreSQL 16."),
+                fact("Decisions", "the billing service uses postgresql 16"),
+                fact("Preferences", "The quokka colony is on Rottnest."),
+            ],
+            DEFAULT_MAX_BYTES,
+        );
+        assert_eq!((m.added, m.duplicates, m.condensed), (2, 3, 0));
+        assert_eq!(
+            m.text,
+            "# Memory\n\nFree text the user wrote.\n\n## Travel\nThe quokka colony is on Rottnest.\n\n## People\n- Ada runs the payments team.\n- Grace reviews every schema change.\n\n## Decisions\n- The billing service uses PostgreSQL 16.\n"
+        );
+        // Merging the same facts again changes nothing.
+        let again = merge(
+            &m.text,
+            &[
+                fact("People", "Grace reviews every schema change."),
+                fact("Decisions", "The billing service uses PostgreSQL 16."),
+            ],
+            DEFAULT_MAX_BYTES,
+        );
+        assert!(!again.changed());
+        assert_eq!(again.text, m.text);
+    }
+
+    #[test]
+    fn an_empty_file_gets_a_title_and_headings_in_order() {
+        let m = merge(
+            "",
+            &[
+                fact("Standing instructions", "Never deploy on Fridays."),
+                fact("People", "Linus maintains the kernel fork."),
+            ],
+            DEFAULT_MAX_BYTES,
+        );
+        assert_eq!(
+            m.text,
+            "# Memory\n\n## People\n- Linus maintains the kernel fork.\n\n## Standing instructions\n- Never deploy on Fridays.\n"
+        );
+    }
+
+    #[test]
+    fn secrets_are_redacted() {
+        let m = merge(
+            "",
+            &[fact(
+                "Decisions",
+                "The staging key is sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCD.",
+            )],
+            DEFAULT_MAX_BYTES,
+        );
+        assert!(!m.text.contains("sk-proj-abcdef"), "{}", m.text);
+        assert!(m.text.contains("REDACTED"), "{}", m.text);
+    }
+
+    #[test]
+    fn a_full_file_rewrites_older_entries_tersely_instead_of_growing() {
+        let mut text = String::from("# Memory\n\n## Decisions\n");
+        for i in 0..40 {
+            text.push_str(&format!(
+                "- Decision {i}: the team agreed that the quarterly report is really very long and written by the finance group.\n"
+            ));
+        }
+        let max = text.len() + 40;
+        let m = merge(
+            &text,
+            &[fact(
+                "Decisions",
+                "Release train moves to a two-week cadence.",
+            )],
+            max,
+        );
+        assert_eq!(m.added, 1);
+        assert!(m.condensed >= 1);
+        assert!(m.text.len() <= max, "{} > {max}", m.text.len());
+        assert!(
+            m.text
+                .contains("- Release train moves to a two-week cadence.\n")
+        );
+        assert!(
+            m.text
+                .starts_with("# Memory\n\n## Decisions\n- Decision 0: team agreed")
+        );
+        assert!(m.text.contains('…'));
+        // A bound too small for anything new: the new fact is left out, the file
+        // never grows.
+        let tiny = merge(&text, &[fact("People", "Someone new.")], 40);
+        assert_eq!((tiny.added, tiny.dropped), (0, 1));
+        assert!(tiny.text.len() <= text.len());
+    }
+}

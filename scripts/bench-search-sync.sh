@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Cost of the freshness check of `claw memory search` on the notes garden:
+# milliseconds per keyword-only search call (the whole process, default flags),
+# without a watcher (stat walk of every source) and with an idle
+# `claw memory watch` whose heartbeat vouches for the index (no walk), plus
+# `--no-sync` as the floor. Prints a Markdown table.
+#
+#   scripts/bench-search-sync.sh [CLAW_BIN] [CALLS]
+#
+# Default binary: target/release/claw (`cargo build --release -p claw`).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+BIN=${1:-$ROOT/target/release/claw}
+CALLS=${2:-40}
+GARDEN=$ROOT/../shared/data/notes-garden.tar.gz
+WORK=$(mktemp -d)
+WATCH_PID=
+cleanup() {
+  [ -n "$WATCH_PID" ] && kill "$WATCH_PID" 2>/dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+export HOME=$WORK/home CLAW_WORKSPACE=$WORK/ws CLAW_EMBED_PROVIDER=none
+mkdir -p "$WORK/garden" "$CLAW_WORKSPACE"
+tar xzf "$GARDEN" -C "$WORK/garden"
+"$BIN" memory add "$WORK/garden" --name garden >/dev/null
+"$BIN" memory index >/dev/null
+
+QUERIES=("webhook retries" "digital garden" "agora protocol" "meditation practice" "rust async")
+
+# ms per call over CALLS calls (cycling through the queries), after 3 warm-up calls.
+run() {
+  local i start end
+  for i in 1 2 3; do "$BIN" memory search "${QUERIES[0]}" "$@" >/dev/null || true; done
+  start=$(date +%s%N)
+  for ((i = 0; i < CALLS; i++)); do
+    "$BIN" memory search "${QUERIES[i % ${#QUERIES[@]}]}" "$@" >/dev/null || true
+  done
+  end=$(date +%s%N)
+  awk -v t=$((end - start)) -v n="$CALLS" 'BEGIN { printf "%.1f", t / n / 1e6 }'
+}
+sync_of() { "$BIN" memory search "${QUERIES[0]}" --json "$@" | python3 -c 'import json,sys; print(json.dumps(json.load(sys.stdin)["sync"]))'; }
+
+files=$(find "$WORK/garden" -type f -name '*.md' | wc -l)
+no_watch=$(run)
+no_watch_sync=$(sync_of)
+no_sync=$(run --no-sync)
+
+"$BIN" memory watch --json >"$WORK/watch.log" 2>&1 &
+WATCH_PID=$!
+# Wait until the watcher's start-up rescan is applied and its heartbeat says idle.
+for _ in $(seq 1 600); do
+  s=$(sync_of)
+  case "$s" in *'"watcher"'*) break ;; esac
+  sleep 0.1
+done
+watched_sync=$(sync_of)
+watched=$(run)
+
+echo "Garden: $files notes, keyword-only index; $CALLS calls per row; binary: $BIN"
+echo
+echo "| \`claw memory search QUERY\` | ms per call | sync reported |"
+echo "|---|---|---|"
+echo "| no watcher (stat walk) | $no_watch | \`$no_watch_sync\` |"
+echo "| idle watcher vouches (no walk) | $watched | \`$watched_sync\` |"
+echo "| \`--no-sync\` (floor) | $no_sync | skipped |"
