@@ -18,7 +18,9 @@ use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
 /// One file of one source.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub struct FileRef {
     /// Source name.
     pub source: String,
@@ -140,7 +142,7 @@ pub fn diff(
 
 /// What the inline sync before a search did; serialised as the `sync` object of
 /// `claw memory search --json`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum SyncReport {
     /// The index matched the disk; nothing to do.
