@@ -159,8 +159,19 @@ impl Client {
         path: &str,
         body: Option<&[u8]>,
     ) -> Result<HttpResponse, ClientError> {
+        self.request_with(method, path, body, &[])
+    }
+
+    /// One request with extra headers, the whole response read.
+    pub fn request_with(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&[u8]>,
+        headers: &[(&str, &str)],
+    ) -> Result<HttpResponse, ClientError> {
         let mut s = self.connect()?;
-        self.send(&mut s, method, path, body, &[])?;
+        self.send(&mut s, method, path, body, headers)?;
         let mut r = BufReader::new(s);
         let (status, headers) = read_head(&mut r)?;
         let mut body = Vec::new();

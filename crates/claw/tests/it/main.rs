@@ -12,6 +12,7 @@ mod crash_index;
 mod e2e_local_llm;
 mod embed_openai;
 mod eval_smoke;
+mod gateway;
 mod index_cli;
 mod jail_agent_cli;
 mod jail_memory_cli;

@@ -1,0 +1,696 @@
+//! `claw gateway` as a real process against an OpenAI-compatible LLM server that
+//! echoes each message (`claw_testkit::echo_llm`): the bearer token (401 without
+//! it), streaming and non-streaming chat completions, sessions and their
+//! transcripts, per-session order, the CLI routed through the gateway (output
+//! identical to `--local`), a load of 50 sessions × 5 messages (each answered once,
+//! in order, transcripts without lost or duplicated lines; throughput and the
+//! gateway's overhead printed), SIGTERM during a streaming turn (exit 0 within the
+//! grace period, transcript intact), SIGTERM past the grace period (the turn is
+//! cancelled, exit 0) and `kill -9` (nothing answered is lost, the next start works).
+
+use claw_gateway::client::{ChatEvent, Client};
+use claw_gateway::discovery::{self, GatewayInfo};
+use claw_gateway::token::Token;
+use claw_testkit::echo_llm::{EchoLlm, answer_for};
+use serde_json::{Value, json};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// `claw` with a clean environment, keyword-only memory, the echo LLM.
+fn claw(ws: &Path, llm: Option<&str>) -> Command {
+    let mut c = Command::new(claw_testkit::claw_bin());
+    c.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", ws.join("home"))
+        .env("CLAW_WORKSPACE", ws)
+        .env("CLAW_EMBED_PROVIDER", "none")
+        .env("CLAW_NOW", claw_testkit::TEST_NOW)
+        .env("TZ", "UTC");
+    if let Some(url) = llm {
+        c.env("CLAW_LLM_API", "openai")
+            .env("CLAW_LLM_BASE_URL", url)
+            .env("CLAW_LLM_MODEL", "echo");
+    }
+    if ws.join("config.json").is_file() {
+        c.env("CLAW_CONFIG", ws.join("config.json"));
+    }
+    c
+}
+
+/// A running `claw gateway`; killed when dropped.
+struct Gateway {
+    child: Child,
+    ws: PathBuf,
+    info: GatewayInfo,
+    token: String,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Gateway {
+    fn start(ws: &Path, llm: Option<&str>) -> Gateway {
+        let mut child = claw(ws, llm)
+            .args(["gateway", "--port", "0"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn claw gateway");
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let mut err = child.stderr.take().unwrap();
+        let sink = stderr.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = err.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        let state = ws.join(".claw");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let info = loop {
+            if let Some(i) = discovery::read_live(&state)
+                && i.pid == child.id()
+            {
+                break i;
+            }
+            if let Some(status) = child.try_wait().unwrap() {
+                panic!(
+                    "the gateway exited ({status}) before listening: {}",
+                    stderr.lock().unwrap()
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the gateway did not start: {}",
+                stderr.lock().unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let token = std::fs::read_to_string(state.join("gateway.token"))
+            .unwrap()
+            .trim()
+            .to_string();
+        Gateway {
+            child,
+            ws: ws.to_path_buf(),
+            info,
+            token,
+            stderr,
+        }
+    }
+
+    fn client(&self) -> Client {
+        let mut c = Client::new(self.info.clone(), Token::new(self.token.clone()));
+        c.timeout = Some(Duration::from_secs(60));
+        c
+    }
+
+    fn client_with(&self, token: &str) -> Client {
+        Client::new(self.info.clone(), Token::new(token))
+    }
+
+    fn signal(&self, sig: i32) {
+        // SAFETY: a signal to the child this test started.
+        unsafe {
+            libc::kill(self.child.id() as i32, sig);
+        }
+    }
+
+    /// Wait for the process to exit; its status code and how long it took.
+    fn wait_exit(&mut self, limit: Duration) -> (i32, Duration) {
+        let t = Instant::now();
+        loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                return (s.code().unwrap_or(-1), t.elapsed());
+            }
+            assert!(
+                t.elapsed() < limit,
+                "the gateway did not exit within {limit:?}: {}",
+                self.stderr.lock().unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn log(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn chat_body(text: &str, stream: bool) -> Value {
+    json!({"model": "claw", "stream": stream, "messages": [
+        {"role": "system", "content": "ignored: claw has its own prompt"},
+        {"role": "user", "content": text}
+    ]})
+}
+
+/// POST a chat completion with an explicit session header.
+fn post_chat(c: &Client, session: &str, text: &str) -> Value {
+    let r = c
+        .request_with(
+            "POST",
+            "/v1/chat/completions",
+            Some(&serde_json::to_vec(&chat_body(text, false)).unwrap()),
+            &[("X-Claw-Session", session)],
+        )
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    serde_json::from_slice(&r.body).unwrap()
+}
+
+/// The messages of a transcript file (all records must parse).
+fn transcript(ws: &Path, key: &str) -> Vec<Value> {
+    let path = ws
+        .join("sessions")
+        .join(claw_agent::session::file_name_for_key(key));
+    let text = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        text.is_empty() || text.ends_with('\n'),
+        "torn last line in {}",
+        path.display()
+    );
+    text.lines()
+        .map(|l| serde_json::from_str::<Value>(l).expect("every transcript line parses"))
+        .filter(|v| v["type"] == "message")
+        .collect()
+}
+
+/// (role, content) of a transcript's user/assistant messages.
+fn pairs(ws: &Path, key: &str) -> Vec<(String, String)> {
+    transcript(ws, key)
+        .iter()
+        .map(|m| {
+            (
+                m["role"].as_str().unwrap().to_string(),
+                m["content"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn expected_pairs(inputs: &[String]) -> Vec<(String, String)> {
+    inputs
+        .iter()
+        .flat_map(|i| {
+            [
+                ("user".to_string(), i.clone()),
+                ("assistant".to_string(), answer_for(i)),
+            ]
+        })
+        .collect()
+}
+
+#[test]
+fn token_streaming_non_streaming_and_sessions() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    let llm = EchoLlm::start(Duration::ZERO, Duration::from_millis(5), 3);
+    let gw = Gateway::start(ws, Some(&llm.url()));
+    let c = gw.client();
+
+    // The token: generated on first start, private, required everywhere but /healthz.
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(ws.join(".claw/gateway.token"))
+            .unwrap()
+            .permissions(),
+    );
+    assert_eq!(mode & 0o777, 0o600);
+    assert_eq!(gw.token.len(), 64);
+    let health = gw.client_with("").request("GET", "/healthz", None).unwrap();
+    assert_eq!(health.status, 200);
+    for bad in ["", "wrong", &gw.token[..63]] {
+        let anon = gw.client_with(bad);
+        for (method, path) in [
+            ("GET", "/v1/models"),
+            ("GET", "/v1/sessions"),
+            ("POST", "/v1/chat/completions"),
+            ("POST", "/v1/memory/search"),
+        ] {
+            let body = serde_json::to_vec(&chat_body("sneaky", false)).unwrap();
+            let r = anon.request(method, path, Some(&body)).unwrap();
+            assert_eq!(r.status, 401, "{method} {path} with token {bad:?}");
+        }
+    }
+    assert!(
+        llm.served().is_empty(),
+        "nothing reached the LLM without the token"
+    );
+    let models: Value =
+        serde_json::from_slice(&c.request("GET", "/v1/models", None).unwrap().body).unwrap();
+    assert_eq!(models["data"][0]["id"], "claw");
+
+    // Non-streaming.
+    let v = post_chat(&c, "t:1", "hello");
+    assert_eq!(v["object"], "chat.completion");
+    assert_eq!(v["choices"][0]["message"]["role"], "assistant");
+    assert_eq!(v["choices"][0]["message"]["content"], "echo: hello");
+    assert_eq!(v["choices"][0]["finish_reason"], "stop");
+
+    // Streaming: standard chunks, role first, the text in pieces, then [DONE].
+    let mut body = chat_body("again", true);
+    body["user"] = json!("ignored-when-the-header-is-set");
+    let r = c
+        .request_with(
+            "POST",
+            "/v1/chat/completions",
+            Some(&serde_json::to_vec(&body).unwrap()),
+            &[("X-Claw-Session", "t:1")],
+        )
+        .unwrap();
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-type"), Some("text/event-stream"));
+    let text = String::from_utf8(r.body).unwrap();
+    let frames: Vec<&str> = text
+        .split("\n\n")
+        .filter(|f| !f.is_empty())
+        .map(|f| {
+            f.strip_prefix("data: ")
+                .expect("every frame is a data line")
+        })
+        .collect();
+    assert_eq!(*frames.last().unwrap(), "[DONE]");
+    let chunks: Vec<Value> = frames[..frames.len() - 1]
+        .iter()
+        .map(|f| serde_json::from_str(f).unwrap())
+        .collect();
+    assert!(
+        chunks
+            .iter()
+            .all(|c| c["object"] == "chat.completion.chunk")
+    );
+    assert_eq!(chunks[0]["choices"][0]["delta"]["role"], "assistant");
+    let streamed: String = chunks
+        .iter()
+        .filter_map(|c| c["choices"][0]["delta"]["content"].as_str())
+        .collect();
+    assert_eq!(streamed, "echo: again");
+    assert!(
+        chunks
+            .iter()
+            .filter(|c| c["choices"][0]["delta"]["content"]
+                .as_str()
+                .is_some_and(|s| !s.is_empty()))
+            .count()
+            >= 2,
+        "the answer streams in pieces: {text}"
+    );
+    let last = chunks.last().unwrap();
+    assert_eq!(last["choices"][0]["finish_reason"], "stop");
+    assert_eq!(last["claw"]["end"], "answered");
+
+    // The `user` field names the session when there is no header.
+    let mut body = chat_body("from alice", false);
+    body["user"] = json!("alice");
+    let r = c
+        .post_json("/v1/chat/completions", &body)
+        .expect("post as alice");
+    assert_eq!(r.header("x-claw-session"), Some("alice"));
+
+    // History is claw's transcript; the sessions API reads it back.
+    assert_eq!(
+        pairs(ws, "t:1"),
+        expected_pairs(&["hello".into(), "again".into()])
+    );
+    let sessions: Value =
+        serde_json::from_slice(&c.request("GET", "/v1/sessions", None).unwrap().body).unwrap();
+    let list = sessions["data"].as_array().unwrap();
+    let find = |k: &str| list.iter().find(|s| s["key"] == k).cloned();
+    assert_eq!(find("t:1").unwrap()["messages"], 4);
+    assert_eq!(find("alice").unwrap()["messages"], 2);
+    assert!(find("t:1").unwrap()["last_activity"].is_string());
+    let msgs: Value = serde_json::from_slice(
+        &c.request("GET", "/v1/sessions/t:1/messages", None)
+            .unwrap()
+            .body,
+    )
+    .unwrap();
+    let roles: Vec<&str> = msgs["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["user", "assistant", "user", "assistant"]);
+    assert_eq!(msgs["data"][3]["content"], "echo: again");
+    let missing = c
+        .request("GET", "/v1/sessions/nobody/messages", None)
+        .unwrap();
+    assert_eq!(missing.status, 404);
+    // The second turn's request carried the first turn as history.
+    assert_eq!(llm.served().len(), 3);
+}
+
+#[test]
+fn per_session_order_and_the_cli_through_the_gateway() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    std::fs::create_dir_all(ws.join("memory")).unwrap();
+    std::fs::write(
+        ws.join("memory/2026-11-02.md"),
+        "# Webhooks\n\nThe payment webhook retried forever because the handler timed out.\n",
+    )
+    .unwrap();
+    let out = claw(ws, None).args(["memory", "index"]).output().unwrap();
+    assert!(out.status.success());
+    let llm = EchoLlm::start(Duration::from_millis(250), Duration::ZERO, 1);
+    let gw = Gateway::start(ws, Some(&llm.url()));
+
+    // Five messages to one session sent 40 ms apart while each turn takes 250 ms:
+    // they queue, and run in arrival order, one at a time.
+    let inputs: Vec<String> = (0..5).map(|i| format!("ordered {i}")).collect();
+    let handles: Vec<_> = inputs
+        .iter()
+        .cloned()
+        .enumerate()
+        .map(|(i, text)| {
+            let c = gw.client();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(40 * i as u64));
+                let v = post_chat(&c, "order", &text);
+                v["choices"][0]["message"]["content"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
+        })
+        .collect();
+    let answers: Vec<String> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    for (i, a) in inputs.iter().zip(&answers) {
+        assert_eq!(a, &answer_for(i));
+    }
+    assert_eq!(pairs(ws, "order"), expected_pairs(&inputs));
+
+    // `claw -m` through the gateway prints what the local run prints.
+    let routed = claw(ws, Some(&llm.url()))
+        .args(["-m", "ping", "--session", "cli:via"])
+        .output()
+        .unwrap();
+    let local = claw(ws, Some(&llm.url()))
+        .args(["-m", "ping", "--session", "cli:local", "--local"])
+        .output()
+        .unwrap();
+    assert!(routed.status.success(), "{routed:?}");
+    assert!(local.status.success(), "{local:?}");
+    assert_eq!(String::from_utf8_lossy(&routed.stdout), "echo: ping\n");
+    assert_eq!(routed.stdout, local.stdout);
+    // The gateway wrote the routed turn (it owns the sessions).
+    assert_eq!(pairs(ws, "cli:via"), expected_pairs(&["ping".into()]));
+    let status: Value = serde_json::from_slice(
+        &claw(ws, None)
+            .args(["gateway", "status", "--json"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    assert_eq!(status["running"], true);
+    assert_eq!(status["turns"]["finished"], 6, "{status}");
+
+    // `claw memory search/get` give the same output either way (once the new
+    // transcripts are indexed, so both report a fresh index).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let out = claw(ws, None)
+            .args(["memory", "search", "webhook", "--json"])
+            .output()
+            .unwrap();
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        if v["sync"]["status"] == "fresh" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the index never became fresh: {v}");
+    }
+    for args in [
+        vec!["memory", "search", "webhook retried", "--json"],
+        vec!["memory", "search", "webhook retried"],
+        vec!["memory", "search", "nothing-like-this-anywhere", "--json"],
+        vec!["memory", "get", "memory/2026-11-02.md", "--json"],
+        vec!["memory", "get", "memory/2026-11-02.md", "--from", "3"],
+    ] {
+        let via = claw(ws, None).args(&args).output().unwrap();
+        let mut local_args = args.clone();
+        local_args.push("--local");
+        let here = claw(ws, None).args(&local_args).output().unwrap();
+        assert_eq!(via.status.code(), here.status.code(), "{args:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&via.stdout),
+            String::from_utf8_lossy(&here.stdout),
+            "{args:?}"
+        );
+        assert!(!via.stdout.is_empty(), "{args:?}");
+    }
+    // An error (a path that is not indexed) reads the same too.
+    let via = claw(ws, None)
+        .args(["memory", "get", "memory/none.md"])
+        .output()
+        .unwrap();
+    let here = claw(ws, None)
+        .args(["memory", "get", "memory/none.md", "--local"])
+        .output()
+        .unwrap();
+    assert_eq!(via.status.code(), Some(2));
+    assert_eq!(via.stderr, here.stderr);
+    assert!(gw.log().contains("listening on"));
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+#[test]
+fn load_50_sessions_x_5_messages() {
+    const SESSIONS: usize = 50;
+    const MESSAGES: usize = 5;
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    std::fs::write(
+        ws.join("config.json"),
+        r#"{"gateway": {"max_concurrent_sessions": 64}}"#,
+    )
+    .unwrap();
+    let llm = EchoLlm::start(Duration::from_millis(20), Duration::ZERO, 2);
+    let gw = Gateway::start(ws, Some(&llm.url()));
+    let started = Instant::now();
+    let handles: Vec<_> = (0..SESSIONS)
+        .map(|s| {
+            let c = gw.client();
+            std::thread::spawn(move || {
+                let mut lat = Vec::new();
+                for m in 0..MESSAGES {
+                    let text = format!("s{s} m{m}");
+                    let t = Instant::now();
+                    let v = post_chat(&c, &format!("load:{s}"), &text);
+                    lat.push((text.clone(), t.elapsed()));
+                    assert_eq!(v["choices"][0]["message"]["content"], answer_for(&text));
+                }
+                lat
+            })
+        })
+        .collect();
+    let latencies: Vec<(String, Duration)> = handles
+        .into_iter()
+        .flat_map(|h| h.join().unwrap())
+        .collect();
+    let wall = started.elapsed();
+
+    // Each message reached the LLM exactly once.
+    let served = llm.served();
+    assert_eq!(served.len(), SESSIONS * MESSAGES);
+    let mut inputs: Vec<&str> = served.iter().map(|s| s.input.as_str()).collect();
+    inputs.sort();
+    inputs.dedup();
+    assert_eq!(
+        inputs.len(),
+        SESSIONS * MESSAGES,
+        "a message was sent twice"
+    );
+    // Transcripts: every message once, in order, nothing lost or duplicated.
+    for s in 0..SESSIONS {
+        let want: Vec<String> = (0..MESSAGES).map(|m| format!("s{s} m{m}")).collect();
+        assert_eq!(pairs(ws, &format!("load:{s}")), expected_pairs(&want));
+    }
+    // The gateway's overhead: the client's time minus the LLM server's own.
+    let llm_time: std::collections::HashMap<&str, Duration> = served
+        .iter()
+        .map(|s| (s.input.as_str(), s.elapsed))
+        .collect();
+    let mut overhead: Vec<f64> = latencies
+        .iter()
+        .map(|(t, d)| (d.saturating_sub(llm_time[t.as_str()])).as_secs_f64() * 1000.0)
+        .collect();
+    overhead.sort_by(f64::total_cmp);
+    let mut total: Vec<f64> = latencies
+        .iter()
+        .map(|(_, d)| d.as_secs_f64() * 1000.0)
+        .collect();
+    total.sort_by(f64::total_cmp);
+    println!(
+        "gateway load: {SESSIONS} sessions x {MESSAGES} messages in {:.2} s = {:.1} msg/s; \
+         latency p50 {:.1} ms p95 {:.1} ms; gateway overhead p50 {:.1} ms p95 {:.1} ms \
+         (LLM server 20 ms per answer)",
+        wall.as_secs_f64(),
+        (SESSIONS * MESSAGES) as f64 / wall.as_secs_f64(),
+        percentile(&total, 0.5),
+        percentile(&total, 0.95),
+        percentile(&overhead, 0.5),
+        percentile(&overhead, 0.95),
+    );
+}
+
+/// Start a streaming turn on a thread; returns (events receiver, join handle).
+fn stream_turn(
+    c: Client,
+    session: &str,
+    text: &str,
+) -> (
+    std::sync::mpsc::Receiver<ChatEvent>,
+    std::thread::JoinHandle<Result<(String, Option<String>), String>>,
+) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (session, text) = (session.to_string(), text.to_string());
+    let h = std::thread::spawn(move || {
+        c.chat(&session, &text, false, "test", |ev| {
+            let _ = tx.send(ev.clone());
+        })
+        .map_err(|e| e.to_string())
+    });
+    (rx, h)
+}
+
+#[test]
+fn sigterm_during_a_streaming_turn_finishes_it_and_exits_0() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    // ~2 s of streaming, well inside the default 10 s grace period.
+    let llm = EchoLlm::start(Duration::from_millis(100), Duration::from_millis(300), 7);
+    let mut gw = Gateway::start(ws, Some(&llm.url()));
+    let (rx, h) = stream_turn(gw.client(), "term", "a long answer please");
+    // Wait for the answer to start streaming, then ask the gateway to stop.
+    match rx.recv_timeout(Duration::from_secs(30)).unwrap() {
+        ChatEvent::Text(_) => {}
+        other => panic!("expected text first, got {other:?}"),
+    }
+    gw.signal(libc::SIGTERM);
+    let (code, took) = gw.wait_exit(Duration::from_secs(15));
+    assert_eq!(code, 0, "{}", gw.log());
+    assert!(took < Duration::from_secs(10), "took {took:?}");
+    let (end, _) = h.join().unwrap().expect("the stream completed");
+    assert_eq!(end, "answered");
+    let text: String = rx
+        .try_iter()
+        .filter_map(|e| match e {
+            ChatEvent::Text(t) => Some(t),
+            _ => None,
+        })
+        .collect();
+    assert!(answer_for("a long answer please").ends_with(&text));
+    assert_eq!(
+        pairs(ws, "term"),
+        expected_pairs(&["a long answer please".into()])
+    );
+    // Discovery file removed; the writer lock released (an index run takes it).
+    assert!(!ws.join(".claw/gateway.json").exists());
+    let out = claw(ws, None).args(["memory", "index"]).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(gw.log().contains("SIGTERM"), "{}", gw.log());
+}
+
+#[test]
+fn sigterm_past_the_grace_period_cancels_the_turn_and_exits_0() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    std::fs::write(
+        ws.join("config.json"),
+        r#"{"gateway": {"grace_seconds": 1}}"#,
+    )
+    .unwrap();
+    // ~20 s of streaming: far past the 1 s grace period.
+    let llm = EchoLlm::start(Duration::from_millis(50), Duration::from_secs(2), 10);
+    let mut gw = Gateway::start(ws, Some(&llm.url()));
+    let (rx, h) = stream_turn(gw.client(), "slow", "never mind");
+    assert!(matches!(
+        rx.recv_timeout(Duration::from_secs(30)).unwrap(),
+        ChatEvent::Text(_)
+    ));
+    let queued = gw.client();
+    gw.signal(libc::SIGTERM);
+    let (code, took) = gw.wait_exit(Duration::from_secs(12));
+    assert_eq!(code, 0, "{}", gw.log());
+    assert!(took < Duration::from_secs(8), "took {took:?}");
+    let (end, _) = h.join().unwrap().expect("the stream ended cleanly");
+    assert_eq!(end, "cancelled");
+    // The transcript is consistent: the user message, no half-written line.
+    let p = pairs(ws, "slow");
+    assert_eq!(p[0], ("user".to_string(), "never mind".to_string()));
+    assert!(p.iter().all(|(_, c)| c != &answer_for("never mind")));
+    // Nothing listens any more.
+    assert!(queued.request("GET", "/healthz", None).is_err());
+}
+
+#[test]
+fn kill_9_loses_no_answered_message_and_the_next_start_works() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    let llm = EchoLlm::start(Duration::ZERO, Duration::ZERO, 1);
+    let mut gw = Gateway::start(ws, Some(&llm.url()));
+    let inputs: Vec<String> = (0..3).map(|i| format!("keep {i}")).collect();
+    for i in &inputs {
+        post_chat(&gw.client(), "durable", i);
+    }
+    gw.signal(libc::SIGKILL);
+    let (code, _) = gw.wait_exit(Duration::from_secs(10));
+    assert_ne!(code, 0);
+    // The stale discovery file is ignored.
+    assert!(ws.join(".claw/gateway.json").exists());
+    let status = claw(ws, None).args(["gateway", "status"]).output().unwrap();
+    assert_eq!(status.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&status.stdout).contains("no gateway is running"));
+    assert_eq!(pairs(ws, "durable"), expected_pairs(&inputs));
+
+    let gw2 = Gateway::start(ws, Some(&llm.url()));
+    assert_ne!(gw2.info.pid, gw.info.pid);
+    assert_eq!(gw2.token, gw.token, "the token survives restarts");
+    post_chat(&gw2.client(), "durable", "keep 3");
+    let mut all = inputs.clone();
+    all.push("keep 3".into());
+    assert_eq!(pairs(ws, "durable"), expected_pairs(&all));
+    // A second gateway for the same workspace refuses to start.
+    let second = claw(ws, Some(&llm.url()))
+        .args(["gateway", "--port", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(second.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&second.stderr).contains("already runs"));
+}
+
+#[test]
+fn install_service_writes_a_user_unit() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    let out = claw(ws, None)
+        .args(["gateway", "install-service"])
+        .env("XDG_CONFIG_HOME", ws.join("xdg"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let unit = std::fs::read_to_string(ws.join("xdg/systemd/user/claw-gateway.service")).unwrap();
+    assert!(unit.contains(" gateway --workspace "), "{unit}");
+    assert!(unit.contains(&ws.display().to_string()), "{unit}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("systemctl --user enable --now claw-gateway.service"));
+}
