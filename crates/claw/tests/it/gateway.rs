@@ -43,7 +43,6 @@ fn claw(ws: &Path, llm: Option<&str>) -> Command {
 /// A running `claw gateway`; killed when dropped.
 struct Gateway {
     child: Child,
-    ws: PathBuf,
     info: GatewayInfo,
     token: String,
     stderr: Arc<Mutex<String>>,
@@ -99,7 +98,6 @@ impl Gateway {
             .to_string();
         Gateway {
             child,
-            ws: ws.to_path_buf(),
             info,
             token,
             stderr,
@@ -432,7 +430,10 @@ fn per_session_order_and_the_cli_through_the_gateway() {
         if v["sync"]["status"] == "fresh" {
             break;
         }
-        assert!(Instant::now() < deadline, "the index never became fresh: {v}");
+        assert!(
+            Instant::now() < deadline,
+            "the index never became fresh: {v}"
+        );
     }
     for args in [
         vec!["memory", "search", "webhook retried", "--json"],
@@ -552,15 +553,15 @@ fn load_50_sessions_x_5_messages() {
     );
 }
 
+/// A streaming turn's end: `(end, message)` or the client's error.
+type StreamEnd = std::thread::JoinHandle<Result<(String, Option<String>), String>>;
+
 /// Start a streaming turn on a thread; returns (events receiver, join handle).
 fn stream_turn(
     c: Client,
     session: &str,
     text: &str,
-) -> (
-    std::sync::mpsc::Receiver<ChatEvent>,
-    std::thread::JoinHandle<Result<(String, Option<String>), String>>,
-) {
+) -> (std::sync::mpsc::Receiver<ChatEvent>, StreamEnd) {
     let (tx, rx) = std::sync::mpsc::channel();
     let (session, text) = (session.to_string(), text.to_string());
     let h = std::thread::spawn(move || {
