@@ -14,7 +14,7 @@ use claw_gateway::token::Token;
 use claw_testkit::echo_llm::{EchoLlm, answer_for};
 use serde_json::{Value, json};
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
