@@ -20,15 +20,27 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// `claw` with a clean environment, keyword-only memory, the echo LLM.
-fn claw(ws: &Path, llm: Option<&str>) -> Command {
+pub fn claw(ws: &Path, llm: Option<&str>) -> Command {
+    claw_env(ws, llm, false)
+}
+
+/// `claw` with a clean environment and the echo LLM; `model`: the real local
+/// embedding model (else keyword-only).
+pub fn claw_env(ws: &Path, llm: Option<&str>, model: bool) -> Command {
     let mut c = Command::new(claw_testkit::claw_bin());
     c.env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("HOME", ws.join("home"))
         .env("CLAW_WORKSPACE", ws)
-        .env("CLAW_EMBED_PROVIDER", "none")
         .env("CLAW_NOW", claw_testkit::TEST_NOW)
         .env("TZ", "UTC");
+    if model {
+        let (dir, ort) = claw_testkit::model_paths();
+        c.env("CLAW_EMBED_MODEL_DIR", dir)
+            .env("ORT_DYLIB_PATH", ort);
+    } else {
+        c.env("CLAW_EMBED_PROVIDER", "none");
+    }
     if let Some(url) = llm {
         c.env("CLAW_LLM_API", "openai")
             .env("CLAW_LLM_BASE_URL", url)
@@ -41,7 +53,7 @@ fn claw(ws: &Path, llm: Option<&str>) -> Command {
 }
 
 /// A running `claw gateway`; killed when dropped.
-struct Gateway {
+pub struct Gateway {
     child: Child,
     info: GatewayInfo,
     token: String,
@@ -49,8 +61,13 @@ struct Gateway {
 }
 
 impl Gateway {
-    fn start(ws: &Path, llm: Option<&str>) -> Gateway {
-        let mut child = claw(ws, llm)
+    pub fn start(ws: &Path, llm: Option<&str>) -> Gateway {
+        Gateway::start_with(ws, llm, false)
+    }
+
+    /// `model`: with the real embedding model (warm in the gateway).
+    pub fn start_with(ws: &Path, llm: Option<&str>, model: bool) -> Gateway {
+        let mut child = claw_env(ws, llm, model)
             .args(["gateway", "--port", "0"])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -104,7 +121,7 @@ impl Gateway {
         }
     }
 
-    fn client(&self) -> Client {
+    pub fn client(&self) -> Client {
         let mut c = Client::new(self.info.clone(), Token::new(self.token.clone()));
         c.timeout = Some(Duration::from_secs(60));
         c
@@ -367,28 +384,48 @@ fn per_session_order_and_the_cli_through_the_gateway() {
     let llm = EchoLlm::start(Duration::from_millis(250), Duration::ZERO, 1);
     let gw = Gateway::start(ws, Some(&llm.url()));
 
-    // Five messages to one session sent 40 ms apart while each turn takes 250 ms:
-    // they queue, and run in arrival order, one at a time.
+    // Five messages to one session, each sent once the gateway has accepted the
+    // previous one, while each turn takes 250 ms: they queue behind the running
+    // turn and run in the order they were accepted, one at a time.
     let inputs: Vec<String> = (0..5).map(|i| format!("ordered {i}")).collect();
-    let handles: Vec<_> = inputs
-        .iter()
-        .cloned()
-        .enumerate()
-        .map(|(i, text)| {
-            let c = gw.client();
-            std::thread::spawn(move || {
-                std::thread::sleep(Duration::from_millis(40 * i as u64));
-                let v = post_chat(&c, "order", &text);
-                v["choices"][0]["message"]["content"]
-                    .as_str()
-                    .unwrap()
-                    .to_string()
-            })
-        })
-        .collect();
-    let answers: Vec<String> = handles.into_iter().map(|h| h.join().unwrap()).collect();
-    for (i, a) in inputs.iter().zip(&answers) {
-        assert_eq!(a, &answer_for(i));
+    let c = gw.client();
+    let accepted = || -> u64 {
+        let v: Value =
+            serde_json::from_slice(&c.request("GET", "/v1/status", None).unwrap().body).unwrap();
+        v["turns"]["accepted"].as_u64().unwrap()
+    };
+    let mut pending = Vec::new();
+    for (i, text) in inputs.iter().enumerate() {
+        let mut sock = std::net::TcpStream::connect(("127.0.0.1", gw.info.port)).unwrap();
+        let body = serde_json::to_vec(&chat_body(text, false)).unwrap();
+        let head = format!(
+            "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\n\
+             X-Claw-Session: order\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\nConnection: close\r\n\r\n",
+            gw.token,
+            body.len()
+        );
+        std::io::Write::write_all(&mut sock, head.as_bytes()).unwrap();
+        std::io::Write::write_all(&mut sock, &body).unwrap();
+        pending.push(sock);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while accepted() < i as u64 + 1 {
+            assert!(Instant::now() < deadline, "message {i} was not accepted");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    let status: Value =
+        serde_json::from_slice(&c.request("GET", "/v1/status", None).unwrap().body).unwrap();
+    assert!(
+        status["queues"]["waiting"].as_u64().unwrap() >= 3,
+        "later messages wait behind the running turn: {status}"
+    );
+    for (sock, text) in pending.iter_mut().zip(&inputs) {
+        let mut raw = String::new();
+        sock.read_to_string(&mut raw).unwrap();
+        let body = &raw[raw.find("\r\n\r\n").unwrap() + 4..];
+        let v: Value = serde_json::from_str(body).unwrap();
+        assert_eq!(v["choices"][0]["message"]["content"], answer_for(text));
     }
     assert_eq!(pairs(ws, "order"), expected_pairs(&inputs));
 
@@ -435,6 +472,7 @@ fn per_session_order_and_the_cli_through_the_gateway() {
             "the index never became fresh: {v}"
         );
     }
+    let timings = regex::Regex::new(r#""(checked_ms|elapsed_ms)":\d+"#).unwrap();
     for args in [
         vec!["memory", "search", "webhook retried", "--json"],
         vec!["memory", "search", "webhook retried"],
@@ -447,11 +485,13 @@ fn per_session_order_and_the_cli_through_the_gateway() {
         local_args.push("--local");
         let here = claw(ws, None).args(&local_args).output().unwrap();
         assert_eq!(via.status.code(), here.status.code(), "{args:?}");
-        assert_eq!(
-            String::from_utf8_lossy(&via.stdout),
-            String::from_utf8_lossy(&here.stdout),
-            "{args:?}"
-        );
+        // Timings differ from run to run; everything else is byte for byte.
+        let norm = |b: &[u8]| {
+            timings
+                .replace_all(&String::from_utf8_lossy(b), "\"$1\":0")
+                .into_owned()
+        };
+        assert_eq!(norm(&via.stdout), norm(&here.stdout), "{args:?}");
         assert!(!via.stdout.is_empty(), "{args:?}");
     }
     // An error (a path that is not indexed) reads the same too.
@@ -468,31 +508,58 @@ fn per_session_order_and_the_cli_through_the_gateway() {
     assert!(gw.log().contains("listening on"));
 }
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
+/// What a load run measured.
+pub struct LoadFigures {
+    pub messages: usize,
+    pub wall: Duration,
+    /// Client-side latency per message, ms, sorted.
+    pub latency_ms: Vec<f64>,
+    /// Client latency minus the LLM server's own time, ms, sorted.
+    pub overhead_ms: Vec<f64>,
+}
+
+impl LoadFigures {
+    pub fn line(&self, sessions: usize, per: usize, llm_ms: u64) -> String {
+        format!(
+            "gateway load: {sessions} sessions x {per} messages in {:.2} s = {:.1} msg/s; \
+             latency p50 {:.1} ms p95 {:.1} ms; gateway overhead p50 {:.1} ms p95 {:.1} ms \
+             (LLM server {llm_ms} ms per answer)",
+            self.wall.as_secs_f64(),
+            self.messages as f64 / self.wall.as_secs_f64(),
+            percentile(&self.latency_ms, 0.5),
+            percentile(&self.latency_ms, 0.95),
+            percentile(&self.overhead_ms, 0.5),
+            percentile(&self.overhead_ms, 0.95),
+        )
+    }
+}
+
+pub fn percentile(sorted: &[f64], p: f64) -> f64 {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[i.min(sorted.len() - 1)]
 }
 
-#[test]
-fn load_50_sessions_x_5_messages() {
-    const SESSIONS: usize = 50;
-    const MESSAGES: usize = 5;
+/// `sessions` concurrent clients, each sending `per` messages one after the
+/// other through a fresh gateway (worker cap `cap`) to an LLM that takes
+/// `llm_ms`; asserts every message was answered exactly once, in order, with
+/// transcripts holding each message once.
+pub fn load_run(sessions: usize, per: usize, llm_ms: u64, cap: usize) -> LoadFigures {
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path();
     std::fs::write(
         ws.join("config.json"),
-        r#"{"gateway": {"max_concurrent_sessions": 64}}"#,
+        json!({"gateway": {"max_concurrent_sessions": cap}}).to_string(),
     )
     .unwrap();
-    let llm = EchoLlm::start(Duration::from_millis(20), Duration::ZERO, 2);
+    let llm = EchoLlm::start(Duration::from_millis(llm_ms), Duration::ZERO, 2);
     let gw = Gateway::start(ws, Some(&llm.url()));
     let started = Instant::now();
-    let handles: Vec<_> = (0..SESSIONS)
+    let handles: Vec<_> = (0..sessions)
         .map(|s| {
             let c = gw.client();
             std::thread::spawn(move || {
                 let mut lat = Vec::new();
-                for m in 0..MESSAGES {
+                for m in 0..per {
                     let text = format!("s{s} m{m}");
                     let t = Instant::now();
                     let v = post_chat(&c, &format!("load:{s}"), &text);
@@ -511,18 +578,14 @@ fn load_50_sessions_x_5_messages() {
 
     // Each message reached the LLM exactly once.
     let served = llm.served();
-    assert_eq!(served.len(), SESSIONS * MESSAGES);
+    assert_eq!(served.len(), sessions * per);
     let mut inputs: Vec<&str> = served.iter().map(|s| s.input.as_str()).collect();
     inputs.sort();
     inputs.dedup();
-    assert_eq!(
-        inputs.len(),
-        SESSIONS * MESSAGES,
-        "a message was sent twice"
-    );
+    assert_eq!(inputs.len(), sessions * per, "a message was sent twice");
     // Transcripts: every message once, in order, nothing lost or duplicated.
-    for s in 0..SESSIONS {
-        let want: Vec<String> = (0..MESSAGES).map(|m| format!("s{s} m{m}")).collect();
+    for s in 0..sessions {
+        let want: Vec<String> = (0..per).map(|m| format!("s{s} m{m}")).collect();
         assert_eq!(pairs(ws, &format!("load:{s}")), expected_pairs(&want));
     }
     // The gateway's overhead: the client's time minus the LLM server's own.
@@ -530,27 +593,29 @@ fn load_50_sessions_x_5_messages() {
         .iter()
         .map(|s| (s.input.as_str(), s.elapsed))
         .collect();
-    let mut overhead: Vec<f64> = latencies
+    let mut overhead_ms: Vec<f64> = latencies
         .iter()
         .map(|(t, d)| (d.saturating_sub(llm_time[t.as_str()])).as_secs_f64() * 1000.0)
         .collect();
-    overhead.sort_by(f64::total_cmp);
-    let mut total: Vec<f64> = latencies
+    overhead_ms.sort_by(f64::total_cmp);
+    let mut latency_ms: Vec<f64> = latencies
         .iter()
         .map(|(_, d)| d.as_secs_f64() * 1000.0)
         .collect();
-    total.sort_by(f64::total_cmp);
-    println!(
-        "gateway load: {SESSIONS} sessions x {MESSAGES} messages in {:.2} s = {:.1} msg/s; \
-         latency p50 {:.1} ms p95 {:.1} ms; gateway overhead p50 {:.1} ms p95 {:.1} ms \
-         (LLM server 20 ms per answer)",
-        wall.as_secs_f64(),
-        (SESSIONS * MESSAGES) as f64 / wall.as_secs_f64(),
-        percentile(&total, 0.5),
-        percentile(&total, 0.95),
-        percentile(&overhead, 0.5),
-        percentile(&overhead, 0.95),
-    );
+    latency_ms.sort_by(f64::total_cmp);
+    LoadFigures {
+        messages: sessions * per,
+        wall,
+        latency_ms,
+        overhead_ms,
+    }
+}
+
+#[test]
+fn load_50_sessions_x_5_messages() {
+    let f = load_run(50, 5, 20, 64);
+    println!("{}", f.line(50, 5, 20));
+    assert_eq!(f.messages, 250);
 }
 
 /// A streaming turn's end: `(end, message)` or the client's error.
