@@ -34,3 +34,4 @@ mod ssrf_cli;
 mod transcript_incremental;
 mod transcript_secrets;
 mod watch_events;
+mod webchat_browser;
