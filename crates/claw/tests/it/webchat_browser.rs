@@ -540,6 +540,13 @@ fn webchat_in_headless_chromium_streams_tools_and_renders_safely() {
     assert_eq!(tools[0]["status"], "done", "{}", tools[0]);
     assert_eq!(last["toolsBeforeText"], json!(true), "{last}");
 
+    // Nothing from the model became an element or ran.
+    let injected = parse(cdp.eval(INJECTED));
+    assert_eq!(
+        injected,
+        json!({"elements": 0, "handlers": 0, "badLinks": 0, "pwned": null}),
+        "model output created elements or ran code"
+    );
     // The answer: all of it, Markdown rendered, the payload shown as text.
     let text = last["text"].as_str().unwrap();
     let html = last["html"].as_str().unwrap();
@@ -563,12 +570,6 @@ fn webchat_in_headless_chromium_streams_tools_and_renders_safely() {
             && text.contains("<script>window.__pwned=2</script>")
             && text.contains("[this](javascript:window.__pwned=3)"),
         "the payload is shown as text: {text}"
-    );
-    let injected = parse(cdp.eval(INJECTED));
-    assert_eq!(
-        injected,
-        json!({"elements": 0, "handlers": 0, "badLinks": 0, "pwned": null}),
-        "model output created elements or ran code"
     );
     // The user's own message is text too.
     assert_eq!(
