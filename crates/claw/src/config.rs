@@ -94,6 +94,9 @@ pub struct ConfigFile {
     pub exec: ExecConfig,
     #[serde(default)]
     pub gateway: claw_gateway::config::GatewaySection,
+    /// The gateway's heartbeat (`enabled`, `interval_minutes`, `active_hours`).
+    #[serde(default)]
+    pub heartbeat: claw_schedule::HeartbeatConfig,
 }
 
 /// `memory` section of the config file.
@@ -144,6 +147,8 @@ pub struct Settings {
     pub config_file: Option<PathBuf>,
     /// `claw gateway`: bind address, port, grace period, worker cap.
     pub gateway: claw_gateway::config::GatewayConfig,
+    /// The `heartbeat` section (checked; `resolve` it with the user's zone).
+    pub heartbeat: claw_schedule::HeartbeatConfig,
 }
 
 /// Inputs to resolution, gathered by the binary (so library code never reads the process environment).
@@ -236,7 +241,15 @@ impl Settings {
                 message,
             })?,
         };
+        // Checked here so a bad section fails every command, not only the gateway.
+        file.heartbeat
+            .resolve(claw_schedule::Zone::Utc)
+            .map_err(|e| ConfigError::Invalid {
+                name: "heartbeat".into(),
+                message: e.to_string(),
+            })?;
         Ok(Settings {
+            heartbeat: file.heartbeat.clone(),
             mem: MemoryConfig {
                 workspace,
                 embed,

@@ -10,6 +10,7 @@
 //! the model. Text for the model is produced only by [`ToolOutput::render`] /
 //! [`ToolError::render`] / [`render_for_model`].
 
+pub mod cron;
 #[allow(unsafe_code)] // process groups and rlimits (libc); each block carries its SAFETY note
 pub mod exec;
 pub mod fs;
@@ -32,6 +33,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::message::{ToolCall, ToolSpec};
 
+pub use cron::{CronAction, CronArgs, CronOutcome, CronToolContext};
 pub use exec::{ExecArgs, ExecOutcome};
 pub use fs::{DirEntry, EditFileArgs, EntryKind, ListDirArgs, ReadFileArgs, WriteFileArgs};
 pub use memory::{
@@ -77,6 +79,8 @@ pub struct ToolContext {
     pub net: netguard::NetPolicy,
     /// How `exec` confines commands (on by default, network off).
     pub sandbox: sandbox::SandboxPolicy,
+    /// The jobs file and the asking session; without it `cron` is not offered.
+    pub cron: Option<CronToolContext>,
 }
 
 impl ToolContext {
@@ -95,6 +99,7 @@ impl ToolContext {
             fetch_max_bytes: DEFAULT_FETCH_MAX_BYTES,
             net: netguard::NetPolicy::default(),
             sandbox: sandbox::SandboxPolicy::default(),
+            cron: None,
         }
     }
 }
@@ -116,6 +121,7 @@ impl std::fmt::Debug for ToolContext {
             .field("fetch_max_bytes", &self.fetch_max_bytes)
             .field("net", &self.net)
             .field("sandbox", &self.sandbox)
+            .field("cron", &self.cron)
             .finish()
     }
 }
@@ -171,6 +177,11 @@ pub enum ToolOutput {
     },
     MemorySearch(MemorySearchResponse),
     MemoryGet(MemoryGetResponse),
+    /// The `cron` tool's result; `zone` is the zone its times are shown in.
+    Cron {
+        outcome: CronOutcome,
+        zone: String,
+    },
 }
 
 impl ToolOutput {
@@ -185,6 +196,8 @@ impl ToolOutput {
             ToolOutput::WebPage { .. } | ToolOutput::WebSearch { .. } => web::render(self),
             ToolOutput::MemorySearch(r) => r.render(),
             ToolOutput::MemoryGet(r) => r.render(),
+            ToolOutput::Cron { outcome, zone } => outcome
+                .render(&claw_schedule::Zone::parse(zone).unwrap_or(claw_schedule::Zone::Utc)),
         }
     }
 }
@@ -353,6 +366,7 @@ impl ToolRegistry {
                 Offer::Always => true,
                 Offer::WithBraveKey => ctx.brave_api_key.is_some(),
                 Offer::WithMemory => ctx.memory.is_some(),
+                Offer::WithCron => ctx.cron.is_some(),
             })
             .map(|d| d.id)
             .collect();
@@ -462,6 +476,9 @@ impl ToolRegistry {
             Invocation::WebSearch(args) => web::search(&self.http, &self.ctx, &args).await,
             Invocation::MemorySearch(args) => memory::search(&self.ctx, args).await,
             Invocation::MemoryGet(args) => memory::get(&self.ctx, args).await,
+            Invocation::Cron(args) => {
+                blocking(self.ctx.clone(), move |ctx| cron::run(&ctx, &args)).await
+            }
         };
         result.map_err(|e| e.with_tool(name))
     }

@@ -10,6 +10,7 @@
 //! [`Invocation`] and the parser are generated from the same entries, so the
 //! dispatcher's `match` is exhaustive over exactly the declared tools.
 
+use super::cron::CronArgs;
 use super::exec::ExecArgs;
 use super::fs::{EditFileArgs, ListDirArgs, ReadFileArgs, WriteFileArgs};
 use super::memory::{MemoryGetArgs, MemorySearchArgs};
@@ -45,6 +46,8 @@ pub enum Offer {
     WithBraveKey,
     /// Only with a memory backend.
     WithMemory,
+    /// Only with a jobs file to schedule in (`ToolContext::cron`).
+    WithCron,
 }
 
 /// One row of the tool table.
@@ -328,6 +331,36 @@ memory_search results), from line `from` (default 1), `lines` lines (default 120
                 "lines": {"type": "integer", "minimum": 1, "description": "Number of lines (default 120)."}
             },
             "required": ["path"],
+            "additionalProperties": false
+        },
+    }
+    Cron(CronArgs) {
+        name: "cron",
+        description: "Schedule messages to yourself: reminders and recurring checks. \
+action add creates a job that later runs as its own turn with `message` as the prompt (write it \
+as an instruction to yourself, e.g. \"Remind the user to call the dentist\"), and the answer is \
+delivered to this session. Give exactly one of: at (one time, local YYYY-MM-DDTHH:MM in the \
+user's time zone or RFC 3339; for \"tomorrow at 9\" compute the date from the current time), every \
+(an interval: 30s, 15m, 1h, 1d, 1h30m) or cron (5 fields: minute hour day-of-month month \
+day-of-week, e.g. \"0 9 * * 1-5\"), with tz (IANA name such as Europe/Berlin) when it is not the \
+user's zone. action list shows the jobs with their ids and next runs; action remove deletes \
+the job `id`.",
+        read_only: false,
+        reach: Reach::Workspace,
+        preview_key: "message",
+        offered: Offer::WithCron,
+        schema: {
+            "type": "object",
+            "properties": {
+                "action": {"type": "string", "enum": ["add", "list", "remove"], "description": "add, list or remove."},
+                "every": {"type": "string", "description": "add: repeat interval (30s, 15m, 1h, 1d; at least 1s)."},
+                "at": {"type": "string", "description": "add: one-shot time, YYYY-MM-DDTHH:MM (local) or RFC 3339; must be in the future."},
+                "cron": {"type": "string", "description": "add: 5-field cron expression."},
+                "tz": {"type": "string", "description": "add: IANA time zone for at/cron (default: the user's)."},
+                "message": {"type": "string", "description": "add: the prompt the job's turn starts with."},
+                "id": {"type": "string", "description": "remove: the job's id."}
+            },
+            "required": ["action"],
             "additionalProperties": false
         },
     }

@@ -186,7 +186,12 @@ fn parse_answer(line: Option<&str>) -> Answer {
     }
 }
 
-fn build_tools(settings: &Settings, a: &AgentSettings, yes: bool) -> ToolRegistry {
+pub(crate) fn build_tools(
+    settings: &Settings,
+    a: &AgentSettings,
+    yes: bool,
+    session: &str,
+) -> ToolRegistry {
     let mut ctx = ToolContext::new(settings.mem.workspace.clone());
     ctx.jail = a.jail_to_workspace;
     ctx.exec_timeout = a.exec_timeout;
@@ -195,10 +200,11 @@ fn build_tools(settings: &Settings, a: &AgentSettings, yes: bool) -> ToolRegistr
     ctx.net.allow_private = a.allow_private;
     ctx.sandbox = a.sandbox.clone();
     ctx.memory = Some(Arc::new(EngineBackend::new(settings.mem.clone())));
+    ctx.cron = Some(super::cron::tool_context(settings, session));
     ToolRegistry::new(ctx)
 }
 
-fn driver_options(settings: &Settings, a: &AgentSettings, key: &str) -> DriverOptions {
+pub(crate) fn driver_options(settings: &Settings, a: &AgentSettings, key: &str) -> DriverOptions {
     let offset = a
         .utc_offset
         .unwrap_or_else(|| chrono::Local::now().offset().fix());
@@ -392,7 +398,7 @@ async fn run_local(settings: Settings, args: ChatArgs) -> anyhow::Result<Exit> {
     })?;
     let chain = ProviderChain::new(a.profiles.clone(), RetryPolicy::default())
         .context("cannot set up the LLM client")?;
-    let tools = build_tools(&settings, &a, args.yes);
+    let tools = build_tools(&settings, &a, args.yes, &args.session);
     let opts = driver_options(&settings, &a, &args.session);
     let color = std::io::stderr().is_terminal();
     match args.message {

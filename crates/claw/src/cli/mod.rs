@@ -3,6 +3,7 @@
 //! The only part of the crate that touches the terminal.
 
 pub mod chat;
+pub mod cron;
 pub mod doctor;
 pub mod errors;
 pub mod eval;
@@ -52,6 +53,11 @@ pub enum Command {
     Doctor(doctor::DoctorArgs),
     /// Run claw all the time: the gateway (assistant, watcher, HTTP API, WebChat).
     Gateway(gateway::GatewayArgs),
+    /// Scheduled messages: add, list, remove and run cron jobs.
+    Cron {
+        #[command(subcommand)]
+        command: cron::CronCommand,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -85,6 +91,7 @@ impl Cli {
             None => false,
             Some(Command::Doctor(a)) => a.json,
             Some(Command::Gateway(a)) => a.wants_json(),
+            Some(Command::Cron { command }) => command.json(),
             Some(Command::Memory { command }) => match command {
                 MemoryCommand::Index(a) => a.json,
                 MemoryCommand::Status(a) => a.json,
@@ -107,6 +114,7 @@ pub async fn dispatch(cli: Cli, settings: Settings) -> anyhow::Result<Exit> {
         None => chat::run(settings, cli.chat).await,
         Some(Command::Doctor(a)) => blocking(move || doctor::run_doctor(&settings, a)).await,
         Some(Command::Gateway(a)) => gateway::run(settings, a).await,
+        Some(Command::Cron { command }) => cron::run(settings, command).await,
         Some(Command::Memory { command }) => match command {
             MemoryCommand::Index(a) => blocking(move || index::run_index(&settings, a)).await,
             MemoryCommand::Status(a) => blocking(move || index::run_status(&settings, a)).await,

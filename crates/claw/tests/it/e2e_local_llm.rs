@@ -158,6 +158,7 @@ const OFFERED: &[&str] = &[
     "web_fetch",
     "memory_search",
     "memory_get",
+    "cron",
 ];
 
 fn check_shape(ws: &Path, api: &str, r: &Run) {

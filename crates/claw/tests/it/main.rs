@@ -9,6 +9,7 @@ mod cli_edge;
 mod cli_snapshots;
 mod confirm_cli;
 mod crash_index;
+mod cron_cli;
 mod e2e_local_llm;
 mod embed_openai;
 mod eval_smoke;
