@@ -3,7 +3,8 @@
 //! one JSON answer), `GET /v1/models`, `GET /v1/sessions`,
 //! `GET /v1/sessions/{key}/messages`, `POST /v1/memory/search` and
 //! `POST /v1/memory/get` (exactly the CLI's `--json` objects) and `GET /v1/status`.
-//! `/` serves the WebChat page (static, no data: the page asks for the token).
+//! `/` serves the WebChat page (static, no data: the page asks for the token), with
+//! `/webchat.js` and `/webchat.css`, under a strict Content-Security-Policy.
 //!
 //! Streaming contract (WebChat and `claw -m` depend on it): standard
 //! `chat.completion.chunk` objects; anything claw-specific rides in an extra `claw`
@@ -35,6 +36,15 @@ use tokio_util::sync::CancellationToken;
 
 /// The WebChat page, built into the binary.
 pub const WEBCHAT_HTML: &str = include_str!("../assets/webchat.html");
+/// The WebChat page's code (`/webchat.js`).
+pub const WEBCHAT_JS: &str = include_str!("../assets/webchat.js");
+/// The WebChat page's styles (`/webchat.css`).
+pub const WEBCHAT_CSS: &str = include_str!("../assets/webchat.css");
+/// The WebChat page's Content-Security-Policy: only its own script and styles, calls
+/// to this origin only, no inline script or event handlers, no framing (a second line
+/// of defence behind the page's escaping of model output).
+pub const WEBCHAT_CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
+    connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 /// Session used when a request names none.
 pub const DEFAULT_SESSION: &str = "http:default";
 /// Header naming the session.
@@ -99,6 +109,8 @@ pub fn router(state: Shared) -> Router {
     Router::new()
         .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
         .route("/", get(webchat))
+        .route("/webchat.js", get(webchat_js))
+        .route("/webchat.css", get(webchat_css))
         .merge(api)
         .with_state(state)
 }
@@ -130,15 +142,32 @@ async fn require_token(State(st): State<Shared>, req: Request, next: Next) -> Re
     next.run(req).await
 }
 
-async fn webchat() -> Response {
+/// One of the WebChat page's static files (no data in them: the page asks for the token).
+fn webchat_asset(content_type: &'static str, body: &'static str) -> Response {
     (
         [
-            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (header::CONTENT_TYPE, content_type),
             (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            (header::CONTENT_SECURITY_POLICY, WEBCHAT_CSP),
+            (header::X_FRAME_OPTIONS, "DENY"),
+            (header::REFERRER_POLICY, "no-referrer"),
+            (header::CACHE_CONTROL, "no-cache"),
         ],
-        WEBCHAT_HTML,
+        body,
     )
         .into_response()
+}
+
+async fn webchat() -> Response {
+    webchat_asset("text/html; charset=utf-8", WEBCHAT_HTML)
+}
+
+async fn webchat_js() -> Response {
+    webchat_asset("text/javascript; charset=utf-8", WEBCHAT_JS)
+}
+
+async fn webchat_css() -> Response {
+    webchat_asset("text/css; charset=utf-8", WEBCHAT_CSS)
 }
 
 async fn models(State(st): State<Shared>) -> Response {

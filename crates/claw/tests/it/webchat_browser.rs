@@ -12,7 +12,7 @@
 //! hostile and randomly generated inputs (every element and attribute it produces is
 //! on the whitelist), a reload (token and session kept in localStorage, history
 //! rendered from `/v1/sessions/{key}/messages`), `#token=` in the URL and a refused
-//! token.
+//! token; and the page's Content-Security-Policy (an inline handler is refused).
 //!
 //! Chromium: `CLAW_CHROMIUM`, else `chromium` on PATH. Missing under `CI=true`: the
 //! test fails saying how to install it; elsewhere it says so and passes.
@@ -588,6 +588,36 @@ fn webchat_in_headless_chromium_streams_tools_and_renders_safely() {
          && li.querySelector('.count').textContent === '2')",
         10,
     );
+
+    // The second line of defence: the page's Content-Security-Policy allows no inline
+    // handler, so even markup that got in could not run.
+    let csp = cdp.eval("fetch('/').then((r) => r.headers.get('content-security-policy'))");
+    assert!(
+        csp.as_str()
+            .is_some_and(|c| c.contains("script-src 'self'") && !c.contains("unsafe-inline")),
+        "CSP: {csp}"
+    );
+    // An image that fails to load (same origin, 404) with an inline onerror: the
+    // handler is refused (a `script-src` violation) and never runs.
+    let violated = cdp.eval(
+        "new Promise((done) => { \
+           const seen = []; \
+           document.addEventListener('securitypolicyviolation', (e) => seen.push(e.violatedDirective)); \
+           const d = document.createElement('div'); \
+           d.innerHTML = '<img src=\"/webchat-missing.png\" onerror=\"window.__csp = 1\">'; \
+           document.body.appendChild(d); \
+           const t0 = Date.now(); \
+           const poll = () => (seen.length || Date.now() - t0 > 5000) ? (d.remove(), done(seen)) : setTimeout(poll, 20); \
+           poll(); })",
+    );
+    assert!(
+        violated.as_array().is_some_and(|v| v
+            .iter()
+            .any(|d| d.as_str().is_some_and(|d| d.starts_with("script-src")))),
+        "the CSP did not refuse an inline handler: {violated}"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(cdp.eval("window.__csp === undefined"), json!(true));
 
     // The renderer on its own: hostile and random inputs.
     let r = parse(cdp.eval(RENDERER_CHECK));
