@@ -581,7 +581,7 @@ fn webchat_in_headless_chromium_streams_tools_and_renders_safely() {
         json!(0)
     );
     // The gateway got both model calls; the session appears in the list.
-    assert_eq!(llm.requests().len(), 2);
+    assert_eq!(llm.requests().len(), 2, "the model was called twice");
     cdp.wait_for(
         "the session in the list with 2 messages",
         "[...document.querySelectorAll('#sessions li')].some((li) => li.dataset.key === 'webchat:garden' \
@@ -630,12 +630,34 @@ fn webchat_in_headless_chromium_streams_tools_and_renders_safely() {
         )
     );
 
+    // A turn that fails (the model server refuses): the page says why, in that
+    // answer's place, and the composer works again.
+    llm.push(openai::error(400, "scripted refusal", None));
+    cdp.type_into("#input", "and the peppers?");
+    cdp.click("#send");
+    cdp.wait_for(
+        "the failed turn to be reported",
+        "(() => { const a = [...document.querySelectorAll('#log .msg.assistant')].pop(); \
+         return document.querySelectorAll('#log .msg.assistant').length === 2 && !a.classList.contains('streaming') \
+         && a.querySelector('.error') !== null && !document.getElementById('send').disabled; })()",
+        60,
+    );
+    let err = cdp.eval(
+        "[...document.querySelectorAll('#log .msg.assistant')].pop().querySelector('.error').textContent",
+    );
+    assert!(
+        err.as_str()
+            .is_some_and(|e| e.starts_with("failed") && e.contains("scripted refusal")),
+        "the failure shown: {err}"
+    );
+
     // Reload: token and session come back from localStorage, the history from the
     // gateway, rendered the same safe way.
     cdp.call("Page.reload", json!({}));
     cdp.wait_for(
         "the reloaded page with its history",
-        "document.body.dataset.ready === '1' && document.querySelectorAll('#log .msg').length === 2",
+        "document.body.dataset.ready === '1' && document.querySelector('#log .msg.user').textContent.includes('tomatoes') \
+         && [...document.querySelectorAll('#log .msg.assistant')].some((a) => a.textContent.includes('PART-TWO'))",
         30,
     );
     assert_eq!(
@@ -646,7 +668,10 @@ fn webchat_in_headless_chromium_streams_tools_and_renders_safely() {
         cdp.eval("document.getElementById('session-key').textContent"),
         json!("webchat:garden")
     );
-    let h = cdp.eval(SNAPSHOT);
+    let h = cdp.eval(&SNAPSHOT.replace(
+        "msgs[msgs.length - 1]",
+        "[...msgs].find((m) => m.textContent.includes('PART-TWO'))",
+    ));
     assert!(
         h["text"].as_str().unwrap().contains("PART-TWO <img src=x"),
         "history: {h}"
