@@ -296,6 +296,18 @@ impl Cdp {
         }
     }
 
+    /// Press and release Enter in the focused element.
+    fn press_enter(&mut self) {
+        for kind in ["keyDown", "keyUp"] {
+            let mut ev = json!({"type": kind, "key": "Enter", "code": "Enter",
+                "windowsVirtualKeyCode": 13, "nativeVirtualKeyCode": 13});
+            if kind == "keyDown" {
+                ev["text"] = json!("\r");
+            }
+            self.call("Input.dispatchKeyEvent", ev);
+        }
+    }
+
     /// Focus `selector` and type `text` into it (as an IME commit: real input events).
     fn type_into(&mut self, selector: &str, text: &str) {
         let sel = serde_json::to_string(selector).unwrap();
@@ -630,11 +642,11 @@ fn webchat_in_headless_chromium_streams_tools_and_renders_safely() {
         )
     );
 
-    // A turn that fails (the model server refuses): the page says why, in that
-    // answer's place, and the composer works again.
+    // A turn that fails (the model server refuses), sent with Enter: the page says
+    // why, in that answer's place, and the composer works again.
     llm.push(openai::error(400, "scripted refusal", None));
     cdp.type_into("#input", "and the peppers?");
-    cdp.click("#send");
+    cdp.press_enter(); // Enter sends (Shift+Enter would be a new line)
     cdp.wait_for(
         "the failed turn to be reported",
         "(() => { const a = [...document.querySelectorAll('#log .msg.assistant')].pop(); \
