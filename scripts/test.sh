@@ -31,6 +31,7 @@ if [ -d "$SHARED/tools/local-llm" ]; then
   bash "$SHARED/tools/local-llm/setup-local-llm.sh" >&2
 fi
 
+. scripts/setup-chromium.sh # headless Chromium for the WebChat browser test (exports CLAW_CHROMIUM)
 ts "cargo test"
 cargo test --locked "$@"
 

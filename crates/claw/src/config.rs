@@ -25,6 +25,8 @@ pub const ENV_EMBED_PROVIDER: &str = "CLAW_EMBED_PROVIDER";
 /// Test-only: the instant the process starts at (RFC 3339, `YYYY-MM-DD` or `@unix`);
 /// the clock then advances from there. Drives decay, daily notes and timestamps.
 pub const ENV_NOW: &str = "CLAW_NOW";
+/// Bearer token of `claw gateway` (default: generated into the state dir).
+pub const ENV_GATEWAY_TOKEN: &str = "CLAW_GATEWAY_TOKEN";
 
 /// Every variable above, for `--help` and the README.
 pub const ALL_ENV: &[(&str, &str)] = &[
@@ -52,6 +54,10 @@ pub const ALL_ENV: &[(&str, &str)] = &[
     (
         ENV_NOW,
         "test-only: start the clock at this instant (RFC 3339)",
+    ),
+    (
+        ENV_GATEWAY_TOKEN,
+        "bearer token of `claw gateway` (default: .claw/gateway.token)",
     ),
 ];
 
@@ -86,6 +92,8 @@ pub struct ConfigFile {
     pub web: WebConfig,
     #[serde(default)]
     pub exec: ExecConfig,
+    #[serde(default)]
+    pub gateway: claw_gateway::config::GatewaySection,
     /// The gateway's heartbeat (`enabled`, `interval_minutes`, `active_hours`).
     #[serde(default)]
     pub heartbeat: claw_schedule::HeartbeatConfig,
@@ -137,6 +145,8 @@ pub struct Settings {
     pub models_dir: Option<PathBuf>,
     /// The config file that was read (None: no file, defaults and environment only).
     pub config_file: Option<PathBuf>,
+    /// `claw gateway`: bind address, port, grace period, worker cap.
+    pub gateway: claw_gateway::config::GatewayConfig,
     /// The `heartbeat` section (checked; `resolve` it with the user's zone).
     pub heartbeat: claw_schedule::HeartbeatConfig,
 }
@@ -268,6 +278,7 @@ impl Settings {
             },
             models_dir: input.home.as_ref().map(|h| h.join(".claw/models")),
             config_file,
+            gateway: claw_gateway::config::GatewayConfig::from_section(&file.gateway),
         })
     }
 

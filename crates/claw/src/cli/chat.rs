@@ -48,6 +48,9 @@ pub struct ChatArgs {
     /// Without it, `claw -m` with no terminal refuses them.
     #[arg(long)]
     pub yes: bool,
+    /// Run in this process even when a gateway runs for the workspace.
+    #[arg(long)]
+    pub local: bool,
 }
 
 const HELP: &str = "\
@@ -337,6 +340,165 @@ pub(crate) fn driver_options(settings: &Settings, a: &AgentSettings, key: &str) 
 
 /// `claw` / `claw -m`.
 pub async fn run(settings: Settings, args: ChatArgs) -> anyhow::Result<Exit> {
+    // A running gateway owns the sessions: send the work there (`--model` and
+    // `--profile` pick a model the gateway does not run, so they stay local).
+    if !args.local
+        && args.model.is_none()
+        && args.profile.is_none()
+        && let Some(client) = super::gateway::running(&settings)
+    {
+        let s = settings.clone();
+        let color = std::io::stderr().is_terminal();
+        let a = ChatArgs {
+            message: args.message.clone(),
+            session: args.session.clone(),
+            model: None,
+            profile: None,
+            yes: args.yes,
+            local: false,
+        };
+        let history = s.state_dir().join("chat_history.txt");
+        match tokio::task::spawn_blocking(move || via_gateway(&client, a, color, history)).await? {
+            Routed::Done(exit) => return exit,
+            // The gateway went away between discovery and connect: run here.
+            Routed::Unreachable => {}
+        }
+    }
+    run_local(settings, args).await
+}
+
+/// What sending work to the gateway came to.
+enum Routed {
+    Done(anyhow::Result<Exit>),
+    Unreachable,
+}
+
+/// One message through the gateway, rendered exactly as a local turn is.
+fn gateway_turn(
+    client: &claw_gateway::client::Client,
+    ui: &TerminalUi,
+    session: &str,
+    message: &str,
+    yes: bool,
+) -> Result<Exit, claw_gateway::client::ClientError> {
+    use claw_gateway::client::ChatEvent;
+    let (end, why) = client.chat(session, message, yes, "cli", |ev| match ev {
+        ChatEvent::Text(t) => ui.text(t),
+        ChatEvent::EndAnswer => ui.end_answer(),
+        ChatEvent::Status(line) => ui.status(line),
+        ChatEvent::Tool(t) => {
+            let name = t["name"].as_str().unwrap_or("");
+            let preview = t["preview"].as_str().unwrap_or("");
+            match t["status"].as_str() {
+                Some("started") => ui.status(&format!("→ {preview}")),
+                Some("error") => ui.status(&format!("  {name} failed: {preview}")),
+                _ => {}
+            }
+        }
+        ChatEvent::End { .. } => {}
+    })?;
+    let why = why.unwrap_or_default();
+    Ok(match end.as_str() {
+        "answered" => Exit::Ok,
+        "max_iterations" => Exit::Error,
+        "cancelled" => {
+            eprintln!("cancelled");
+            Exit::Error
+        }
+        "loop_broken" => {
+            eprintln!("stopped: {why}");
+            Exit::Error
+        }
+        _ => {
+            eprintln!("error: {why}");
+            Exit::Error
+        }
+    })
+}
+
+fn via_gateway(
+    client: &claw_gateway::client::Client,
+    args: ChatArgs,
+    color: bool,
+    history: std::path::PathBuf,
+) -> Routed {
+    use claw_gateway::client::ClientError;
+    let ui = TerminalUi::new(color, None, args.yes);
+    let routed = |r: Result<Exit, ClientError>| match r {
+        // Unreachable, shutting down or without an LLM: the local run says what it says.
+        Err(ClientError::Connect { .. }) | Err(ClientError::Status { status: 503, .. }) => {
+            Routed::Unreachable
+        }
+        Err(e) => Routed::Done(Err(anyhow::Error::new(e))),
+        Ok(exit) => Routed::Done(Ok(exit)),
+    };
+    if let Some(message) = &args.message {
+        return routed(gateway_turn(client, &ui, &args.session, message, args.yes));
+    }
+    // The REPL: each line is a turn of the gateway's session.
+    if client.request("GET", "/healthz", None).is_err() {
+        return Routed::Unreachable;
+    }
+    ui.status(&format!(
+        "claw — session {} through the gateway (pid {}). /help for commands, Ctrl-D to quit.",
+        args.session, client.info.pid
+    ));
+    let tty = std::io::stdin().is_terminal();
+    let mut editor = if tty {
+        rustyline::DefaultEditor::new().ok()
+    } else {
+        None
+    };
+    if let Some(ed) = &mut editor {
+        let _ = ed.load_history(&history);
+    }
+    loop {
+        let line = match editor.as_mut() {
+            Some(ed) => match ed.readline("› ") {
+                Ok(l) => {
+                    if !l.trim().is_empty() {
+                        let _ = ed.add_history_entry(l.as_str());
+                        let _ = ed.save_history(&history);
+                    }
+                    l
+                }
+                Err(rustyline::error::ReadlineError::Interrupted) => continue,
+                Err(_) => break,
+            },
+            None => {
+                let mut s = String::new();
+                match std::io::stdin().lock().read_line(&mut s) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => s.trim_end_matches(['\n', '\r']).to_string(),
+                }
+            }
+        };
+        match line.trim() {
+            "" => {}
+            "/exit" | "/quit" => break,
+            "/help" => println!("{HELP}"),
+            "/stop" => ui.status("nothing is running"),
+            "/new" => {
+                ui.status("/new is not available through the gateway: run `claw --local` for it")
+            }
+            cmd if cmd.starts_with('/') => {
+                ui.status(&format!("unknown command {cmd}; /help lists them"))
+            }
+            message => match gateway_turn(client, &ui, &args.session, message, args.yes) {
+                Ok(_) => {}
+                Err(ClientError::Connect { .. }) => {
+                    ui.status("error: the gateway is gone; restart claw to continue");
+                    return Routed::Done(Ok(Exit::Error));
+                }
+                Err(e) => ui.status(&format!("error: {e}")),
+            },
+        }
+    }
+    Routed::Done(Ok(Exit::Ok))
+}
+
+/// `claw` / `claw -m` in this process.
+async fn run_local(settings: Settings, args: ChatArgs) -> anyhow::Result<Exit> {
     let overrides = Overrides {
         profile: args.profile.clone(),
         model: args.model.clone(),

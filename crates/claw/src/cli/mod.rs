@@ -7,6 +7,7 @@ pub mod cron;
 pub mod doctor;
 pub mod errors;
 pub mod eval;
+pub mod gateway;
 pub mod index;
 pub mod output;
 pub mod search;
@@ -50,6 +51,8 @@ pub enum Command {
     },
     /// Check the setup: config file, workspace, database, model, writer lock, watcher.
     Doctor(doctor::DoctorArgs),
+    /// Run claw all the time: the gateway (assistant, watcher, HTTP API, WebChat).
+    Gateway(gateway::GatewayArgs),
     /// Scheduled messages: add, list, remove and run cron jobs.
     Cron {
         #[command(subcommand)]
@@ -87,6 +90,7 @@ impl Cli {
         match &self.command {
             None => false,
             Some(Command::Doctor(a)) => a.json,
+            Some(Command::Gateway(a)) => a.wants_json(),
             Some(Command::Cron { command }) => command.json(),
             Some(Command::Memory { command }) => match command {
                 MemoryCommand::Index(a) => a.json,
@@ -109,6 +113,7 @@ pub async fn dispatch(cli: Cli, settings: Settings) -> anyhow::Result<Exit> {
     match cli.command {
         None => chat::run(settings, cli.chat).await,
         Some(Command::Doctor(a)) => blocking(move || doctor::run_doctor(&settings, a)).await,
+        Some(Command::Gateway(a)) => gateway::run(settings, a).await,
         Some(Command::Cron { command }) => cron::run(settings, command).await,
         Some(Command::Memory { command }) => match command {
             MemoryCommand::Index(a) => blocking(move || index::run_index(&settings, a)).await,

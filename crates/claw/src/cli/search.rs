@@ -6,9 +6,9 @@ use crate::config::{EmbedProvider, Settings};
 use claw_memory::freshness::{FileRef, StaleReason, SyncReport};
 use claw_memory::search::engine;
 use claw_memory::search::{
-    GetRequest, Mode, SearchError, SearchRequest, SearchResponse, SourceFilter,
+    GetRequest, GetResponse, Mode, SearchError, SearchRequest, SearchResponse, SourceFilter,
 };
-use claw_memory::service::{MemoryService, ServiceError, SyncPolicy};
+use claw_memory::service::{MemoryService, SearchOutcome, ServiceError, SyncPolicy};
 use std::io::Write;
 
 /// `--mode`: the engine's one [`Mode`], offered to clap by name.
@@ -60,6 +60,9 @@ pub struct SearchArgs {
     /// Do not sync changed files before searching.
     #[arg(long)]
     pub no_sync: bool,
+    /// Search in this process even when a gateway runs for the workspace.
+    #[arg(long)]
+    pub local: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -75,6 +78,47 @@ pub struct GetArgs {
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,
+    /// Read in this process even when a gateway runs for the workspace.
+    #[arg(long)]
+    pub local: bool,
+}
+
+/// Ask the running gateway (if any) for `path` with `body`: its JSON bytes and
+/// headers on success; None when there is no gateway, it cannot be reached or it
+/// answered an error (the local run then produces the exact error output).
+fn via_gateway(
+    settings: &Settings,
+    path: &str,
+    body: serde_json::Value,
+) -> Option<claw_gateway::client::HttpResponse> {
+    let client = super::gateway::running(settings)?;
+    let resp = client.post_json(path, &body).ok()?;
+    (resp.status == 200).then_some(resp)
+}
+
+/// The same search through the gateway: the outcome parsed back (for text) and
+/// the exact bytes it serialised (for `--json`), plus why its model did not load.
+fn search_via_gateway(
+    settings: &Settings,
+    args: &SearchArgs,
+) -> Option<(SearchOutcome, Vec<u8>, Option<String>)> {
+    let body = serde_json::json!({
+        "query": args.query,
+        "limit": args.limit,
+        "min_score": args.min_score,
+        "mode": args.mode.0.as_str(),
+        "source": args.source,
+        "explain": args.explain,
+        "no_sync": args.no_sync,
+    });
+    let resp = via_gateway(settings, "/v1/memory/search", body)?;
+    let value: serde_json::Value = serde_json::from_slice(&resp.body).ok()?;
+    let response = serde_json::from_value(value.clone()).ok()?;
+    let sync = serde_json::from_value(value.get("sync")?.clone()).ok()?;
+    let embedder_error = resp
+        .header(claw_gateway::http::EMBEDDER_ERROR_HEADER)
+        .map(str::to_string);
+    Some((SearchOutcome { response, sync }, resp.body, embedder_error))
 }
 
 /// What the user can do about a service error, when there is something: the
@@ -200,6 +244,16 @@ impl<'a> From<&'a SyncReport> for SyncJson<'a> {
 
 pub fn run_search(settings: &Settings, args: SearchArgs) -> anyhow::Result<Exit> {
     let output = Output::from_flag(args.json);
+    if !args.local
+        && let Some((outcome, bytes, embedder_error)) = search_via_gateway(settings, &args)
+    {
+        if let Some(err) = embedder_error
+            && output == Output::Text
+        {
+            print_embedder_note(settings, &err);
+        }
+        return render_search(&outcome, Some(&bytes), output, args.explain);
+    }
     let mut service = MemoryService::open(settings.mem.clone()).map_err(|e| report(e, ""))?;
     service.set_lock_holder("claw memory search (sync)");
     let req = SearchRequest {
@@ -221,26 +275,46 @@ pub fn run_search(settings: &Settings, args: SearchArgs) -> anyhow::Result<Exit>
     if let Some(err) = service.embedder_error()
         && output == Output::Text
     {
-        let hint = match &settings.mem.embed {
-            EmbedProvider::Local { .. } => super::index::INSTALL_HINT.to_string(),
-            _ => "check the embedding settings in the config file".to_string(),
-        };
-        let note = format!("keyword-only search, the embedding model did not load ({err}); {hint}");
-        eprintln!("note: {}", sanitize(&note));
+        print_embedder_note(settings, &err.to_string());
     }
     let outcome = result.map_err(|e| report(e, "search failed"))?;
+    render_search(&outcome, None, output, args.explain)
+}
+
+fn print_embedder_note(settings: &Settings, err: &str) {
+    let hint = match &settings.mem.embed {
+        EmbedProvider::Local { .. } => super::index::INSTALL_HINT.to_string(),
+        _ => "check the embedding settings in the config file".to_string(),
+    };
+    let note = format!("keyword-only search, the embedding model did not load ({err}); {hint}");
+    eprintln!("note: {}", sanitize(&note));
+}
+
+/// Print a search outcome; `json_bytes` are the gateway's bytes of the same
+/// object (printed verbatim, so the output is identical either way).
+fn render_search(
+    outcome: &SearchOutcome,
+    json_bytes: Option<&[u8]>,
+    output: Output,
+    explain: bool,
+) -> anyhow::Result<Exit> {
     let resp = &outcome.response;
     if output == Output::Text
         && let Some(line) = describe_sync(&outcome.sync)
     {
         eprintln!("note: {}", sanitize(&line));
     }
-    match output {
-        Output::Json => print_json(&SearchJson {
+    match (output, json_bytes) {
+        (Output::Json, Some(bytes)) => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(bytes)?;
+            writeln!(out)?;
+        }
+        (Output::Json, None) => print_json(&SearchJson {
             response: resp,
             sync: (&outcome.sync).into(),
         })?,
-        Output::Text => {
+        (Output::Text, _) => {
             let mut out = std::io::stdout().lock();
             if resp.results.is_empty() {
                 writeln!(out, "No matches.")?;
@@ -272,9 +346,7 @@ pub fn run_search(settings: &Settings, args: SearchArgs) -> anyhow::Result<Exit>
                 }
                 writeln!(out)?;
             }
-            if args.explain
-                && let Some(fb) = &resp.fallback
-            {
+            if explain && let Some(fb) = &resp.fallback {
                 eprintln!("fallback: {fb}");
             }
         }
@@ -287,16 +359,37 @@ pub fn run_search(settings: &Settings, args: SearchArgs) -> anyhow::Result<Exit>
 }
 
 pub fn run_get(settings: &Settings, args: GetArgs) -> anyhow::Result<Exit> {
-    let service = MemoryService::open(settings.mem.clone()).map_err(|e| report(e, ""))?;
-    let req = GetRequest {
-        path: args.path,
-        from: args.from.max(1),
-        lines: args.lines.max(1),
-        max_chars: engine::GET_MAX_CHARS,
+    let routed = if args.local {
+        None
+    } else {
+        let body = serde_json::json!({"path": args.path, "from": args.from, "lines": args.lines});
+        via_gateway(settings, "/v1/memory/get", body).and_then(|r| {
+            let resp: GetResponse = serde_json::from_slice(&r.body).ok()?;
+            Some((resp, r.body))
+        })
     };
-    let resp = service.get(&req).map_err(|e| report(e, ""))?;
+    let (resp, bytes) = match routed {
+        Some((resp, bytes)) => (resp, Some(bytes)),
+        None => {
+            let service = MemoryService::open(settings.mem.clone()).map_err(|e| report(e, ""))?;
+            let req = GetRequest {
+                path: args.path,
+                from: args.from.max(1),
+                lines: args.lines.max(1),
+                max_chars: engine::GET_MAX_CHARS,
+            };
+            (service.get(&req).map_err(|e| report(e, ""))?, None)
+        }
+    };
     if args.json {
-        print_json(&resp)?;
+        match bytes {
+            Some(b) => {
+                let mut out = std::io::stdout().lock();
+                out.write_all(&b)?;
+                writeln!(out)?;
+            }
+            None => print_json(&resp)?,
+        }
     } else {
         let mut out = std::io::stdout().lock();
         out.write_all(sanitize(&resp.text).as_bytes())?;

@@ -1,0 +1,293 @@
+//! `claw gateway [--port N]` (run the always-on gateway in the foreground, logs on
+//! stderr), `claw gateway status [--json]` (is one running for this workspace:
+//! pid, port, uptime, sessions, queue depths) and `claw gateway install-service`
+//! (write a systemd user unit and say how to enable it). Also the CLI's side of
+//! routing work through a running gateway ([`running`]).
+
+use super::output::{Exit, print_json, sanitize, sanitize_path};
+use crate::config::{ENV_GATEWAY_TOKEN, Settings};
+use anyhow::Context;
+use chrono::Offset;
+use claw_agent::settings::{self as agent_settings, Overrides};
+use claw_gateway::client::Client;
+use claw_gateway::server::{self, GatewayOptions};
+use claw_gateway::token;
+use std::io::Write;
+use std::path::PathBuf;
+use tokio_util::sync::CancellationToken;
+
+#[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct GatewayArgs {
+    #[command(subcommand)]
+    pub command: Option<GatewayCommand>,
+    /// Port to listen on (default 18790, or `gateway.port`; 0 picks a free one).
+    #[arg(long, value_name = "N")]
+    pub port: Option<u16>,
+    /// Do not run the memory watcher.
+    #[arg(long)]
+    pub no_watch: bool,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum GatewayCommand {
+    /// Whether a gateway runs for this workspace (pid, port, uptime, sessions, queues).
+    Status(StatusArgs),
+    /// Write a systemd user unit running `claw gateway` and print how to enable it.
+    InstallService(InstallArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct StatusArgs {
+    /// Print one JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct InstallArgs {
+    /// Where to write the unit (default ~/.config/systemd/user/claw-gateway.service).
+    #[arg(long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+impl GatewayArgs {
+    pub fn wants_json(&self) -> bool {
+        matches!(&self.command, Some(GatewayCommand::Status(a)) if a.json)
+    }
+}
+
+/// The running gateway of this workspace, if any (a stale `gateway.json` is ignored).
+pub fn running(settings: &Settings) -> Option<Client> {
+    let env = std::env::var(ENV_GATEWAY_TOKEN).ok();
+    Client::discover(
+        &settings.state_dir(),
+        &settings.mem.workspace,
+        env.as_deref(),
+    )
+}
+
+pub async fn run(settings: Settings, args: GatewayArgs) -> anyhow::Result<Exit> {
+    match args.command {
+        Some(GatewayCommand::Status(a)) => {
+            tokio::task::spawn_blocking(move || run_status(&settings, a)).await?
+        }
+        Some(GatewayCommand::InstallService(a)) => run_install(&settings, a),
+        None => run_gateway(settings, args.port, !args.no_watch).await,
+    }
+}
+
+async fn run_gateway(settings: Settings, port: Option<u16>, watch: bool) -> anyhow::Result<Exit> {
+    let env = |name: &str| std::env::var(name).ok();
+    let agent = agent_settings::resolve(&settings.assistant, &Overrides::default(), &env)
+        .map_err(|e| e.to_string());
+    let a = agent.as_ref().ok();
+    let utc_offset = a
+        .and_then(|a| a.utc_offset)
+        .unwrap_or_else(|| chrono::Local::now().offset().fix());
+    std::fs::create_dir_all(&settings.mem.workspace).with_context(|| {
+        format!(
+            "cannot create the workspace {}",
+            settings.mem.workspace.display()
+        )
+    })?;
+    claw_memory::private::create_dir_all(&settings.state_dir())
+        .with_context(|| format!("cannot create {}", settings.state_dir().display()))?;
+    let token = match std::env::var(ENV_GATEWAY_TOKEN)
+        .ok()
+        .filter(|t| !t.is_empty())
+    {
+        Some(t) => token::Token::new(t),
+        None => token::load_or_create(&settings.state_dir())?,
+    };
+    let mut gateway = settings.gateway.clone();
+    if let Some(p) = port {
+        gateway.port = p;
+    }
+    let opts = GatewayOptions {
+        mem: settings.mem.clone(),
+        agent,
+        gateway,
+        token,
+        utc_offset,
+        watch,
+    };
+    let stop = CancellationToken::new();
+    server::cancel_on_signals(stop.clone()).context("cannot install signal handlers")?;
+    server::run(opts, stop, |_| {}).await?;
+    Ok(Exit::Ok)
+}
+
+fn run_status(settings: &Settings, args: StatusArgs) -> anyhow::Result<Exit> {
+    let Some(client) = running(settings) else {
+        if args.json {
+            print_json(&serde_json::json!({
+                "running": false,
+                "workspace": settings.mem.workspace,
+            }))?;
+        } else {
+            println!(
+                "no gateway is running for {}",
+                sanitize_path(&settings.mem.workspace)
+            );
+        }
+        return Ok(Exit::NoMatch);
+    };
+    let resp = client.request("GET", "/v1/status", None)?;
+    if resp.status != 200 {
+        anyhow::bail!(
+            "the gateway (pid {}) answered {}: {}",
+            client.info.pid,
+            resp.status,
+            resp.error_message()
+        );
+    }
+    let mut v: serde_json::Value =
+        serde_json::from_slice(&resp.body).context("the gateway's status is not JSON")?;
+    if let serde_json::Value::Object(m) = &mut v {
+        m.insert("running".into(), serde_json::Value::Bool(true));
+    }
+    if args.json {
+        print_json(&v)?;
+        return Ok(Exit::Ok);
+    }
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "gateway running: pid {}, {} (up {} s)",
+        v["pid"],
+        sanitize(&client.info.base_url()),
+        v["uptime_seconds"]
+    )?;
+    writeln!(out, "workspace: {}", sanitize_path(&client.info.workspace))?;
+    writeln!(
+        out,
+        "sessions: {}; turns running {}, waiting {}; queues inbound {}, outbound {}",
+        v["sessions"],
+        v["queues"]["running"],
+        v["queues"]["waiting"],
+        v["queues"]["inbound"],
+        v["queues"]["outbound"]
+    )?;
+    writeln!(
+        out,
+        "turns: {} accepted, {} finished",
+        v["turns"]["accepted"], v["turns"]["finished"]
+    )?;
+    for (k, label) in [("heartbeat", "last heartbeat"), ("cron", "next cron runs")] {
+        if !v[k].is_null() {
+            writeln!(out, "{label}: {}", sanitize(&v[k].to_string()))?;
+        }
+    }
+    Ok(Exit::Ok)
+}
+
+/// The systemd user unit for `claw gateway` with this workspace and config.
+fn unit_text(exe: &std::path::Path, settings: &Settings) -> String {
+    let q = |p: &std::path::Path| format!("\"{}\"", p.display().to_string().replace('"', "\\\""));
+    let mut exec = format!(
+        "{} gateway --workspace {}",
+        q(exe),
+        q(&settings.mem.workspace)
+    );
+    if let Some(c) = &settings.config_file {
+        exec.push_str(&format!(" --config {}", q(c)));
+    }
+    format!(
+        "[Unit]\n\
+         Description=claw gateway (memory-centric assistant)\n\
+         After=network-online.target\n\
+         \n\
+         [Service]\n\
+         Type=simple\n\
+         ExecStart={exec}\n\
+         Restart=on-failure\n\
+         RestartSec=5\n\
+         KillSignal=SIGTERM\n\
+         TimeoutStopSec={}\n\
+         \n\
+         [Install]\n\
+         WantedBy=default.target\n",
+        settings.gateway.grace.as_secs() + 10
+    )
+}
+
+fn run_install(settings: &Settings, args: InstallArgs) -> anyhow::Result<Exit> {
+    let exe = std::env::current_exe().context("cannot find the claw executable")?;
+    let path = match args.output {
+        Some(p) => p,
+        None => {
+            let base = std::env::var_os("XDG_CONFIG_HOME")
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
+                .context("no home directory: pass --output FILE")?;
+            base.join("systemd/user/claw-gateway.service")
+        }
+    };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    std::fs::write(&path, unit_text(&exe, settings))
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    println!("wrote {}", sanitize_path(&path));
+    println!("enable and start it with:");
+    println!("  systemctl --user daemon-reload");
+    println!("  systemctl --user enable --now claw-gateway.service");
+    println!("keep it running after you log out with:");
+    println!("  loginctl enable-linger \"$USER\"");
+    println!("logs: journalctl --user -u claw-gateway -f");
+    Ok(Exit::Ok)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use claw_gateway::discovery;
+
+    #[test]
+    fn unit_runs_this_workspace_and_waits_for_the_grace_period() {
+        let input = crate::config::ResolveInput {
+            home: Some(PathBuf::from("/home/u")),
+            ..Default::default()
+        };
+        let s = Settings::resolve(&input).expect("settings");
+        let unit = unit_text(std::path::Path::new("/usr/bin/claw"), &s);
+        assert!(
+            unit.contains(
+                "ExecStart=\"/usr/bin/claw\" gateway --workspace \"/home/u/.claw/workspace\""
+            ),
+            "{unit}"
+        );
+        assert!(unit.contains("TimeoutStopSec=20"), "{unit}");
+        assert!(unit.contains("WantedBy=default.target"));
+    }
+
+    #[test]
+    fn stale_info_is_not_running() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let input = crate::config::ResolveInput {
+            home: Some(PathBuf::from("/home/u")),
+            workspace_flag: Some(dir.path().to_path_buf()),
+            ..Default::default()
+        };
+        let s = Settings::resolve(&input).expect("settings");
+        std::fs::create_dir_all(s.state_dir()).expect("state dir");
+        let mut child = std::process::Command::new("true").spawn().expect("spawn");
+        let pid = child.id();
+        child.wait().expect("wait");
+        discovery::write(
+            &s.state_dir(),
+            &discovery::GatewayInfo {
+                pid,
+                port: 1,
+                bind: "127.0.0.1".parse().expect("ip"),
+                started: chrono::Utc::now(),
+                workspace: dir.path().to_path_buf(),
+            },
+        )
+        .expect("write");
+        token::load_or_create(&s.state_dir()).expect("token");
+        assert!(running(&s).is_none());
+    }
+}

@@ -1,0 +1,94 @@
+//! The `gateway` section of the config file and its resolved form: where the HTTP
+//! server binds, how long shutdown waits for running turns, how many sessions run
+//! turns at once and how deep the bus queues are. Loopback only unless `bind` says
+//! otherwise.
+
+use serde::Deserialize;
+use std::net::{IpAddr, Ipv4Addr};
+use std::time::Duration;
+
+/// Default port of `claw gateway`.
+pub const DEFAULT_PORT: u16 = 18790;
+/// Default shutdown grace period.
+pub const DEFAULT_GRACE_SECONDS: u64 = 10;
+/// Default number of sessions running a turn at the same time.
+pub const DEFAULT_MAX_CONCURRENT_SESSIONS: usize = 8;
+/// Default capacity of the inbound and outbound queues.
+pub const DEFAULT_QUEUE_CAPACITY: usize = 1024;
+
+/// `gateway` in `~/.claw/config.json`. Unknown keys are an error naming the key.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GatewaySection {
+    /// Address to bind (default `127.0.0.1`). Anything but loopback must be
+    /// written here explicitly.
+    pub bind: Option<IpAddr>,
+    /// Port (default 18790; `--port` overrides).
+    pub port: Option<u16>,
+    /// Seconds SIGTERM/SIGINT waits for running turns before cancelling them.
+    pub grace_seconds: Option<u64>,
+    /// Sessions running a turn at the same time (others queue).
+    pub max_concurrent_sessions: Option<usize>,
+    /// Capacity of the inbound and outbound message queues.
+    pub queue_capacity: Option<usize>,
+}
+
+/// The gateway's resolved settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GatewayConfig {
+    pub bind: IpAddr,
+    pub port: u16,
+    pub grace: Duration,
+    pub max_concurrent_sessions: usize,
+    pub queue_capacity: usize,
+}
+
+impl Default for GatewayConfig {
+    fn default() -> GatewayConfig {
+        GatewayConfig::from_section(&GatewaySection::default())
+    }
+}
+
+impl GatewayConfig {
+    /// Defaults filled in; zero capacities become 1.
+    pub fn from_section(s: &GatewaySection) -> GatewayConfig {
+        GatewayConfig {
+            bind: s.bind.unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST)),
+            port: s.port.unwrap_or(DEFAULT_PORT),
+            grace: Duration::from_secs(s.grace_seconds.unwrap_or(DEFAULT_GRACE_SECONDS)),
+            max_concurrent_sessions: s
+                .max_concurrent_sessions
+                .unwrap_or(DEFAULT_MAX_CONCURRENT_SESSIONS)
+                .max(1),
+            queue_capacity: s.queue_capacity.unwrap_or(DEFAULT_QUEUE_CAPACITY).max(1),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_loopback_18790() {
+        let c = GatewayConfig::default();
+        assert!(c.bind.is_loopback());
+        assert_eq!(c.port, DEFAULT_PORT);
+        assert_eq!(c.grace, Duration::from_secs(10));
+    }
+
+    #[test]
+    fn section_parses_and_rejects_unknown_keys() {
+        let s: GatewaySection = serde_json::from_str(
+            r#"{"bind": "0.0.0.0", "grace_seconds": 3, "max_concurrent_sessions": 0}"#,
+        )
+        .expect("valid section");
+        let c = GatewayConfig::from_section(&s);
+        assert!(!c.bind.is_loopback());
+        assert_eq!(c.grace, Duration::from_secs(3));
+        assert_eq!(c.max_concurrent_sessions, 1);
+        let err = serde_json::from_str::<GatewaySection>(r#"{"bnd": "0.0.0.0"}"#)
+            .expect_err("unknown key");
+        assert!(err.to_string().contains("bnd"), "{err}");
+    }
+}

@@ -1,0 +1,729 @@
+//! The HTTP API (axum): `GET /healthz` (open), and behind the bearer token:
+//! OpenAI-compatible `POST /v1/chat/completions` (SSE stream ending in `[DONE]`, or
+//! one JSON answer), `GET /v1/models`, `GET /v1/sessions`,
+//! `GET /v1/sessions/{key}/messages`, `POST /v1/memory/search` and
+//! `POST /v1/memory/get` (exactly the CLI's `--json` objects) and `GET /v1/status`.
+//! `/` serves the WebChat page (static, no data: the page asks for the token), with
+//! `/webchat.js` and `/webchat.css`, under a strict Content-Security-Policy.
+//!
+//! Streaming contract (WebChat and `claw -m` depend on it): standard
+//! `chat.completion.chunk` objects; anything claw-specific rides in an extra `claw`
+//! field of a chunk whose `choices[0].delta` is `{}`: `{"tool": {"id", "name",
+//! "arguments", "status": "started"|"done"|"error", "preview"}}`, `{"status": line}`,
+//! `{"end_answer": true}`; the last chunk carries `finish_reason` and
+//! `{"claw": {"end", "message", "session"}}`.
+
+use crate::bus::{Bus, EndKind, Inbound, TurnEvent, TurnReport};
+use crate::memory::MemoryHub;
+use crate::token::Token;
+use crate::transcripts;
+use axum::Json;
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Path as UrlPath, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use claw_memory::search::{GetRequest, Mode, SearchError, SearchRequest, SourceFilter};
+use claw_memory::service::{ServiceError, SyncPolicy};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use tokio_util::sync::CancellationToken;
+
+/// The WebChat page, built into the binary.
+pub const WEBCHAT_HTML: &str = include_str!("../assets/webchat.html");
+/// The WebChat page's code (`/webchat.js`).
+pub const WEBCHAT_JS: &str = include_str!("../assets/webchat.js");
+/// The WebChat page's styles (`/webchat.css`).
+pub const WEBCHAT_CSS: &str = include_str!("../assets/webchat.css");
+/// The WebChat page's Content-Security-Policy: only its own script and styles, calls
+/// to this origin only, no inline script or event handlers, no framing (a second line
+/// of defence behind the page's escaping of model output).
+pub const WEBCHAT_CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
+    connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+/// Session used when a request names none.
+pub const DEFAULT_SESSION: &str = "http:default";
+/// Header naming the session.
+pub const SESSION_HEADER: &str = "x-claw-session";
+/// Header carrying why the embedding model did not load (search answers).
+pub const EMBEDDER_ERROR_HEADER: &str = "x-claw-embedder-error";
+
+/// Everything the handlers share.
+pub struct AppState {
+    pub token: Token,
+    pub bus: Bus,
+    /// None: no LLM configured (chat answers 503; memory still works).
+    pub chat_enabled: Option<String>,
+    pub memory: Option<Arc<MemoryHub>>,
+    pub sessions_dir: PathBuf,
+    pub stop: CancellationToken,
+    /// `/v1/status` body besides the live counters.
+    pub status: Box<dyn Fn() -> Value + Send + Sync>,
+    pub clock: claw_memory::clock::Clock,
+    next_id: AtomicU64,
+}
+
+impl AppState {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        token: Token,
+        bus: Bus,
+        chat_enabled: Option<String>,
+        memory: Option<Arc<MemoryHub>>,
+        sessions_dir: PathBuf,
+        stop: CancellationToken,
+        status: Box<dyn Fn() -> Value + Send + Sync>,
+        clock: claw_memory::clock::Clock,
+    ) -> AppState {
+        AppState {
+            token,
+            bus,
+            chat_enabled,
+            memory,
+            sessions_dir,
+            stop,
+            status,
+            clock,
+            next_id: AtomicU64::new(1),
+        }
+    }
+}
+
+type Shared = Arc<AppState>;
+
+/// The router.
+pub fn router(state: Shared) -> Router {
+    let api = Router::new()
+        .route("/v1/models", get(models))
+        .route("/v1/chat/completions", post(chat_completions))
+        .route("/v1/sessions", get(sessions))
+        .route("/v1/sessions/{key}/messages", get(session_messages))
+        .route("/v1/memory/search", post(memory_search))
+        .route("/v1/memory/get", post(memory_get))
+        .route("/v1/status", get(status))
+        .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
+    Router::new()
+        .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
+        .route("/", get(webchat))
+        .route("/webchat.js", get(webchat_js))
+        .route("/webchat.css", get(webchat_css))
+        .merge(api)
+        .with_state(state)
+}
+
+/// An OpenAI-style error body.
+pub fn error(status: StatusCode, kind: &str, message: impl Into<String>) -> Response {
+    (
+        status,
+        Json(json!({"error": {"message": message.into(), "type": kind, "kind": kind}})),
+    )
+        .into_response()
+}
+
+async fn require_token(State(st): State<Shared>, req: Request, next: Next) -> Response {
+    let given = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    if !st.token.verify_header(given) {
+        let mut r = error(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "missing or wrong bearer token (Authorization: Bearer <token from the state dir's gateway.token or CLAW_GATEWAY_TOKEN>)",
+        );
+        r.headers_mut()
+            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        return r;
+    }
+    next.run(req).await
+}
+
+/// One of the WebChat page's static files (no data in them: the page asks for the token).
+fn webchat_asset(content_type: &'static str, body: &'static str) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, content_type),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            (header::CONTENT_SECURITY_POLICY, WEBCHAT_CSP),
+            (header::X_FRAME_OPTIONS, "DENY"),
+            (header::REFERRER_POLICY, "no-referrer"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+async fn webchat() -> Response {
+    webchat_asset("text/html; charset=utf-8", WEBCHAT_HTML)
+}
+
+async fn webchat_js() -> Response {
+    webchat_asset("text/javascript; charset=utf-8", WEBCHAT_JS)
+}
+
+async fn webchat_css() -> Response {
+    webchat_asset("text/css; charset=utf-8", WEBCHAT_CSS)
+}
+
+async fn models(State(st): State<Shared>) -> Response {
+    let created = st.clock.now().timestamp();
+    Json(json!({
+        "object": "list",
+        "data": [{"id": "claw", "object": "model", "created": created, "owned_by": "claw"}]
+    }))
+    .into_response()
+}
+
+async fn status(State(st): State<Shared>) -> Response {
+    let mut v = (st.status)();
+    if let Value::Object(m) = &mut v {
+        let s = st.bus.stats.snapshot();
+        m.insert("sessions".into(), json!(s.sessions));
+        m.insert(
+            "queues".into(),
+            json!({
+                "inbound": st.bus.inbound_depth(),
+                "outbound": st.bus.outbound_depth(),
+                "waiting": s.queued,
+                "running": s.running,
+            }),
+        );
+        m.insert(
+            "turns".into(),
+            json!({"accepted": s.accepted, "finished": s.finished}),
+        );
+        m.insert("accepting".into(), json!(!st.stop.is_cancelled()));
+    }
+    Json(v).into_response()
+}
+
+// ---- chat completions -------------------------------------------------------
+
+/// The text of the last user message (string content or text parts).
+fn last_user_text(body: &Value) -> Option<String> {
+    let msgs = body.get("messages")?.as_array()?;
+    let m = msgs
+        .iter()
+        .rev()
+        .find(|m| m.get("role").and_then(Value::as_str) == Some("user"))?;
+    match m.get("content")? {
+        Value::String(s) => Some(s.clone()),
+        Value::Array(parts) => {
+            let text: Vec<&str> = parts
+                .iter()
+                .filter(|p| p.get("type").and_then(Value::as_str) == Some("text"))
+                .filter_map(|p| p.get("text").and_then(Value::as_str))
+                .collect();
+            (!text.is_empty()).then(|| text.join("\n"))
+        }
+        _ => None,
+    }
+}
+
+fn session_key(headers: &HeaderMap, body: &Value) -> String {
+    headers
+        .get(SESSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .or_else(|| {
+            body.get("user")
+                .and_then(Value::as_str)
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+        })
+        .unwrap_or_else(|| DEFAULT_SESSION.to_string())
+}
+
+fn finish_reason(end: EndKind) -> &'static str {
+    match end {
+        EndKind::Answered => "stop",
+        EndKind::MaxIterations => "length",
+        _ => "stop",
+    }
+}
+
+fn chunk(
+    id: &str,
+    created: i64,
+    delta: Value,
+    finish: Option<&str>,
+    claw: Option<Value>,
+) -> String {
+    let mut v = json!({
+        "id": id,
+        "object": "chat.completion.chunk",
+        "created": created,
+        "model": "claw",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    });
+    if let (Some(c), Value::Object(m)) = (claw, &mut v) {
+        m.insert("claw".into(), c);
+    }
+    v.to_string()
+}
+
+/// One SSE frame.
+fn sse(data: &str) -> String {
+    format!("data: {data}\n\n")
+}
+
+async fn chat_completions(
+    State(st): State<Shared>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let body: Value = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                format!("the body is not JSON: {e}"),
+            );
+        }
+    };
+    let Some(input) = last_user_text(&body) else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            "no user message with text content in `messages`",
+        );
+    };
+    if st.chat_enabled.is_none() {
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "no_llm",
+            "this gateway has no LLM configured (agent.profiles or CLAW_LLM_*)",
+        );
+    }
+    if st.stop.is_cancelled() {
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "shutting_down",
+            "the gateway is shutting down",
+        );
+    }
+    let stream = body.get("stream").and_then(Value::as_bool).unwrap_or(false);
+    let key = session_key(&headers, &body);
+    let ext = body.get("claw");
+    let channel = ext
+        .and_then(|c| c.get("channel"))
+        .and_then(Value::as_str)
+        .unwrap_or("http");
+    let yes = ext
+        .and_then(|c| c.get("yes"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let (mut msg, rx) = Inbound::with_reply(channel, &key, "http", &input);
+    msg.yes = yes;
+    if st.bus.submit(msg).await.is_err() {
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "shutting_down",
+            "the gateway is shutting down",
+        );
+    }
+    let id = format!(
+        "chatcmpl-claw-{}",
+        st.next_id.fetch_add(1, Ordering::SeqCst)
+    );
+    let created = st.clock.now().timestamp();
+    let session_header = HeaderValue::from_str(&key).ok();
+    let mut resp = if stream {
+        stream_response(rx, id, created, key.clone())
+    } else {
+        collect_response(rx, id, created, key.clone()).await
+    };
+    if let Some(h) = session_header {
+        resp.headers_mut().insert(SESSION_HEADER, h);
+    }
+    resp
+}
+
+fn stream_response(
+    rx: tokio::sync::mpsc::UnboundedReceiver<TurnEvent>,
+    id: String,
+    created: i64,
+    key: String,
+) -> Response {
+    enum St {
+        Start,
+        Events,
+        Done,
+        End,
+    }
+    let first = chunk(
+        &id,
+        created,
+        json!({"role": "assistant", "content": ""}),
+        None,
+        None,
+    );
+    let s = futures_util::stream::unfold((St::Start, rx, first), move |(state, mut rx, first)| {
+        let id = id.clone();
+        let key = key.clone();
+        async move {
+            let frame = match state {
+                St::Start => {
+                    let f = sse(&first);
+                    return Some((
+                        Ok::<_, std::convert::Infallible>(f),
+                        (St::Events, rx, first),
+                    ));
+                }
+                St::Done => return Some((Ok(sse("[DONE]")), (St::End, rx, first))),
+                St::End => return None,
+                St::Events => rx.recv().await,
+            };
+            let (data, next) = match frame {
+                Some(TurnEvent::Text(t)) => (
+                    chunk(&id, created, json!({"content": t}), None, None),
+                    St::Events,
+                ),
+                Some(TurnEvent::EndAnswer) => (
+                    chunk(
+                        &id,
+                        created,
+                        json!({}),
+                        None,
+                        Some(json!({"end_answer": true})),
+                    ),
+                    St::Events,
+                ),
+                Some(TurnEvent::Status(line)) => (
+                    chunk(&id, created, json!({}), None, Some(json!({"status": line}))),
+                    St::Events,
+                ),
+                Some(TurnEvent::Tool(t)) => (
+                    chunk(&id, created, json!({}), None, Some(json!({"tool": t}))),
+                    St::Events,
+                ),
+                Some(TurnEvent::Finished(r)) => (end_chunk(&id, created, &r, &key), St::Done),
+                // The worker went away without an end: say so.
+                None => (
+                    end_chunk(
+                        &id,
+                        created,
+                        &TurnReport {
+                            end: EndKind::Failed,
+                            answer: String::new(),
+                            message: Some("the turn ended without a result".into()),
+                        },
+                        &key,
+                    ),
+                    St::Done,
+                ),
+            };
+            Some((Ok(sse(&data)), (next, rx, first)))
+        }
+    });
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .header(header::CACHE_CONTROL, "no-cache")
+        .header("x-accel-buffering", "no")
+        .body(Body::from_stream(s))
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
+fn end_chunk(id: &str, created: i64, r: &TurnReport, key: &str) -> String {
+    chunk(
+        id,
+        created,
+        json!({}),
+        Some(finish_reason(r.end)),
+        Some(json!({"end": r.end, "message": r.message, "session": key})),
+    )
+}
+
+async fn collect_response(
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<TurnEvent>,
+    id: String,
+    created: i64,
+    key: String,
+) -> Response {
+    let mut tools = Vec::new();
+    let report = loop {
+        match rx.recv().await {
+            Some(TurnEvent::Finished(r)) => break r,
+            Some(TurnEvent::Tool(t)) => tools.push(t),
+            Some(_) => {}
+            None => {
+                break TurnReport {
+                    end: EndKind::Failed,
+                    answer: String::new(),
+                    message: Some("the turn ended without a result".into()),
+                };
+            }
+        }
+    };
+    match report.end {
+        EndKind::Answered | EndKind::MaxIterations => Json(json!({
+            "id": id,
+            "object": "chat.completion",
+            "created": created,
+            "model": "claw",
+            "choices": [{
+                "index": 0,
+                "message": {"role": "assistant", "content": report.answer},
+                "finish_reason": finish_reason(report.end),
+            }],
+            "claw": {"end": report.end, "message": report.message, "session": key, "tools": tools},
+        }))
+        .into_response(),
+        EndKind::Rejected => error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "shutting_down",
+            report.message.unwrap_or_default(),
+        ),
+        EndKind::Cancelled | EndKind::LoopBroken | EndKind::Failed => {
+            let kind = match report.end {
+                EndKind::Cancelled => "cancelled",
+                EndKind::LoopBroken => "loop_broken",
+                _ => "turn_failed",
+            };
+            error(
+                StatusCode::BAD_GATEWAY,
+                kind,
+                report.message.unwrap_or_default(),
+            )
+        }
+    }
+}
+
+// ---- sessions -----------------------------------------------------------------
+
+async fn sessions(State(st): State<Shared>) -> Response {
+    let dir = st.sessions_dir.clone();
+    match tokio::task::spawn_blocking(move || transcripts::list(&dir)).await {
+        Ok(Ok(list)) => Json(json!({"object": "list", "data": list})).into_response(),
+        Ok(Err(e)) => error(StatusCode::INTERNAL_SERVER_ERROR, "io", e.to_string()),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, "task", e.to_string()),
+    }
+}
+
+async fn session_messages(State(st): State<Shared>, UrlPath(key): UrlPath<String>) -> Response {
+    let dir = st.sessions_dir.clone();
+    let k = key.clone();
+    match tokio::task::spawn_blocking(move || transcripts::messages(&dir, &k)).await {
+        Ok(Ok(Some(msgs))) => {
+            Json(json!({"object": "list", "session": key, "data": msgs})).into_response()
+        }
+        Ok(Ok(None)) => error(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("no session `{key}`"),
+        ),
+        Ok(Err(e)) => error(StatusCode::INTERNAL_SERVER_ERROR, "io", e.to_string()),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, "task", e.to_string()),
+    }
+}
+
+// ---- memory ---------------------------------------------------------------------
+
+/// `POST /v1/memory/search`: the CLI's flags as JSON.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SearchBody {
+    pub query: String,
+    #[serde(default = "default_limit")]
+    pub limit: usize,
+    pub min_score: Option<f64>,
+    #[serde(default)]
+    pub mode: Option<String>,
+    #[serde(default)]
+    pub source: Option<String>,
+    #[serde(default)]
+    pub explain: bool,
+    #[serde(default)]
+    pub no_sync: bool,
+}
+
+fn default_limit() -> usize {
+    6
+}
+
+/// `POST /v1/memory/get`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GetBody {
+    pub path: String,
+    #[serde(default)]
+    pub from: Option<usize>,
+    #[serde(default)]
+    pub lines: Option<usize>,
+}
+
+fn service_error(e: &ServiceError) -> Response {
+    let (status, kind) = match e {
+        ServiceError::Search(SearchError::NotIndexed(_)) => (StatusCode::NOT_FOUND, "not_indexed"),
+        ServiceError::Search(SearchError::UnknownSource { .. }) => {
+            (StatusCode::BAD_REQUEST, "unknown_source")
+        }
+        ServiceError::Search(_) => (StatusCode::BAD_REQUEST, "search"),
+        _ => (StatusCode::INTERNAL_SERVER_ERROR, "service"),
+    };
+    let mut msg = e.to_string();
+    let mut src = std::error::Error::source(e);
+    while let Some(s) = src {
+        msg.push_str(": ");
+        msg.push_str(&s.to_string());
+        src = s.source();
+    }
+    error(status, kind, msg)
+}
+
+fn json_bytes(bytes: Vec<u8>) -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], bytes).into_response()
+}
+
+async fn memory_search(State(st): State<Shared>, body: axum::body::Bytes) -> Response {
+    let Some(hub) = st.memory.clone() else {
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "no_memory",
+            "the memory engine did not open",
+        );
+    };
+    let b: SearchBody = match serde_json::from_slice(&body) {
+        Ok(b) => b,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                e.to_string(),
+            );
+        }
+    };
+    let mode = match b.mode.as_deref().unwrap_or("hybrid") {
+        "hybrid" => Mode::Hybrid,
+        "fts" => Mode::Fts,
+        "vector" => Mode::Vector,
+        other => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                format!("unknown mode `{other}` (hybrid, fts, vector)"),
+            );
+        }
+    };
+    let req = SearchRequest {
+        query: b.query,
+        limit: b.limit,
+        min_score: b.min_score,
+        mode,
+        source: SourceFilter::parse(b.source.as_deref().unwrap_or("all")),
+        explain: b.explain,
+        mmr: true,
+        keyword_norm: Default::default(),
+    };
+    let policy = if b.no_sync {
+        SyncPolicy::Skip
+    } else {
+        SyncPolicy::DEFAULT
+    };
+    let h = hub.clone();
+    let r = tokio::task::spawn_blocking(move || h.search(&req, policy)).await;
+    match r {
+        Ok(Ok(outcome)) => match serde_json::to_vec(&outcome) {
+            Ok(bytes) => {
+                let mut resp = json_bytes(bytes);
+                if let Some(e) = hub.embedder_error()
+                    && let Ok(v) = HeaderValue::from_str(&e.replace(['\r', '\n'], " "))
+                {
+                    resp.headers_mut().insert(EMBEDDER_ERROR_HEADER, v);
+                }
+                resp
+            }
+            Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, "encode", e.to_string()),
+        },
+        Ok(Err(e)) => service_error(&e),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, "task", e.to_string()),
+    }
+}
+
+async fn memory_get(State(st): State<Shared>, body: axum::body::Bytes) -> Response {
+    let Some(hub) = st.memory.clone() else {
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "no_memory",
+            "the memory engine did not open",
+        );
+    };
+    let b: GetBody = match serde_json::from_slice(&body) {
+        Ok(b) => b,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                e.to_string(),
+            );
+        }
+    };
+    let req = GetRequest {
+        path: b.path,
+        from: b.from.unwrap_or(1).max(1),
+        lines: b
+            .lines
+            .unwrap_or(claw_memory::search::engine::GET_DEFAULT_LINES)
+            .max(1),
+        max_chars: claw_memory::search::engine::GET_MAX_CHARS,
+    };
+    match tokio::task::spawn_blocking(move || hub.get(&req)).await {
+        Ok(Ok(resp)) => match serde_json::to_vec(&resp) {
+            Ok(bytes) => json_bytes(bytes),
+            Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, "encode", e.to_string()),
+        },
+        Ok(Err(e)) => service_error(&e),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, "task", e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn last_user_message_is_the_input() {
+        let body = json!({"messages": [
+            {"role": "user", "content": "first"},
+            {"role": "assistant", "content": "a"},
+            {"role": "user", "content": [{"type": "text", "text": "second"}, {"type": "image_url"}]},
+            {"role": "assistant", "content": "b"},
+        ]});
+        assert_eq!(last_user_text(&body).as_deref(), Some("second"));
+        assert_eq!(last_user_text(&json!({"messages": []})), None);
+    }
+
+    #[test]
+    fn session_from_header_then_user_then_default() {
+        let mut h = HeaderMap::new();
+        assert_eq!(session_key(&h, &json!({})), DEFAULT_SESSION);
+        assert_eq!(session_key(&h, &json!({"user": "alice"})), "alice");
+        h.insert(SESSION_HEADER, HeaderValue::from_static("web:1"));
+        assert_eq!(session_key(&h, &json!({"user": "alice"})), "web:1");
+    }
+
+    #[test]
+    fn tool_chunk_has_an_empty_delta_and_the_claw_field() {
+        let c: Value = serde_json::from_str(&chunk(
+            "x",
+            1,
+            json!({}),
+            None,
+            Some(json!({"tool": {"id": "c1", "status": "started"}})),
+        ))
+        .expect("json");
+        assert_eq!(c["object"], "chat.completion.chunk");
+        assert_eq!(c["choices"][0]["delta"], json!({}));
+        assert_eq!(c["claw"]["tool"]["status"], "started");
+    }
+}

@@ -1,0 +1,19 @@
+//! claw's always-on gateway: one process that owns the sessions and the index
+//! writer. It runs the memory watcher (own thread) and the warm memory engine
+//! (`memory`), a message bus with bounded queues (`bus`), agent workers — one turn
+//! at a time per session, sessions concurrently up to a cap (`worker`) — and the
+//! HTTP API with its OpenAI-compatible endpoint and WebChat page (`http`), behind a
+//! bearer token (`token`). A running gateway advertises itself in the state dir
+//! (`discovery`) so the CLI can send its work there (`client`). Shutdown is one
+//! cancellation token (`server`).
+
+pub mod bus;
+pub mod client;
+pub mod config;
+pub mod discovery;
+pub mod http;
+pub mod memory;
+pub mod server;
+pub mod token;
+pub mod transcripts;
+pub mod worker;

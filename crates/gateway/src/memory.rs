@@ -1,0 +1,151 @@
+//! The warm memory engine: the embedding model is loaded once at start-up and
+//! shared by the HTTP search endpoints, the assistant's memory tools and the
+//! watcher's indexing thread (one copy of the model in the process). Blocking,
+//! like the engine: call it from `spawn_blocking`.
+
+use claw_agent::tools::memory::{MemoryBackend, MemoryBackendError};
+use claw_memory::chunk::TokenCounter;
+use claw_memory::config::MemoryConfig;
+use claw_memory::embed::{self, EmbedError, Embedder, Loaded};
+use claw_memory::search::{GetRequest, GetResponse, SearchRequest};
+use claw_memory::service::{MemoryService, SearchOutcome, ServiceError, SyncPolicy};
+use claw_memory::store::{Store, StoreError};
+use std::sync::Arc;
+
+/// An embedder shared between owners (the service and the watcher's sink).
+#[derive(Clone)]
+pub struct SharedEmbedder(pub Arc<dyn Embedder>);
+
+impl Embedder for SharedEmbedder {
+    fn provider(&self) -> &str {
+        self.0.provider()
+    }
+    fn model_id(&self) -> &str {
+        self.0.model_id()
+    }
+    fn dims(&self) -> usize {
+        self.0.dims()
+    }
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.0.embed(texts)
+    }
+    fn embed_query(&self, query: &str) -> Result<Vec<f32>, EmbedError> {
+        self.0.embed_query(query)
+    }
+    fn token_counter(&self) -> &dyn TokenCounter {
+        self.0.token_counter()
+    }
+    fn max_input_tokens(&self) -> usize {
+        self.0.max_input_tokens()
+    }
+}
+
+/// Errors opening the engine.
+#[derive(Debug, thiserror::Error)]
+pub enum MemoryHubError {
+    #[error("opening the memory database {path}")]
+    Open {
+        path: std::path::PathBuf,
+        source: StoreError,
+    },
+}
+
+/// The memory engine of a running gateway.
+pub struct MemoryHub {
+    service: MemoryService<'static>,
+    /// The loaded model (None: keyword-only, by choice or failure).
+    embedder: Option<SharedEmbedder>,
+    /// Why the configured model did not load.
+    embedder_error: Option<String>,
+    /// The index was built with a model (so an unloadable model must not
+    /// let the watcher rebuild it keyword-only).
+    index_model: String,
+}
+
+impl MemoryHub {
+    /// Open the database and load the model once.
+    pub fn open(mem: MemoryConfig) -> Result<MemoryHub, MemoryHubError> {
+        let path = mem.db_path();
+        let open_err = |source| MemoryHubError::Open {
+            path: path.clone(),
+            source,
+        };
+        let store = Store::open(&path).map_err(open_err)?;
+        let index_model = store.meta("model").map_err(open_err)?.unwrap_or_default();
+        let keyword_only_index = store
+            .meta("model")
+            .map_err(open_err)?
+            .is_some_and(|m| m.is_empty());
+        let (embedder, embedder_error) = if keyword_only_index {
+            (None, None)
+        } else {
+            match embed::load(&mem.embed, mem.memory.embed_batch_size) {
+                Loaded::Ready(b) => (Some(SharedEmbedder(Arc::from(b))), None),
+                Loaded::Disabled => (None, None),
+                Loaded::Unavailable(e) => (None, Some(e.to_string())),
+            }
+        };
+        // The service borrows its embedder for the process's lifetime: the one
+        // model copy is leaked deliberately (a gateway holds it until exit).
+        let given: Option<&'static dyn Embedder> = embedder
+            .clone()
+            .map(|e| &*Box::leak(Box::new(e)) as &'static dyn Embedder);
+        let service = MemoryService::with_store(mem, store, given);
+        Ok(MemoryHub {
+            service,
+            embedder,
+            embedder_error,
+            index_model,
+        })
+    }
+
+    /// Search, with the CLI's inline sync policy.
+    pub fn search(
+        &self,
+        req: &SearchRequest,
+        policy: SyncPolicy,
+    ) -> Result<SearchOutcome, ServiceError> {
+        self.service.search(req, policy)
+    }
+
+    /// Lines of an indexed file.
+    pub fn get(&self, req: &GetRequest) -> Result<GetResponse, ServiceError> {
+        self.service.get(req)
+    }
+
+    /// The shared model, for the watcher's sink.
+    pub fn embedder(&self) -> Option<Box<dyn Embedder>> {
+        self.embedder
+            .clone()
+            .map(|e| Box::new(e) as Box<dyn Embedder>)
+    }
+
+    /// Why the model did not load.
+    pub fn embedder_error(&self) -> Option<&str> {
+        self.embedder_error.as_deref()
+    }
+
+    /// The model the index was built with ("" keyword-only or never built).
+    pub fn index_model(&self) -> &str {
+        &self.index_model
+    }
+
+    /// The settings the engine runs with.
+    pub fn settings(&self) -> &MemoryConfig {
+        self.service.settings()
+    }
+}
+
+/// The assistant's memory tools over the warm engine, with the CLI's inline
+/// sync (cheap while the gateway's idle watcher vouches for the index).
+pub struct HubBackend(pub Arc<MemoryHub>);
+
+impl MemoryBackend for HubBackend {
+    fn search(&self, req: &SearchRequest) -> Result<SearchOutcome, MemoryBackendError> {
+        Ok(self.0.search(req, SyncPolicy::DEFAULT)?)
+    }
+
+    fn get(&self, req: &GetRequest) -> Result<GetResponse, MemoryBackendError> {
+        Ok(self.0.get(req)?)
+    }
+}

@@ -1,0 +1,368 @@
+//! The gateway process, assembled: the warm memory engine and the watcher (its own
+//! thread), the bus, the dispatcher and session workers, the HTTP server and the
+//! discovery file — and the one shutdown signal (a [`CancellationToken`]):
+//! stop taking messages, let running turns finish within the grace period, then
+//! cancel them (a cancelled turn still leaves a consistent transcript), stop the
+//! watcher (which releases the writer lock), remove `gateway.json`, return.
+
+use crate::bus::{Bus, Outbound};
+use crate::config::GatewayConfig;
+use crate::discovery::{self, GatewayInfo};
+use crate::http::{self, AppState};
+use crate::memory::{HubBackend, MemoryHub};
+use crate::token::Token;
+use crate::worker::{self, AgentRuntime, WorkerContext};
+use chrono::FixedOffset;
+use claw_agent::driver::DriverOptions;
+use claw_agent::provider::{ProviderChain, RetryPolicy};
+use claw_agent::settings::AgentSettings;
+use claw_agent::tools::{ToolContext, ToolRegistry};
+use claw_memory::config::MemoryConfig;
+use claw_memory::watch::{self, IndexerSink, WatchEvent, WatchOptions};
+use serde_json::json;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+/// Everything `claw gateway` resolved before starting.
+pub struct GatewayOptions {
+    pub mem: MemoryConfig,
+    /// The assistant's settings, or why there is no LLM (chat is then refused,
+    /// memory still served).
+    pub agent: Result<AgentSettings, String>,
+    pub gateway: GatewayConfig,
+    pub token: Token,
+    /// Time zone of the prompt and daily notes.
+    pub utc_offset: FixedOffset,
+    /// Run the memory watcher (default true).
+    pub watch: bool,
+}
+
+/// Errors that stop the gateway from starting.
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    #[error("a gateway already runs for this workspace (pid {pid}, port {port})")]
+    AlreadyRunning { pid: u32, port: u16 },
+    #[error("cannot create the state directory {path}: {source}")]
+    StateDir {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Memory(#[from] crate::memory::MemoryHubError),
+    #[error("cannot start the watcher: {0}")]
+    Watch(#[from] claw_memory::watch::WatchError),
+    #[error(transparent)]
+    Discovery(#[from] discovery::DiscoveryError),
+    #[error("cannot set up the LLM client: {0}")]
+    Llm(String),
+    #[error("the HTTP server failed: {0}")]
+    Serve(std::io::Error),
+    #[error("a background task failed: {0}")]
+    Task(#[from] tokio::task::JoinError),
+}
+
+/// One log line on stderr.
+pub fn log(line: &str) {
+    eprintln!(
+        "{} claw gateway: {line}",
+        chrono::Utc::now().format("%Y-%m-%dT%H:%M:%S%.3fZ")
+    );
+}
+
+/// Cancel `stop` on SIGTERM or SIGINT.
+pub fn cancel_on_signals(stop: CancellationToken) -> std::io::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = term.recv() => log("SIGTERM: shutting down"),
+            _ = int.recv() => log("SIGINT: shutting down"),
+            _ = stop.cancelled() => return,
+        }
+        stop.cancel();
+    });
+    Ok(())
+}
+
+fn tool_registry(
+    mem: &MemoryConfig,
+    a: &AgentSettings,
+    hub: Option<&Arc<MemoryHub>>,
+    yes: bool,
+) -> ToolRegistry {
+    let mut ctx = ToolContext::new(mem.workspace.clone());
+    ctx.jail = a.jail_to_workspace;
+    ctx.exec_timeout = a.exec_timeout;
+    ctx.brave_api_key = a.brave_api_key.clone();
+    ctx.confirm_side_effects = a.confirm_side_effects && !yes;
+    ctx.net.allow_private = a.allow_private;
+    ctx.sandbox = a.sandbox.clone();
+    ctx.memory = hub.map(|h| {
+        Arc::new(HubBackend(h.clone())) as Arc<dyn claw_agent::tools::memory::MemoryBackend>
+    });
+    ToolRegistry::new(ctx)
+}
+
+fn runtime(
+    opts: &GatewayOptions,
+    a: &AgentSettings,
+    hub: Option<&Arc<MemoryHub>>,
+) -> Result<AgentRuntime, GatewayError> {
+    let chain = ProviderChain::new(a.profiles.clone(), RetryPolicy::default())
+        .map_err(|e| GatewayError::Llm(e.to_string()))?;
+    Ok(AgentRuntime {
+        model: Arc::new(chain),
+        tools: Arc::new(tool_registry(&opts.mem, a, hub, false)),
+        tools_yes: Arc::new(tool_registry(&opts.mem, a, hub, true)),
+        options: DriverOptions {
+            workspace: opts.mem.workspace.clone(),
+            sessions_dir: opts.mem.sessions_dir(),
+            session_key: String::new(),
+            secrets: a.secrets(),
+            max_iterations: a.max_iterations,
+            max_tokens: a.max_tokens,
+            context_window: a.context_window,
+            utc_offset: opts.utc_offset,
+            timezone: format!("UTC{}", opts.utc_offset),
+            os: format!("{} {}", std::env::consts::OS, std::env::consts::ARCH),
+            clock: opts.mem.clock,
+            memory_max_bytes: a.memory_max_bytes,
+        },
+    })
+}
+
+/// Log watcher events until the watcher drops its sender.
+fn log_watch_events(rx: std::sync::mpsc::Receiver<WatchEvent>) {
+    std::thread::spawn(move || {
+        for ev in rx {
+            match ev {
+                WatchEvent::Started { roots, .. } => {
+                    log(&format!("watching {} folder(s)", roots.len()))
+                }
+                WatchEvent::Synced {
+                    reindexed,
+                    removed,
+                    elapsed_ms,
+                    ..
+                } if !reindexed.is_empty() || !removed.is_empty() => log(&format!(
+                    "index: {} re-indexed, {} removed in {elapsed_ms} ms",
+                    reindexed.len(),
+                    removed.len()
+                )),
+                WatchEvent::Error { message } => log(&format!("watcher error: {message}")),
+                WatchEvent::Overflow => log("watcher: event overflow, rescanning"),
+                _ => {}
+            }
+        }
+    });
+}
+
+/// Run the gateway until `stop` is cancelled (wire it to signals with
+/// [`cancel_on_signals`]). `ready` receives the discovery info once it listens.
+pub async fn run(
+    opts: GatewayOptions,
+    stop: CancellationToken,
+    ready: impl FnOnce(&GatewayInfo) + Send,
+) -> Result<(), GatewayError> {
+    let state_dir = opts.mem.state_dir();
+    claw_memory::private::create_dir_all(&state_dir).map_err(|source| GatewayError::StateDir {
+        path: state_dir.clone(),
+        source,
+    })?;
+    claw_memory::private::create_dir_all(&opts.mem.sessions_dir()).map_err(|source| {
+        GatewayError::StateDir {
+            path: opts.mem.sessions_dir(),
+            source,
+        }
+    })?;
+    if let Some(other) = discovery::read_live(&state_dir)
+        && other.pid != std::process::id()
+    {
+        return Err(GatewayError::AlreadyRunning {
+            pid: other.pid,
+            port: other.port,
+        });
+    }
+    let addr = SocketAddr::new(opts.gateway.bind, opts.gateway.port);
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| GatewayError::Bind { addr, source })?;
+    let local = listener
+        .local_addr()
+        .map_err(|source| GatewayError::Bind { addr, source })?;
+
+    // The warm engine: database + model, loaded once (blocking work).
+    let started_load = Instant::now();
+    let mem = opts.mem.clone();
+    let hub = tokio::task::spawn_blocking(move || MemoryHub::open(mem)).await??;
+    let hub = Arc::new(hub);
+    if let Some(e) = hub.embedder_error() {
+        log(&format!(
+            "keyword-only: the embedding model did not load ({e})"
+        ));
+    }
+    log(&format!(
+        "memory engine ready in {} ms",
+        started_load.elapsed().as_millis()
+    ));
+    let watcher = if opts.watch {
+        if hub.embedder_error().is_some() && !hub.index_model().is_empty() {
+            log(&format!(
+                "not watching: the index was built with {}, but the model does not load",
+                hub.index_model()
+            ));
+            None
+        } else {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let sink = IndexerSink::new(opts.mem.clone(), hub.embedder());
+            let m = opts.mem.clone();
+            let w = tokio::task::spawn_blocking(move || {
+                watch::spawn(m, WatchOptions::default(), Box::new(sink), tx)
+            })
+            .await??;
+            log_watch_events(rx);
+            Some(w)
+        }
+    } else {
+        None
+    };
+
+    let (bus, receivers) = Bus::new(opts.gateway.queue_capacity);
+    let hard = CancellationToken::new();
+    let (chat_enabled, dispatcher) = match &opts.agent {
+        Ok(a) => {
+            let rt = Arc::new(runtime(&opts, a, Some(&hub))?);
+            let ctx = WorkerContext {
+                runtime: rt,
+                stats: bus.stats.clone(),
+                outbound: bus.outbound(),
+                permits: Arc::new(Semaphore::new(opts.gateway.max_concurrent_sessions)),
+                stop: stop.clone(),
+                hard: hard.clone(),
+            };
+            let label = a
+                .profiles
+                .first()
+                .map(|p| p.model.clone())
+                .unwrap_or_default();
+            (
+                Some(label),
+                Some(tokio::spawn(worker::dispatch(receivers.inbound, ctx))),
+            )
+        }
+        Err(why) => {
+            log(&format!("chat disabled: {why}"));
+            (None, None)
+        }
+    };
+    // Deliveries: HTTP callers read their own stream; cron and the heartbeat
+    // (and later channels) hook in here.
+    let mut outbound = receivers.outbound;
+    let delivery =
+        tokio::spawn(async move { while let Some(Outbound { .. }) = outbound.recv().await {} });
+
+    let started = opts.mem.clock.now();
+    let info = GatewayInfo {
+        pid: std::process::id(),
+        port: local.port(),
+        bind: local.ip(),
+        started,
+        workspace: opts.mem.workspace.clone(),
+    };
+    let status_info = info.clone();
+    let boot = Instant::now();
+    let max_sessions = opts.gateway.max_concurrent_sessions;
+    let grace = opts.gateway.grace;
+    let status = Box::new(move || {
+        json!({
+            "pid": status_info.pid,
+            "port": status_info.port,
+            "bind": status_info.bind,
+            "started": status_info.started,
+            "uptime_seconds": boot.elapsed().as_secs(),
+            "workspace": status_info.workspace,
+            "max_concurrent_sessions": max_sessions,
+            "grace_seconds": grace.as_secs(),
+            "heartbeat": null,
+            "cron": null,
+        })
+    });
+    let state = Arc::new(AppState::new(
+        opts.token.clone(),
+        bus.clone(),
+        chat_enabled,
+        Some(hub.clone()),
+        opts.mem.sessions_dir(),
+        stop.clone(),
+        status,
+        opts.mem.clock,
+    ));
+    let app = http::router(state);
+    let server_stop = stop.clone();
+    let server = tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move { server_stop.cancelled().await })
+            .await
+    });
+    discovery::write(&state_dir, &info)?;
+    log(&format!(
+        "listening on {} (pid {}, workspace {})",
+        info.base_url(),
+        info.pid,
+        info.workspace.display()
+    ));
+    ready(&info);
+
+    stop.cancelled().await;
+    let shutdown_started = Instant::now();
+    log(&format!(
+        "not taking messages; waiting up to {} s for running turns",
+        grace.as_secs()
+    ));
+    // Running turns finish within the grace period, or are cancelled.
+    if let Some(mut d) = dispatcher
+        && tokio::time::timeout(grace, &mut d).await.is_err()
+    {
+        log("grace period over: cancelling running turns");
+        hard.cancel();
+        if tokio::time::timeout(Duration::from_secs(5), &mut d)
+            .await
+            .is_err()
+        {
+            log("turns did not stop after cancellation; exiting anyway");
+            d.abort();
+        }
+    }
+    hard.cancel();
+    // Streams end with their turns; give slow readers a moment, then stop serving.
+    let mut server = server;
+    match tokio::time::timeout(Duration::from_secs(2), &mut server).await {
+        Ok(Ok(Err(e))) => log(&format!("HTTP server: {e}")),
+        Ok(_) => {}
+        Err(_) => server.abort(),
+    }
+    drop(bus);
+    delivery.abort();
+    if let Some(w) = watcher {
+        // Stopping the watcher finishes its batch and releases the writer lock.
+        match tokio::task::spawn_blocking(move || w.stop()).await? {
+            Ok(()) => {}
+            Err(e) => log(&format!("watcher: {e}")),
+        }
+    }
+    discovery::remove(&state_dir, info.pid);
+    log(&format!(
+        "stopped in {} ms",
+        shutdown_started.elapsed().as_millis()
+    ));
+    Ok(())
+}

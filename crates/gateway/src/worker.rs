@@ -1,0 +1,379 @@
+//! Agent workers: the dispatcher reads the bus's inbound queue and hands each
+//! message to its session's worker; a session worker runs one turn at a time, in
+//! arrival order, holding a permit of a semaphore that caps how many sessions run a
+//! turn at once (a busy session queues its messages, it never drops one). Each
+//! worker keeps its session's [`Driver`] open between turns (history in memory,
+//! transcript appended as records complete). Tool activity and answer text reach
+//! the message's reply stream through a per-session sink.
+//!
+//! Shutdown: once `stop` fires, messages that have not started are answered
+//! [`EndKind::Rejected`]; running turns finish, or are cancelled when `hard` fires.
+
+use crate::bus::{
+    BusStats, EndKind, Inbound, Outbound, ToolActivity, ToolStatus, TurnEvent, TurnReport,
+};
+use claw_agent::core::TurnEnd;
+use claw_agent::driver::{ConfirmRequest, Driver, DriverOptions, Tools, Ui};
+use claw_agent::message::{ToolCall, ToolSpec};
+use claw_agent::provider::ProviderChain;
+use claw_agent::tools::{Answer, Gate, ToolError, ToolRegistry, ToolResult, render_for_model};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use tokio::sync::{Semaphore, mpsc};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+/// What every session's driver is built from.
+pub struct AgentRuntime {
+    pub model: Arc<ProviderChain>,
+    /// Tools that ask before side effects (with no one to ask: refused).
+    pub tools: Arc<ToolRegistry>,
+    /// The same tools for messages sent with `yes` (side effects allowed).
+    pub tools_yes: Arc<ToolRegistry>,
+    /// Driver options; `session_key` is replaced per session.
+    pub options: DriverOptions,
+}
+
+/// Where the current turn's events go.
+#[derive(Default)]
+struct Sink(Mutex<Option<mpsc::UnboundedSender<TurnEvent>>>);
+
+impl Sink {
+    fn emit(&self, ev: TurnEvent) {
+        if let Ok(g) = self.0.lock()
+            && let Some(tx) = g.as_ref()
+        {
+            // A caller that went away still gets its transcript written.
+            let _ = tx.send(ev);
+        }
+    }
+    fn set(&self, tx: Option<mpsc::UnboundedSender<TurnEvent>>) {
+        if let Ok(mut g) = self.0.lock() {
+            *g = tx;
+        }
+    }
+}
+
+/// The driver's UI inside the gateway: everything goes to the sink; nobody can
+/// answer a confirmation.
+struct SinkUi(Arc<Sink>);
+
+impl Ui for SinkUi {
+    fn text(&self, delta: &str) {
+        self.0.emit(TurnEvent::Text(delta.to_string()));
+    }
+    fn end_answer(&self) {
+        self.0.emit(TurnEvent::EndAnswer);
+    }
+    fn status(&self, line: &str) {
+        // Tool start/failure lines are sent as tool activity instead.
+        if !line.starts_with('→') && !line.starts_with("  ") {
+            self.0.emit(TurnEvent::Status(line.to_string()));
+        } else if line.contains(" not run: ") {
+            self.0
+                .emit(TurnEvent::Status(line.trim_start().to_string()));
+        }
+    }
+    fn confirm(&self, _question: &str) -> bool {
+        false
+    }
+    fn ask(&self, _request: &ConfirmRequest) -> Answer {
+        Answer::Unavailable
+    }
+}
+
+/// The tools of one session, reporting each call to the sink.
+struct ObservedTools {
+    confirm: Arc<ToolRegistry>,
+    yes: Arc<ToolRegistry>,
+    /// The running turn was sent with `yes`.
+    allow: AtomicBool,
+    sink: Arc<Sink>,
+}
+
+impl ObservedTools {
+    fn current(&self) -> &ToolRegistry {
+        if self.allow.load(Ordering::SeqCst) {
+            &self.yes
+        } else {
+            &self.confirm
+        }
+    }
+}
+
+/// A call ready to run, with what the stream shows about it.
+struct Observed {
+    call: ToolCall,
+    preview: String,
+    inner: claw_agent::tools::Invocation,
+}
+
+impl Tools for ObservedTools {
+    type Prepared = Observed;
+
+    fn specs(&self) -> Vec<ToolSpec> {
+        self.current().specs()
+    }
+
+    fn is_read_only(&self, name: &str) -> bool {
+        self.current().is_read_only(name)
+    }
+
+    fn preview(&self, call: &ToolCall) -> String {
+        ToolRegistry::preview(call)
+    }
+
+    fn prepare(&self, call: &ToolCall, housekeeping: bool) -> Result<(Observed, Gate), ToolError> {
+        let preview = ToolRegistry::preview(call);
+        match self.current().prepare(call, housekeeping) {
+            Ok((inner, gate)) => Ok((
+                Observed {
+                    call: call.clone(),
+                    preview,
+                    inner,
+                },
+                gate,
+            )),
+            Err(e) => {
+                self.sink.emit(TurnEvent::Tool(ToolActivity {
+                    id: call.id.clone(),
+                    name: call.name.clone(),
+                    arguments: call.arguments.clone(),
+                    status: ToolStatus::Error,
+                    preview: e.to_string(),
+                }));
+                Err(e)
+            }
+        }
+    }
+
+    async fn run(&self, call: Observed) -> ToolResult {
+        let activity = |status, preview: String| {
+            TurnEvent::Tool(ToolActivity {
+                id: call.call.id.clone(),
+                name: call.call.name.clone(),
+                arguments: call.call.arguments.clone(),
+                status,
+                preview,
+            })
+        };
+        self.sink
+            .emit(activity(ToolStatus::Started, call.preview.clone()));
+        let result = self.current().execute(call.inner).await;
+        let (content, is_error) = render_for_model(&result);
+        let ev = if is_error {
+            activity(
+                ToolStatus::Error,
+                content.lines().next().unwrap_or("").to_string(),
+            )
+        } else {
+            activity(ToolStatus::Done, call.preview.clone())
+        };
+        self.sink.emit(ev);
+        result
+    }
+}
+
+/// The report of a finished turn.
+fn report(end: &TurnEnd) -> TurnReport {
+    match end {
+        TurnEnd::Answered(t) | TurnEnd::Done(t) => TurnReport {
+            end: EndKind::Answered,
+            answer: t.clone(),
+            message: None,
+        },
+        TurnEnd::MaxIterations(t) => TurnReport {
+            end: EndKind::MaxIterations,
+            answer: t.clone(),
+            message: Some("the iteration budget ran out".into()),
+        },
+        TurnEnd::Cancelled => TurnReport {
+            end: EndKind::Cancelled,
+            answer: String::new(),
+            message: Some("cancelled".into()),
+        },
+        TurnEnd::LoopBroken(w) => TurnReport {
+            end: EndKind::LoopBroken,
+            answer: String::new(),
+            message: Some(w.clone()),
+        },
+        TurnEnd::Failed(w) => TurnReport {
+            end: EndKind::Failed,
+            answer: String::new(),
+            message: Some(w.clone()),
+        },
+    }
+}
+
+fn finish(msg: &Inbound, r: TurnReport) {
+    if let Some(tx) = &msg.reply {
+        let _ = tx.send(TurnEvent::Finished(r));
+    }
+}
+
+fn reject(msg: &Inbound, stats: &BusStats) {
+    stats.queued.fetch_sub(1, Ordering::SeqCst);
+    finish(
+        msg,
+        TurnReport {
+            end: EndKind::Rejected,
+            answer: String::new(),
+            message: Some("the gateway is shutting down".into()),
+        },
+    );
+}
+
+/// Shared by the dispatcher and the session workers.
+#[derive(Clone)]
+pub struct WorkerContext {
+    pub runtime: Arc<AgentRuntime>,
+    pub stats: Arc<BusStats>,
+    pub outbound: mpsc::Sender<Outbound>,
+    /// Caps sessions running a turn at once.
+    pub permits: Arc<Semaphore>,
+    /// Stop taking messages.
+    pub stop: CancellationToken,
+    /// Cancel running turns (the grace period is over).
+    pub hard: CancellationToken,
+}
+
+/// Route inbound messages to session workers until `stop`; then answer what is
+/// still queued as rejected and wait for every worker to end.
+pub async fn dispatch(mut inbound: mpsc::Receiver<Inbound>, ctx: WorkerContext) {
+    let mut sessions: HashMap<String, mpsc::UnboundedSender<Inbound>> = HashMap::new();
+    let mut workers = JoinSet::new();
+    loop {
+        let msg = tokio::select! {
+            biased;
+            _ = ctx.stop.cancelled() => break,
+            m = inbound.recv() => match m {
+                Some(m) => m,
+                None => break,
+            },
+        };
+        let tx = sessions.entry(msg.session.clone()).or_insert_with(|| {
+            let (tx, rx) = mpsc::unbounded_channel();
+            ctx.stats.sessions.fetch_add(1, Ordering::SeqCst);
+            workers.spawn(session_worker(msg.session.clone(), rx, ctx.clone()));
+            tx
+        });
+        if let Err(mpsc::error::SendError(msg)) = tx.send(msg) {
+            // The worker died (a panic): answer, never drop silently.
+            finish(
+                &msg,
+                TurnReport {
+                    end: EndKind::Failed,
+                    answer: String::new(),
+                    message: Some("the session's worker stopped".into()),
+                },
+            );
+            ctx.stats.queued.fetch_sub(1, Ordering::SeqCst);
+            sessions.remove(&msg.session);
+        }
+        // Reap finished workers (panicked ones) without waiting.
+        while let Some(Some(_)) = futures_util::FutureExt::now_or_never(workers.join_next()) {}
+    }
+    inbound.close();
+    while let Ok(m) = inbound.try_recv() {
+        reject(&m, &ctx.stats);
+    }
+    drop(sessions);
+    while workers.join_next().await.is_some() {}
+}
+
+async fn session_worker(key: String, mut rx: mpsc::UnboundedReceiver<Inbound>, ctx: WorkerContext) {
+    let sink = Arc::new(Sink::default());
+    let tools = Arc::new(ObservedTools {
+        confirm: ctx.runtime.tools.clone(),
+        yes: ctx.runtime.tools_yes.clone(),
+        allow: AtomicBool::new(false),
+        sink: sink.clone(),
+    });
+    let mut driver: Option<Driver<ProviderChain, ObservedTools>> = None;
+    while let Some(msg) = rx.recv().await {
+        if ctx.stop.is_cancelled() {
+            reject(&msg, &ctx.stats);
+            continue;
+        }
+        let permit = tokio::select! {
+            p = ctx.permits.clone().acquire_owned() => p,
+            _ = ctx.stop.cancelled() => { reject(&msg, &ctx.stats); continue; }
+        };
+        let Ok(_permit) = permit else {
+            reject(&msg, &ctx.stats);
+            continue;
+        };
+        ctx.stats.queued.fetch_sub(1, Ordering::SeqCst);
+        ctx.stats.running.fetch_add(1, Ordering::SeqCst);
+        let r = run_one(&key, &msg, &ctx, &sink, &tools, &mut driver).await;
+        ctx.stats.running.fetch_sub(1, Ordering::SeqCst);
+        ctx.stats.finished.fetch_add(1, Ordering::SeqCst);
+        let _ = ctx
+            .outbound
+            .send(Outbound {
+                channel: msg.channel.clone(),
+                session: msg.session.clone(),
+                content: r.answer.clone(),
+                end: r.end,
+            })
+            .await;
+        finish(&msg, r);
+    }
+}
+
+async fn run_one(
+    key: &str,
+    msg: &Inbound,
+    ctx: &WorkerContext,
+    sink: &Arc<Sink>,
+    tools: &Arc<ObservedTools>,
+    driver: &mut Option<Driver<ProviderChain, ObservedTools>>,
+) -> TurnReport {
+    sink.set(msg.reply.clone());
+    tools.allow.store(msg.yes, Ordering::SeqCst);
+    if driver.is_none() {
+        let mut opts = ctx.runtime.options.clone();
+        opts.session_key = key.to_string();
+        match Driver::open(
+            opts,
+            ctx.runtime.model.clone(),
+            tools.clone(),
+            Arc::new(SinkUi(sink.clone())),
+        )
+        .await
+        {
+            Ok(d) => *driver = Some(d),
+            Err(e) => {
+                sink.set(None);
+                return TurnReport {
+                    end: EndKind::Failed,
+                    answer: String::new(),
+                    message: Some(format!("cannot open the session: {e}")),
+                };
+            }
+        }
+    }
+    let Some(d) = driver.as_mut() else {
+        return TurnReport {
+            end: EndKind::Failed,
+            answer: String::new(),
+            message: Some("no session".into()),
+        };
+    };
+    let cancel = ctx.hard.child_token();
+    let outcome = d.run_turn(&msg.content, &cancel).await;
+    sink.set(None);
+    match outcome {
+        Ok(o) => report(&o.end),
+        Err(e) => {
+            // The session file could not be written: reopen it next time.
+            *driver = None;
+            TurnReport {
+                end: EndKind::Failed,
+                answer: String::new(),
+                message: Some(format!("the session file could not be written: {e}")),
+            }
+        }
+    }
+}
