@@ -31,6 +31,7 @@ if [ -d "$SHARED/tools/local-llm" ]; then
   bash "$SHARED/tools/local-llm/setup-local-llm.sh" >&2
 fi
 
+. scripts/setup-postgres.sh # PostgreSQL + pgvector for claw-memory-pg (exports CLAW_PG_URL, stops on exit)
 ts "cargo test"
 cargo test --locked "$@"
 
