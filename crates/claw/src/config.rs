@@ -102,6 +102,68 @@ pub struct MemorySection {
     pub max_file_bytes: Option<u64>,
     pub chunk_tokens: Option<usize>,
     pub chunk_overlap_tokens: Option<usize>,
+    /// Where the index lives: `{"kind": "sqlite"}` (default) or
+    /// `{"kind": "postgres", "url_env": "CLAW_PG_URL", "namespace": "team"}`.
+    pub backend: Option<BackendSection>,
+}
+
+/// `memory.backend` in the config file.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BackendSection {
+    /// `sqlite` or `postgres`.
+    pub kind: String,
+    /// The environment variable holding the connection URL (default `CLAW_PG_URL`).
+    pub url_env: Option<String>,
+    /// The namespace this workspace writes into (default `default`).
+    pub namespace: Option<String>,
+    /// More namespaces a search sees (the write namespace always is).
+    pub search_namespaces: Option<Vec<String>>,
+    /// The PostgreSQL schema holding claw's tables (default `claw`).
+    pub schema: Option<String>,
+}
+
+/// The resolved `memory.backend: postgres` (the URL read from its variable).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PgBackend {
+    /// Connection URL.
+    pub url: String,
+    /// Namespace written to.
+    pub namespace: String,
+    /// Extra namespaces searched.
+    pub search_namespaces: Vec<String>,
+    /// PostgreSQL schema.
+    pub schema: String,
+}
+
+/// The default variable naming the PostgreSQL URL.
+pub const ENV_PG_URL: &str = "CLAW_PG_URL";
+
+fn resolve_backend(
+    input: &ResolveInput,
+    b: Option<&BackendSection>,
+) -> Result<Option<PgBackend>, ConfigError> {
+    let Some(b) = b else { return Ok(None) };
+    match b.kind.as_str() {
+        "sqlite" => Ok(None),
+        "postgres" => {
+            let var = b.url_env.clone().unwrap_or_else(|| ENV_PG_URL.to_string());
+            let url = input.var(&var).ok_or_else(|| ConfigError::Invalid {
+                name: "memory.backend.url_env".into(),
+                message: format!("names {var}, which is not set"),
+            })?;
+            Ok(Some(PgBackend {
+                url,
+                namespace: b.namespace.clone().unwrap_or_else(|| "default".into()),
+                search_namespaces: b.search_namespaces.clone().unwrap_or_default(),
+                schema: b.schema.clone().unwrap_or_else(|| "claw".into()),
+            }))
+        }
+        other => Err(ConfigError::Invalid {
+            name: "memory.backend.kind".into(),
+            message: format!("{other:?} (expected \"sqlite\" or \"postgres\")"),
+        }),
+    }
 }
 
 /// `embedding` section of the config file.
@@ -134,6 +196,8 @@ pub struct Settings {
     pub models_dir: Option<PathBuf>,
     /// The config file that was read (None: no file, defaults and environment only).
     pub config_file: Option<PathBuf>,
+    /// `memory.backend: postgres`, resolved; None = the SQLite file (default).
+    pub pg: Option<PgBackend>,
 }
 
 /// Inputs to resolution, gathered by the binary (so library code never reads the process environment).
@@ -213,6 +277,7 @@ impl Settings {
 
         let embed = resolve_embed(input, &file.embedding)?;
         let memory = resolve_memory(&file.memory, &file.embedding)?;
+        let pg = resolve_backend(input, file.memory.backend.as_ref())?;
         let llm_env = LlmEnv {
             api: input.var(ENV_LLM_API),
             base_url: input.var(ENV_LLM_BASE_URL),
@@ -255,6 +320,7 @@ impl Settings {
             },
             models_dir: input.home.as_ref().map(|h| h.join(".claw/models")),
             config_file,
+            pg,
         })
     }
 

@@ -342,6 +342,21 @@ impl PgStore {
         })?)
     }
 
+    /// Delete every row of this store's namespace (all workspaces): files,
+    /// chunks, sources, meta, embedding cache. For throw-away namespaces (eval).
+    pub fn drop_namespace(&self) -> Result<(), StoreError> {
+        self.with_tx(|tx| {
+            for t in ["chunks", "files", "sources", "meta", "embedding_cache"] {
+                tx.execute(
+                    &format!("DELETE FROM {t} WHERE namespace = $1"),
+                    &[&self.ns()],
+                )?;
+            }
+            Ok(())
+        })?;
+        Ok(())
+    }
+
     /// Row counts.
     pub fn stats(&self) -> Result<PgStats, StoreError> {
         Ok(self.with_client(|c| {

@@ -8,6 +8,7 @@ pub mod errors;
 pub mod eval;
 pub mod index;
 pub mod output;
+pub mod pg;
 pub mod search;
 pub mod watch;
 
@@ -73,6 +74,8 @@ pub enum MemoryCommand {
     InstallModel(index::InstallModelArgs),
     /// Evaluate retrieval quality on a BEIR dataset.
     Eval(eval::EvalArgs),
+    /// Copy the SQLite index to another backend (`--to postgres`), vectors included.
+    Migrate(pg::MigrateArgs),
 }
 
 impl Cli {
@@ -89,6 +92,7 @@ impl Cli {
                 MemoryCommand::Watch(a) => a.json,
                 MemoryCommand::Sources(a) => a.json,
                 MemoryCommand::Eval(a) => a.json,
+                MemoryCommand::Migrate(a) => a.json,
                 MemoryCommand::Add(_)
                 | MemoryCommand::Remove(_)
                 | MemoryCommand::InstallModel(_) => false,
@@ -103,6 +107,23 @@ pub async fn dispatch(cli: Cli, settings: Settings) -> anyhow::Result<Exit> {
         None => chat::run(settings, cli.chat).await,
         Some(Command::Doctor(a)) => blocking(move || doctor::run_doctor(&settings, a)).await,
         Some(Command::Memory { command }) => match command {
+            // memory.backend: postgres (cli/pg.rs)
+            MemoryCommand::Index(a) if settings.pg.is_some() => {
+                blocking(move || pg::run_index(&settings, a)).await
+            }
+            MemoryCommand::Status(a) if settings.pg.is_some() => {
+                blocking(move || pg::run_status(&settings, a)).await
+            }
+            MemoryCommand::Search(a) if settings.pg.is_some() => {
+                blocking(move || pg::run_search(&settings, a)).await
+            }
+            MemoryCommand::Get(a) if settings.pg.is_some() => {
+                blocking(move || pg::run_get(&settings, a)).await
+            }
+            MemoryCommand::Add(a) if settings.pg.is_some() => {
+                blocking(move || pg::run_add(&settings, a)).await
+            }
+            MemoryCommand::Migrate(a) => blocking(move || pg::run_migrate(&settings, a)).await,
             MemoryCommand::Index(a) => blocking(move || index::run_index(&settings, a)).await,
             MemoryCommand::Status(a) => blocking(move || index::run_status(&settings, a)).await,
             MemoryCommand::Add(a) => blocking(move || index::run_add(&settings, a)).await,
