@@ -134,11 +134,9 @@ pub fn copy_sqlite(src: &Store, dst: &mut PgStore) -> Result<MigrateReport, Stor
                 "DELETE FROM chunks WHERE namespace = $1 AND workspace = $2 AND source = $3 AND path = $4",
                 &[&ns, &ws, &f.source, &f.path],
             )?;
-            let stmt = tx.prepare(PgStore::INSERT_CHUNK)?;
-            for (c, m) in &chunks {
-                PgStore::insert_chunk(tx, &stmt, &ns, &ws, f, c, m, now)?;
-            }
-            Ok(())
+            let refs: Vec<&NewChunk> = chunks.iter().map(|(c, _)| c).collect();
+            let models: Vec<&str> = chunks.iter().map(|(_, m)| m.as_str()).collect();
+            PgStore::insert_chunks(tx, &ns, &ws, f, &refs, &models, now)
         })?;
         report.files += 1;
         report.chunks += chunks.len();

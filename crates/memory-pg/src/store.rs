@@ -428,51 +428,66 @@ impl PgStore {
         Ok(())
     }
 
-    /// Insert one chunk row (used by the indexer and the SQLite migration).
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn insert_chunk(
+    /// Insert a file's chunks in one statement (`unnest` of column arrays: one
+    /// round trip per file, not per chunk); `models[i]` is chunk i's model.
+    pub(crate) fn insert_chunks(
         tx: &mut Transaction<'_>,
-        stmt: &postgres::Statement,
         ns: &str,
         ws: &str,
         file: &FileRecord,
-        c: &NewChunk,
-        model: &str,
+        chunks: &[&NewChunk],
+        models: &[&str],
         now: i64,
     ) -> Result<(), PgError> {
-        let dims = c.embedding.as_ref().map(|e| e.len() as i32);
-        let emb = c.embedding.clone().map(Vector::from);
+        if chunks.is_empty() {
+            return Ok(());
+        }
+        let ids: Vec<&str> = chunks.iter().map(|c| c.id.as_str()).collect();
+        let starts: Vec<i32> = chunks.iter().map(|c| c.start_line as i32).collect();
+        let ends: Vec<i32> = chunks.iter().map(|c| c.end_line as i32).collect();
+        let hashes: Vec<&str> = chunks.iter().map(|c| c.hash.as_str()).collect();
+        let texts: Vec<&str> = chunks.iter().map(|c| c.text.as_str()).collect();
+        let times: Vec<Option<i64>> = chunks.iter().map(|c| c.note_time).collect();
+        let dims: Vec<Option<i32>> = chunks
+            .iter()
+            .map(|c| c.embedding.as_ref().map(|e| e.len() as i32))
+            .collect();
+        let embs: Vec<Option<Vector>> = chunks
+            .iter()
+            .map(|c| c.embedding.clone().map(Vector::from))
+            .collect();
         tx.execute(
-            stmt,
+            "INSERT INTO chunks
+               (namespace, workspace, source, path, id, start_line, end_line, hash, model, text,
+                updated_at, note_time, dims, embedding)
+             SELECT $1, $2, $3, $4, u.id, u.sl, u.el, u.hash, u.model, u.text, $5, u.nt, u.dims, u.emb
+             FROM unnest($6::text[], $7::int4[], $8::int4[], $9::text[], $10::text[], $11::text[],
+                         $12::int8[], $13::int4[], $14::vector[])
+                  AS u(id, sl, el, hash, model, text, nt, dims, emb)
+             ON CONFLICT (namespace, workspace, id) DO UPDATE SET
+               source = excluded.source, path = excluded.path, start_line = excluded.start_line,
+               end_line = excluded.end_line, hash = excluded.hash, model = excluded.model,
+               text = excluded.text, updated_at = excluded.updated_at,
+               note_time = excluded.note_time, dims = excluded.dims, embedding = excluded.embedding",
             &[
                 &ns,
                 &ws,
                 &file.source,
                 &file.path,
-                &c.id,
-                &(c.start_line as i32),
-                &(c.end_line as i32),
-                &c.hash,
-                &model,
-                &c.text,
                 &now,
-                &c.note_time,
+                &ids,
+                &starts,
+                &ends,
+                &hashes,
+                &models,
+                &texts,
+                &times,
                 &dims,
-                &emb,
+                &embs,
             ],
         )?;
         Ok(())
     }
-
-    pub(crate) const INSERT_CHUNK: &'static str = "INSERT INTO chunks
-        (namespace, workspace, source, path, id, start_line, end_line, hash, model, text,
-         updated_at, note_time, dims, embedding)
-        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
-        ON CONFLICT (namespace, workspace, id) DO UPDATE SET
-          source = excluded.source, path = excluded.path, start_line = excluded.start_line,
-          end_line = excluded.end_line, hash = excluded.hash, model = excluded.model,
-          text = excluded.text, updated_at = excluded.updated_at, note_time = excluded.note_time,
-          dims = excluded.dims, embedding = excluded.embedding";
 
     pub(crate) fn upsert_file(
         tx: &mut Transaction<'_>,
@@ -671,11 +686,9 @@ impl IndexStorage for PgStore {
                     &[&self.ns(), &self.ws(), &file.source, &file.path],
                 )?;
             }
-            let stmt = tx.prepare(Self::INSERT_CHUNK)?;
-            for c in chunks {
-                Self::insert_chunk(tx, &stmt, self.ns(), self.ws(), file, c, model, now)?;
-            }
-            Ok(())
+            let refs: Vec<&NewChunk> = chunks.iter().collect();
+            let models = vec![model; chunks.len()];
+            Self::insert_chunks(tx, self.ns(), self.ws(), file, &refs, &models, now)
         })?;
         Ok(())
     }
