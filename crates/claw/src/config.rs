@@ -564,4 +564,24 @@ mod tests {
         assert!((s.mem.memory.vector_weight - 0.75).abs() < 1e-12);
         assert!((s.mem.memory.text_weight - 0.25).abs() < 1e-12);
     }
+
+    #[test]
+    fn postgres_backend_reads_its_url_from_the_named_variable() {
+        let s = resolve_with("{}", &[]).unwrap();
+        assert_eq!(s.pg, None);
+        let cfg = r#"{"memory": {"backend": {"kind": "postgres", "url_env": "TEAM_PG", "namespace": "team"}}}"#;
+        let s = resolve_with(cfg, &[("TEAM_PG", "postgresql://u@127.0.0.1:5/db")]).unwrap();
+        let pg = s.pg.unwrap();
+        assert_eq!(pg.url, "postgresql://u@127.0.0.1:5/db");
+        assert_eq!(
+            (pg.namespace.as_str(), pg.schema.as_str()),
+            ("team", "claw")
+        );
+        let err = resolve_with(cfg, &[]).unwrap_err();
+        assert!(err.to_string().contains("TEAM_PG"), "{err}");
+        let err = resolve_with(r#"{"memory": {"backend": {"kind": "mysql"}}}"#, &[]).unwrap_err();
+        assert!(err.to_string().contains("mysql"), "{err}");
+        let s = resolve_with(r#"{"memory": {"backend": {"kind": "sqlite"}}}"#, &[]).unwrap();
+        assert_eq!(s.pg, None);
+    }
 }
