@@ -123,6 +123,13 @@ pub async fn dispatch(cli: Cli, settings: Settings) -> anyhow::Result<Exit> {
             MemoryCommand::Add(a) if settings.pg.is_some() => {
                 blocking(move || pg::run_add(&settings, a)).await
             }
+            MemoryCommand::Sources(a) if settings.pg.is_some() => {
+                blocking(move || pg::run_sources(&settings, a)).await
+            }
+            MemoryCommand::Remove(a) if settings.pg.is_some() => {
+                blocking(move || pg::run_remove(&settings, a)).await
+            }
+            MemoryCommand::Watch(_) if settings.pg.is_some() => pg::refuse_watch(),
             MemoryCommand::Migrate(a) => blocking(move || pg::run_migrate(&settings, a)).await,
             MemoryCommand::Index(a) => blocking(move || index::run_index(&settings, a)).await,
             MemoryCommand::Status(a) => blocking(move || index::run_status(&settings, a)).await,

@@ -632,3 +632,50 @@ fn eval_postgres(
         .context("dropping the evaluation namespace")?;
     result
 }
+
+/// `claw memory sources` on PostgreSQL: this workspace's built-in and registered sources.
+pub fn run_sources(settings: &Settings, args: super::index::SourcesArgs) -> anyhow::Result<Exit> {
+    let pg = open_pg(settings)?;
+    let sources = source_roots(&settings.mem, &pg)?;
+    if args.json {
+        print_json(&sources)?;
+    } else {
+        let mut out = std::io::stdout().lock();
+        for s in &sources {
+            writeln!(
+                out,
+                "{:<12} {:<10} {}",
+                sanitize(&s.name),
+                format!("{:?}", s.kind).to_lowercase(),
+                sanitize(&s.root.display().to_string())
+            )?;
+        }
+    }
+    Ok(Exit::Ok)
+}
+
+/// `claw memory remove` on PostgreSQL: drop one of this workspace's sources and its rows.
+pub fn run_remove(settings: &Settings, args: super::index::RemoveArgs) -> anyhow::Result<Exit> {
+    let pg = open_pg(settings)?;
+    match pg.remove_source(&args.name)? {
+        Some((files, chunks)) => {
+            println!(
+                "removed source `{}` ({files} files, {chunks} chunks)",
+                sanitize(&args.name)
+            );
+            Ok(Exit::Ok)
+        }
+        None => {
+            eprintln!("no source named `{}`", sanitize(&args.name));
+            Ok(Exit::NoMatch)
+        }
+    }
+}
+
+/// `claw memory watch` is not wired to PostgreSQL yet: refuse rather than
+/// silently keep the local SQLite file fresh.
+pub fn refuse_watch() -> anyhow::Result<Exit> {
+    anyhow::bail!(
+        "`claw memory watch` does not support memory.backend postgres yet; run `claw memory index` (searches sync changed files inline)"
+    )
+}
