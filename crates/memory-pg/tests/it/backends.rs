@@ -322,3 +322,45 @@ fn newer_schema_is_refused_and_migrations_are_idempotent() {
     let err = claw_memory_pg::PgStore::connect(schema.config("a", "w")).unwrap_err();
     assert!(err.to_string().contains("newer"), "{err}");
 }
+
+#[test]
+fn a_dropped_connection_is_retried_on_a_fresh_one() {
+    let Some(schema) = Schema::new("retry") else {
+        return;
+    };
+    let mut pg = schema.store("r", "w");
+    pg.set_meta("k", "v1").unwrap();
+    // The server ends every pooled connection of claw's (a restart, a failover, an idle kill).
+    let mut admin = schema.client();
+    let killed: i64 = admin
+        .query_one(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+             WHERE application_name = 'claw' AND pid <> pg_backend_pid()",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert!(killed >= 1);
+    // The next units find a dead pooled connection, and succeed on a fresh one.
+    pg.set_meta("k", "v2").unwrap();
+    assert_eq!(pg.meta("k").unwrap().as_deref(), Some("v2"));
+    let file = claw_memory::store::FileRecord {
+        source: "memory".into(),
+        path: "a.md".into(),
+        sha256: "s".into(),
+        mtime_ns: 1,
+        size: 1,
+        indexed_bytes: 0,
+        indexed_lines: 0,
+    };
+    admin
+        .query_one(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+             WHERE application_name = 'claw' AND pid <> pg_backend_pid()",
+            &[],
+        )
+        .unwrap();
+    pg.write_file(&file, &[], claw_memory::store::WriteMode::Replace, "")
+        .unwrap();
+    assert!(pg.file_record("memory", "a.md").unwrap().is_some());
+}
