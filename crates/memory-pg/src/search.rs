@@ -1,7 +1,7 @@
 //! Candidate generation and row reads on PostgreSQL
 //! (`claw_memory::search::storage::SearchStorage`): keyword candidates from the
-//! `tsvector` (GIN) ranked by `ts_rank` with length normalisation (a BM25-like
-//! score: term frequency, rarity through the cover, length-normalised), CJK runs
+//! `tsvector` (GIN) ranked BM25-like (Σ idf(t) · length-normalised `ts_rank` per
+//! term), CJK runs
 //! and short terms by `pg_trgm`-indexed substring matches, vector candidates from
 //! the per-dimension HNSW index (cosine). Scores are normalised exactly like
 //! SQLite's (`score::normalize_bm25`, `score::max_scale`, the stage shares of
@@ -58,7 +58,10 @@ fn like_anywhere(needle: &str) -> String {
 }
 
 impl PgStore {
-    /// The word stage: `ts_rank(tsv, q, 1)` over an OR of the query's terms.
+    /// The word stage, BM25-like: Σ over the query's terms of
+    /// `idf(t) · ts_rank(tsv, t, 1)` (term frequency, length-normalised, weighted by
+    /// the term's rarity among the searched chunks: `ln(1 + (N − df + ½)/(df + ½))`),
+    /// over the chunks matching any term.
     fn word_stage(
         &self,
         terms: &[&str],
@@ -66,19 +69,52 @@ impl PgStore {
         source: Option<&str>,
         norm: KeywordNorm,
     ) -> Result<Vec<(i64, f64)>, PgError> {
-        let q = terms
-            .iter()
-            .map(|t| ts_quote(t))
-            .collect::<Vec<_>>()
-            .join(" | ");
+        let quoted: Vec<String> = terms.iter().map(|t| ts_quote(t)).collect();
+        let q = quoted.join(" | ");
         let rows = self.with_client(|c| {
-            Ok(c.query(
-                "SELECT rowid, ts_rank(tsv, q, 1)::float8 AS r
+            let n: i64 = c
+                .query_one(
+                    "SELECT count(*) FROM chunks WHERE namespace = ANY($1) AND ($2::text IS NULL OR source = $2)",
+                    &[&self.namespaces, &source],
+                )?
+                .get(0);
+            let mut weighted: Vec<(f64, &String)> = Vec::new();
+            for t in &quoted {
+                let df: i64 = c
+                    .query_one(
+                        "SELECT count(*) FROM chunks WHERE tsv @@ to_tsquery('simple', $1)
+                         AND namespace = ANY($2) AND ($3::text IS NULL OR source = $3)",
+                        &[t, &self.namespaces, &source],
+                    )?
+                    .get(0);
+                if df > 0 {
+                    let idf = (1.0 + ((n - df) as f64 + 0.5) / (df as f64 + 0.5)).ln();
+                    weighted.push((idf, t));
+                }
+            }
+            if weighted.is_empty() {
+                return Ok(Vec::new());
+            }
+            let mut params: Vec<&(dyn postgres::types::ToSql + Sync)> =
+                vec![&q, &self.namespaces, &source];
+            let k64 = k as i64;
+            params.push(&k64);
+            let mut expr = Vec::new();
+            for (idf, t) in &weighted {
+                params.push(*t);
+                expr.push(format!(
+                    "{idf:.6} * ts_rank(tsv, to_tsquery('simple', ${}), 1)",
+                    params.len()
+                ));
+            }
+            let sql = format!(
+                "SELECT rowid, ({})::float8 AS r
                  FROM chunks, to_tsquery('simple', $1) q
                  WHERE tsv @@ q AND namespace = ANY($2) AND ($3::text IS NULL OR source = $3)
                  ORDER BY r DESC, rowid LIMIT $4",
-                &[&q, &self.namespaces, &source, &(k as i64)],
-            )?)
+                expr.join(" + ")
+            );
+            Ok(c.query(&sql, &params)?)
         })?;
         let ids: Vec<i64> = rows.iter().map(|r| r.get(0)).collect();
         // normalize_bm25 takes FTS5-style ranks (lower = better).
