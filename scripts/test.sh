@@ -32,6 +32,7 @@ if [ -d "$SHARED/tools/local-llm" ]; then
 fi
 
 . scripts/setup-chromium.sh # headless Chromium for the WebChat browser test (exports CLAW_CHROMIUM)
+. scripts/setup-postgres.sh # PostgreSQL + pgvector for claw-memory-pg (exports CLAW_PG_URL, stops on exit)
 ts "cargo test"
 cargo test --locked "$@"
 

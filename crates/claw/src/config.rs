@@ -113,6 +113,68 @@ pub struct MemorySection {
     pub max_file_bytes: Option<u64>,
     pub chunk_tokens: Option<usize>,
     pub chunk_overlap_tokens: Option<usize>,
+    /// Where the index lives: `{"kind": "sqlite"}` (default) or
+    /// `{"kind": "postgres", "url_env": "CLAW_PG_URL", "namespace": "team"}`.
+    pub backend: Option<BackendSection>,
+}
+
+/// `memory.backend` in the config file.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BackendSection {
+    /// `sqlite` or `postgres`.
+    pub kind: String,
+    /// The environment variable holding the connection URL (default `CLAW_PG_URL`).
+    pub url_env: Option<String>,
+    /// The namespace this workspace writes into (default `default`).
+    pub namespace: Option<String>,
+    /// More namespaces a search sees (the write namespace always is).
+    pub search_namespaces: Option<Vec<String>>,
+    /// The PostgreSQL schema holding claw's tables (default `claw`).
+    pub schema: Option<String>,
+}
+
+/// The resolved `memory.backend: postgres` (the URL read from its variable).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PgBackend {
+    /// Connection URL.
+    pub url: String,
+    /// Namespace written to.
+    pub namespace: String,
+    /// Extra namespaces searched.
+    pub search_namespaces: Vec<String>,
+    /// PostgreSQL schema.
+    pub schema: String,
+}
+
+/// The default variable naming the PostgreSQL URL.
+pub const ENV_PG_URL: &str = "CLAW_PG_URL";
+
+fn resolve_backend(
+    input: &ResolveInput,
+    b: Option<&BackendSection>,
+) -> Result<Option<PgBackend>, ConfigError> {
+    let Some(b) = b else { return Ok(None) };
+    match b.kind.as_str() {
+        "sqlite" => Ok(None),
+        "postgres" => {
+            let var = b.url_env.clone().unwrap_or_else(|| ENV_PG_URL.to_string());
+            let url = input.var(&var).ok_or_else(|| ConfigError::Invalid {
+                name: "memory.backend.url_env".into(),
+                message: format!("names {var}, which is not set"),
+            })?;
+            Ok(Some(PgBackend {
+                url,
+                namespace: b.namespace.clone().unwrap_or_else(|| "default".into()),
+                search_namespaces: b.search_namespaces.clone().unwrap_or_default(),
+                schema: b.schema.clone().unwrap_or_else(|| "claw".into()),
+            }))
+        }
+        other => Err(ConfigError::Invalid {
+            name: "memory.backend.kind".into(),
+            message: format!("{other:?} (expected \"sqlite\" or \"postgres\")"),
+        }),
+    }
 }
 
 /// `embedding` section of the config file.
@@ -149,6 +211,8 @@ pub struct Settings {
     pub gateway: claw_gateway::config::GatewayConfig,
     /// The `heartbeat` section (checked; `resolve` it with the user's zone).
     pub heartbeat: claw_schedule::HeartbeatConfig,
+    /// `memory.backend: postgres`, resolved; None = the SQLite file (default).
+    pub pg: Option<PgBackend>,
 }
 
 /// Inputs to resolution, gathered by the binary (so library code never reads the process environment).
@@ -228,6 +292,7 @@ impl Settings {
 
         let embed = resolve_embed(input, &file.embedding)?;
         let memory = resolve_memory(&file.memory, &file.embedding)?;
+        let pg = resolve_backend(input, file.memory.backend.as_ref())?;
         let llm_env = LlmEnv {
             api: input.var(ENV_LLM_API),
             base_url: input.var(ENV_LLM_BASE_URL),
@@ -279,6 +344,7 @@ impl Settings {
             models_dir: input.home.as_ref().map(|h| h.join(".claw/models")),
             config_file,
             gateway: claw_gateway::config::GatewayConfig::from_section(&file.gateway),
+            pg,
         })
     }
 
@@ -521,5 +587,25 @@ mod tests {
         let s = Settings::resolve(&input(&[(ENV_CONFIG, cfg.to_str().unwrap())])).unwrap();
         assert!((s.mem.memory.vector_weight - 0.75).abs() < 1e-12);
         assert!((s.mem.memory.text_weight - 0.25).abs() < 1e-12);
+    }
+
+    #[test]
+    fn postgres_backend_reads_its_url_from_the_named_variable() {
+        let s = resolve_with("{}", &[]).unwrap();
+        assert_eq!(s.pg, None);
+        let cfg = r#"{"memory": {"backend": {"kind": "postgres", "url_env": "TEAM_PG", "namespace": "team"}}}"#;
+        let s = resolve_with(cfg, &[("TEAM_PG", "postgresql://u@127.0.0.1:5/db")]).unwrap();
+        let pg = s.pg.unwrap();
+        assert_eq!(pg.url, "postgresql://u@127.0.0.1:5/db");
+        assert_eq!(
+            (pg.namespace.as_str(), pg.schema.as_str()),
+            ("team", "claw")
+        );
+        let err = resolve_with(cfg, &[]).unwrap_err();
+        assert!(err.to_string().contains("TEAM_PG"), "{err}");
+        let err = resolve_with(r#"{"memory": {"backend": {"kind": "mysql"}}}"#, &[]).unwrap_err();
+        assert!(err.to_string().contains("mysql"), "{err}");
+        let s = resolve_with(r#"{"memory": {"backend": {"kind": "sqlite"}}}"#, &[]).unwrap();
+        assert_eq!(s.pg, None);
     }
 }

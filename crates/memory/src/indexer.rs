@@ -12,11 +12,12 @@ use crate::chunk::{self, ApproxCounter, CHUNKER_VERSION, ChunkParams, TokenCount
 use crate::config::MemoryConfig;
 use crate::dates::note_time_from_path;
 use crate::embed::{Embedder, KEYWORD_ONLY_MODEL};
+use crate::index_storage::IndexStorage;
 use crate::lock::WriterLock;
 use crate::plan::plan_with_skipped;
 
 use crate::redact::redact;
-use crate::store::{FileRecord, NewChunk, SkippedRecord, Store, StoreError, WriteMode};
+use crate::store::{FileRecord, NewChunk, SkippedRecord, StoreError, WriteMode};
 use crate::transcript::read_transcript;
 use crate::walk::{self, DiskFile, IssueReason, SourceKind, SourceRoot};
 use serde::Serialize;
@@ -211,7 +212,7 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 /// The files of `source` remembered as skipped that still are: a file skipped
 /// as too big is re-examined once the limit (`max_file_bytes`) admits it.
 pub fn skipped_records(
-    store: &Store,
+    store: &dyn IndexStorage,
     source: &str,
     max_file_bytes: u64,
 ) -> Result<HashMap<String, SkippedRecord>, StoreError> {
@@ -227,7 +228,7 @@ fn still_skipped(r: &SkippedRecord, max_file_bytes: u64) -> bool {
 /// Make sure the stored index was built with this model and chunker; rebuild it if
 /// not (or when `force`). Returns the reason for a rebuild.
 pub fn ensure_identity(
-    store: &mut Store,
+    store: &mut dyn IndexStorage,
     embedder: Option<&dyn Embedder>,
     force: bool,
 ) -> Result<Option<RebuildReason>, StoreError> {
@@ -255,7 +256,7 @@ pub fn ensure_identity(
             from: stored_dims,
             to: dims,
         })
-    } else if dims > 0 && store.vec_backend().is_loaded() && !store.has_vec_tables()? {
+    } else if dims > 0 && store.vector_index_available() && !store.has_vec_tables()? {
         Some(RebuildReason::VectorTablesMissing)
     } else {
         None
@@ -268,7 +269,7 @@ pub fn ensure_identity(
 
 /// One indexing session over a store: holds the embedder, chunk budget and report.
 struct Run<'a> {
-    store: &'a mut Store,
+    store: &'a mut dyn IndexStorage,
     settings: &'a MemoryConfig,
     embedder: Option<&'a dyn Embedder>,
     params: ChunkParams,
@@ -294,7 +295,7 @@ impl Drop for Run<'_> {
 
 /// A full incremental pass over every source.
 pub fn run(
-    store: &mut Store,
+    store: &mut dyn IndexStorage,
     settings: &MemoryConfig,
     embedder: Option<&dyn Embedder>,
     opts: &IndexOptions,
@@ -303,7 +304,7 @@ pub fn run(
 ) -> Result<IndexReport, IndexError> {
     let started = Instant::now();
     let rebuilt = ensure_identity(store, embedder, opts.force)?;
-    let sources = walk::sources(settings, store)?;
+    let sources = crate::index_storage::source_roots(settings, &*store)?;
     let mut run = Run::new(store, settings, embedder, progress)?;
     run.report.rebuilt = rebuilt;
 
@@ -361,7 +362,7 @@ pub fn run(
 /// Re-index (or remove) specific files: `(source name, relative path)` pairs, as
 /// reported by the watcher. Files that vanished are removed; unknown sources ignored.
 pub fn run_paths(
-    store: &mut Store,
+    store: &mut dyn IndexStorage,
     settings: &MemoryConfig,
     embedder: Option<&dyn Embedder>,
     targets: &[(String, String)],
@@ -382,7 +383,7 @@ pub fn run_paths(
         report.rebuilt = Some(reason);
         return Ok(report);
     }
-    let sources = walk::sources(settings, store)?;
+    let sources = crate::index_storage::source_roots(settings, &*store)?;
     let mut run = Run::new(store, settings, embedder, progress)?;
     (run.progress)(Progress::Planned {
         files: targets.len(),
@@ -431,7 +432,7 @@ pub fn run_paths(
 
 impl<'a> Run<'a> {
     fn new(
-        store: &'a mut Store,
+        store: &'a mut dyn IndexStorage,
         settings: &'a MemoryConfig,
         embedder: Option<&'a dyn Embedder>,
         progress: &'a dyn Fn(Progress),

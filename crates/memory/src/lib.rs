@@ -13,6 +13,7 @@ pub mod dates;
 pub mod embed;
 pub mod eval;
 pub mod freshness;
+pub mod index_storage;
 pub mod indexer;
 pub mod lock;
 pub mod plan;

@@ -347,7 +347,7 @@ impl<'e> MemoryService<'e> {
         };
         let embedder = self.embedder(&store).map_err(ServiceError::Freshness)?;
         let report = indexer::run(
-            &mut store,
+            &mut *store,
             &self.settings,
             embedder,
             &IndexOptions::default(),

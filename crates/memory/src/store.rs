@@ -68,6 +68,9 @@ pub enum StoreError {
     #[error("io: {0}")]
     /// Any other I/O error.
     Io(#[from] std::io::Error),
+    #[error("{0}")]
+    /// An error of another storage backend (e.g. PostgreSQL, `claw-memory-pg`).
+    Backend(Box<dyn std::error::Error + Send + Sync + 'static>),
 }
 
 impl StoreError {

@@ -150,7 +150,7 @@ fn classify(e: &(dyn std::error::Error + 'static)) -> Option<(&'static str, Vec<
                 "io",
                 vec!["check that the workspace is writable (--workspace)".into()],
             ),
-            StoreError::Sqlite(_) => ("database", vec![]),
+            StoreError::Sqlite(_) | StoreError::Backend(_) => ("database", vec![]),
             StoreError::Sidecar { path, .. } => (
                 "io",
                 vec![format!(

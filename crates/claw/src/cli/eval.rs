@@ -9,9 +9,7 @@ use crate::config::Settings;
 use anyhow::Context;
 use claw_memory::embed::{self, Loaded};
 use claw_memory::eval::beir;
-use claw_memory::eval::runner::{
-    self, EvalMode, EvalOptions, EvalProgress, EvalReport, ModeOutcome,
-};
+use claw_memory::eval::runner::{EvalMode, EvalOptions, EvalProgress, EvalReport, ModeOutcome};
 use claw_memory::search::score::KeywordNorm;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -76,6 +74,10 @@ pub struct EvalArgs {
     /// Also write each mode's ranking as a TREC run file (`<DIR>/<mode>.run`), for trec_eval.
     #[arg(long, value_name = "DIR")]
     pub save_run: Option<PathBuf>,
+    /// Index and search on this backend (`postgres`: the configured
+    /// `memory.backend`, in a throw-away namespace).
+    #[arg(long, value_enum, default_value_t = super::pg::EvalBackend::Sqlite)]
+    pub backend: super::pg::EvalBackend,
 }
 
 pub fn run_eval(settings: &Settings, args: EvalArgs) -> anyhow::Result<Exit> {
@@ -122,7 +124,9 @@ pub fn run_eval(settings: &Settings, args: EvalArgs) -> anyhow::Result<Exit> {
             bar.set_position(done as u64);
         }
     };
-    let report = runner::run(
+    let report = super::pg::eval_run(
+        args.backend,
+        settings,
         &data,
         &settings.mem,
         &loaded,

@@ -10,6 +10,7 @@ pub mod eval;
 pub mod gateway;
 pub mod index;
 pub mod output;
+pub mod pg;
 pub mod search;
 pub mod watch;
 
@@ -82,6 +83,8 @@ pub enum MemoryCommand {
     InstallModel(index::InstallModelArgs),
     /// Evaluate retrieval quality on a BEIR dataset.
     Eval(eval::EvalArgs),
+    /// Copy the SQLite index to another backend (`--to postgres`), vectors included.
+    Migrate(pg::MigrateArgs),
 }
 
 impl Cli {
@@ -100,6 +103,7 @@ impl Cli {
                 MemoryCommand::Watch(a) => a.json,
                 MemoryCommand::Sources(a) => a.json,
                 MemoryCommand::Eval(a) => a.json,
+                MemoryCommand::Migrate(a) => a.json,
                 MemoryCommand::Add(_)
                 | MemoryCommand::Remove(_)
                 | MemoryCommand::InstallModel(_) => false,
@@ -116,6 +120,30 @@ pub async fn dispatch(cli: Cli, settings: Settings) -> anyhow::Result<Exit> {
         Some(Command::Gateway(a)) => gateway::run(settings, a).await,
         Some(Command::Cron { command }) => cron::run(settings, command).await,
         Some(Command::Memory { command }) => match command {
+            // memory.backend: postgres (cli/pg.rs)
+            MemoryCommand::Index(a) if settings.pg.is_some() => {
+                blocking(move || pg::run_index(&settings, a)).await
+            }
+            MemoryCommand::Status(a) if settings.pg.is_some() => {
+                blocking(move || pg::run_status(&settings, a)).await
+            }
+            MemoryCommand::Search(a) if settings.pg.is_some() => {
+                blocking(move || pg::run_search(&settings, a)).await
+            }
+            MemoryCommand::Get(a) if settings.pg.is_some() => {
+                blocking(move || pg::run_get(&settings, a)).await
+            }
+            MemoryCommand::Add(a) if settings.pg.is_some() => {
+                blocking(move || pg::run_add(&settings, a)).await
+            }
+            MemoryCommand::Sources(a) if settings.pg.is_some() => {
+                blocking(move || pg::run_sources(&settings, a)).await
+            }
+            MemoryCommand::Remove(a) if settings.pg.is_some() => {
+                blocking(move || pg::run_remove(&settings, a)).await
+            }
+            MemoryCommand::Watch(_) if settings.pg.is_some() => pg::refuse_watch(),
+            MemoryCommand::Migrate(a) => blocking(move || pg::run_migrate(&settings, a)).await,
             MemoryCommand::Index(a) => blocking(move || index::run_index(&settings, a)).await,
             MemoryCommand::Status(a) => blocking(move || index::run_status(&settings, a)).await,
             MemoryCommand::Add(a) => blocking(move || index::run_add(&settings, a)).await,

@@ -19,6 +19,7 @@ mod index_cli;
 mod jail_agent_cli;
 mod jail_memory_cli;
 mod memory_contract;
+mod pg_cli;
 mod ranking_calibration;
 mod ranking_decay;
 mod ranking_garden;

@@ -1,0 +1,690 @@
+//! `memory.backend: postgres`: the memory commands on a shared PostgreSQL +
+//! pgvector index (`claw-memory-pg`) — index, search (with the same bounded
+//! inline sync and the same JSON), get, status, add — and
+//! `claw memory migrate --to postgres`, which copies the workspace's SQLite index
+//! (vectors included) into its rows of the configured namespace.
+
+use super::index::{IndexArgs, StatusArgs, load_embedder, open_store};
+use super::output::{Exit, Output, print_json, sanitize};
+use super::search::{GetArgs, SearchArgs};
+use crate::config::{PgBackend, Settings};
+use anyhow::Context;
+use claw_memory::embed::Loaded;
+use claw_memory::freshness::{FileRef, StaleReason, SyncReport};
+use claw_memory::index_storage::{IndexStorage, source_roots};
+use claw_memory::indexer::{self, IndexOptions};
+use claw_memory::lock::WriterLock;
+use claw_memory::search::engine::{self, search_in};
+use claw_memory::search::{GetRequest, Mode, SearchRequest, SourceFilter};
+use claw_memory::service::SearchOutcome;
+use claw_memory_pg::{PgConfig, PgStore};
+use serde::Serialize;
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+/// Files a search re-indexes inline at most (as on SQLite).
+const SYNC_LIMIT: usize = claw_memory::freshness::DEFAULT_SYNC_LIMIT;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum MigrateTarget {
+    Postgres,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct MigrateArgs {
+    /// The backend to copy the SQLite index to (configured in `memory.backend`).
+    #[arg(long, value_enum)]
+    pub to: MigrateTarget,
+    /// One JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn backend(settings: &Settings) -> anyhow::Result<&PgBackend> {
+    settings.pg.as_ref().ok_or_else(|| {
+        anyhow::anyhow!(
+            "no PostgreSQL backend is configured: set \"memory\": {{\"backend\": {{\"kind\": \"postgres\", \"url_env\": \"CLAW_PG_URL\", \"namespace\": \"team\"}}}} in the config file"
+        )
+    })
+}
+
+/// Connect to the configured PostgreSQL index as this workspace.
+pub fn open_pg(settings: &Settings) -> anyhow::Result<PgStore> {
+    let b = backend(settings)?;
+    let id = claw_memory_pg::workspace_id(&settings.state_dir()).with_context(|| {
+        format!(
+            "cannot read or create the workspace id in {}",
+            settings.state_dir().display()
+        )
+    })?;
+    let mut cfg = PgConfig::new(&b.url, &b.namespace, id);
+    cfg.schema = b.schema.clone();
+    cfg.search_namespaces = b.search_namespaces.clone();
+    PgStore::connect(cfg).context("cannot open the PostgreSQL memory index (memory.backend)")
+}
+
+fn location(settings: &Settings) -> String {
+    settings
+        .pg
+        .as_ref()
+        .map(|b| format!("postgres:{}/{}", b.schema, b.namespace))
+        .unwrap_or_default()
+}
+
+#[derive(Serialize)]
+struct IndexJson<'a> {
+    #[serde(flatten)]
+    report: &'a indexer::IndexReport,
+    keyword_only: Option<String>,
+    db_path: String,
+}
+
+fn keyword_only_reason(loaded: &Loaded) -> Option<String> {
+    match loaded {
+        Loaded::Ready(_) => None,
+        Loaded::Disabled => Some("embedding provider is `none`".into()),
+        Loaded::Unavailable(e) => Some(super::index::embed_error_with_hint(e)),
+    }
+}
+
+pub fn run_index(settings: &Settings, args: IndexArgs) -> anyhow::Result<Exit> {
+    let output = Output::from_flag(args.json);
+    let mut pg = open_pg(settings)?;
+    // The local lock keeps one writer per workspace; rows are serialised per
+    // source by PostgreSQL advisory locks.
+    let lock = WriterLock::acquire(
+        &settings.state_dir(),
+        "claw memory index",
+        Duration::from_secs(args.lock_timeout),
+    )?;
+    let loaded = load_embedder(settings, output);
+    let report = indexer::run(
+        &mut pg,
+        &settings.mem,
+        loaded.embedder(),
+        &IndexOptions { force: args.force },
+        &lock,
+        &|_| {},
+    )
+    .context("indexing failed")?;
+    match output {
+        Output::Json => print_json(&IndexJson {
+            report: &report,
+            keyword_only: keyword_only_reason(&loaded),
+            db_path: location(settings),
+        })?,
+        Output::Text => {
+            let mut out = std::io::stdout().lock();
+            writeln!(
+                out,
+                "indexed into {}: {} changed, {} unchanged, {} removed, {} skipped; {} chunks added, {} embedded, {} cache hits ({} ms)",
+                location(settings),
+                report.files_changed,
+                report.files_unchanged,
+                report.files_removed,
+                report.files_skipped,
+                report.chunks_added,
+                report.embeddings_computed,
+                report.cache_hits,
+                report.elapsed_ms
+            )?;
+            for i in &report.issues {
+                writeln!(out, "  {}: {}", sanitize(&i.path), sanitize(&i.message))?;
+            }
+        }
+    }
+    Ok(Exit::Ok)
+}
+
+/// The bounded inline sync before a search, as on SQLite: stat the sources,
+/// re-index up to [`SYNC_LIMIT`] changed files without waiting for the writer
+/// lock, else answer from the index and say it is stale.
+fn sync(
+    settings: &Settings,
+    pg: &mut PgStore,
+    embedder: Option<&dyn claw_memory::embed::Embedder>,
+) -> anyhow::Result<SyncReport> {
+    let started = Instant::now();
+    let mut dirty: Vec<(String, String)> = Vec::new();
+    let mut gone: Vec<FileRef> = Vec::new();
+    for src in source_roots(&settings.mem, pg)? {
+        let (disk, _) = claw_memory::walk::walk_source(&src);
+        let stored = pg.file_records(&src.name)?;
+        let p = claw_memory::plan::plan(&disk, &stored, false);
+        for f in p.add.iter().chain(&p.check) {
+            dirty.push((src.name.clone(), f.rel.clone()));
+        }
+        for r in p.remove {
+            gone.push(FileRef {
+                source: src.name.clone(),
+                path: r.clone(),
+            });
+            dirty.push((src.name.clone(), r));
+        }
+    }
+    if dirty.is_empty() {
+        return Ok(SyncReport::Fresh {
+            checked_ms: started.elapsed().as_millis() as u64,
+            watcher: None,
+        });
+    }
+    let sample = || {
+        dirty
+            .iter()
+            .take(5)
+            .map(|(s, p)| FileRef {
+                source: s.clone(),
+                path: p.clone(),
+            })
+            .collect()
+    };
+    if dirty.len() > SYNC_LIMIT {
+        return Ok(SyncReport::Stale {
+            pending: dirty.len(),
+            reason: StaleReason::Backlog { limit: SYNC_LIMIT },
+            sample: sample(),
+        });
+    }
+    let lock =
+        match WriterLock::acquire(&settings.state_dir(), "claw memory search", Duration::ZERO) {
+            Ok(lock) => lock,
+            Err(e) => {
+                let reason = match e {
+                    claw_memory::lock::LockError::Held { pid, what, .. } => {
+                        StaleReason::Busy { pid, what }
+                    }
+                    other => StaleReason::Failed {
+                        message: other.to_string(),
+                    },
+                };
+                return Ok(SyncReport::Stale {
+                    pending: dirty.len(),
+                    reason,
+                    sample: sample(),
+                });
+            }
+        };
+    indexer::run_paths(pg, &settings.mem, embedder, &dirty, &lock, &|_| {})
+        .context("syncing changed files before the search")?;
+    let reindexed = dirty
+        .iter()
+        .filter(|(s, p)| !gone.iter().any(|g| &g.source == s && &g.path == p))
+        .map(|(s, p)| FileRef {
+            source: s.clone(),
+            path: p.clone(),
+        })
+        .collect();
+    Ok(SyncReport::Synced {
+        reindexed,
+        removed: gone,
+        elapsed_ms: started.elapsed().as_millis() as u64,
+    })
+}
+
+pub fn run_search(settings: &Settings, args: SearchArgs) -> anyhow::Result<Exit> {
+    let output = Output::from_flag(args.json);
+    let mut pg = open_pg(settings)?;
+    let keyword_only_index = pg.meta("model")?.is_some_and(|m| m.is_empty());
+    let loaded = if args.mode.0 != Mode::Fts && !keyword_only_index || !args.no_sync {
+        claw_memory::embed::load(&settings.mem.embed, settings.mem.memory.embed_batch_size)
+    } else {
+        Loaded::Disabled
+    };
+    let sync_report = if args.no_sync {
+        SyncReport::Skipped
+    } else {
+        sync(settings, &mut pg, loaded.embedder())?
+    };
+    let req = SearchRequest {
+        query: args.query,
+        limit: args.limit,
+        min_score: args.min_score,
+        mode: args.mode.0,
+        source: SourceFilter::parse(&args.source),
+        explain: args.explain,
+        mmr: true,
+        keyword_norm: Default::default(),
+    };
+    let query_embedder = if req.mode == Mode::Fts {
+        None
+    } else {
+        loaded.embedder()
+    };
+    let response = search_in(
+        &pg,
+        query_embedder,
+        &settings.mem.memory,
+        &req,
+        settings.mem.clock.now_unix(),
+    )
+    .context("search failed")?;
+    let outcome = SearchOutcome {
+        response,
+        sync: sync_report,
+    };
+    if output == Output::Text
+        && let Some(line) = super::search::describe_sync(&outcome.sync)
+    {
+        eprintln!("note: {}", sanitize(&line));
+    }
+    let resp = &outcome.response;
+    match output {
+        Output::Json => print_json(&outcome)?,
+        Output::Text => {
+            let mut out = std::io::stdout().lock();
+            if resp.results.is_empty() {
+                writeln!(out, "No matches.")?;
+            }
+            for hit in &resp.results {
+                writeln!(
+                    out,
+                    "{:.3}  {}:{}-{}  [{}]",
+                    hit.score,
+                    sanitize(&hit.path),
+                    hit.start_line,
+                    hit.end_line,
+                    sanitize(&hit.source)
+                )?;
+                writeln!(out, "{}\n", sanitize(&hit.snippet))?;
+            }
+        }
+    }
+    Ok(if resp.results.is_empty() {
+        Exit::NoMatch
+    } else {
+        Exit::Ok
+    })
+}
+
+pub fn run_get(settings: &Settings, args: GetArgs) -> anyhow::Result<Exit> {
+    let pg = open_pg(settings)?;
+    let sources = source_roots(&settings.mem, &pg)?;
+    let req = GetRequest {
+        path: args.path,
+        from: args.from.max(1),
+        lines: args.lines.max(1),
+        max_chars: engine::GET_MAX_CHARS,
+    };
+    let resp = claw_memory::search::engine::get_lines_in(&pg, &sources, &req)?;
+    if args.json {
+        print_json(&resp)?;
+    } else {
+        std::io::stdout()
+            .lock()
+            .write_all(sanitize(&resp.text).as_bytes())?;
+    }
+    Ok(if resp.to >= resp.from {
+        Exit::Ok
+    } else {
+        Exit::NoMatch
+    })
+}
+
+#[derive(Serialize)]
+struct StatusJson {
+    backend: &'static str,
+    location: String,
+    namespaces: Vec<String>,
+    files: i64,
+    chunks: i64,
+    vectors: i64,
+    visible_chunks: i64,
+    model: Option<String>,
+}
+
+pub fn run_status(settings: &Settings, args: StatusArgs) -> anyhow::Result<Exit> {
+    let pg = open_pg(settings)?;
+    let st = pg.stats()?;
+    let s = StatusJson {
+        backend: "postgres",
+        location: location(settings),
+        namespaces: pg.namespaces().to_vec(),
+        files: st.files,
+        chunks: st.chunks,
+        vectors: st.vectors,
+        visible_chunks: st.visible_chunks,
+        model: pg.meta("model")?,
+    };
+    if args.json {
+        print_json(&s)?;
+    } else {
+        println!(
+            "{}: {} files, {} chunks ({} with vectors) from this workspace; {} chunks visible in {}; model {}",
+            s.location,
+            s.files,
+            s.chunks,
+            s.vectors,
+            s.visible_chunks,
+            s.namespaces.join(", "),
+            s.model.as_deref().unwrap_or("(never indexed)")
+        );
+    }
+    Ok(Exit::Ok)
+}
+
+#[derive(Serialize)]
+struct MigrateJson {
+    from: String,
+    to: String,
+    files: usize,
+    chunks: usize,
+    vectors: usize,
+    cache_entries: usize,
+    sources: usize,
+    model: String,
+    elapsed_ms: u64,
+}
+
+pub fn run_migrate(settings: &Settings, args: MigrateArgs) -> anyhow::Result<Exit> {
+    let MigrateTarget::Postgres = args.to;
+    let started = Instant::now();
+    let sqlite = open_store(settings)?;
+    let mut pg = open_pg(settings)?;
+    let lock = WriterLock::acquire(
+        &settings.state_dir(),
+        "claw memory migrate",
+        Duration::from_secs(5),
+    )?;
+    let r = claw_memory_pg::copy_sqlite(&sqlite, &mut pg).context("migration failed")?;
+    drop(lock);
+    let j = MigrateJson {
+        from: settings.db_path().display().to_string(),
+        to: location(settings),
+        files: r.files,
+        chunks: r.chunks,
+        vectors: r.vectors,
+        cache_entries: r.cache_entries,
+        sources: r.sources,
+        model: r.model,
+        elapsed_ms: started.elapsed().as_millis() as u64,
+    };
+    if args.json {
+        print_json(&j)?;
+    } else {
+        println!(
+            "copied {} files, {} chunks ({} vectors, no re-embedding), {} cache entries, {} sources into {} in {} ms",
+            j.files, j.chunks, j.vectors, j.cache_entries, j.sources, j.to, j.elapsed_ms
+        );
+    }
+    Ok(Exit::Ok)
+}
+
+/// `claw memory add` on PostgreSQL: register a folder as a source of this workspace.
+pub fn run_add(settings: &Settings, args: super::index::AddArgs) -> anyhow::Result<Exit> {
+    anyhow::ensure!(
+        !args.follow_symlinks_outside,
+        "--follow-symlinks-outside is not supported with the PostgreSQL backend yet"
+    );
+    let root = args
+        .path
+        .canonicalize()
+        .with_context(|| format!("cannot add {}: no such folder", args.path.display()))?;
+    anyhow::ensure!(root.is_dir(), "cannot add {}: not a folder", root.display());
+    let name = match args.name {
+        Some(n) => n,
+        None => root
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .context("cannot derive a source name from the path; pass --name")?,
+    };
+    let pg = open_pg(settings)?;
+    let existing: Vec<(String, std::path::PathBuf)> = pg
+        .sources()?
+        .into_iter()
+        .map(|s| (s.name, s.root))
+        .collect();
+    anyhow::ensure!(
+        !existing.iter().any(|(n, r)| n == &name || r == &root),
+        "a source with that name or folder is already registered"
+    );
+    super::errors::check_new_source_root(&settings.mem.workspace, &root, &existing)?;
+    pg.add_source(&name, &root)?;
+    println!(
+        "added source `{}` to {}; run `claw memory index` to index it",
+        sanitize(&name),
+        location(settings)
+    );
+    Ok(Exit::Ok)
+}
+
+/// The backend `claw memory eval` indexes and searches on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum EvalBackend {
+    Sqlite,
+    Postgres,
+}
+
+/// Run the evaluation on `backend`: SQLite through `memory::eval::runner`, or
+/// PostgreSQL with the same steps (one note per document, the real indexer, the
+/// same search requests through `search_in`, the same metrics) in a throw-away
+/// namespace of the configured `memory.backend`, dropped afterwards.
+#[allow(clippy::too_many_arguments)]
+pub fn eval_run(
+    backend: EvalBackend,
+    settings: &Settings,
+    data: &claw_memory::eval::beir::Dataset,
+    mem: &claw_memory::config::MemoryConfig,
+    loaded: &Loaded,
+    opts: &claw_memory::eval::runner::EvalOptions,
+    progress: &dyn Fn(claw_memory::eval::runner::EvalProgress),
+) -> anyhow::Result<claw_memory::eval::runner::EvalReport> {
+    match backend {
+        EvalBackend::Sqlite => Ok(claw_memory::eval::runner::run(
+            data, mem, loaded, opts, progress,
+        )?),
+        EvalBackend::Postgres => eval_postgres(settings, data, mem, loaded, opts, progress),
+    }
+}
+
+fn eval_postgres(
+    settings: &Settings,
+    data: &claw_memory::eval::beir::Dataset,
+    mem: &claw_memory::config::MemoryConfig,
+    loaded: &Loaded,
+    opts: &claw_memory::eval::runner::EvalOptions,
+    progress: &dyn Fn(claw_memory::eval::runner::EvalProgress),
+) -> anyhow::Result<claw_memory::eval::runner::EvalReport> {
+    use claw_memory::eval::metrics::{self, Cutoffs, Run};
+    use claw_memory::eval::runner::{
+        EvalMode, EvalProgress, EvalReport, ModeOutcome, ModeResult, Variant, ranking_to_run,
+    };
+    use claw_memory::eval::{EVAL_SOURCE, doc_file_name, doc_markdown};
+    use std::collections::HashMap;
+
+    anyhow::ensure!(!data.queries.is_empty(), "the split has no queries");
+    let b = backend(settings)?;
+    let tmp = tempfile::Builder::new().prefix("claw-eval-pg-").tempdir()?;
+    let corpus_dir = tmp.path().join("corpus");
+    let mut mem = mem.clone();
+    mem.workspace = tmp.path().join("workspace");
+    std::fs::create_dir_all(&corpus_dir)?;
+    std::fs::create_dir_all(mem.state_dir())?;
+    progress(EvalProgress::Writing {
+        docs: data.corpus.len(),
+    });
+    let mut by_file: HashMap<String, String> = HashMap::with_capacity(data.corpus.len());
+    for doc in &data.corpus {
+        let name = doc_file_name(&doc.id);
+        std::fs::write(corpus_dir.join(&name), doc_markdown(&doc.title, &doc.text))?;
+        by_file.insert(name, doc.id.clone());
+    }
+    let namespace = format!(
+        "eval-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis())
+            .unwrap_or(0)
+    );
+    let mut cfg = PgConfig::new(&b.url, &namespace, "eval");
+    cfg.schema = b.schema.clone();
+    let mut pg = PgStore::connect(cfg).context("cannot open the PostgreSQL memory index")?;
+    let result = (|| -> anyhow::Result<EvalReport> {
+        pg.add_source(EVAL_SOURCE, &corpus_dir)?;
+        let model = loaded.embedder();
+        let lock = WriterLock::acquire(&mem.state_dir(), "eval", Duration::from_secs(5))?;
+        let started = Instant::now();
+        let total = data.corpus.len();
+        let done = std::cell::Cell::new(0usize);
+        let report = indexer::run(
+            &mut pg,
+            &mem,
+            model,
+            &IndexOptions::default(),
+            &lock,
+            &|p| {
+                if let indexer::Progress::File { .. } = p {
+                    done.set(done.get() + 1);
+                    progress(EvalProgress::Indexing {
+                        done: done.get(),
+                        total,
+                    });
+                }
+            },
+        )?;
+        let index_seconds = started.elapsed().as_secs_f64();
+        drop(lock);
+        if let Some(issue) = report.issues.iter().find(|i| i.skipped) {
+            anyhow::bail!("the indexer skipped {} ({})", issue.path, issue.message);
+        }
+        let chunks = pg.stats()?.chunks as usize;
+        let cutoffs = Cutoffs {
+            recall: opts.limit,
+            ..Cutoffs::default()
+        };
+        let mut variants = Vec::new();
+        for &mode in &opts.modes {
+            variants.push(Variant {
+                mode,
+                vector_weight: None,
+            });
+            if matches!(mode, EvalMode::Hybrid | EvalMode::HybridNoMmr) {
+                for &w in &opts.vector_weights {
+                    variants.push(Variant {
+                        mode,
+                        vector_weight: Some(w.clamp(0.0, 1.0)),
+                    });
+                }
+            }
+        }
+        let mut modes = Vec::new();
+        for variant in variants {
+            let mode = variant.mode;
+            if mode.needs_embedder() && model.is_none() {
+                modes.push((
+                    variant,
+                    ModeOutcome::Skipped {
+                        reason: "no embedding model".into(),
+                    },
+                ));
+                continue;
+            }
+            let mut params = mem.memory.clone();
+            if let Some(w) = variant.vector_weight {
+                params.vector_weight = w;
+                params.text_weight = 1.0 - w;
+            }
+            let mut run = Run::new();
+            let mut latencies = Vec::with_capacity(data.queries.len());
+            for (i, q) in data.queries.iter().enumerate() {
+                let mut req = SearchRequest::new(&q.text);
+                req.limit = opts.limit;
+                req.min_score = Some(f64::NEG_INFINITY);
+                req.source = SourceFilter::Named(EVAL_SOURCE.to_string());
+                req.keyword_norm = opts.keyword_norm;
+                (req.mode, req.mmr) = match mode {
+                    EvalMode::Fts => (Mode::Fts, true),
+                    EvalMode::Vector => (Mode::Vector, true),
+                    EvalMode::Hybrid => (Mode::Hybrid, true),
+                    EvalMode::HybridNoMmr => (Mode::Hybrid, false),
+                };
+                let t = Instant::now();
+                let emb = if mode == EvalMode::Fts { None } else { model };
+                let resp = search_in(&pg, emb, &params, &req, mem.clock.now_unix())?;
+                if let Some(fb) = resp.fallback {
+                    anyhow::bail!("{}: query {} fell back ({fb})", variant.name(), q.id);
+                }
+                latencies.push(t.elapsed().as_secs_f64() * 1000.0);
+                let paths: Vec<String> = resp.results.into_iter().map(|h| h.path).collect();
+                run.insert(q.id.clone(), ranking_to_run(&paths, &by_file));
+                progress(EvalProgress::Querying {
+                    mode,
+                    done: i + 1,
+                    total: data.queries.len(),
+                });
+            }
+            latencies.sort_by(f64::total_cmp);
+            let per_query = metrics::evaluate(&data.qrels, &run, cutoffs);
+            modes.push((
+                variant,
+                ModeOutcome::Ran(ModeResult {
+                    summary: metrics::summarize(&per_query),
+                    p50_ms: metrics::percentile(&latencies, 50.0),
+                    p95_ms: metrics::percentile(&latencies, 95.0),
+                    per_query,
+                    run,
+                }),
+            ));
+        }
+        Ok(EvalReport {
+            dataset: data.name.clone(),
+            split: data.split.clone(),
+            queries: data.queries.len(),
+            documents: data.corpus.len(),
+            chunks,
+            index_seconds,
+            cutoffs,
+            modes,
+        })
+    })();
+    pg.drop_namespace()
+        .context("dropping the evaluation namespace")?;
+    result
+}
+
+/// `claw memory sources` on PostgreSQL: this workspace's built-in and registered sources.
+pub fn run_sources(settings: &Settings, args: super::index::SourcesArgs) -> anyhow::Result<Exit> {
+    let pg = open_pg(settings)?;
+    let sources = source_roots(&settings.mem, &pg)?;
+    if args.json {
+        print_json(&sources)?;
+    } else {
+        let mut out = std::io::stdout().lock();
+        for s in &sources {
+            writeln!(
+                out,
+                "{:<12} {:<10} {}",
+                sanitize(&s.name),
+                format!("{:?}", s.kind).to_lowercase(),
+                sanitize(&s.root.display().to_string())
+            )?;
+        }
+    }
+    Ok(Exit::Ok)
+}
+
+/// `claw memory remove` on PostgreSQL: drop one of this workspace's sources and its rows.
+pub fn run_remove(settings: &Settings, args: super::index::RemoveArgs) -> anyhow::Result<Exit> {
+    let pg = open_pg(settings)?;
+    match pg.remove_source(&args.name)? {
+        Some((files, chunks)) => {
+            println!(
+                "removed source `{}` ({files} files, {chunks} chunks)",
+                sanitize(&args.name)
+            );
+            Ok(Exit::Ok)
+        }
+        None => {
+            eprintln!("no source named `{}`", sanitize(&args.name));
+            Ok(Exit::NoMatch)
+        }
+    }
+}
+
+/// `claw memory watch` is not wired to PostgreSQL yet: refuse rather than
+/// silently keep the local SQLite file fresh.
+pub fn refuse_watch() -> anyhow::Result<Exit> {
+    anyhow::bail!(
+        "`claw memory watch` does not support memory.backend postgres yet; run `claw memory index` (searches sync changed files inline)"
+    )
+}

