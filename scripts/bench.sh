@@ -96,7 +96,12 @@ run_cargo_bench() {
   local cmd="cargo bench -p claw-memory --bench $name"
   [ "$name" = indexing ] && [ "${CLAW_BENCH_QUICK:-}" = 1 ] && cmd="CLAW_BENCH_QUICK=1 $cmd"
   [ "$name" = indexing ] && [ -n "${CLAW_BENCH_SETS:-}" ] && cmd="CLAW_BENCH_SETS=$CLAW_BENCH_SETS $cmd"
-  [ "$name" = warm_model ] && [ "${CLAW_BENCH_FULL:-}" = 1 ] && cmd="CLAW_BENCH_FULL=1 $cmd"
+  if [ "$name" = warm_model ]; then
+    local v
+    for v in CLAW_BENCH_FULL CLAW_BENCH_STEP CLAW_BENCH_VARIANTS CLAW_BENCH_SKIP; do
+      [ -n "${!v:-}" ] && cmd="$v=${!v} $cmd"
+    done
+  fi
   echo "== $cmd" >&2
   touch "$stamp"; sleep 1
   if ! cargo bench -p claw-memory --bench "$name" >"$log" 2>"$WORK/$name.err"; then

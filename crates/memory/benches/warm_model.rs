@@ -13,7 +13,8 @@
 //! `--child`), variants back to back so they see the same machine load; the load
 //! average (`/proc/loadavg`, 1 min) at the start of each run is printed beside it.
 //! Env: `CLAW_EMBED_MODEL_DIR` + `ORT_DYLIB_PATH` (required); `CLAW_BENCH_FULL=1`
-//! indexes the whole sets (default: every 8th file, like `CLAW_BENCH_QUICK`);
+//! indexes the whole sets (default: every 8th file, like `CLAW_BENCH_QUICK`;
+//! `CLAW_BENCH_STEP=N` samples every Nth);
 //! `CLAW_BENCH_VARIANTS=before,after,…` picks variants (names below);
 //! `CLAW_BENCH_SKIP=hog` skips the contention table.
 
@@ -99,6 +100,15 @@ fn full() -> bool {
     std::env::var("CLAW_BENCH_FULL").is_ok_and(|v| v == "1")
 }
 
+/// Sample every STEP-th Markdown file (`CLAW_BENCH_STEP`, default 8).
+fn step() -> usize {
+    std::env::var("CLAW_BENCH_STEP")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(8)
+        .max(1)
+}
+
 fn load1() -> f64 {
     std::fs::read_to_string("/proc/loadavg")
         .ok()
@@ -119,8 +129,8 @@ fn rss_mib() -> (f64, f64) {
     (field("VmHWM:"), field("VmRSS:"))
 }
 
-/// Extract `notes-SET.tar.gz` into `tmp/SET`, or a sample of it (every 8th Markdown
-/// file, paths kept) unless `CLAW_BENCH_FULL=1`.
+/// Extract `notes-SET.tar.gz` into `tmp/SET`, or a sample of it (every
+/// `CLAW_BENCH_STEP`-th Markdown file, paths kept) unless `CLAW_BENCH_FULL=1`.
 fn extract(set: &str, tmp: &Path) -> PathBuf {
     let tarball = shared_data().join(format!("notes-{set}.tar.gz"));
     let dest = tmp.join(format!("{set}-all"));
@@ -144,7 +154,7 @@ fn extract(set: &str, tmp: &Path) -> PathBuf {
         .map(|e| e.path().to_path_buf())
         .collect();
     files.sort();
-    for p in files.iter().step_by(8) {
+    for p in files.iter().step_by(step()) {
         let to = sample.join(p.strip_prefix(&dest).unwrap());
         std::fs::create_dir_all(to.parent().unwrap()).unwrap();
         std::fs::copy(p, to).unwrap();
@@ -219,9 +229,9 @@ fn parent() {
     let twir = extract("twir", tmp.path());
     let garden = extract("garden", tmp.path());
     let sample = if full() {
-        "whole set"
+        "whole set".to_string()
     } else {
-        "every 8th file"
+        format!("every {}th file", step())
     };
 
     let mut twir_rows = Vec::new();
