@@ -205,6 +205,10 @@ pub struct LocalEmbedder {
     runtime: LocalRuntime,
 }
 
+/// Most texts handed to fastembed in one call (it holds every text's token-level
+/// output until the call returns: about 0.4 MB per 256-token text).
+pub const EMBED_SLICE: usize = 32;
+
 /// ONNX Runtime is loaded once per process; the environment must outlive every session.
 static ORT_ENV: Mutex<Option<Result<ort::environment::Environment, Arc<RuntimeError>>>> =
     Mutex::new(None);
@@ -349,9 +353,17 @@ impl Embedder for LocalEmbedder {
             return Ok(Vec::new());
         }
         let mut model = self.model.lock().unwrap_or_else(|p| p.into_inner());
-        let mut out = model
-            .embed(texts, Some(self.batch_size))
-            .map_err(|e| EmbedError::Inference(e.into()))?;
+        // fastembed keeps every batch's token-level output (up to 256 × 384 floats per
+        // text) until the whole call is pooled: 3,610 TWIR chunks in one call held
+        // 1 GiB. Slices bound that to EMBED_SLICE texts.
+        let mut out = Vec::with_capacity(texts.len());
+        for slice in texts.chunks(EMBED_SLICE.max(self.batch_size)) {
+            out.extend(
+                model
+                    .embed(slice, Some(self.batch_size))
+                    .map_err(|e| EmbedError::Inference(e.into()))?,
+            );
+        }
         for v in &mut out {
             normalize(v);
         }

@@ -109,3 +109,25 @@ fn a_provider_with_a_runtime_loads_a_working_model() {
     let norm: f32 = v.iter().map(|x| x * x).sum::<f32>().sqrt();
     assert!((norm - 1.0).abs() < 1e-4, "normalised: {norm}");
 }
+
+#[test]
+fn a_large_call_embeds_like_single_calls() {
+    // More texts than one fastembed slice (`EMBED_SLICE`), in one call.
+    let e = load(LocalRuntime::default());
+    let texts: Vec<String> = (0..embed::EMBED_SLICE * 2 + 3)
+        .map(|i| format!("note {i}: {}", TEXTS[i % TEXTS.len()]))
+        .collect();
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let all = e.embed(&refs).unwrap();
+    assert_eq!(all.len(), refs.len());
+    for i in [
+        0,
+        embed::EMBED_SLICE - 1,
+        embed::EMBED_SLICE,
+        refs.len() - 1,
+    ] {
+        let one = e.embed(&refs[i..=i]).unwrap();
+        let c = cosine(&all[i], &one[0]);
+        assert!(c > 0.99999, "text {i}: cosine {c}");
+    }
+}
