@@ -4,7 +4,8 @@
 #
 #   scripts/bench.sh [TARGET...]     (no target = every target)
 #
-# Targets: indexing search chunking scoring watch (cargo bench --bench NAME)
+# Targets: indexing search chunking scoring watch warm (cargo bench --bench NAME;
+#          warm = warm_model: the local model's threads/arena/spinning, RSS, contention)
 #          eval-fixture eval-scifact eval-xquad (claw memory eval --mode all)
 #
 # Each target replaces only its own section (between `<!-- bench:NAME -->` markers);
@@ -25,7 +26,7 @@ DATA=$ROOT/../shared/data
 WORK=$ROOT/target/bench-out
 mkdir -p "$WORK"
 
-ALL=(indexing search chunking scoring watch eval-fixture eval-scifact eval-xquad)
+ALL=(indexing search chunking scoring watch warm eval-fixture eval-scifact eval-xquad)
 TARGETS=("$@")
 [ ${#TARGETS[@]} -eq 0 ] && TARGETS=("${ALL[@]}")
 
@@ -37,7 +38,7 @@ machine() {
   if [ -n "${CLAW_EMBED_MODEL_DIR:-}" ] && [ -f "$CLAW_EMBED_MODEL_DIR/model.onnx" ]; then
     model="$(basename "$CLAW_EMBED_MODEL_DIR") (model.onnx sha256 $(sha256sum "$CLAW_EMBED_MODEL_DIR/model.onnx" | cut -c1-12)), ONNX Runtime $(basename "${ORT_DYLIB_PATH:-?}")"
   fi
-  echo "Machine: $(nproc) cores, ${cpu:-unknown CPU}, ${mem} RAM. Model: ${model}. Date: $(date -u '+%Y-%m-%d %H:%M UTC'). Commit: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src benches || echo '+dirty')."
+  echo "Machine: $(nproc) cores, ${cpu:-unknown CPU}, ${mem} RAM. Model: ${model}. Date: $(date -u '+%Y-%m-%d %H:%M UTC'). Commit: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- crates || echo '+dirty')."
 }
 
 # replace_section NAME FILE: put FILE's content between NAME's markers in $OUT.
@@ -95,6 +96,12 @@ run_cargo_bench() {
   local cmd="cargo bench -p claw-memory --bench $name"
   [ "$name" = indexing ] && [ "${CLAW_BENCH_QUICK:-}" = 1 ] && cmd="CLAW_BENCH_QUICK=1 $cmd"
   [ "$name" = indexing ] && [ -n "${CLAW_BENCH_SETS:-}" ] && cmd="CLAW_BENCH_SETS=$CLAW_BENCH_SETS $cmd"
+  if [ "$name" = warm_model ]; then
+    local v
+    for v in CLAW_BENCH_FULL CLAW_BENCH_STEP CLAW_BENCH_VARIANTS CLAW_BENCH_SKIP; do
+      [ -n "${!v:-}" ] && cmd="$v=${!v} $cmd"
+    done
+  fi
   echo "== $cmd" >&2
   touch "$stamp"; sleep 1
   if ! cargo bench -p claw-memory --bench "$name" >"$log" 2>"$WORK/$name.err"; then
@@ -142,6 +149,7 @@ for t in "${TARGETS[@]}"; do
     chunking) run_cargo_bench chunking "Chunking throughput" ;;
     scoring) run_cargo_bench scoring "Score pipeline and query sanitiser" ;;
     watch) run_cargo_bench watch "Watcher: edit-to-searchable latency and a 1,000-file burst" ;;
+    warm) run_cargo_bench warm_model "The warm model: ONNX Runtime threads, arena and spinning" ;;
     eval-fixture) run_eval eval-fixture "Retrieval quality: beir-mini fixture (CI smoke set)" "$ROOT/fixtures/beir-mini" ;;
     eval-scifact) run_eval eval-scifact "Retrieval quality: SciFact, train split (809 queries)" "$DATA/scifact" "--split train" ;;
     eval-xquad) run_eval eval-xquad "Retrieval quality: XQuAD-zh, test split" "$DATA/xquad-zh" "--split test" ;;

@@ -10,7 +10,8 @@ pub use claw_agent::config::{
 };
 use claw_memory::clock::Clock;
 pub use claw_memory::config::{
-    ENV_EMBED_MODEL_DIR, ENV_ORT_DYLIB_PATH, EmbedProvider, MemoryConfig, MemorySettings,
+    ENV_EMBED_MODEL_DIR, ENV_ORT_DYLIB_PATH, EmbedProvider, LocalRuntime, MemoryConfig,
+    MemorySettings,
 };
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -22,6 +23,8 @@ pub const ENV_WORKSPACE: &str = "CLAW_WORKSPACE";
 pub const ENV_CONFIG: &str = "CLAW_CONFIG";
 /// Embedding backend: `local` (default), `openai` or `none`.
 pub const ENV_EMBED_PROVIDER: &str = "CLAW_EMBED_PROVIDER";
+/// ONNX Runtime intra-op threads for the local model (overrides `embedding.threads`).
+pub const ENV_EMBED_THREADS: &str = "CLAW_EMBED_THREADS";
 /// Test-only: the instant the process starts at (RFC 3339, `YYYY-MM-DD` or `@unix`);
 /// the clock then advances from there. Drives decay, daily notes and timestamps.
 pub const ENV_NOW: &str = "CLAW_NOW";
@@ -46,6 +49,10 @@ pub const ALL_ENV: &[(&str, &str)] = &[
     (
         ENV_ORT_DYLIB_PATH,
         "path to libonnxruntime.so for the local model",
+    ),
+    (
+        ENV_EMBED_THREADS,
+        "ONNX Runtime threads for the local model (default: min(CPUs, 2))",
     ),
     (ENV_LLM_API, "LLM API: openai | anthropic"),
     (ENV_LLM_BASE_URL, "LLM API base URL"),
@@ -186,6 +193,9 @@ pub struct EmbeddingConfig {
     pub model_dir: Option<PathBuf>,
     pub ort_dylib_path: Option<PathBuf>,
     pub batch_size: Option<usize>,
+    /// ONNX Runtime intra-op threads for the local model (default: the CPUs this
+    /// process may use, at most [`LocalRuntime::DEFAULT_MAX_THREADS`]).
+    pub threads: Option<usize>,
     /// OpenAI-compatible backend.
     pub base_url: Option<String>,
     pub model: Option<String>,
@@ -416,6 +426,7 @@ fn resolve_embed(
                         .map(|h| h.join(".claw/models/ort/libonnxruntime.so.1.24.4"))
                         .filter(|p| p.exists())
                 }),
+            runtime: resolve_runtime(input, cfg)?,
         }),
         "openai" => Ok(EmbedProvider::OpenAi {
             api_key: match cfg.api_key_env.as_deref() {
@@ -442,6 +453,33 @@ fn resolve_embed(
             message: format!("`{other}` (expected local, openai or none)"),
         }),
     }
+}
+
+/// `CLAW_EMBED_THREADS` > `embedding.threads` > the library default; 0 or a
+/// non-number is an error naming where it came from.
+fn resolve_runtime(
+    input: &ResolveInput,
+    cfg: &EmbeddingConfig,
+) -> Result<LocalRuntime, ConfigError> {
+    let threads = match input.var(ENV_EMBED_THREADS) {
+        Some(v) => Some((ENV_EMBED_THREADS, v.trim().parse::<usize>().ok(), v)),
+        None => cfg
+            .threads
+            .map(|n| ("embedding.threads", Some(n), n.to_string())),
+    };
+    let mut runtime = LocalRuntime::default();
+    if let Some((name, parsed, raw)) = threads {
+        match parsed {
+            Some(n) if (1..=256).contains(&n) => runtime.threads = Some(n),
+            _ => {
+                return Err(ConfigError::Invalid {
+                    name: name.into(),
+                    message: format!("{raw:?} is not a thread count from 1 to 256"),
+                });
+            }
+        }
+    }
+    Ok(runtime)
 }
 
 fn resolve_memory(
@@ -560,6 +598,43 @@ mod tests {
         let mut i = input(&[]);
         i.workspace_flag = Some(PathBuf::new());
         assert!(Settings::resolve(&i).is_err());
+    }
+
+    fn runtime(s: &Settings) -> LocalRuntime {
+        match &s.mem.embed {
+            EmbedProvider::Local { runtime, .. } => *runtime,
+            other => panic!("not local: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn embedding_threads_env_over_file_over_default() {
+        let d = runtime(&resolve_with("{}", &[]).unwrap());
+        assert_eq!(d, LocalRuntime::default());
+        assert!(!d.cpu_arena && !d.spinning, "arena and spinning off");
+        let f = resolve_with(r#"{"embedding": {"threads": 3}}"#, &[]).unwrap();
+        assert_eq!(runtime(&f).threads, Some(3));
+        assert_eq!(runtime(&f).effective_threads(), 3);
+        let e = resolve_with(
+            r#"{"embedding": {"threads": 3}}"#,
+            &[(ENV_EMBED_THREADS, "1")],
+        )
+        .unwrap();
+        assert_eq!(runtime(&e).threads, Some(1));
+        for (cfg, env, name) in [
+            (
+                r#"{"embedding": {"threads": 0}}"#,
+                None,
+                "embedding.threads",
+            ),
+            ("{}", Some("0"), ENV_EMBED_THREADS),
+            ("{}", Some("two"), ENV_EMBED_THREADS),
+            ("{}", Some("-1"), ENV_EMBED_THREADS),
+        ] {
+            let env: Vec<(&str, &str)> = env.map(|v| (ENV_EMBED_THREADS, v)).into_iter().collect();
+            let err = resolve_with(cfg, &env).unwrap_err();
+            assert!(err.to_string().contains(name), "{cfg} {env:?}: {err}");
+        }
     }
 
     #[test]

@@ -270,6 +270,7 @@ fn model_group(root: &Path) -> Value {
     let provider = EmbedProvider::Local {
         model_dir: Some(dir.into()),
         ort_dylib_path: Some(ort.into()),
+        runtime: Default::default(),
     };
     // In quick mode, index a sample: every 8th Markdown file, copied with its path.
     let sample_tmp = tempfile::tempdir().unwrap();

@@ -151,7 +151,7 @@ fn build(n: usize) -> (Store, Vec<Vec<f32>>, Vec<String>) {
 }
 
 fn workspace(n: usize) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("target/claw-bench/ws-{n}"))
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("../../target/claw-bench/ws-{n}"))
 }
 
 /// Returns a fixed vector; optionally runs the real model's query embedding first

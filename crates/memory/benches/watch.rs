@@ -216,6 +216,7 @@ fn main() {
         let provider = EmbedProvider::Local {
             model_dir: Some(model_dir),
             ort_dylib_path: Some(ort),
+            runtime: Default::default(),
         };
         match embed::load(&provider, 8) {
             Loaded::Ready(e) => rows.push(run("local model (MiniLM-L6)", provider, Some(e), edits)),

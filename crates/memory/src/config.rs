@@ -18,6 +18,8 @@ pub enum EmbedProvider {
     Local {
         model_dir: Option<PathBuf>,
         ort_dylib_path: Option<PathBuf>,
+        /// How ONNX Runtime runs the model: threads and memory.
+        runtime: LocalRuntime,
     },
     /// An OpenAI-compatible `/v1/embeddings` endpoint.
     OpenAi {
@@ -28,6 +30,51 @@ pub enum EmbedProvider {
     },
     /// Keyword-only indexing.
     None,
+}
+
+/// How the local backend's ONNX Runtime session runs: intra-op threads, the CPU
+/// memory arena and thread spinning. [`LocalRuntime::default`] is the measured
+/// default (BENCHMARKS.md, "The warm model"); the binary overrides `threads` from
+/// `embedding.threads` / `CLAW_EMBED_THREADS`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LocalRuntime {
+    /// Intra-op threads; `None` = [`LocalRuntime::DEFAULT_MAX_THREADS`] capped by the
+    /// CPUs this process may use.
+    pub threads: Option<usize>,
+    /// ONNX Runtime's CPU memory arena. It keeps every block it ever grew to
+    /// (1 GiB after long chunks), so it is off by default.
+    pub cpu_arena: bool,
+    /// Whether idle intra-op threads busy-wait for work (ONNX Runtime's default).
+    /// Spinning burns the CPU other processes need and collapses throughput when
+    /// the cores are busy, so it is off by default.
+    pub spinning: bool,
+}
+
+impl LocalRuntime {
+    /// Most intra-op threads used when `threads` is not set.
+    pub const DEFAULT_MAX_THREADS: usize = 2;
+
+    /// ONNX Runtime's own defaults (every core, arena on, spinning on): the
+    /// behaviour before `embedding.threads` existed, kept for benchmarks.
+    pub fn ort_defaults() -> LocalRuntime {
+        LocalRuntime {
+            threads: Some(available_cpus()),
+            cpu_arena: true,
+            spinning: true,
+        }
+    }
+
+    /// The intra-op thread count this runtime asks for.
+    pub fn effective_threads(&self) -> usize {
+        self.threads
+            .unwrap_or_else(|| available_cpus().min(Self::DEFAULT_MAX_THREADS))
+            .max(1)
+    }
+}
+
+/// CPUs this process may run on (affinity and cgroup aware), at least 1.
+pub fn available_cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
 }
 
 /// Retrieval and indexing parameters.

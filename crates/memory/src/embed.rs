@@ -5,7 +5,7 @@
 #![warn(missing_docs)]
 
 use crate::chunk::{ApproxCounter, TokenCounter};
-use crate::config::{ENV_EMBED_MODEL_DIR, ENV_ORT_DYLIB_PATH, EmbedProvider};
+use crate::config::{ENV_EMBED_MODEL_DIR, ENV_ORT_DYLIB_PATH, EmbedProvider, LocalRuntime};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -189,8 +189,13 @@ pub fn load(provider: &EmbedProvider, batch_size: usize) -> Loaded {
         EmbedProvider::Local {
             model_dir,
             ort_dylib_path,
-        } => match LocalEmbedder::load(model_dir.as_deref(), ort_dylib_path.as_deref(), batch_size)
-        {
+            runtime,
+        } => match LocalEmbedder::load_with(
+            model_dir.as_deref(),
+            ort_dylib_path.as_deref(),
+            batch_size,
+            runtime,
+        ) {
             Ok(e) => Loaded::Ready(Box::new(e)),
             Err(e) => Loaded::Unavailable(e),
         },
@@ -243,7 +248,12 @@ pub struct LocalEmbedder {
     dims: usize,
     max_len: usize,
     batch_size: usize,
+    runtime: LocalRuntime,
 }
+
+/// Most texts handed to fastembed in one call (it holds every text's token-level
+/// output until the call returns: about 0.4 MB per 256-token text).
+pub const EMBED_SLICE: usize = 32;
 
 /// ONNX Runtime is loaded once per process; the environment must outlive every session.
 static ORT_ENV: Mutex<Option<Result<ort::environment::Environment, Arc<RuntimeError>>>> =
@@ -273,11 +283,22 @@ fn init_ort(path: &Path) -> Result<ort::environment::Environment, EmbedError> {
 
 impl LocalEmbedder {
     /// Load from `model_dir` (model.onnx, tokenizer.json, config.json, special_tokens_map.json,
-    /// tokenizer_config.json) with ONNX Runtime at `ort_path`.
+    /// tokenizer_config.json) with ONNX Runtime at `ort_path`, with the default
+    /// [`LocalRuntime`].
     pub fn load(
         model_dir: Option<&Path>,
         ort_path: Option<&Path>,
         batch_size: usize,
+    ) -> Result<LocalEmbedder, EmbedError> {
+        Self::load_with(model_dir, ort_path, batch_size, &LocalRuntime::default())
+    }
+
+    /// [`LocalEmbedder::load`] with explicit threads and memory settings.
+    pub fn load_with(
+        model_dir: Option<&Path>,
+        ort_path: Option<&Path>,
+        batch_size: usize,
+        runtime: &LocalRuntime,
     ) -> Result<LocalEmbedder, EmbedError> {
         let dir = model_dir.ok_or(EmbedError::NoModelDir)?;
         let need = |name: &'static str| -> Result<Vec<u8>, EmbedError> {
@@ -324,6 +345,20 @@ impl LocalEmbedder {
         let mut opts = fastembed::InitOptionsUserDefined::default();
         opts.max_length = max_len;
         opts.environment = Some(env);
+        opts.intra_threads = Some(runtime.effective_threads());
+        // Registering the CPU provider explicitly is how the arena is switched
+        // (`EnableCpuMemArena` / `DisableCpuMemArena`); it is the provider used anyway.
+        opts.execution_providers = vec![
+            ort::ep::CPU::default()
+                .with_arena_allocator(runtime.cpu_arena)
+                .build()
+                .error_on_failure(),
+        ];
+        let spin = if runtime.spinning { "1" } else { "0" };
+        opts.session_config = vec![
+            ("session.intra_op.allow_spinning".into(), spin.into()),
+            ("session.inter_op.allow_spinning".into(), spin.into()),
+        ];
         let model =
             fastembed::TextEmbedding::try_new_from_user_defined(user_model, opts).map_err(|e| {
                 EmbedError::Model {
@@ -339,7 +374,13 @@ impl LocalEmbedder {
             dims,
             max_len,
             batch_size: batch_size.max(1),
+            runtime: *runtime,
         })
+    }
+
+    /// The threads and memory settings this model runs with.
+    pub fn runtime(&self) -> LocalRuntime {
+        self.runtime
     }
 }
 
@@ -358,9 +399,17 @@ impl Embedder for LocalEmbedder {
             return Ok(Vec::new());
         }
         let mut model = self.model.lock().unwrap_or_else(|p| p.into_inner());
-        let mut out = model
-            .embed(texts, Some(self.batch_size))
-            .map_err(|e| EmbedError::Inference(e.into()))?;
+        // fastembed keeps every batch's token-level output (up to 256 × 384 floats per
+        // text) until the whole call is pooled: 3,610 TWIR chunks in one call held
+        // 1 GiB. Slices bound that to EMBED_SLICE texts.
+        let mut out = Vec::with_capacity(texts.len());
+        for slice in texts.chunks(EMBED_SLICE.max(self.batch_size)) {
+            out.extend(
+                model
+                    .embed(slice, Some(self.batch_size))
+                    .map_err(|e| EmbedError::Inference(e.into()))?,
+            );
+        }
         for v in &mut out {
             normalize(v);
         }

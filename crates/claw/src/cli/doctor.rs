@@ -161,6 +161,19 @@ fn model(settings: &Settings, index_model: Option<&str>) -> Section {
     match embed::load(&settings.mem.embed, settings.mem.memory.embed_batch_size) {
         Loaded::Ready(e) => {
             let mismatch = index_model.is_some_and(|m| !m.is_empty() && m != e.model_id());
+            let runtime = match &settings.mem.embed {
+                EmbedProvider::Local { runtime, .. } => Some(*runtime),
+                _ => None,
+            };
+            let threads = runtime
+                .map(|r| format!(", {} ONNX Runtime threads", r.effective_threads()))
+                .unwrap_or_default();
+            let mut details = json!({"provider": provider, "found": true, "loaded": true,
+                                     "model": e.model_id(), "dims": e.dims()});
+            if let Some(r) = runtime {
+                details["threads"] = json!(r.effective_threads());
+                details["cpu_arena"] = json!(r.cpu_arena);
+            }
             section(
                 "model",
                 if mismatch { Status::Warn } else { Status::Ok },
@@ -171,10 +184,9 @@ fn model(settings: &Settings, index_model: Option<&str>) -> Section {
                         index_model.unwrap_or_default()
                     )
                 } else {
-                    format!("{} loaded ({} dims)", e.model_id(), e.dims())
+                    format!("{} loaded ({} dims{threads})", e.model_id(), e.dims())
                 },
-                json!({"provider": provider, "found": true, "loaded": true,
-                       "model": e.model_id(), "dims": e.dims()}),
+                details,
             )
         }
         Loaded::Disabled => section(

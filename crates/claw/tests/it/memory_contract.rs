@@ -61,6 +61,7 @@ fn tools_answer_with_the_cli_json() {
         EmbedProvider::Local {
             model_dir: Some(model_dir),
             ort_dylib_path: Some(ort),
+            runtime: Default::default(),
         },
     ))
     .with_sync_policy(SyncPolicy::Skip);

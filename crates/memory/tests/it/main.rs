@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod chunk_model;
+mod embed_runtime;
 mod lock_process;
 mod search_engine;
 mod search_sanitiser;
