@@ -18,6 +18,7 @@ use std::time::Duration;
 const MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("../migrations/0001_init.sql")),
     (2, include_str!("../migrations/0002_source_symlinks.sql")),
+    (3, include_str!("../migrations/0003_porter_word_index.sql")),
 ];
 
 /// The schema version this build writes.
