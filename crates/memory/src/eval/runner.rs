@@ -249,8 +249,19 @@ pub fn run(
         }
     };
     // One corpus directory per data set, so a kept work dir can hold several.
-    let corpus_dir = root.join("corpus").join(doc_file_name(&data.name));
-    let workspace = root.join("workspace").join(doc_file_name(&data.name));
+    let set: String = data
+        .name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let corpus_dir = root.join("corpus").join(&set);
+    let workspace = root.join("workspace").join(&set);
     let mut settings = settings.clone();
     settings.workspace = workspace.clone();
     for dir in [&corpus_dir, &settings.state_dir()] {
