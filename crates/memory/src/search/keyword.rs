@@ -217,40 +217,9 @@ fn bm25_stage(
         |r| Ok((r.get::<_, i64>(0)?, r.get::<_, f64>(1)?)),
     )?;
     let hits: Vec<(i64, f64)> = rows.collect::<rusqlite::Result<_>>()?;
-    // Whole-note evidence: the other matching chunks of a hit's note add to it.
-    let notes = note_keys(store, &hits)?;
-    let rel: Vec<f64> = hits.iter().map(|h| (-h.1).max(0.0)).collect();
-    let ranks: Vec<f64> = score::with_note_evidence(&rel, &notes, score::NOTE_EVIDENCE_WEIGHT)
-        .into_iter()
-        .map(|r| -r)
-        .collect();
+    let ranks: Vec<f64> = hits.iter().map(|h| h.1).collect();
     let normed = score::normalize_bm25(&ranks, norm);
     Ok(hits.iter().map(|h| h.0).zip(normed).collect())
-}
-
-/// The note (source and path) of each hit, in order: one query for all of them.
-fn note_keys(store: &Store, hits: &[(i64, f64)]) -> Result<Vec<(String, String)>, SearchError> {
-    if hits.is_empty() {
-        return Ok(Vec::new());
-    }
-    let ids = serde_json::to_string(&hits.iter().map(|h| h.0).collect::<Vec<i64>>())
-        .unwrap_or_else(|_| "[]".to_string());
-    let mut stmt = store.conn().prepare_cached(
-        "SELECT rowid, source, path FROM chunks WHERE rowid IN (SELECT value FROM json_each(?1))",
-    )?;
-    let mut by_id: HashMap<i64, (String, String)> = HashMap::with_capacity(hits.len());
-    for row in stmt.query_map(params![ids], |r| Ok((r.get(0)?, (r.get(1)?, r.get(2)?))))? {
-        let (id, key): (i64, (String, String)) = row?;
-        by_id.insert(id, key);
-    }
-    Ok(hits
-        .iter()
-        .map(|h| {
-            by_id
-                .remove(&h.0)
-                .unwrap_or_else(|| (String::new(), h.0.to_string()))
-        })
-        .collect())
 }
 
 /// CJK runs of one or two characters: a substring scan over `chunks.text` (the

@@ -71,30 +71,6 @@ pub fn normalize_bm25(ranks: &[f64], how: KeywordNorm) -> Vec<f64> {
     }
 }
 
-/// Share of the rest of a note's keyword evidence added to each of its chunks
-/// (see [`with_note_evidence`]). Tuned on SciFact train (BENCHMARKS.md,
-/// `eval-scifact-note`).
-pub const NOTE_EVIDENCE_WEIGHT: f64 = 0.5;
-
-/// Whole-note keyword evidence: each hit's relevance (`rel`, ≥ 0, e.g. −bm25) plus
-/// `weight` × the relevance of the other hits of the same note (`note[i]` names
-/// hit i's note). A note whose several chunks match the query outranks a note
-/// with one equally good chunk, and within a note the best chunk stays first, so
-/// the hit shown is still the best chunk. Pure.
-pub fn with_note_evidence<K: Eq + Hash>(rel: &[f64], note: &[K], weight: f64) -> Vec<f64> {
-    let mut sums: std::collections::HashMap<&K, f64> = std::collections::HashMap::new();
-    for (r, k) in rel.iter().zip(note) {
-        *sums.entry(k).or_insert(0.0) += r.max(0.0);
-    }
-    rel.iter()
-        .zip(note)
-        .map(|(r, k)| {
-            let r = r.max(0.0);
-            r + weight.max(0.0) * (sums.get(k).copied().unwrap_or(r) - r).max(0.0)
-        })
-        .collect()
-}
-
 /// Scale positive raw relevances by their maximum (used for the short-CJK scan).
 pub fn max_scale(raw: &[f64]) -> Vec<f64> {
     let max = raw.iter().copied().fold(0.0f64, f64::max);
@@ -567,17 +543,6 @@ pub fn rank(cands: &[Candidate], p: &RankParams, now_unix: i64) -> Vec<Ranked> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn note_evidence_adds_the_rest_of_the_note() {
-        let rel = [4.0, 3.0, 1.0, 5.0];
-        let note = ["a", "a", "a", "b"];
-        let got = with_note_evidence(&rel, &note, 0.5);
-        assert_eq!(got, vec![6.0, 5.5, 4.5, 5.0]);
-        // The best chunk of a note stays its best; weight 0 changes nothing.
-        assert!(got[0] > got[1] && got[1] > got[2]);
-        assert_eq!(with_note_evidence(&rel, &note, 0.0), rel.to_vec());
-    }
 
     const NOW: i64 = 1_800_000_000;
 
