@@ -38,9 +38,8 @@
 /// index with another version is rebuilt. The middle part names the word index's
 /// tokenizer and columns (`fts-porter-context`: stemmed, schema migration 3, plus
 /// the weighted context column, migration 4), so such a change rebuilds the index
-/// once too; `embed-context`: chunks are embedded behind their context
-/// ([`embed_text`]), so vectors of an older index are recomputed.
-pub const CHUNKER_VERSION: &str = "md-2/fts-porter-context/embed-context/redact-2";
+/// once too.
+pub const CHUNKER_VERSION: &str = "md-2/fts-porter-context/redact-2";
 
 /// Counts tokens the way the embedding model will (word pieces for MiniLM).
 ///
@@ -582,17 +581,6 @@ pub const CONTEXT_SEPARATOR: &str = " › ";
 /// embedded with every chunk of the file).
 pub const CONTEXT_MAX_CHARS: usize = 240;
 
-/// The text the embedding model sees for a chunk: its context (see
-/// [`chunk_contexts`]) on a line of its own, a blank line, then the chunk; the chunk
-/// alone when there is no context. The index stores and shows the plain chunk.
-pub fn embed_text<'a>(context: &str, text: &'a str) -> std::borrow::Cow<'a, str> {
-    if context.is_empty() {
-        std::borrow::Cow::Borrowed(text)
-    } else {
-        std::borrow::Cow::Owned(format!("{context}\n\n{text}"))
-    }
-}
-
 /// Where each chunk sits in its document: the document's title (its first heading,
 /// else `fallback_title`, normally the file name without its extension), then the
 /// path of headings in force at the chunk's first line (a heading on that line
@@ -669,15 +657,6 @@ pub fn chunk_contexts(text: &str, chunks: &[Chunk], fallback_title: &str) -> Vec
 
 #[cfg(test)]
 mod tests {
-
-    #[test]
-    fn embedded_text_leads_with_the_context() {
-        assert_eq!(embed_text("", "body"), "body");
-        assert_eq!(
-            embed_text("Billing › Webhooks", "body"),
-            "Billing › Webhooks\n\nbody"
-        );
-    }
 
     #[test]
     fn contexts_carry_title_and_heading_path() {

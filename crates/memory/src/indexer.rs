@@ -623,18 +623,7 @@ impl<'a> Run<'a> {
         contexts: Vec<String>,
         mode: WriteMode,
     ) -> Result<(), IndexError> {
-        // What the model embeds: the chunk behind its context (file title › heading
-        // path); what is stored and shown is the plain chunk text. The hash of the
-        // embedded text keys the embedding cache.
-        let embed_texts: Vec<std::borrow::Cow<'_, str>> = pieces
-            .iter()
-            .zip(&contexts)
-            .map(|(p, c)| chunk::embed_text(c, &p.2))
-            .collect();
-        let hashes: Vec<String> = embed_texts
-            .iter()
-            .map(|t| sha256_hex(t.as_bytes()))
-            .collect();
+        let hashes: Vec<String> = pieces.iter().map(|p| sha256_hex(p.2.as_bytes())).collect();
         let mut vectors: HashMap<String, Vec<f32>> = HashMap::new();
         let mut embedded = 0;
         if let Some(e) = self.embedder {
@@ -643,9 +632,9 @@ impl<'a> Run<'a> {
                 .store
                 .cached_embeddings(e.provider(), e.model_id(), &refs)?;
             let mut missing: Vec<(String, &str)> = Vec::new();
-            for (h, t) in hashes.iter().zip(&embed_texts) {
+            for (h, p) in hashes.iter().zip(&pieces) {
                 if !vectors.contains_key(h) && !missing.iter().any(|(m, _)| m == h) {
-                    missing.push((h.clone(), t.as_ref()));
+                    missing.push((h.clone(), p.2.as_str()));
                 }
             }
             self.report.cache_hits += hashes.len() - missing.len();

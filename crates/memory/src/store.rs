@@ -126,8 +126,7 @@ pub struct NewChunk {
     pub start_line: usize,
     /// Last line, inclusive.
     pub end_line: usize,
-    /// SHA-256 of the embedded text (`chunk::embed_text`: context + chunk; the
-    /// embedding cache key).
+    /// SHA-256 of the chunk text (embedding cache key).
     pub hash: String,
     /// The (redacted) chunk text.
     pub text: String,
