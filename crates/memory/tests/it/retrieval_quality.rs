@@ -131,3 +131,58 @@ fn an_unstemmed_index_is_migrated_to_the_stemmed_tokenizer() {
     assert_eq!(n, 1, "the migrated word index stems the existing rows");
     assert!(store.check_consistency().unwrap().is_empty());
 }
+
+/// The indexer gives each chunk its context (title › heading path) as a word-index
+/// column: a query naming the note's title and a word of a later section finds that
+/// section's chunk, and a note without a heading is found by its file name.
+#[test]
+fn chunks_are_found_through_their_title_and_heading_path() {
+    use claw_memory::config::{EmbedProvider, MemoryConfig};
+    use claw_memory::service::{MemoryService, SyncPolicy};
+
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    std::fs::create_dir_all(ws.join("memory")).unwrap();
+    let filler = "Nothing notable happened in this paragraph at all today. ".repeat(40);
+    std::fs::write(
+        ws.join("memory/billing.md"),
+        format!(
+            "# Billing\n\n{filler}\n\n## Webhooks\n\n{filler}\n\nRetries use exponential backoff.\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        ws.join("memory/zettelkasten.md"),
+        "Notes are linked by their ids.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        ws.join("memory/other.md"),
+        "# Other\n\nBackoff and retries in the queue consumer; notes are linked.\n",
+    )
+    .unwrap();
+    let service =
+        MemoryService::open(MemoryConfig::for_workspace(ws, EmbedProvider::None)).unwrap();
+    let search = |q: &str| {
+        let req = SearchRequest {
+            mode: Mode::Fts,
+            min_score: Some(f64::NEG_INFINITY),
+            ..SearchRequest::new(q)
+        };
+        service
+            .search(&req, SyncPolicy::DEFAULT)
+            .unwrap()
+            .response
+            .results
+    };
+    let hits = search("billing webhooks backoff");
+    let top = &hits[0];
+    assert_eq!(top.path, "memory/billing.md", "{hits:?}");
+    assert!(top.start_line > 1, "the later section's chunk: {top:?}");
+    assert!(
+        !top.snippet.contains("Billing"),
+        "shown text stays plain: {top:?}"
+    );
+    let hits = search("zettelkasten linked");
+    assert_eq!(hits[0].path, "memory/zettelkasten.md", "{hits:?}");
+}
