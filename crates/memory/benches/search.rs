@@ -125,7 +125,6 @@ fn build(n: usize) -> (Store, Vec<Vec<f32>>, Vec<String>) {
                     end_line: i * 5 + 5,
                     hash: format!("{f}-{i}"),
                     text: text.join(" "),
-                    context: String::new(),
                     note_time: None,
                     embedding: Some(near(&mut rng, c, 0.08)),
                 }
@@ -600,7 +599,6 @@ fn scifact_quality() -> Result<Vec<(String, f64)>, String> {
                 end_line: 1,
                 hash: format!("{i}"),
                 text,
-                context: String::new(),
                 note_time: None,
                 embedding: None,
             };

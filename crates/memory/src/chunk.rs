@@ -36,10 +36,9 @@
 /// carries [`crate::redact::REDACTION_VERSION`] so that new redaction rules also rebuild
 /// an index once (a secret the old rules missed must not stay searchable). A stored
 /// index with another version is rebuilt. The middle part names the word index's
-/// tokenizer and columns (`fts-porter-context`: stemmed, schema migration 3, plus
-/// the weighted context column, migration 4), so such a change rebuilds the index
-/// once too.
-pub const CHUNKER_VERSION: &str = "md-2/fts-porter-context/redact-2";
+/// tokenizer (`fts-porter`: stemmed, schema migration 3), so a tokenizer change
+/// rebuilds the index once too.
+pub const CHUNKER_VERSION: &str = "md-2/fts-porter/redact-2";
 
 /// Counts tokens the way the embedding model will (word pieces for MiniLM).
 ///
@@ -575,131 +574,8 @@ fn is_soft(units: &[Unit], k: usize) -> bool {
         || next.kind == Kind::Fence
 }
 
-/// Separator between the parts of a chunk's context (file title › heading path).
-pub const CONTEXT_SEPARATOR: &str = " › ";
-/// A chunk's context is cut to at most this many characters (it is indexed and
-/// embedded with every chunk of the file).
-pub const CONTEXT_MAX_CHARS: usize = 240;
-
-/// Where each chunk sits in its document: the document's title (its first heading,
-/// else `fallback_title`, normally the file name without its extension), then the
-/// path of headings in force at the chunk's first line (a heading on that line
-/// included), joined by [`CONTEXT_SEPARATOR`]; the title is not repeated when the
-/// path starts with it. Headings inside code fences and front matter do not count.
-/// One string per chunk, in the order of `chunks`. Pure.
-pub fn chunk_contexts(text: &str, chunks: &[Chunk], fallback_title: &str) -> Vec<String> {
-    let lines = split_lines(text);
-    let mut headings: Vec<(usize, usize, String)> = Vec::new(); // (0-based line, level, text)
-    if !lines.is_empty() {
-        let blank: Vec<bool> = lines.iter().map(|l| l.trim().is_empty()).collect();
-        for u in classify(&lines, &blank) {
-            if u.kind != Kind::Heading {
-                continue;
-            }
-            let first = lines[u.start];
-            let (level, title) = if u.end - u.start == 2 {
-                let level = if lines[u.start + 1].trim().starts_with('=') {
-                    1
-                } else {
-                    2
-                };
-                (level, first.trim().to_string())
-            } else {
-                let t = first.trim_start_matches(' ');
-                let level = t.bytes().take_while(|&b| b == b'#').count();
-                let title = t[level..].trim().trim_end_matches('#').trim_end();
-                (level, title.to_string())
-            };
-            let title = title.split_whitespace().collect::<Vec<_>>().join(" ");
-            if !title.is_empty() {
-                headings.push((u.start, level, title));
-            }
-        }
-    }
-    let title = headings
-        .first()
-        .map(|h| h.2.clone())
-        .unwrap_or_else(|| fallback_title.trim().to_string());
-    // Sweep the chunks in start order, keeping the heading stack in force.
-    let mut order: Vec<usize> = (0..chunks.len()).collect();
-    order.sort_by_key(|&i| chunks[i].start_line);
-    let mut out = vec![String::new(); chunks.len()];
-    let mut stack: Vec<(usize, &str)> = Vec::new();
-    let mut next = 0;
-    for i in order {
-        let start0 = chunks[i].start_line.saturating_sub(1);
-        while next < headings.len() && headings[next].0 <= start0 {
-            let (_, level, ref t) = headings[next];
-            while stack.last().is_some_and(|&(l, _)| l >= level) {
-                stack.pop();
-            }
-            stack.push((level, t.as_str()));
-            next += 1;
-        }
-        let mut parts: Vec<&str> = Vec::with_capacity(stack.len() + 1);
-        if !title.is_empty() {
-            parts.push(&title);
-        }
-        for (k, &(_, t)) in stack.iter().enumerate() {
-            if k == 0 && t == title {
-                continue;
-            }
-            parts.push(t);
-        }
-        let joined = parts.join(CONTEXT_SEPARATOR);
-        out[i] = match joined.char_indices().nth(CONTEXT_MAX_CHARS) {
-            Some((cut, _)) => joined[..cut].to_string(),
-            None => joined,
-        };
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
-
-    #[test]
-    fn contexts_carry_title_and_heading_path() {
-        let doc = "# Billing\n\nintro\n\n## Webhooks\n\nretries\n\n### Backoff\n\nexp\n\n## Ledger\n\n```\n# not a heading\n```\nrows\n";
-        let chunks: Vec<Chunk> = [(1, 3), (5, 7), (9, 11), (13, 18)]
-            .iter()
-            .map(|&(s, e)| Chunk {
-                start_line: s,
-                end_line: e,
-                text: String::new(),
-            })
-            .collect();
-        let got = chunk_contexts(doc, &chunks, "billing-notes");
-        assert_eq!(
-            got,
-            vec![
-                "Billing",
-                "Billing › Webhooks",
-                "Billing › Webhooks › Backoff",
-                "Billing › Ledger",
-            ]
-        );
-        // No heading: the file name is the title; setext headings count.
-        let one = [Chunk {
-            start_line: 1,
-            end_line: 1,
-            text: String::new(),
-        }];
-        assert_eq!(
-            chunk_contexts("just text\n", &one, "zettel"),
-            vec!["zettel"]
-        );
-        let setext = "Title\n=====\n\nSub\n---\nbody\n";
-        let c = [Chunk {
-            start_line: 6,
-            end_line: 6,
-            text: String::new(),
-        }];
-        assert_eq!(chunk_contexts(setext, &c, "f"), vec!["Title › Sub"]);
-        let long = format!("# {}\n", "word ".repeat(200));
-        let c = chunk_contexts(&long, &one, "f");
-        assert_eq!(c[0].chars().count(), CONTEXT_MAX_CHARS);
-    }
 
     #[test]
     fn chunker_version_carries_the_redaction_version() {

@@ -200,15 +200,6 @@ pub fn chunk_id(
     sha256_hex(format!("{source}:{path}:{start}:{end}:{hash}:{model}").as_bytes())
 }
 
-/// A note's fallback title (when it has no heading): its file name without the
-/// directory and the `.md`/`.markdown` extension.
-pub fn file_title(rel: &str) -> &str {
-    let name = rel.rsplit('/').next().unwrap_or(rel);
-    name.strip_suffix(".md")
-        .or_else(|| name.strip_suffix(".markdown"))
-        .unwrap_or(name)
-}
-
 /// Lower-case hex sha256.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
@@ -540,7 +531,6 @@ impl<'a> Run<'a> {
         let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
         let text = redact(text);
         let chunks = chunk::chunk_markdown(&text, &self.params, self.counter());
-        let contexts = chunk::chunk_contexts(&text, &chunks, file_title(&f.rel));
         let note_time = note_time_from_path(&f.rel);
         let pieces: Vec<(usize, usize, String, Option<i64>)> = chunks
             .into_iter()
@@ -555,7 +545,7 @@ impl<'a> Run<'a> {
             indexed_bytes: f.size,
             indexed_lines: text.lines().count() as i64,
         };
-        self.write(src, &record, pieces, contexts, WriteMode::Replace)
+        self.write(src, &record, pieces, WriteMode::Replace)
     }
 
     /// Index a session transcript: append-only from the last indexed offset when the
@@ -609,9 +599,8 @@ impl<'a> Run<'a> {
             .chunks
             .into_iter()
             .map(|c| (c.start_line, c.end_line, c.text, c.time))
-            .collect::<Vec<_>>();
-        let contexts = vec![String::new(); pieces.len()];
-        self.write(src, &record, pieces, contexts, mode)
+            .collect();
+        self.write(src, &record, pieces, mode)
     }
 
     /// Embed (cache first) and write one file's chunks in one transaction.
@@ -620,7 +609,6 @@ impl<'a> Run<'a> {
         src: &SourceRoot,
         record: &FileRecord,
         pieces: Vec<(usize, usize, String, Option<i64>)>,
-        contexts: Vec<String>,
         mode: WriteMode,
     ) -> Result<(), IndexError> {
         let hashes: Vec<String> = pieces.iter().map(|p| sha256_hex(p.2.as_bytes())).collect();
@@ -667,19 +655,15 @@ impl<'a> Run<'a> {
         let chunks: Vec<NewChunk> = pieces
             .into_iter()
             .zip(hashes)
-            .zip(contexts)
-            .map(
-                |(((start, end, text, note_time), hash), context)| NewChunk {
-                    id: chunk_id(&src.name, &record.path, start, end, &hash, &self.model),
-                    start_line: start,
-                    end_line: end,
-                    embedding: vectors.get(&hash).cloned(),
-                    hash,
-                    text,
-                    context,
-                    note_time,
-                },
-            )
+            .map(|((start, end, text, note_time), hash)| NewChunk {
+                id: chunk_id(&src.name, &record.path, start, end, &hash, &self.model),
+                start_line: start,
+                end_line: end,
+                embedding: vectors.get(&hash).cloned(),
+                hash,
+                text,
+                note_time,
+            })
             .collect();
         let removed = if mode == WriteMode::Replace {
             self.store.chunk_count(&src.name, &record.path)?

@@ -19,7 +19,6 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("../migrations/0001_init.sql")),
     (2, include_str!("../migrations/0002_source_symlinks.sql")),
     (3, include_str!("../migrations/0003_porter_word_index.sql")),
-    (4, include_str!("../migrations/0004_chunk_context.sql")),
 ];
 
 /// The schema version this build writes.
@@ -130,9 +129,6 @@ pub struct NewChunk {
     pub hash: String,
     /// The (redacted) chunk text.
     pub text: String,
-    /// Where the chunk sits: file title › heading path (`chunk::chunk_contexts`),
-    /// indexed as the word index's weighted second column; empty for transcripts.
-    pub context: String,
     /// Unix seconds used for temporal decay; `None` = evergreen.
     pub note_time: Option<i64>,
     /// Its vector, when embedded.
@@ -646,8 +642,8 @@ impl Store {
         {
             let mut ins = tx.prepare_cached(
                 "INSERT OR REPLACE INTO chunks
-                 (id, source, path, start_line, end_line, hash, model, text, updated_at, note_time, embedding, context)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                 (id, source, path, start_line, end_line, hash, model, text, updated_at, note_time, embedding)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
             )?;
             let mut ins_vec = if has_vec {
                 Some(
@@ -676,8 +672,7 @@ impl Store {
                     c.text,
                     now,
                     c.note_time,
-                    blob,
-                    c.context
+                    blob
                 ])?;
                 let rowid = tx.last_insert_rowid();
                 if let Some(blob) = &blob {
@@ -1007,7 +1002,6 @@ mod tests {
             end_line: 1,
             hash: format!("h-{text}"),
             text: text.into(),
-            context: String::new(),
             note_time: None,
             embedding: emb,
         }

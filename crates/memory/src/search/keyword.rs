@@ -319,7 +319,6 @@ mod tests {
                     end_line: i + 1,
                     hash: format!("{i}"),
                     text,
-                    context: String::new(),
                     note_time: None,
                     embedding: None,
                 }

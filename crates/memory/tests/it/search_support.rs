@@ -47,7 +47,6 @@ pub fn fill(store: &mut Store, docs: &[Doc<'_>], embedder: Option<&dyn Embedder>
             end_line: lines,
             hash: format!("h-{source}-{path}"),
             text: text.to_string(),
-            context: String::new(),
             note_time: note_time_from_path(path),
             embedding: emb,
         };
