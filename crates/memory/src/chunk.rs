@@ -35,10 +35,8 @@
 /// The identity of the indexed text: bumped whenever chunk boundaries change, and it
 /// carries [`crate::redact::REDACTION_VERSION`] so that new redaction rules also rebuild
 /// an index once (a secret the old rules missed must not stay searchable). A stored
-/// index with another version is rebuilt. The middle part names the word index's
-/// tokenizer (`fts-porter`: stemmed, schema migration 3), so a tokenizer change
-/// rebuilds the index once too.
-pub const CHUNKER_VERSION: &str = "md-2/fts-porter/redact-2";
+/// index with another version is rebuilt.
+pub const CHUNKER_VERSION: &str = "md-2/redact-2";
 
 /// Counts tokens the way the embedding model will (word pieces for MiniLM).
 ///
@@ -579,7 +577,7 @@ mod tests {
 
     #[test]
     fn chunker_version_carries_the_redaction_version() {
-        let (_, redaction) = CHUNKER_VERSION.rsplit_once('/').unwrap();
+        let (_, redaction) = CHUNKER_VERSION.split_once('/').unwrap();
         assert_eq!(redaction, crate::redact::REDACTION_VERSION);
     }
     use super::*;

@@ -3,7 +3,6 @@
 
 mod chunk_model;
 mod lock_process;
-mod retrieval_quality;
 mod search_engine;
 mod search_sanitiser;
 mod search_support;
