@@ -18,7 +18,6 @@ use std::time::Duration;
 const MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("../migrations/0001_init.sql")),
     (2, include_str!("../migrations/0002_source_symlinks.sql")),
-    (3, include_str!("../migrations/0003_skipped_files.sql")),
 ];
 
 /// The schema version this build writes.
@@ -48,15 +47,6 @@ pub enum StoreError {
         /// The file or directory concerned.
         path: PathBuf,
         /// The I/O error.
-        source: std::io::Error,
-    },
-    #[error("cannot read or write the registered sources file {path}: {source}")]
-    /// The sidecar keeping the registered sources beside the database
-    /// (see `sidecar`) could not be read, parsed or written.
-    Sidecar {
-        /// The sidecar file.
-        path: PathBuf,
-        /// The I/O (or parse) error.
         source: std::io::Error,
     },
     #[error("database is busy (another process holds a write lock); try again in a moment")]
@@ -164,22 +154,6 @@ pub struct SourceRecord {
     pub added_at: i64,
     /// Index files whose symlinks resolve outside `root` (off by default).
     pub follow_symlinks_outside: bool,
-}
-
-/// A file left out of the index for a cause in the file itself (table
-/// `skipped_files`), with the stat it had then.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SkippedRecord {
-    /// Path relative to the source root.
-    pub path: String,
-    /// Modification time, ns since the epoch.
-    pub mtime_ns: i64,
-    /// Size in bytes.
-    pub size: i64,
-    /// Why (`walk::IssueReason` as its name).
-    pub reason: String,
-    /// What the index report said.
-    pub message: String,
 }
 
 /// One watcher process's heartbeat row (table `watcher`); times are unix seconds.
@@ -298,8 +272,6 @@ pub struct Store {
     conn: Connection,
     path: PathBuf,
     vec: VecBackend,
-    /// (device, inode) of the database file when it was opened.
-    file_id: Option<(u64, u64)>,
 }
 
 impl Store {
@@ -360,22 +332,12 @@ impl Store {
             conn,
             path: path.to_path_buf(),
             vec,
-            file_id: file_id(path),
         };
-        let before = store.migrate()?;
-        crate::sidecar::reconcile(&store, before == 0)?;
+        store.migrate()?;
         Ok(store)
     }
 
-    /// Whether the database file at [`Store::path`] is no longer the one this
-    /// connection opened (deleted, or replaced by another file): a dev+inode
-    /// check, one `stat`.
-    pub fn is_replaced(&self) -> bool {
-        self.file_id.is_none() || file_id(&self.path) != self.file_id
-    }
-
-    /// Apply pending migrations; returns the schema version found before.
-    fn migrate(&mut self) -> Result<i64> {
+    fn migrate(&mut self) -> Result<()> {
         let current: i64 = self
             .conn
             .query_row("PRAGMA user_version", [], |r| r.get(0))?;
@@ -404,7 +366,7 @@ impl Store {
             )?;
             tx.commit()?;
         }
-        Ok(current)
+        Ok(())
     }
 
     /// The connection, for READ-ONLY queries by the search storage code
@@ -602,7 +564,6 @@ impl Store {
              DROP TABLE IF EXISTS chunks_vec_bit;
              DELETE FROM chunks;
              DELETE FROM files;
-             DELETE FROM skipped_files;
              INSERT INTO chunks_fts (chunks_fts) VALUES ('rebuild');
              INSERT INTO chunks_trigram (chunks_trigram) VALUES ('rebuild');",
         )?;
@@ -740,77 +701,8 @@ impl Store {
                 file.indexed_lines
             ],
         )?;
-        tx.execute(
-            "DELETE FROM skipped_files WHERE source = ?1 AND path = ?2",
-            params![file.source, file.path],
-        )?;
         tx.commit()?;
         Ok(())
-    }
-
-    /// Remember that a file was skipped for a cause in the file itself, with its
-    /// stat (replacing an earlier record).
-    pub fn mark_skipped(&self, source: &str, rec: &SkippedRecord) -> Result<()> {
-        self.conn.execute(
-            "INSERT INTO skipped_files (source, path, mtime, size, reason, message, skipped_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-             ON CONFLICT(source, path) DO UPDATE SET mtime = excluded.mtime,
-               size = excluded.size, reason = excluded.reason, message = excluded.message,
-               skipped_at = excluded.skipped_at",
-            params![
-                source,
-                rec.path,
-                rec.mtime_ns,
-                rec.size,
-                rec.reason,
-                rec.message,
-                now_unix()
-            ],
-        )?;
-        Ok(())
-    }
-
-    /// Forget a skipped file (gone from disk). Returns whether a record existed.
-    pub fn forget_skipped(&self, source: &str, path: &str) -> Result<bool> {
-        let n = self.conn.execute(
-            "DELETE FROM skipped_files WHERE source = ?1 AND path = ?2",
-            params![source, path],
-        )?;
-        Ok(n > 0)
-    }
-
-    /// The skipped files of one source, keyed by relative path.
-    pub fn skipped_records(&self, source: &str) -> Result<HashMap<String, SkippedRecord>> {
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT path, mtime, size, reason, message FROM skipped_files WHERE source = ?1",
-        )?;
-        let rows = stmt.query_map([source], row_to_skipped)?;
-        let mut out = HashMap::new();
-        for r in rows {
-            let r = r?;
-            out.insert(r.path.clone(), r);
-        }
-        Ok(out)
-    }
-
-    /// One skipped file's record.
-    pub fn skipped_record(&self, source: &str, path: &str) -> Result<Option<SkippedRecord>> {
-        Ok(self
-            .conn
-            .query_row(
-                "SELECT path, mtime, size, reason, message FROM skipped_files
-                 WHERE source = ?1 AND path = ?2",
-                params![source, path],
-                row_to_skipped,
-            )
-            .optional()?)
-    }
-
-    /// How many files are remembered as skipped.
-    pub fn skipped_count(&self) -> Result<i64> {
-        Ok(self
-            .conn
-            .query_row("SELECT count(*) FROM skipped_files", [], |r| r.get(0))?)
     }
 
     /// Update only the stat fields of a file whose content hash did not change.
@@ -932,7 +824,6 @@ impl Store {
             "INSERT INTO sources (name, root, added_at) VALUES (?1, ?2, ?3)",
             params![name, root.to_string_lossy(), now_unix()],
         )?;
-        crate::sidecar::save(self)?;
         Ok(())
     }
 
@@ -943,26 +834,7 @@ impl Store {
             "UPDATE sources SET follow_symlinks_outside = ?2 WHERE name = ?1",
             params![name, follow as i64],
         )?;
-        crate::sidecar::save(self)?;
         Ok(n > 0)
-    }
-
-    /// Put sources read back from the sidecar into a database just created
-    /// (names or roots already present are left alone).
-    pub(crate) fn restore_sources(&self, sources: &[SourceRecord]) -> Result<()> {
-        for s in sources {
-            self.conn.execute(
-                "INSERT OR IGNORE INTO sources (name, root, added_at, follow_symlinks_outside)
-                 VALUES (?1, ?2, ?3, ?4)",
-                params![
-                    s.name,
-                    s.root.to_string_lossy(),
-                    s.added_at,
-                    s.follow_symlinks_outside as i64
-                ],
-            )?;
-        }
-        Ok(())
     }
 
     /// Registered notes folders, by name.
@@ -993,9 +865,7 @@ impl Store {
         }
         let chunks = tx.execute("DELETE FROM chunks WHERE source = ?1", [name])?;
         let files = tx.execute("DELETE FROM files WHERE source = ?1", [name])?;
-        tx.execute("DELETE FROM skipped_files WHERE source = ?1", [name])?;
         tx.commit()?;
-        crate::sidecar::save(self)?;
         Ok(Some((files, chunks)))
     }
 
@@ -1065,22 +935,6 @@ impl Store {
         }
         Ok(problems)
     }
-}
-
-fn row_to_skipped(r: &rusqlite::Row<'_>) -> rusqlite::Result<SkippedRecord> {
-    Ok(SkippedRecord {
-        path: r.get(0)?,
-        mtime_ns: r.get(1)?,
-        size: r.get(2)?,
-        reason: r.get(3)?,
-        message: r.get(4)?,
-    })
-}
-
-/// (device, inode) of `path`, `None` when it cannot be stat'ed.
-fn file_id(path: &Path) -> Option<(u64, u64)> {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
 }
 
 fn row_to_file(r: &rusqlite::Row<'_>) -> rusqlite::Result<FileRecord> {
