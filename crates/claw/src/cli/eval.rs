@@ -78,6 +78,12 @@ pub struct EvalArgs {
     /// `memory.backend`, in a throw-away namespace).
     #[arg(long, value_enum, default_value_t = super::pg::EvalBackend::Sqlite)]
     pub backend: super::pg::EvalBackend,
+    /// Keep the corpus and index in DIR (created if needed) and reuse them on the next
+    /// run: only changed notes are re-indexed and the embedding cache answers chunk
+    /// texts already embedded. The model is loaded whatever the mode, so an fts-only
+    /// run evaluates the same index as the others.
+    #[arg(long, value_name = "DIR")]
+    pub work_dir: Option<PathBuf>,
 }
 
 pub fn run_eval(settings: &Settings, args: EvalArgs) -> anyhow::Result<Exit> {
@@ -91,7 +97,7 @@ pub fn run_eval(settings: &Settings, args: EvalArgs) -> anyhow::Result<Exit> {
     let modes = args.mode.modes();
 
     // Load the model only when a mode needs it (fts-only runs index keyword-only).
-    let loaded = if modes.iter().any(|m| m.needs_embedder()) {
+    let loaded = if modes.iter().any(|m| m.needs_embedder()) || args.work_dir.is_some() {
         embed::load(&settings.mem.embed, settings.mem.memory.embed_batch_size)
     } else {
         Loaded::Disabled
@@ -139,6 +145,7 @@ pub fn run_eval(settings: &Settings, args: EvalArgs) -> anyhow::Result<Exit> {
                 Some(NormArg::MaxScaled) => KeywordNorm::MaxScaled,
                 Some(NormArg::MinMax) => KeywordNorm::MinMax,
             },
+            work_dir: args.work_dir.clone(),
         },
         &on_progress,
     )

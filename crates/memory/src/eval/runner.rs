@@ -149,6 +149,12 @@ pub struct EvalOptions {
     pub limit: usize,
     /// BM25 normalisation handed to the engine (a tuning knob).
     pub keyword_norm: KeywordNorm,
+    /// Keep the corpus and index in this directory instead of a temporary one, so a
+    /// later run reuses them: unchanged notes cost a hash, and the embedding cache
+    /// answers every chunk text already embedded (variants of the keyword stage or
+    /// of the fusion are then measured without re-embedding the corpus). `None`: a
+    /// temporary directory removed afterwards.
+    pub work_dir: Option<PathBuf>,
 }
 
 /// Progress notifications for a UI.
@@ -241,15 +247,34 @@ pub fn run(
             dataset: data.name.clone(),
         });
     }
-    let tmp = tempfile::Builder::new()
-        .prefix("claw-eval-")
-        .tempdir()
-        .map_err(|source| EvalError::Io {
-            path: std::env::temp_dir(),
-            source,
-        })?;
-    let corpus_dir = tmp.path().join("corpus");
-    let workspace = tmp.path().join("workspace");
+    let tmp;
+    let root: PathBuf = match &opts.work_dir {
+        Some(dir) => dir.clone(),
+        None => {
+            tmp = tempfile::Builder::new()
+                .prefix("claw-eval-")
+                .tempdir()
+                .map_err(|source| EvalError::Io {
+                    path: std::env::temp_dir(),
+                    source,
+                })?;
+            tmp.path().to_path_buf()
+        }
+    };
+    // One corpus directory per data set, so a kept work dir can hold several.
+    let set: String = data
+        .name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let corpus_dir = root.join("corpus").join(&set);
+    let workspace = root.join("workspace").join(&set);
     let mut settings = settings.clone();
     settings.workspace = workspace.clone();
     for dir in [&corpus_dir, &settings.state_dir()] {
@@ -267,8 +292,11 @@ pub fn run(
     for doc in &data.corpus {
         let name = doc_file_name(&doc.id);
         let path = corpus_dir.join(&name);
-        std::fs::write(&path, doc_markdown(&doc.title, &doc.text))
-            .map_err(|source| EvalError::Io { path, source })?;
+        let text = doc_markdown(&doc.title, &doc.text);
+        // A kept work dir: leave an identical note alone (its stat stays unchanged).
+        if std::fs::read(&path).ok().as_deref() != Some(text.as_bytes()) {
+            std::fs::write(&path, text).map_err(|source| EvalError::Io { path, source })?;
+        }
         by_file.insert(name, doc.id.clone());
     }
 
@@ -279,7 +307,13 @@ pub fn run(
         Loaded::Unavailable(e) => Some(e.to_string()),
     };
     let mut store = Store::open(&settings.db_path())?;
-    store.add_source(EVAL_SOURCE, &corpus_dir)?;
+    if !store
+        .sources()?
+        .iter()
+        .any(|s| s.name == EVAL_SOURCE && s.root == corpus_dir)
+    {
+        store.add_source(EVAL_SOURCE, &corpus_dir)?;
+    }
     let lock = WriterLock::acquire(&settings.state_dir(), "eval", Duration::from_secs(5))?;
     let started = Instant::now();
     let total = data.corpus.len();
