@@ -86,6 +86,8 @@ pub struct ConfigFile {
     pub web: WebConfig,
     #[serde(default)]
     pub exec: ExecConfig,
+    #[serde(default)]
+    pub mcp: claw_mcp::McpConfig,
 }
 
 /// `memory` section of the config file.
@@ -134,6 +136,8 @@ pub struct Settings {
     pub models_dir: Option<PathBuf>,
     /// The config file that was read (None: no file, defaults and environment only).
     pub config_file: Option<PathBuf>,
+    /// The `mcp` section: `claw mcp` read-only, the MCP servers offered as tools.
+    pub mcp: claw_mcp::McpConfig,
 }
 
 /// Inputs to resolution, gathered by the binary (so library code never reads the process environment).
@@ -255,6 +259,7 @@ impl Settings {
             },
             models_dir: input.home.as_ref().map(|h| h.join(".claw/models")),
             config_file,
+            mcp: file.mcp,
         })
     }
 

@@ -9,6 +9,7 @@
     clippy::missing_panics_doc
 )]
 
+pub mod mcp_peers;
 pub mod route_server;
 pub mod scripted_server;
 pub mod watch_proc;

@@ -230,7 +230,10 @@ pub async fn run(settings: Settings, args: ChatArgs) -> anyhow::Result<Exit> {
     })?;
     let chain = ProviderChain::new(a.profiles.clone(), RetryPolicy::default())
         .context("cannot set up the LLM client")?;
-    let tools = build_tools(&settings, &a, args.yes);
+    let mut tools = build_tools(&settings, &a, args.yes);
+    if !settings.mcp.servers.is_empty() {
+        tools = tools.with_dynamic(super::mcp::start_clients(&settings).await);
+    }
     let opts = driver_options(&settings, &a, &args.session);
     let color = std::io::stderr().is_terminal();
     match args.message {

@@ -7,6 +7,7 @@ pub mod doctor;
 pub mod errors;
 pub mod eval;
 pub mod index;
+pub mod mcp;
 pub mod output;
 pub mod search;
 pub mod watch;
@@ -49,6 +50,8 @@ pub enum Command {
     },
     /// Check the setup: config file, workspace, database, model, writer lock, watcher.
     Doctor(doctor::DoctorArgs),
+    /// MCP: serve claw's memory on stdin/stdout (default), or list the configured MCP servers.
+    Mcp(mcp::McpArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -81,6 +84,7 @@ impl Cli {
         match &self.command {
             None => false,
             Some(Command::Doctor(a)) => a.json,
+            Some(Command::Mcp(a)) => a.wants_json(),
             Some(Command::Memory { command }) => match command {
                 MemoryCommand::Index(a) => a.json,
                 MemoryCommand::Status(a) => a.json,
@@ -102,6 +106,7 @@ pub async fn dispatch(cli: Cli, settings: Settings) -> anyhow::Result<Exit> {
     match cli.command {
         None => chat::run(settings, cli.chat).await,
         Some(Command::Doctor(a)) => blocking(move || doctor::run_doctor(&settings, a)).await,
+        Some(Command::Mcp(a)) => mcp::run(settings, a).await,
         Some(Command::Memory { command }) => match command {
             MemoryCommand::Index(a) => blocking(move || index::run_index(&settings, a)).await,
             MemoryCommand::Status(a) => blocking(move || index::run_status(&settings, a)).await,
