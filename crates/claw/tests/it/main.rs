@@ -15,6 +15,7 @@ mod eval_smoke;
 mod index_cli;
 mod jail_agent_cli;
 mod jail_memory_cli;
+mod mcp_client_cli;
 mod mcp_server;
 mod memory_contract;
 mod ranking_calibration;
