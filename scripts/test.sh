@@ -31,6 +31,7 @@ if [ -d "$SHARED/tools/local-llm" ]; then
   bash "$SHARED/tools/local-llm/setup-local-llm.sh" >&2
 fi
 
+source scripts/setup-mcp.sh # MCP test peers: PyPI mcp (venv), npm reference servers; exports CLAW_MCP_*
 ts "cargo test"
 cargo test --locked "$@"
 

@@ -3,3 +3,4 @@
 #![allow(clippy::unwrap_used)]
 
 mod client_npm;
+mod http_service;
