@@ -34,8 +34,12 @@ PY
 "$CLAW_MCP_PYTHON" crates/claw/tests/it/mcp_python_client.py "$BIN" "weekly review" unused bench "$N" \
   | python3 -c '
 import json, statistics, sys
-t = sorted(json.load(sys.stdin)["latencies_ms"])
-q = lambda p: t[min(len(t) - 1, int(round(p * (len(t) - 1))))]
-print(f"memory_search through MCP (stdio, Python SDK client), {len(t)} warm calls: p50 {q(0.5):.1f} ms, p95 {q(0.95):.1f} ms, max {t[-1]:.1f} ms, mean {statistics.mean(t):.1f} ms")
+r = json.load(sys.stdin)
+t = sorted(r["latencies_ms"])
+q = lambda t, p: t[min(len(t) - 1, int(round(p * (len(t) - 1))))]
+print(f"memory_search through MCP (stdio, Python SDK client), {len(t)} warm calls: p50 {q(t, 0.5):.1f} ms, p95 {q(t, 0.95):.1f} ms, max {t[-1]:.1f} ms, mean {statistics.mean(t):.1f} ms")
+c = sorted(x for x in r["sync_checked_ms"] if x is not None)
+if c:
+    print(f"  of which the inline freshness check (stat of every file, sync.checked_ms): p50 {q(c, 0.5):.0f} ms, p95 {q(c, 0.95):.0f} ms")
 '
 echo "binary: $BIN"

@@ -46,13 +46,15 @@ async def main():
             if bench:
                 await session.call_tool("memory_search", {"query": query})
                 times = []
+                checked = []
                 queries = [query, "weekly review", "project ideas", "reading list", "garden notes"]
                 for i in range(bench):
                     t = time.perf_counter()
                     r = await session.call_tool("memory_search", {"query": queries[i % len(queries)]})
                     times.append((time.perf_counter() - t) * 1000)
                     assert not r.is_error, dump(r)
-                print(json.dumps({"latencies_ms": times}))
+                    checked.append(r.structured_content["sync"].get("checked_ms"))
+                print(json.dumps({"latencies_ms": times, "sync_checked_ms": checked}))
                 return
             tools = await session.list_tools()
             out["tools"] = [dump(t) for t in tools.tools]
