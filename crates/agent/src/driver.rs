@@ -461,7 +461,7 @@ impl<M: Model, T: Tools> Driver<M, T> {
             Answer::Unavailable => Err(ToolError::NoConfirmation {
                 tool: call.name.clone(),
                 why: match &grant {
-                    Grant::Tool(_) => "it has side effects".into(),
+                    Grant::Tool(_) | Grant::External(_) => "it has side effects".into(),
                     Grant::Host(h) => format!("it reaches {h}, a host not allowed yet"),
                 },
             }),
@@ -627,7 +627,7 @@ impl Model for crate::provider::ProviderChain {
 }
 
 impl Tools for crate::tools::ToolRegistry {
-    type Prepared = crate::tools::Invocation;
+    type Prepared = crate::tools::Prepared;
 
     fn specs(&self) -> Vec<ToolSpec> {
         crate::tools::ToolRegistry::specs(self)
@@ -646,10 +646,10 @@ impl Tools for crate::tools::ToolRegistry {
         call: &ToolCall,
         housekeeping: bool,
     ) -> Result<(Self::Prepared, Gate), ToolError> {
-        crate::tools::ToolRegistry::prepare(self, call, housekeeping)
+        crate::tools::ToolRegistry::prepare_any(self, call, housekeeping)
     }
 
     async fn run(&self, call: Self::Prepared) -> ToolResult {
-        self.execute(call).await
+        self.execute_any(call).await
     }
 }

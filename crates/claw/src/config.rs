@@ -104,6 +104,7 @@ pub struct ConfigFile {
     /// The gateway's heartbeat (`enabled`, `interval_minutes`, `active_hours`).
     #[serde(default)]
     pub heartbeat: claw_schedule::HeartbeatConfig,
+    pub mcp: claw_mcp::McpConfig,
 }
 
 /// `memory` section of the config file.
@@ -223,6 +224,8 @@ pub struct Settings {
     pub heartbeat: claw_schedule::HeartbeatConfig,
     /// `memory.backend: postgres`, resolved; None = the SQLite file (default).
     pub pg: Option<PgBackend>,
+    /// The `mcp` section: `claw mcp` read-only, the MCP servers offered as tools.
+    pub mcp: claw_mcp::McpConfig,
 }
 
 /// Inputs to resolution, gathered by the binary (so library code never reads the process environment).
@@ -355,6 +358,7 @@ impl Settings {
             config_file,
             gateway: claw_gateway::config::GatewayConfig::from_section(&file.gateway),
             pg,
+            mcp: file.mcp,
         })
     }
 

@@ -11,6 +11,7 @@
 //! [`ToolError::render`] / [`render_for_model`].
 
 pub mod cron;
+pub mod dynamic;
 #[allow(unsafe_code)] // process groups and rlimits (libc); each block carries its SAFETY note
 pub mod exec;
 pub mod fs;
@@ -34,6 +35,7 @@ use serde::{Deserialize, Serialize};
 use crate::message::{ToolCall, ToolSpec};
 
 pub use cron::{CronAction, CronArgs, CronOutcome, CronToolContext};
+pub use dynamic::{DynamicTools, Prepared};
 pub use exec::{ExecArgs, ExecOutcome};
 pub use fs::{DirEntry, EditFileArgs, EntryKind, ListDirArgs, ReadFileArgs, WriteFileArgs};
 pub use memory::{
@@ -182,6 +184,11 @@ pub enum ToolOutput {
         outcome: CronOutcome,
         zone: String,
     },
+    /// The text result of a dynamic tool ([`dynamic::DynamicTools`]).
+    External {
+        name: String,
+        text: String,
+    },
 }
 
 impl ToolOutput {
@@ -198,6 +205,7 @@ impl ToolOutput {
             ToolOutput::MemoryGet(r) => r.render(),
             ToolOutput::Cron { outcome, zone } => outcome
                 .render(&claw_schedule::Zone::parse(zone).unwrap_or(claw_schedule::Zone::Utc)),
+            ToolOutput::External { text, .. } => text.clone(),
         }
     }
 }
@@ -275,6 +283,9 @@ pub enum ToolError {
     StoppedByLoopGuard,
     #[error("no result was recorded (the run was interrupted)")]
     Interrupted,
+    /// A dynamic tool failed (its server crashed, timed out or reported an error).
+    #[error("`{tool}` failed: {message}")]
+    External { tool: String, message: String },
 }
 
 fn render_no_match(path: &str, closest: &Option<ClosestMatch>) -> String {
@@ -354,6 +365,8 @@ pub struct ToolRegistry {
     ctx: ToolContext,
     http: reqwest::Client,
     enabled: Vec<ToolId>,
+    /// Tools known at run time, consulted for names the table does not know.
+    dynamic: Option<Arc<dyn DynamicTools>>,
 }
 
 impl ToolRegistry {
@@ -371,7 +384,28 @@ impl ToolRegistry {
             .map(|d| d.id)
             .collect();
         let http = web::build_client(ctx.fetch_timeout);
-        ToolRegistry { ctx, http, enabled }
+        ToolRegistry {
+            ctx,
+            http,
+            enabled,
+            dynamic: None,
+        }
+    }
+
+    /// Adds run-time tools ([`dynamic`]): offered after the built-in ones, asked
+    /// only about names the table does not know.
+    pub fn with_dynamic(mut self, dynamic: Arc<dyn DynamicTools>) -> ToolRegistry {
+        self.dynamic = Some(dynamic);
+        self
+    }
+
+    /// The dynamic tool called `name`, with its read-only flag.
+    fn dynamic_tool(&self, name: &str) -> Option<(&Arc<dyn DynamicTools>, bool)> {
+        if ToolId::parse(name).is_some() {
+            return None;
+        }
+        let d = self.dynamic.as_ref()?;
+        d.is_read_only(name).map(|ro| (d, ro))
     }
 
     pub fn context(&self) -> &ToolContext {
@@ -380,10 +414,18 @@ impl ToolRegistry {
 
     /// The tools offered to the model.
     pub fn specs(&self) -> Vec<ToolSpec> {
-        self.enabled.iter().map(|t| t.descriptor().spec()).collect()
+        let mut specs: Vec<ToolSpec> = self.enabled.iter().map(|t| t.descriptor().spec()).collect();
+        if let Some(d) = &self.dynamic {
+            specs.extend(
+                d.specs()
+                    .into_iter()
+                    .filter(|s| ToolId::parse(&s.name).is_none()),
+            );
+        }
+        specs
     }
 
-    /// Names of the tools offered to the model.
+    /// Names of the built-in tools offered to the model.
     pub fn names(&self) -> Vec<&'static str> {
         self.enabled.iter().map(|t| t.name()).collect()
     }
@@ -394,14 +436,16 @@ impl ToolRegistry {
     /// needs it per host: see [`ToolRegistry::prepare`].)
     pub fn needs_confirmation(&self, name: &str) -> bool {
         let Some(id) = ToolId::parse(name) else {
-            return false;
+            return self
+                .dynamic_tool(name)
+                .is_some_and(|(_, ro)| self.ctx.confirm_side_effects && !ro);
         };
         policy::always_confirms(id.descriptor(), self.confirm_for(id))
     }
 
-    /// True for a tool that changes nothing.
+    /// True for a tool that changes nothing (a dynamic tool: what it declares).
     pub fn is_read_only(&self, name: &str) -> bool {
-        policy::is_read_only(name)
+        policy::is_read_only(name) || self.dynamic_tool(name).is_some_and(|(_, ro)| ro)
     }
 
     /// Whether side effects of `id` need confirmation in this context.
@@ -448,11 +492,44 @@ impl ToolRegistry {
         Ok((invocation, gate))
     }
 
+    /// [`ToolRegistry::prepare`] for built-in and dynamic tools alike: a name the
+    /// table does not know goes to the dynamic tools ([`dynamic::prepare`]).
+    pub fn prepare_any(
+        &self,
+        call: &ToolCall,
+        housekeeping: bool,
+    ) -> Result<(Prepared, Gate), ToolError> {
+        if let Some((_, read_only)) = self.dynamic_tool(&call.name) {
+            return dynamic::prepare(
+                &call.name,
+                read_only,
+                &call.arguments,
+                self.ctx.confirm_side_effects,
+            );
+        }
+        self.prepare(call, housekeeping)
+            .map(|(inv, gate)| (Prepared::Builtin(inv), gate))
+    }
+
+    /// Runs a call prepared by [`ToolRegistry::prepare_any`].
+    pub async fn execute_any(&self, prepared: Prepared) -> ToolResult {
+        match prepared {
+            Prepared::Builtin(invocation) => self.execute(invocation).await,
+            Prepared::Dynamic { name, arguments } => match self.dynamic_tool(&name) {
+                Some((d, _)) => d.call(&name, arguments).await,
+                None => Err(ToolError::UnknownTool {
+                    name,
+                    available: self.names().join(", "),
+                }),
+            },
+        }
+    }
+
     /// Runs one tool call without asking the policy (tests, and callers that
     /// already did). Never panics; every failure is an `Err` for the model.
     pub async fn dispatch(&self, call: &ToolCall) -> ToolResult {
-        let (invocation, _) = self.prepare(call, false)?;
-        self.execute(invocation).await
+        let (prepared, _) = self.prepare_any(call, false)?;
+        self.execute_any(prepared).await
     }
 
     /// Runs a parsed call. Never panics; every failure is an `Err` for the model.

@@ -23,6 +23,8 @@ pub enum Grant {
     Tool(ToolId),
     /// `web_fetch` (any tool reaching [`Reach::AnyHost`]) to one host.
     Host(String),
+    /// Every call of a dynamic tool with side effects ([`super::dynamic`]), by name.
+    External(String),
 }
 
 impl Grant {
@@ -31,6 +33,7 @@ impl Grant {
         match self {
             Grant::Tool(id) => format!("every `{}` call", id.name()),
             Grant::Host(host) => format!("fetches from {host}"),
+            Grant::External(name) => format!("every `{name}` call"),
         }
     }
 }

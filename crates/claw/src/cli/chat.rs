@@ -513,7 +513,10 @@ async fn run_local(settings: Settings, args: ChatArgs) -> anyhow::Result<Exit> {
     })?;
     let chain = ProviderChain::new(a.profiles.clone(), RetryPolicy::default())
         .context("cannot set up the LLM client")?;
-    let (tools, memory) = build_tools(&settings, &a, args.yes, &args.session);
+    let (mut tools, memory) = build_tools(&settings, &a, args.yes, &args.session);
+    if !settings.mcp.servers.is_empty() {
+        tools = tools.with_dynamic(super::mcp::start_clients(&settings).await);
+    }
     let opts = driver_options(&settings, &a, &args.session);
     let color = std::io::stderr().is_terminal();
     match args.message {

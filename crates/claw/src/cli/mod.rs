@@ -9,6 +9,7 @@ pub mod errors;
 pub mod eval;
 pub mod gateway;
 pub mod index;
+pub mod mcp;
 pub mod output;
 pub mod pg;
 pub mod search;
@@ -59,6 +60,8 @@ pub enum Command {
         #[command(subcommand)]
         command: cron::CronCommand,
     },
+    /// MCP: serve claw's memory on stdin/stdout (default), or list the configured MCP servers.
+    Mcp(mcp::McpArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -95,6 +98,7 @@ impl Cli {
             Some(Command::Doctor(a)) => a.json,
             Some(Command::Gateway(a)) => a.wants_json(),
             Some(Command::Cron { command }) => command.json(),
+            Some(Command::Mcp(a)) => a.wants_json(),
             Some(Command::Memory { command }) => match command {
                 MemoryCommand::Index(a) => a.json,
                 MemoryCommand::Status(a) => a.json,
@@ -119,6 +123,7 @@ pub async fn dispatch(cli: Cli, settings: Settings) -> anyhow::Result<Exit> {
         Some(Command::Doctor(a)) => blocking(move || doctor::run_doctor(&settings, a)).await,
         Some(Command::Gateway(a)) => gateway::run(settings, a).await,
         Some(Command::Cron { command }) => cron::run(settings, command).await,
+        Some(Command::Mcp(a)) => mcp::run(settings, a).await,
         Some(Command::Memory { command }) => match command {
             // memory.backend: postgres (cli/pg.rs)
             MemoryCommand::Index(a) if settings.pg.is_some() => {

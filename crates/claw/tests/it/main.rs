@@ -18,6 +18,8 @@ mod gateway;
 mod index_cli;
 mod jail_agent_cli;
 mod jail_memory_cli;
+mod mcp_client_cli;
+mod mcp_server;
 mod memory_contract;
 mod pg_cli;
 mod ranking_calibration;

@@ -1,0 +1,23 @@
+//! claw speaks the Model Context Protocol, both directions, through the official
+//! Rust SDK (`rmcp`; no hand-written JSON-RPC):
+//!
+//! - [`server`]: claw's memory as an MCP server — `memory_search`, `memory_get`,
+//!   `memory_status`, `memory_append` and the resources `memory://MEMORY.md` and
+//!   the day's note — over stdio (`claw mcp`) or streamable HTTP
+//!   ([`server::http_service`], for the gateway to mount at `/mcp`);
+//! - [`client`]: the MCP servers the user configured (`mcp.servers`) as claw's
+//!   dynamic tools `mcp__<server>__<tool>` ([`claw_agent::tools::DynamicTools`]);
+//! - [`config`]: the `mcp` section of the config file;
+//! - [`status`]: `claw memory status --json`'s object, shared by the server's
+//!   `memory_status` tool;
+//! - [`append`]: `memory_append`'s write: redacted, through the agent's file jail.
+
+pub mod append;
+pub mod client;
+pub mod config;
+pub mod server;
+pub mod status;
+
+pub use client::{McpClients, ServerState, ServerSummary};
+pub use config::{McpConfig, ServerSpec};
+pub use server::{MemoryServer, ServerOptions, http_service, serve_stdio};

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# MCP test peers (issue 14), cached under ~/.cache/claw-mcp; idempotent.
+#  - the official Python MCP SDK (PyPI `mcp`) in a venv: the client that drives `claw mcp`;
+#  - npm `@modelcontextprotocol/server-everything` and `@modelcontextprotocol/server-filesystem`:
+#    the servers claw's MCP client is tested against.
+# Source it (scripts/test.sh does) to export:
+#   CLAW_MCP_PYTHON        the venv's python (has `import mcp`)
+#   CLAW_MCP_NODE_MODULES  node_modules holding the two servers
+# Run it directly to install only.
+set -euo pipefail
+MCP_CACHE=${CLAW_MCP_CACHE:-$HOME/.cache/claw-mcp}
+MCP_PY_VERSION=2.3.0
+MCP_NPM_VERSION=2026.8.31
+mkdir -p "$MCP_CACHE"
+if [ ! -x "$MCP_CACHE/venv/bin/python" ] || ! "$MCP_CACHE/venv/bin/python" -c "import mcp, sys; from importlib.metadata import version; sys.exit(version('mcp') != '$MCP_PY_VERSION')" 2>/dev/null; then
+  echo "setup-mcp: PyPI mcp==$MCP_PY_VERSION into $MCP_CACHE/venv" >&2
+  python3 -m venv "$MCP_CACHE/venv"
+  "$MCP_CACHE/venv/bin/pip" install --quiet --disable-pip-version-check "mcp==$MCP_PY_VERSION"
+fi
+NPM_DIR="$MCP_CACHE/npm-$MCP_NPM_VERSION"
+if [ ! -f "$NPM_DIR/node_modules/@modelcontextprotocol/server-everything/package.json" ] \
+  || [ ! -f "$NPM_DIR/node_modules/@modelcontextprotocol/server-filesystem/package.json" ]; then
+  echo "setup-mcp: npm MCP servers $MCP_NPM_VERSION into $NPM_DIR" >&2
+  mkdir -p "$NPM_DIR"
+  (cd "$NPM_DIR" && [ -f package.json ] || echo '{"private": true}' > "$NPM_DIR/package.json")
+  npm install --silent --no-audit --no-fund --prefix "$NPM_DIR" \
+    "@modelcontextprotocol/server-everything@$MCP_NPM_VERSION" \
+    "@modelcontextprotocol/server-filesystem@$MCP_NPM_VERSION" >&2
+fi
+export CLAW_MCP_PYTHON="$MCP_CACHE/venv/bin/python"
+export CLAW_MCP_NODE_MODULES="$NPM_DIR/node_modules"
