@@ -104,6 +104,8 @@ pub struct ConfigFile {
     /// The gateway's heartbeat (`enabled`, `interval_minutes`, `active_hours`).
     #[serde(default)]
     pub heartbeat: claw_schedule::HeartbeatConfig,
+    /// `claw mcp` (read-only switch) and the MCP servers offered as tools.
+    #[serde(default)]
     pub mcp: claw_mcp::McpConfig,
 }
 
