@@ -3,8 +3,9 @@
 //! integration test compares the two). Field order and names are the contract.
 
 use claw_memory::config::MemoryConfig;
+use claw_memory::service::{MemoryService, ServiceError, ServiceStatus};
 use claw_memory::store::{Store, StoreError, VecBackend};
-use claw_memory::{freshness, walk, watch};
+use claw_memory::{walk, watch};
 use serde::Serialize;
 
 /// `claw memory status --json` shape.
@@ -29,8 +30,11 @@ pub struct StatusJson {
     /// Files that differ on disk from the index (stat-level).
     pub changed_on_disk: ChangedOnDisk,
     pub sources: Vec<walk::SourceRoot>,
-    /// The most recent `claw memory watch` heartbeat.
+    /// The most recent `claw memory watch` heartbeat (`alive` says whether it still runs).
     pub watcher: Option<watch::WatcherStatus>,
+    /// Files remembered as skipped for cause (too big, binary): not indexed,
+    /// not "behind" either until they change.
+    pub skipped_files: i64,
 }
 
 /// Stat-level difference between disk and index.
@@ -51,7 +55,7 @@ pub enum StatusError {
         source: StoreError,
     },
     #[error("reading the index status")]
-    Store(#[from] StoreError),
+    Service(#[from] ServiceError),
 }
 
 /// The status of the workspace's index (opens its own read connection).
@@ -61,33 +65,41 @@ pub fn status(mem: &MemoryConfig) -> Result<StatusJson, StatusError> {
         path: path.display().to_string(),
         source,
     })?;
-    let stats = store.stats()?;
-    let staleness = freshness::check(mem, &store)?;
-    Ok(StatusJson {
-        workspace: mem.workspace.display().to_string(),
-        db_path: path.display().to_string(),
-        db_bytes: stats.db_bytes,
-        files: stats.files,
-        chunks: stats.chunks,
-        vectors: stats.vectors,
-        model: store.meta("model")?.unwrap_or_default(),
-        dims: store.vec_dims()?.unwrap_or(0),
-        cache_entries: stats.cache_entries,
-        vector_backend: match store.vec_backend() {
-            VecBackend::Vec0 { version } => format!("vec0 {version}"),
-            VecBackend::Unavailable { reason } => format!("unavailable: {reason}"),
-        },
-        fts_tokenizers: vec!["unicode61", "trigram"],
-        chunker_version: store.meta("chunker_version")?,
-        last_index_at: store.meta("last_index_at")?.and_then(|v| v.parse().ok()),
-        changed_on_disk: ChangedOnDisk {
-            new: staleness.new.len(),
-            modified: staleness.changed.len(),
-            deleted: staleness.deleted.len(),
-        },
-        sources: walk::sources(mem, &store)?,
-        watcher: watch::watcher_status(&store)?,
-    })
+    let service = MemoryService::with_store(mem.clone(), store, None);
+    Ok(StatusJson::new(mem, &service.status()?))
+}
+
+impl StatusJson {
+    /// The contract's object from the service's status: the one place it is
+    /// built (`claw memory status --json` and MCP's `memory_status`).
+    pub fn new(mem: &MemoryConfig, st: &ServiceStatus) -> StatusJson {
+        StatusJson {
+            workspace: mem.workspace.display().to_string(),
+            db_path: mem.db_path().display().to_string(),
+            db_bytes: st.stats.db_bytes,
+            files: st.stats.files,
+            chunks: st.stats.chunks,
+            vectors: st.stats.vectors,
+            model: st.model.clone().unwrap_or_default(),
+            dims: st.dims.unwrap_or(0),
+            cache_entries: st.stats.cache_entries,
+            vector_backend: match &st.vector_backend {
+                VecBackend::Vec0 { version } => format!("vec0 {version}"),
+                VecBackend::Unavailable { reason } => format!("unavailable: {reason}"),
+            },
+            fts_tokenizers: vec!["unicode61", "trigram"],
+            chunker_version: st.chunker_version.clone(),
+            last_index_at: st.last_index_at,
+            changed_on_disk: ChangedOnDisk {
+                new: st.staleness.new.len(),
+                modified: st.staleness.changed.len(),
+                deleted: st.staleness.deleted.len(),
+            },
+            sources: st.sources.clone(),
+            watcher: st.watcher.clone(),
+            skipped_files: st.skipped_files,
+        }
+    }
 }
 
 impl StatusJson {

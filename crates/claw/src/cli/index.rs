@@ -268,75 +268,14 @@ fn print_index_report(r: &IndexReport, keyword_only: Option<String>) -> std::io:
     writeln!(out, "elapsed: {:.2}s", r.elapsed_ms as f64 / 1000.0)
 }
 
-/// `claw memory status --json` shape.
-#[derive(Debug, Serialize)]
-pub struct StatusJson {
-    pub workspace: String,
-    pub db_path: String,
-    pub db_bytes: u64,
-    pub files: i64,
-    pub chunks: i64,
-    pub vectors: i64,
-    /// Embedding model id of the index; empty when keyword-only.
-    pub model: String,
-    pub dims: usize,
-    pub cache_entries: i64,
-    /// `vec0 <version>` or `unavailable: <reason>`.
-    pub vector_backend: String,
-    pub fts_tokenizers: Vec<&'static str>,
-    pub chunker_version: Option<String>,
-    /// Unix seconds of the last index run.
-    pub last_index_at: Option<i64>,
-    /// Files that differ on disk from the index (stat-level).
-    pub changed_on_disk: ChangedOnDisk,
-    pub sources: Vec<walk::SourceRoot>,
-    /// The most recent `claw memory watch` heartbeat (`alive` says whether it still runs).
-    pub watcher: Option<watch::WatcherStatus>,
-    /// Files remembered as skipped for cause (too big, binary): not indexed,
-    /// not "behind" either until they change.
-    pub skipped_files: i64,
-}
-
-/// Stat-level difference between disk and index.
-#[derive(Debug, Default, Serialize)]
-pub struct ChangedOnDisk {
-    pub new: usize,
-    pub modified: usize,
-    pub deleted: usize,
-}
+// `claw memory status --json`: one builder, shared with MCP's `memory_status`.
+use claw_mcp::status::StatusJson;
 
 pub fn run_status(settings: &Settings, args: StatusArgs) -> anyhow::Result<Exit> {
     let service = MemoryService::with_store(settings.mem.clone(), open_store(settings)?, None);
     let st = service.status()?;
     let staleness = &st.staleness;
-    let status = StatusJson {
-        workspace: settings.mem.workspace.display().to_string(),
-        db_path: settings.db_path().display().to_string(),
-        db_bytes: st.stats.db_bytes,
-        files: st.stats.files,
-        chunks: st.stats.chunks,
-        vectors: st.stats.vectors,
-        model: st.model.clone().unwrap_or_default(),
-        dims: st.dims.unwrap_or(0),
-        cache_entries: st.stats.cache_entries,
-        vector_backend: match &st.vector_backend {
-            claw_memory::store::VecBackend::Vec0 { version } => format!("vec0 {version}"),
-            claw_memory::store::VecBackend::Unavailable { reason } => {
-                format!("unavailable: {reason}")
-            }
-        },
-        fts_tokenizers: vec!["unicode61", "trigram"],
-        chunker_version: st.chunker_version.clone(),
-        last_index_at: st.last_index_at,
-        changed_on_disk: ChangedOnDisk {
-            new: staleness.new.len(),
-            modified: staleness.changed.len(),
-            deleted: staleness.deleted.len(),
-        },
-        sources: st.sources.clone(),
-        watcher: st.watcher.clone(),
-        skipped_files: st.skipped_files,
-    };
+    let status = StatusJson::new(&settings.mem, &st);
     if args.json {
         print_json(&status)?;
         return Ok(Exit::Ok);
