@@ -10,7 +10,7 @@ use anyhow::Context;
 use chrono::Offset;
 use claw_agent::settings::{self as agent_settings, Overrides};
 use claw_gateway::client::Client;
-use claw_gateway::server::{self, GatewayOptions};
+use claw_gateway::server::{self, GatewayOptions, ScheduleOptions};
 use claw_gateway::token;
 use std::io::Write;
 use std::path::PathBuf;
@@ -104,6 +104,17 @@ async fn run_gateway(settings: Settings, port: Option<u16>, watch: bool) -> anyh
     if let Some(p) = port {
         gateway.port = p;
     }
+    let zone = super::cron::user_zone(&settings);
+    let heartbeat = settings
+        .heartbeat
+        .resolve(zone)
+        .map_err(|e| anyhow::anyhow!("invalid heartbeat section: {e}"))?;
+    let schedule = ScheduleOptions {
+        jobs_path: claw_schedule::jobs_path(&settings.mem.workspace),
+        clock: super::cron::clock(&settings),
+        zone,
+        heartbeat,
+    };
     let opts = GatewayOptions {
         mem: settings.mem.clone(),
         agent,
@@ -111,6 +122,7 @@ async fn run_gateway(settings: Settings, port: Option<u16>, watch: bool) -> anyh
         token,
         utc_offset,
         watch,
+        schedule: Some(schedule),
     };
     let stop = CancellationToken::new();
     server::cancel_on_signals(stop.clone()).context("cannot install signal handlers")?;
