@@ -333,7 +333,8 @@ pub async fn run(
     let status_info = info.clone();
     let chat_on = chat_enabled.is_some();
     let jobs_path = opts.schedule.as_ref().map(|s| s.jobs_path.clone());
-    let heartbeat_cfg = opts.schedule.as_ref().map(|s| {
+    // Without an LLM neither cron nor the heartbeat runs.
+    let heartbeat_cfg = opts.schedule.as_ref().filter(|_| chat_on).map(|s| {
         json!({"enabled": s.heartbeat.enabled,
                "interval_minutes": s.heartbeat.interval.as_secs() / 60})
     });

@@ -186,9 +186,38 @@ fn run_status(settings: &Settings, args: StatusArgs) -> anyhow::Result<Exit> {
         "turns: {} accepted, {} finished",
         v["turns"]["accepted"], v["turns"]["finished"]
     )?;
-    for (k, label) in [("heartbeat", "last heartbeat"), ("cron", "next cron runs")] {
-        if !v[k].is_null() {
-            writeln!(out, "{label}: {}", sanitize(&v[k].to_string()))?;
+    let hb = &v["heartbeat"];
+    if !hb.is_null() {
+        let last = &hb["last"];
+        let last = if last.is_null() {
+            "none yet".to_string()
+        } else if last["fired"] == true {
+            format!("{} (ran a turn)", last["at"].as_str().unwrap_or("?"))
+        } else {
+            format!(
+                "{} (skipped: {})",
+                last["at"].as_str().unwrap_or("?"),
+                last["skipped"].as_str().unwrap_or("?")
+            )
+        };
+        writeln!(
+            out,
+            "heartbeat: {}, every {} min; last: {}",
+            if hb["enabled"] == true { "on" } else { "off" },
+            hb["interval_minutes"],
+            sanitize(&last)
+        )?;
+    }
+    let cron = &v["cron"];
+    if !cron.is_null() {
+        writeln!(out, "cron: {} job(s)", cron["jobs"])?;
+        for r in cron["next_runs"].as_array().into_iter().flatten() {
+            writeln!(
+                out,
+                "  next: {} at {}",
+                sanitize(r["id"].as_str().unwrap_or("?")),
+                sanitize(r["next_run"].as_str().unwrap_or("?"))
+            )?;
         }
     }
     Ok(Exit::Ok)
