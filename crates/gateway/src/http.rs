@@ -64,6 +64,9 @@ pub struct AppState {
     /// `/v1/status` body besides the live counters.
     pub status: Box<dyn Fn() -> Value + Send + Sync>,
     pub clock: claw_memory::clock::Clock,
+    /// The most recently active session of a user-facing channel (where
+    /// heartbeat answers and cron answers without a target go).
+    pub recent: Arc<std::sync::Mutex<Option<String>>>,
     next_id: AtomicU64,
 }
 
@@ -88,6 +91,7 @@ impl AppState {
             stop,
             status,
             clock,
+            recent: Arc::new(std::sync::Mutex::new(None)),
             next_id: AtomicU64::new(1),
         }
     }
@@ -180,7 +184,11 @@ async fn models(State(st): State<Shared>) -> Response {
 }
 
 async fn status(State(st): State<Shared>) -> Response {
-    let mut v = (st.status)();
+    // The status body reads files (the jobs file): off the runtime.
+    let s2 = st.clone();
+    let mut v = tokio::task::spawn_blocking(move || (s2.status)())
+        .await
+        .unwrap_or_else(|_| json!({}));
     if let Value::Object(m) = &mut v {
         let s = st.bus.stats.snapshot();
         m.insert("sessions".into(), json!(s.sessions));
@@ -324,6 +332,11 @@ async fn chat_completions(
         .unwrap_or(false);
     let (mut msg, rx) = Inbound::with_reply(channel, &key, "http", &input);
     msg.yes = yes;
+    if !matches!(channel, "cron" | "heartbeat")
+        && let Ok(mut r) = st.recent.lock()
+    {
+        *r = Some(key.clone());
+    }
     if st.bus.submit(msg).await.is_err() {
         return error(
             StatusCode::SERVICE_UNAVAILABLE,

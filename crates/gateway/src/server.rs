@@ -16,6 +16,7 @@ use chrono::FixedOffset;
 use claw_agent::driver::DriverOptions;
 use claw_agent::provider::{ProviderChain, RetryPolicy};
 use claw_agent::settings::AgentSettings;
+use claw_agent::tools::cron::CronToolContext;
 use claw_agent::tools::{ToolContext, ToolRegistry};
 use claw_memory::config::MemoryConfig;
 use claw_memory::watch::{self, IndexerSink, WatchEvent, WatchOptions};
@@ -38,6 +39,18 @@ pub struct GatewayOptions {
     pub utc_offset: FixedOffset,
     /// Run the memory watcher (default true).
     pub watch: bool,
+    /// Cron jobs and the heartbeat (None: neither runs).
+    pub schedule: Option<ScheduleOptions>,
+}
+
+/// What the scheduler and the heartbeat need.
+pub struct ScheduleOptions {
+    /// `<workspace>/cron/jobs.json`.
+    pub jobs_path: std::path::PathBuf,
+    pub clock: claw_schedule::Clock,
+    /// The user's zone (cron expressions without one, the heartbeat prompt).
+    pub zone: claw_schedule::Zone,
+    pub heartbeat: claw_schedule::HeartbeatSettings,
 }
 
 /// Errors that stop the gateway from starting.
@@ -97,6 +110,7 @@ fn tool_registry(
     mem: &MemoryConfig,
     a: &AgentSettings,
     hub: Option<&Arc<MemoryHub>>,
+    cron: Option<CronToolContext>,
     yes: bool,
 ) -> ToolRegistry {
     let mut ctx = ToolContext::new(mem.workspace.clone());
@@ -109,6 +123,7 @@ fn tool_registry(
     ctx.memory = hub.map(|h| {
         Arc::new(HubBackend(h.clone())) as Arc<dyn claw_agent::tools::memory::MemoryBackend>
     });
+    ctx.cron = cron;
     ToolRegistry::new(ctx)
 }
 
@@ -119,10 +134,25 @@ fn runtime(
 ) -> Result<AgentRuntime, GatewayError> {
     let chain = ProviderChain::new(a.profiles.clone(), RetryPolicy::default())
         .map_err(|e| GatewayError::Llm(e.to_string()))?;
+    let (mem, agent, hub) = (opts.mem.clone(), a.clone(), hub.cloned());
+    let cron = opts
+        .schedule
+        .as_ref()
+        .map(|s| (s.jobs_path.clone(), s.zone, s.clock));
+    let tools = move |session: &str, yes: bool| {
+        let cron = cron
+            .clone()
+            .map(|(jobs_path, zone, clock)| CronToolContext {
+                jobs_path,
+                session: Some(session.to_string()),
+                zone,
+                clock,
+            });
+        tool_registry(&mem, &agent, hub.as_ref(), cron, yes)
+    };
     Ok(AgentRuntime {
         model: Arc::new(chain),
-        tools: Arc::new(tool_registry(&opts.mem, a, hub, false)),
-        tools_yes: Arc::new(tool_registry(&opts.mem, a, hub, true)),
+        tools: Box::new(tools),
         options: DriverOptions {
             workspace: opts.mem.workspace.clone(),
             sessions_dir: opts.mem.sessions_dir(),
@@ -264,11 +294,34 @@ pub async fn run(
             (None, None)
         }
     };
-    // Deliveries: HTTP callers read their own stream; cron and the heartbeat
-    // (and later channels) hook in here.
+    // Deliveries: HTTP callers read their own stream; answers of cron jobs and
+    // the heartbeat arrive here as `delivery` messages for their target session
+    // (logged and listed in the status; chat channels hook in here).
+    let sched = Arc::new(std::sync::Mutex::new(ScheduleState::default()));
     let mut outbound = receivers.outbound;
-    let delivery =
-        tokio::spawn(async move { while let Some(Outbound { .. }) = outbound.recv().await {} });
+    let sched_d = sched.clone();
+    let delivery = tokio::spawn(async move {
+        while let Some(Outbound {
+            channel,
+            session,
+            content,
+            ..
+        }) = outbound.recv().await
+        {
+            if channel != DELIVERY_CHANNEL {
+                continue;
+            }
+            log(&format!("delivered an answer to session {session}"));
+            if let Ok(mut st) = sched_d.lock() {
+                st.deliveries
+                    .push(json!({"session": session, "content": content}));
+                let n = st.deliveries.len();
+                if n > 20 {
+                    st.deliveries.drain(..n - 20);
+                }
+            }
+        }
+    });
 
     let started = opts.mem.clock.now();
     let info = GatewayInfo {
@@ -279,6 +332,14 @@ pub async fn run(
         workspace: opts.mem.workspace.clone(),
     };
     let status_info = info.clone();
+    let chat_on = chat_enabled.is_some();
+    let jobs_path = opts.schedule.as_ref().map(|s| s.jobs_path.clone());
+    // Without an LLM neither cron nor the heartbeat runs.
+    let heartbeat_cfg = opts.schedule.as_ref().filter(|_| chat_on).map(|s| {
+        json!({"enabled": s.heartbeat.enabled,
+               "interval_minutes": s.heartbeat.interval.as_secs() / 60})
+    });
+    let sched_s = sched.clone();
     let boot = Instant::now();
     let max_sessions = opts.gateway.max_concurrent_sessions;
     let grace = opts.gateway.grace;
@@ -292,11 +353,11 @@ pub async fn run(
             "workspace": status_info.workspace,
             "max_concurrent_sessions": max_sessions,
             "grace_seconds": grace.as_secs(),
-            "heartbeat": null,
-            "cron": null,
+            "heartbeat": heartbeat_status(heartbeat_cfg.as_ref(), &sched_s),
+            "cron": cron_status(jobs_path.as_deref(), &sched_s),
         })
     });
-    let state = Arc::new(AppState::new(
+    let state = AppState::new(
         opts.token.clone(),
         bus.clone(),
         chat_enabled,
@@ -305,8 +366,20 @@ pub async fn run(
         stop.clone(),
         status,
         opts.mem.clock,
-    ));
-    let app = http::router(state);
+    );
+    let recent = state.recent.clone();
+    let app = http::router(Arc::new(state));
+    if let (Some(sch), true) = (&opts.schedule, chat_on) {
+        start_schedule(
+            sch,
+            &opts.mem.workspace,
+            &bus,
+            recent,
+            sched.clone(),
+            opts.gateway.queue_capacity,
+            &stop,
+        );
+    }
     let server_stop = stop.clone();
     let server = tokio::spawn(async move {
         axum::serve(listener, app)
@@ -365,4 +438,171 @@ pub async fn run(
         shutdown_started.elapsed().as_millis()
     ));
     Ok(())
+}
+
+/// Channel name of answers delivered to a session by cron or the heartbeat.
+pub const DELIVERY_CHANNEL: &str = "delivery";
+
+/// What the scheduler and the heartbeat did lately (for `/v1/status`).
+#[derive(Debug, Default)]
+struct ScheduleState {
+    last_heartbeat: Option<serde_json::Value>,
+    deliveries: Vec<serde_json::Value>,
+}
+
+fn heartbeat_status(
+    cfg: Option<&serde_json::Value>,
+    st: &std::sync::Mutex<ScheduleState>,
+) -> serde_json::Value {
+    let Some(cfg) = cfg else {
+        return serde_json::Value::Null;
+    };
+    let mut v = cfg.clone();
+    if let (serde_json::Value::Object(m), Ok(st)) = (&mut v, st.lock()) {
+        m.insert(
+            "last".into(),
+            st.last_heartbeat.clone().unwrap_or(serde_json::Value::Null),
+        );
+    }
+    v
+}
+
+fn cron_status(
+    jobs_path: Option<&std::path::Path>,
+    st: &std::sync::Mutex<ScheduleState>,
+) -> serde_json::Value {
+    let Some(path) = jobs_path else {
+        return serde_json::Value::Null;
+    };
+    let jobs = claw_schedule::JobStore::new(path).load();
+    let (count, next) = match &jobs {
+        Ok(jobs) => {
+            let mut next: Vec<(String, String)> = jobs
+                .iter()
+                .filter_map(|j| {
+                    let v = serde_json::to_value(j.view()).ok()?;
+                    Some((v["next_run"].as_str()?.to_string(), j.id.clone()))
+                })
+                .collect();
+            next.sort();
+            next.truncate(5);
+            (jobs.len(), next)
+        }
+        Err(_) => (0, Vec::new()),
+    };
+    let deliveries = st.lock().map(|s| s.deliveries.clone()).unwrap_or_default();
+    json!({
+        "jobs": count,
+        "next_runs": next.iter().map(|(at, id)| json!({"id": id, "next_run": at})).collect::<Vec<_>>(),
+        "error": jobs.err().map(|e| e.to_string()),
+        "deliveries": deliveries,
+    })
+}
+
+/// Run the cron scheduler and the heartbeat: each `Fire` becomes a message on
+/// the bus (session `cron:<id>` or `heartbeat`); its answer is delivered to the
+/// target the fire names (`HEARTBEAT_OK` is not delivered). The fire's guard is
+/// held until the turn ends, so a job never overlaps itself.
+fn start_schedule(
+    sch: &ScheduleOptions,
+    workspace: &std::path::Path,
+    bus: &Bus,
+    recent: Arc<std::sync::Mutex<Option<String>>>,
+    state: Arc<std::sync::Mutex<ScheduleState>>,
+    capacity: usize,
+    stop: &CancellationToken,
+) {
+    use claw_schedule::{Event, Fire, FireKind, Heartbeat, Scheduler};
+    let (fire_tx, mut fire_rx) = tokio::sync::mpsc::channel::<Fire>(capacity.max(1));
+    let (ev_tx, mut ev_rx) = tokio::sync::mpsc::unbounded_channel::<Event>();
+    tokio::spawn(
+        Scheduler::new(sch.jobs_path.clone(), sch.clock)
+            .events(ev_tx.clone())
+            .start(fire_tx.clone(), stop.clone()),
+    );
+    tokio::spawn(
+        Heartbeat::new(workspace, sch.heartbeat.clone(), sch.zone, sch.clock)
+            .events(ev_tx)
+            .run(fire_tx, stop.clone()),
+    );
+    let st = state.clone();
+    tokio::spawn(async move {
+        while let Some(ev) = ev_rx.recv().await {
+            match &ev {
+                Event::Fired {
+                    job_id, catch_up, ..
+                } => log(&format!(
+                    "cron: job {job_id} fired{}",
+                    if *catch_up {
+                        " (missed run, catching up)"
+                    } else {
+                        ""
+                    }
+                )),
+                Event::SkippedOverlap { job_id, .. } => log(&format!(
+                    "cron: job {job_id} skipped: its previous run is still going"
+                )),
+                Event::Removed { job_id } => log(&format!("cron: one-shot job {job_id} removed")),
+                Event::Error { message } => log(&format!("cron: {message}")),
+                Event::HeartbeatSkipped { at, reason } => {
+                    if let Ok(mut s) = st.lock() {
+                        s.last_heartbeat = Some(
+                            json!({"at": at, "fired": false, "skipped": format!("{reason:?}")}),
+                        );
+                    }
+                }
+                Event::HeartbeatFired { at } => {
+                    log("heartbeat: running a turn");
+                    if let Ok(mut s) = st.lock() {
+                        s.last_heartbeat = Some(json!({"at": at, "fired": true}));
+                    }
+                }
+                Event::Loaded { .. } => {}
+            }
+        }
+    });
+    let bus = bus.clone();
+    tokio::spawn(async move {
+        while let Some(fire) = fire_rx.recv().await {
+            let channel = match fire.kind {
+                FireKind::Cron => "cron",
+                FireKind::Heartbeat => "heartbeat",
+            };
+            let (msg, mut rx) =
+                crate::bus::Inbound::with_reply(channel, &fire.session, channel, &fire.message);
+            if bus.submit(msg).await.is_err() {
+                break;
+            }
+            let (recent, outbound) = (recent.clone(), bus.outbound());
+            tokio::spawn(async move {
+                let report = loop {
+                    match rx.recv().await {
+                        Some(crate::bus::TurnEvent::Finished(r)) => break Some(r),
+                        Some(_) => {}
+                        None => break None,
+                    }
+                };
+                if let Some(r) = report.filter(|r| r.end.is_success()) {
+                    let most_recent = recent.lock().ok().and_then(|g| g.clone());
+                    match fire.deliver_target(&r.answer, most_recent.as_deref()) {
+                        Some(target) => {
+                            let _ = outbound
+                                .send(Outbound {
+                                    channel: DELIVERY_CHANNEL.into(),
+                                    session: target,
+                                    content: r.answer,
+                                    end: r.end,
+                                })
+                                .await;
+                        }
+                        None if fire.kind == FireKind::Heartbeat => {
+                            log("heartbeat: nothing needs attention (HEARTBEAT_OK, not delivered)")
+                        }
+                        None => log("cron: no session to deliver the answer to"),
+                    }
+                }
+                fire.finish();
+            });
+        }
+    });
 }

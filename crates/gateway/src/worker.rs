@@ -24,13 +24,15 @@ use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+/// Builds a session's tools: `(session key, yes)` → the registry (`yes`: side
+/// effects allowed without confirmation).
+pub type ToolsFactory = dyn Fn(&str, bool) -> ToolRegistry + Send + Sync;
+
 /// What every session's driver is built from.
 pub struct AgentRuntime {
     pub model: Arc<ProviderChain>,
-    /// Tools that ask before side effects (with no one to ask: refused).
-    pub tools: Arc<ToolRegistry>,
-    /// The same tools for messages sent with `yes` (side effects allowed).
-    pub tools_yes: Arc<ToolRegistry>,
+    /// The tools of a session (per session: the `cron` tool knows who asks).
+    pub tools: Box<ToolsFactory>,
     /// Driver options; `session_key` is replaced per session.
     pub options: DriverOptions,
 }
@@ -285,8 +287,8 @@ pub async fn dispatch(mut inbound: mpsc::Receiver<Inbound>, ctx: WorkerContext) 
 async fn session_worker(key: String, mut rx: mpsc::UnboundedReceiver<Inbound>, ctx: WorkerContext) {
     let sink = Arc::new(Sink::default());
     let tools = Arc::new(ObservedTools {
-        confirm: ctx.runtime.tools.clone(),
-        yes: ctx.runtime.tools_yes.clone(),
+        confirm: Arc::new((ctx.runtime.tools)(&key, false)),
+        yes: Arc::new((ctx.runtime.tools)(&key, true)),
         allow: AtomicBool::new(false),
         sink: sink.clone(),
     });

@@ -10,7 +10,7 @@ use anyhow::Context;
 use chrono::Offset;
 use claw_agent::settings::{self as agent_settings, Overrides};
 use claw_gateway::client::Client;
-use claw_gateway::server::{self, GatewayOptions};
+use claw_gateway::server::{self, GatewayOptions, ScheduleOptions};
 use claw_gateway::token;
 use std::io::Write;
 use std::path::PathBuf;
@@ -104,6 +104,17 @@ async fn run_gateway(settings: Settings, port: Option<u16>, watch: bool) -> anyh
     if let Some(p) = port {
         gateway.port = p;
     }
+    let zone = super::cron::user_zone(&settings);
+    let heartbeat = settings
+        .heartbeat
+        .resolve(zone)
+        .map_err(|e| anyhow::anyhow!("invalid heartbeat section: {e}"))?;
+    let schedule = ScheduleOptions {
+        jobs_path: claw_schedule::jobs_path(&settings.mem.workspace),
+        clock: super::cron::clock(&settings),
+        zone,
+        heartbeat,
+    };
     let opts = GatewayOptions {
         mem: settings.mem.clone(),
         agent,
@@ -111,6 +122,7 @@ async fn run_gateway(settings: Settings, port: Option<u16>, watch: bool) -> anyh
         token,
         utc_offset,
         watch,
+        schedule: Some(schedule),
     };
     let stop = CancellationToken::new();
     server::cancel_on_signals(stop.clone()).context("cannot install signal handlers")?;
@@ -174,9 +186,38 @@ fn run_status(settings: &Settings, args: StatusArgs) -> anyhow::Result<Exit> {
         "turns: {} accepted, {} finished",
         v["turns"]["accepted"], v["turns"]["finished"]
     )?;
-    for (k, label) in [("heartbeat", "last heartbeat"), ("cron", "next cron runs")] {
-        if !v[k].is_null() {
-            writeln!(out, "{label}: {}", sanitize(&v[k].to_string()))?;
+    let hb = &v["heartbeat"];
+    if !hb.is_null() {
+        let last = &hb["last"];
+        let last = if last.is_null() {
+            "none yet".to_string()
+        } else if last["fired"] == true {
+            format!("{} (ran a turn)", last["at"].as_str().unwrap_or("?"))
+        } else {
+            format!(
+                "{} (skipped: {})",
+                last["at"].as_str().unwrap_or("?"),
+                last["skipped"].as_str().unwrap_or("?")
+            )
+        };
+        writeln!(
+            out,
+            "heartbeat: {}, every {} min; last: {}",
+            if hb["enabled"] == true { "on" } else { "off" },
+            hb["interval_minutes"],
+            sanitize(&last)
+        )?;
+    }
+    let cron = &v["cron"];
+    if !cron.is_null() {
+        writeln!(out, "cron: {} job(s)", cron["jobs"])?;
+        for r in cron["next_runs"].as_array().into_iter().flatten() {
+            writeln!(
+                out,
+                "  next: {} at {}",
+                sanitize(r["id"].as_str().unwrap_or("?")),
+                sanitize(r["next_run"].as_str().unwrap_or("?"))
+            )?;
         }
     }
     Ok(Exit::Ok)

@@ -898,3 +898,56 @@ fn end_to_end_turn_against_the_real_llama_server() {
         break;
     }
 }
+
+#[test]
+fn cron_jobs_run_in_the_gateway_and_deliver_their_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    let llm = EchoLlm::start(Duration::ZERO, Duration::ZERO, 1);
+    let gw = Gateway::start(ws, Some(&llm.url()));
+    // Added while the gateway runs: it reads the jobs file without a restart.
+    let out = claw(ws, None)
+        .args([
+            "cron",
+            "add",
+            "--every",
+            "1s",
+            "--message",
+            "cron hello",
+            "--session",
+            "inbox",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let job: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let id = job["id"].as_str().unwrap().to_string();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        let v: Value =
+            serde_json::from_slice(&gw.client().request("GET", "/v1/status", None).unwrap().body)
+                .unwrap();
+        if v["cron"]["deliveries"]
+            .as_array()
+            .is_some_and(|d| !d.is_empty())
+        {
+            break v;
+        }
+        assert!(Instant::now() < deadline, "no delivery: {v}\n{}", gw.log());
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let d = &status["cron"]["deliveries"][0];
+    assert_eq!(d["session"], "inbox");
+    assert_eq!(d["content"], answer_for("cron hello"));
+    assert_eq!(status["cron"]["jobs"], 1);
+    assert_eq!(status["cron"]["next_runs"][0]["id"], id.as_str());
+    // The turn ran in the job's own session.
+    let p = pairs(ws, &format!("cron:{id}"));
+    assert_eq!(p[..2], expected_pairs(&["cron hello".into()])[..]);
+    assert!(
+        gw.log().contains(&format!("cron: job {id} fired")),
+        "{}",
+        gw.log()
+    );
+}
