@@ -10,6 +10,7 @@
 )]
 
 pub mod echo_llm;
+pub mod llama;
 pub mod mcp_peers;
 pub mod route_server;
 pub mod scripted_server;

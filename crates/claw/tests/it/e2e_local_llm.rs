@@ -10,83 +10,11 @@
 
 use serde_json::Value;
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn tools_dir() -> PathBuf {
-    claw_testkit::repo_root().join("../shared/tools/local-llm")
-}
-
-fn llm_dir() -> PathBuf {
-    match std::env::var_os("LLM_DIR") {
-        Some(d) => PathBuf::from(d),
-        None => {
-            PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/claw-local-llm")
-        }
-    }
-}
-
-/// Stops the server when dropped (also when the test panics).
-struct Server {
-    pid: i32,
-    port: u16,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        // SAFETY: plain signal sends to a pid we started.
-        unsafe {
-            libc::kill(self.pid, libc::SIGTERM);
-        }
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline && unsafe { libc::kill(self.pid, 0) } == 0 {
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        unsafe {
-            libc::kill(self.pid, libc::SIGKILL);
-        }
-    }
-}
-
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
-}
-
-fn start_server() -> Server {
-    let dir = llm_dir();
-    let bin = dir.join("build/bin/llama-server");
-    let setup = tools_dir().join("setup-local-llm.sh");
-    assert!(
-        bin.is_file(),
-        "the end-to-end test needs llama-server at {}: build it with `bash {}` \
-         (about 10 minutes the first time, cached afterwards)",
-        bin.display(),
-        setup.display()
-    );
-    let port = free_port();
-    let out = Command::new("bash")
-        .arg(tools_dir().join("start-local-llm.sh"))
-        .env("LLM_PORT", port.to_string())
-        .env("LLM_DIR", &dir)
-        .output()
-        .expect("run start-local-llm.sh");
-    // Read the pid at once: the pid file is shared by every start on this LLM_DIR.
-    let pid: i32 = std::fs::read_to_string(dir.join("server.pid"))
-        .expect("server.pid")
-        .trim()
-        .parse()
-        .expect("a pid");
-    let server = Server { pid, port };
-    assert!(
-        out.status.success(),
-        "start-local-llm.sh failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    server
-}
+use claw_testkit::llama::LlamaServer;
 
 struct Run {
     code: i32,
@@ -110,6 +38,7 @@ fn run_claw(ws: &Path, api: &str, port: u16) -> Run {
         .env("CLAW_WORKSPACE", ws)
         .env("CLAW_CONFIG", ws.join("config.json"))
         .env("CLAW_EMBED_PROVIDER", "none")
+        .env("CLAW_NOW", claw_testkit::TEST_NOW)
         .env("CLAW_LLM_API", api)
         .env("CLAW_LLM_BASE_URL", format!("http://127.0.0.1:{port}"))
         .env("CLAW_LLM_MODEL", "smollm2-135m")
@@ -131,7 +60,7 @@ fn run_claw(ws: &Path, api: &str, port: u16) -> Run {
         e.read_to_string(&mut s).ok();
         s
     });
-    let deadline = Instant::now() + Duration::from_secs(180);
+    let deadline = Instant::now() + Duration::from_secs(600);
     let status = loop {
         if let Some(s) = child.try_wait().unwrap() {
             break s;
@@ -230,7 +159,7 @@ fn check_shape(ws: &Path, api: &str, r: &Run) {
 
 #[test]
 fn claw_against_a_real_local_model_through_both_apis() {
-    let server = start_server();
+    let server = LlamaServer::start();
     for api in ["openai", "anthropic"] {
         // The tiny model's arguments are nonsense built from the prompt (which holds
         // the random temp path and today's date). Two outcomes are the model's, not
@@ -238,10 +167,12 @@ fn claw_against_a_real_local_model_through_both_apis() {
         // and a forced call may run past the server's 256-token cap, so llama.cpp
         // itself answers HTTP 500 "Failed to parse tool call arguments". A turn that
         // ends either way is retried with a fresh workspace (a new path, so a new
-        // generation), at most 5 times; any other failure fails at once.
+        // generation), at most 8 times; any other failure fails at once. The
+        // workspaces are fixed paths and the date is pinned, so the sequence of
+        // generations is the same on every run.
         let mut attempts = Vec::new();
         loop {
-            let dir = tempfile::Builder::new().prefix("w").tempdir().unwrap();
+            let dir = claw_testkit::llama::fixed_workspace(&server, api, attempts.len());
             let ws = dir.path();
             std::fs::create_dir_all(ws.join("notes")).unwrap();
             std::fs::write(ws.join("notes/today.md"), "- buy milk\n").unwrap();
@@ -249,7 +180,8 @@ fn claw_against_a_real_local_model_through_both_apis() {
             let model_failed = r.code != 0
                 && (r.stdout.contains("max_iterations")
                     || r.stderr.contains("Failed to parse tool call arguments"));
-            if !model_failed || attempts.len() == 4 {
+            if !model_failed || attempts.len() == 7 {
+                eprintln!("[{api}] settled after {} model failure(s)", attempts.len());
                 check_shape(ws, api, &r);
                 break;
             }

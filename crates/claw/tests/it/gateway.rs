@@ -762,89 +762,27 @@ fn install_service_writes_a_user_unit() {
     assert!(stdout.contains("systemctl --user enable --now claw-gateway.service"));
 }
 
-/// llama.cpp's `llama-server` with the tiny model (`../shared/tools/local-llm`);
-/// stopped when dropped. Fails loudly when it is not built.
-struct LlamaServer {
-    pid: i32,
-    port: u16,
-}
-
-impl Drop for LlamaServer {
-    fn drop(&mut self) {
-        // SAFETY: signals to the server this test started.
-        unsafe {
-            libc::kill(self.pid, libc::SIGTERM);
-        }
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline && unsafe { libc::kill(self.pid, 0) } == 0 {
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        unsafe {
-            libc::kill(self.pid, libc::SIGKILL);
-        }
-    }
-}
-
-fn start_llama() -> LlamaServer {
-    let tools = claw_testkit::repo_root().join("../shared/tools/local-llm");
-    let dir = match std::env::var_os("LLM_DIR") {
-        Some(d) => std::path::PathBuf::from(d),
-        None => std::path::PathBuf::from(std::env::var_os("HOME").expect("HOME"))
-            .join(".cache/claw-local-llm"),
-    };
-    let bin = dir.join("build/bin/llama-server");
-    assert!(
-        bin.is_file(),
-        "this test needs llama-server at {}: build it with `bash {}`",
-        bin.display(),
-        tools.join("setup-local-llm.sh").display()
-    );
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let out = Command::new("bash")
-        .arg(tools.join("start-local-llm.sh"))
-        .env("LLM_PORT", port.to_string())
-        .env("LLM_DIR", &dir)
-        .output()
-        .expect("run start-local-llm.sh");
-    let pid: i32 = std::fs::read_to_string(dir.join("server.pid"))
-        .expect("server.pid")
-        .trim()
-        .parse()
-        .expect("a pid");
-    let server = LlamaServer { pid, port };
-    assert!(
-        out.status.success(),
-        "start-local-llm.sh failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    server
-}
-
 #[test]
 fn end_to_end_turn_against_the_real_llama_server() {
-    let llama = start_llama();
+    let llama = claw_testkit::llama::LlamaServer::start();
     // The tiny model answers a fresh turn with one grammar-forced tool call, then
     // text. Its arguments are nonsense: assert the shape, never the content; a
     // turn the model itself ruins (max iterations, unparsable call) is retried
-    // in a fresh workspace, at most 5 times.
+    // in a fresh workspace (fixed paths, pinned date: the same sequence on every
+    // run), at most 8 times.
     let mut failures = Vec::new();
     loop {
-        let dir = tempfile::Builder::new().prefix("w").tempdir().unwrap();
+        let dir = claw_testkit::llama::fixed_workspace(&llama, "gateway", failures.len());
         let ws = dir.path();
         std::fs::create_dir_all(ws.join("notes")).unwrap();
         std::fs::write(ws.join("notes/today.md"), "- buy milk\n").unwrap();
         std::fs::write(
             ws.join("config.json"),
-            r#"{"agent": {"max_tokens": 256, "context_window": 4096, "max_iterations": 3,
+            r#"{"agent": {"max_tokens": 256, "context_window": 4096, "max_iterations": 6,
                            "confirm_side_effects": true, "jail_to_workspace": true}}"#,
         )
         .unwrap();
-        let url = format!("http://127.0.0.1:{}", llama.port);
+        let url = llama.url();
         let mut gw = Gateway::start(ws, Some(&url));
         let mut c = gw.client();
         // One model call takes ~1 s on a quiet machine, over a minute on a busy one.
@@ -865,7 +803,7 @@ fn end_to_end_turn_against_the_real_llama_server() {
         let (end, why) = r.expect("the stream completes");
         if end != "answered" {
             failures.push(format!("{end}: {why:?}"));
-            assert!(failures.len() < 5, "the model failed 5 times: {failures:?}");
+            assert!(failures.len() < 8, "the model failed 8 times: {failures:?}");
             continue;
         }
         // A tool call streamed as started, then done or error, with its id and name.
@@ -895,6 +833,7 @@ fn end_to_end_turn_against_the_real_llama_server() {
         assert!(!text.trim().is_empty());
         gw.signal(libc::SIGTERM);
         assert_eq!(gw.wait_exit(Duration::from_secs(15)).0, 0);
+        eprintln!("settled after {} model failure(s)", failures.len());
         break;
     }
 }
