@@ -96,6 +96,8 @@ pub struct ExecConfig {
     pub max_processes: Option<u64>,
     pub max_file_mb: Option<u64>,
     pub max_cpu_secs: Option<u64>,
+    /// Address space per process in MiB (default 8192; 0 = unlimited).
+    pub max_memory_mb: Option<u64>,
     pub tmp_mb: Option<u64>,
     /// Extra directories commands may read and execute (`~` expanded).
     #[serde(default)]
@@ -103,4 +105,9 @@ pub struct ExecConfig {
     /// Extra directories commands may write (`~` expanded).
     #[serde(default)]
     pub write_paths: Vec<PathBuf>,
+    /// Environment variables commands inherit beyond the base set (PATH, HOME,
+    /// locale, TERM, TZ, USER); everything else claw has — API keys included — is
+    /// withheld.
+    #[serde(default)]
+    pub env: Vec<String>,
 }

@@ -191,9 +191,14 @@ pub fn sandbox_policy(e: &crate::config::ExecConfig) -> Result<SandboxPolicy, Ag
         max_file_bytes: at_least("max_file_mb", e.max_file_mb, 1, d.max_file_bytes / MB)?
             .saturating_mul(MB),
         max_cpu_secs: at_least("max_cpu_secs", e.max_cpu_secs, 1, d.max_cpu_secs)?,
+        max_memory_bytes: match e.max_memory_mb {
+            Some(0) => 0,
+            v => at_least("max_memory_mb", v, 64, d.max_memory_bytes / MB)?.saturating_mul(MB),
+        },
         tmp_bytes: at_least("tmp_mb", e.tmp_mb, 1, d.tmp_bytes / MB)?.saturating_mul(MB),
         read_paths: e.read_paths.clone(),
         write_paths: e.write_paths.clone(),
+        pass_env: e.env.clone(),
         ..d
     })
 }

@@ -71,6 +71,11 @@ pub const DEFAULT_MAX_PROCESSES: u64 = 512;
 pub const DEFAULT_MAX_FILE_BYTES: u64 = 1 << 30;
 /// Default CPU-time limit of one process of a command.
 pub const DEFAULT_MAX_CPU_SECS: u64 = 600;
+/// Default limit on one process's address space (`RLIMIT_AS`): a runaway
+/// allocation fails inside the command instead of pushing the machine into swap
+/// or the OOM killer. Generous, because runtimes reserve address space they never
+/// touch (V8's pointer cage, Go's arenas).
+pub const DEFAULT_MAX_MEMORY_BYTES: u64 = 8 << 30;
 /// Default size of the private `/tmp`.
 pub const DEFAULT_TMP_BYTES: u64 = 1 << 30;
 
@@ -92,12 +97,18 @@ pub struct SandboxPolicy {
     pub max_file_bytes: u64,
     /// CPU seconds per process (`exec.max_cpu_secs`).
     pub max_cpu_secs: u64,
+    /// Address space per process, bytes (`exec.max_memory_mb`; 0 = unlimited).
+    pub max_memory_bytes: u64,
     /// Size of the private `/tmp`, bytes (`exec.tmp_mb`).
     pub tmp_bytes: u64,
     /// Extra directories commands may read and execute (`exec.read_paths`).
     pub read_paths: Vec<PathBuf>,
     /// Extra directories commands may write (`exec.write_paths`).
     pub write_paths: Vec<PathBuf>,
+    /// Environment variables passed to commands beyond the harmless base set
+    /// (`exec.env`). Applies with or without the sandbox: claw's own
+    /// environment (API keys, tokens) never reaches a command unless named here.
+    pub pass_env: Vec<String>,
     /// Where the private temp directory is created when there is no mount
     /// namespace (then `TMPDIR` points into it).
     pub tmp_root: PathBuf,
@@ -112,9 +123,11 @@ impl Default for SandboxPolicy {
             max_processes: DEFAULT_MAX_PROCESSES,
             max_file_bytes: DEFAULT_MAX_FILE_BYTES,
             max_cpu_secs: DEFAULT_MAX_CPU_SECS,
+            max_memory_bytes: DEFAULT_MAX_MEMORY_BYTES,
             tmp_bytes: DEFAULT_TMP_BYTES,
             read_paths: Vec::new(),
             write_paths: Vec::new(),
+            pass_env: Vec::new(),
             tmp_root: PathBuf::from("/tmp"),
         }
     }
@@ -307,7 +320,7 @@ impl fmt::Display for SandboxStatus {
         writeln!(f, "  processes: {procs}")?;
         write!(
             f,
-            "  rlimits: NPROC{}, FSIZE, CPU; no_new_privs{}",
+            "  rlimits: NPROC{}, FSIZE, CPU, AS (memory); no_new_privs{}",
             if self.root { " (ignored for root)" } else { "" },
             if self.root { "; running as root" } else { "" }
         )

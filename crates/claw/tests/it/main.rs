@@ -14,6 +14,7 @@ mod cron_cli;
 mod e2e_local_llm;
 mod embed_openai;
 mod eval_smoke;
+mod exec_env;
 mod gateway;
 mod index_cli;
 mod jail_agent_cli;

@@ -36,6 +36,7 @@ const MIB: u64 = 1024 * 1024;
 // ---------------------------------------------------------------------------
 // Running commands
 
+#[derive(Debug)]
 enum Ran {
     Denied,
     Failed(String),
@@ -1323,4 +1324,50 @@ async fn sandbox_overhead_per_command() {
         ));
     }
     println!("exec `true`, 30 runs each: {}", report.join("; "));
+}
+
+#[tokio::test]
+async fn a_runaway_allocation_fails_inside_the_command() {
+    require_full_sandbox();
+    for namespaces in [true, false] {
+        let lab = Lab::new(if namespaces { "mem" } else { "mem-ll" });
+        let policy = SandboxPolicy {
+            max_memory_bytes: 256 * MIB,
+            ..test_policy(namespaces)
+        };
+        let reg = registry(&lab.ws, policy);
+        match exec(
+            &reg,
+            "python3 -c 'b = bytearray(16 << 20); print(len(b))'",
+            60,
+        )
+        .await
+        {
+            Ran::Done(o) => assert_eq!(
+                (o.exit_code, o.stdout.as_str()),
+                (Some(0), "16777216\n"),
+                "a small allocation works; stderr: {}",
+                o.stderr
+            ),
+            other => panic!("small allocation: {other:?}"),
+        }
+        match exec(
+            &reg,
+            "python3 -c 'b = bytearray(2 << 30); print(len(b))'",
+            60,
+        )
+        .await
+        {
+            Ran::Done(o) => {
+                assert_ne!(
+                    o.exit_code,
+                    Some(0),
+                    "2 GiB allocated under a 256 MiB limit"
+                );
+                assert!(o.stderr.contains("MemoryError"), "stderr: {}", o.stderr);
+                assert!(o.stdout.is_empty(), "{}", o.stdout);
+            }
+            other => panic!("large allocation: {other:?}"),
+        }
+    }
 }

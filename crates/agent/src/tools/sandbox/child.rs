@@ -165,6 +165,8 @@ pub(super) struct ChildPlan {
     pub cgroup_procs: Option<CString>,
     pub max_file_bytes: u64,
     pub max_cpu_secs: u64,
+    /// `RLIMIT_AS`, if set.
+    pub max_memory_bytes: Option<u64>,
     /// `RLIMIT_NPROC`, if set.
     pub nproc: Option<u64>,
     /// `CLONE_NEW*` flags (with `CLONE_NEWUSER`); 0 for none.
@@ -322,6 +324,9 @@ impl ChildPlan {
             self.max_cpu_secs,
             self.max_cpu_secs.saturating_add(5),
         )?;
+        if let Some(bytes) = self.max_memory_bytes {
+            setrlimit(libc::RLIMIT_AS, bytes, bytes)?;
+        }
         // Core dumps of sandboxed programs would be written outside the sandbox's view.
         setrlimit(libc::RLIMIT_CORE, 0, 0)?;
         if self.unshare_flags != 0 {

@@ -908,6 +908,7 @@ pub(super) fn prepare(
         },
         max_file_bytes: policy.max_file_bytes.max(1),
         max_cpu_secs: policy.max_cpu_secs.max(1),
+        max_memory_bytes: (policy.max_memory_bytes > 0).then_some(policy.max_memory_bytes),
         nproc,
         unshare_flags,
         id_maps: userns.then(id_maps),
