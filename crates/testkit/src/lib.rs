@@ -14,6 +14,7 @@ pub mod llama;
 pub mod mcp_peers;
 pub mod route_server;
 pub mod scripted_server;
+pub mod synapse;
 pub mod watch_proc;
 
 use std::path::{Path, PathBuf};
