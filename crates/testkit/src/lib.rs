@@ -15,6 +15,7 @@ pub mod mcp_peers;
 pub mod route_server;
 pub mod scripted_server;
 pub mod synapse;
+pub mod telegram_api;
 pub mod watch_proc;
 
 use std::path::{Path, PathBuf};

@@ -149,6 +149,31 @@ rc_presence:
         Some(s)
     }
 
+    /// A client-server API call as the user with `token` (`path` after
+    /// `/_matrix/client/v3`); the JSON answer (panics on an error status).
+    pub fn api(
+        &self,
+        token: &str,
+        method: &str,
+        path: &str,
+        body: Option<serde_json::Value>,
+    ) -> serde_json::Value {
+        let url = format!("{}/_matrix/client/v3{path}", self.base_url);
+        let auth = format!("Bearer {token}");
+        let resp = match (method, body) {
+            ("GET", _) => ureq::get(&url).header("Authorization", &auth).call(),
+            ("POST", b) => ureq::post(&url)
+                .header("Authorization", &auth)
+                .send_json(b.unwrap_or(serde_json::json!({}))),
+            ("PUT", b) => ureq::put(&url)
+                .header("Authorization", &auth)
+                .send_json(b.unwrap_or(serde_json::json!({}))),
+            (m, _) => panic!("unsupported method {m}"),
+        };
+        let mut resp = resp.unwrap_or_else(|e| panic!("{method} {path}: {e}"));
+        resp.body_mut().read_json().expect("json answer")
+    }
+
     /// The end of Synapse's log (for failure messages).
     pub fn log_tail(&self) -> String {
         let log = std::fs::read_to_string(self.dir.path().join("stderr.log")).unwrap_or_default();
