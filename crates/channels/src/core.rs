@@ -287,6 +287,7 @@ pub fn session_key(channel: &str, chat: &str) -> String {
 
 async fn chat_worker(core: Arc<Core>, chat: String, mut rx: mpsc::UnboundedReceiver<Incoming>) {
     while let Some(msg) = rx.recv().await {
+        let started = std::time::Instant::now();
         let turn = ChatTurn {
             channel: core.name().to_string(),
             session: session_key(core.name(), &chat),
@@ -313,9 +314,10 @@ async fn chat_worker(core: Arc<Core>, chat: String, mut rx: mpsc::UnboundedRecei
         };
         match core.send_text(&chat, &text).await {
             Ok(n) => (core.log)(format!(
-                "{}: answered in {chat} ({n} message{})",
+                "{}: answered in {chat} ({n} message{}) in {} ms",
                 core.name(),
-                if n == 1 { "" } else { "s" }
+                if n == 1 { "" } else { "s" },
+                started.elapsed().as_millis()
             )),
             Err(e) => (core.log)(format!("{}: cannot answer in {chat}: {e}", core.name())),
         }
