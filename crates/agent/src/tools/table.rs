@@ -425,6 +425,6 @@ mod tests {
             .filter(|d| d.reach.outside_workspace())
             .map(|d| d.name)
             .collect();
-        assert_eq!(outside, ["exec", "web_fetch", "web_search"]);
+        assert_eq!(outside, ["exec", "web_fetch", "web_search", "message"]);
     }
 }
