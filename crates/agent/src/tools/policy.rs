@@ -271,7 +271,9 @@ mod tests {
         for d in TOOLS {
             let call = inv(d.name, args(d.name));
             let expected = match d.name {
-                "write_file" | "edit_file" | "exec" | "cron" | "message" => Gate::Confirm(Grant::Tool(d.id)),
+                "write_file" | "edit_file" | "exec" | "cron" | "message" => {
+                    Gate::Confirm(Grant::Tool(d.id))
+                }
                 "web_fetch" => Gate::Confirm(Grant::Host("example.org".into())),
                 _ => Gate::Free,
             };
