@@ -477,3 +477,96 @@ fn matrix_against_synapse() {
     assert_eq!(llm.requests().len(), 2 + rounds + 2);
     gw.stop();
 }
+
+#[test]
+fn telegram_message_tool_reaches_allowed_chats_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    let token = "999:tool-token";
+    let tg = FakeTelegram::start(token);
+    std::fs::write(
+        ws.join("config.json"),
+        serde_json::to_vec(&json!({
+            "agent": {"confirm_side_effects": false},
+            "channels": {"telegram": {"token_env": "CLAW_TG_TOKEN", "allow_from": ["42"], "base_url": tg.url()}}
+        }))
+        .unwrap(),
+    )
+    .unwrap();
+    let llm = ScriptedServer::start([
+        openai::tool_call(
+            "c1",
+            "message",
+            &[r#"{"channel":"telegram","chat_id":"42","text":"a note for you."}"#],
+        ),
+        openai::tool_call(
+            "c2",
+            "message",
+            &[r#"{"channel":"telegram","chat_id":"99","text":"spam"}"#],
+        ),
+        openai::text(&["done"]),
+    ]);
+    let gw = Gw::start(ws, &llm.url(), &[("CLAW_TG_TOKEN", token)]);
+    tg.push_text(42, None, "send me a note");
+    let sent = tg.wait_sent(2, Duration::from_secs(30));
+    let shown: Vec<(Value, String)> = sent
+        .iter()
+        .map(|b| {
+            (
+                b["chat_id"].clone(),
+                parse_markdown_v2(b["text"].as_str().unwrap()).unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            (json!(42), "a note for you.".to_string()),
+            (json!(42), "done".to_string())
+        ],
+        "nothing reaches chat 99"
+    );
+    let reqs = llm.requests();
+    assert_eq!(reqs.len(), 3);
+    let last_tool = reqs[2].json["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "tool")
+        .unwrap()
+        .to_string();
+    assert!(last_tool.contains("not one I may write to"), "{last_tool}");
+    gw.stop();
+}
+
+#[test]
+fn telegram_errors_are_retried_with_backoff_not_fatal() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    let tg = FakeTelegram::start("1:right");
+    write_config(
+        ws,
+        json!({"telegram": {"token_env": "CLAW_TG_TOKEN", "allow_from": ["42"], "base_url": tg.url()}}),
+    );
+    let llm = ScriptedServer::start([]);
+    let mut gw = Gw::start(ws, &llm.url(), &[("CLAW_TG_TOKEN", "1:wrong-secret")]);
+    gw.wait_log("retrying in 1 s", Duration::from_secs(20));
+    gw.wait_log("retrying in 2 s", Duration::from_secs(20));
+    assert!(gw.child.try_wait().unwrap().is_none(), "still running");
+    assert!(gw.log().contains("Unauthorized"), "{}", gw.log());
+    assert!(
+        !gw.log().contains("wrong-secret"),
+        "the token is never logged"
+    );
+    gw.stop();
+
+    // Without the token variable the gateway refuses to start, naming it.
+    let out = crate::gateway::claw(ws, Some(&llm.url()))
+        .args(["gateway", "--port", "0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("CLAW_TG_TOKEN"), "{err}");
+}
