@@ -34,6 +34,7 @@ fi
 . scripts/setup-chromium.sh # headless Chromium for the WebChat browser test (exports CLAW_CHROMIUM)
 . scripts/setup-postgres.sh # PostgreSQL + pgvector for claw-memory-pg (exports CLAW_PG_URL, stops on exit)
 source scripts/setup-mcp.sh # MCP test peers: PyPI mcp (venv), npm reference servers; exports CLAW_MCP_*
+. scripts/setup-synapse.sh # Synapse (PyPI matrix-synapse, cached venv) for the Matrix channel test (exports CLAW_SYNAPSE_PYTHON)
 ts "cargo test"
 cargo test --locked "$@"
 

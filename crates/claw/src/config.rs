@@ -107,6 +107,9 @@ pub struct ConfigFile {
     /// `claw mcp` (read-only switch) and the MCP servers offered as tools.
     #[serde(default)]
     pub mcp: claw_mcp::McpConfig,
+    /// Chat channels the gateway starts (`channels.matrix`, `channels.telegram`).
+    #[serde(default)]
+    pub channels: claw_channels::ChannelsSection,
 }
 
 /// `memory` section of the config file.
@@ -228,6 +231,9 @@ pub struct Settings {
     pub pg: Option<PgBackend>,
     /// The `mcp` section: `claw mcp` read-only, the MCP servers offered as tools.
     pub mcp: claw_mcp::McpConfig,
+    /// The `channels` section (tokens are read from the environment when the
+    /// gateway starts).
+    pub channels: claw_channels::ChannelsSection,
 }
 
 /// Inputs to resolution, gathered by the binary (so library code never reads the process environment).
@@ -361,6 +367,7 @@ impl Settings {
             gateway: claw_gateway::config::GatewayConfig::from_section(&file.gateway),
             pg,
             mcp: file.mcp,
+            channels: file.channels,
         })
     }
 

@@ -41,6 +41,8 @@ pub struct GatewayOptions {
     pub watch: bool,
     /// Cron jobs and the heartbeat (None: neither runs).
     pub schedule: Option<ScheduleOptions>,
+    /// Chat channels to start (Matrix, Telegram), tokens resolved.
+    pub channels: claw_channels::ChannelsSettings,
 }
 
 /// What the scheduler and the heartbeat need.
@@ -78,6 +80,8 @@ pub enum GatewayError {
     Llm(String),
     #[error("the HTTP server failed: {0}")]
     Serve(std::io::Error),
+    #[error(transparent)]
+    Channel(#[from] claw_channels::ChannelError),
     #[error("a background task failed: {0}")]
     Task(#[from] tokio::task::JoinError),
 }
@@ -111,6 +115,7 @@ fn tool_registry(
     a: &AgentSettings,
     hub: Option<&Arc<MemoryHub>>,
     cron: Option<CronToolContext>,
+    messenger: Option<Arc<dyn claw_agent::tools::message::Messenger>>,
     yes: bool,
 ) -> ToolRegistry {
     let mut ctx = ToolContext::new(mem.workspace.clone());
@@ -124,6 +129,7 @@ fn tool_registry(
         Arc::new(HubBackend(h.clone())) as Arc<dyn claw_agent::tools::memory::MemoryBackend>
     });
     ctx.cron = cron;
+    ctx.messenger = messenger;
     ToolRegistry::new(ctx)
 }
 
@@ -131,6 +137,7 @@ fn runtime(
     opts: &GatewayOptions,
     a: &AgentSettings,
     hub: Option<&Arc<MemoryHub>>,
+    channels: &ChannelsCell,
 ) -> Result<AgentRuntime, GatewayError> {
     let chain = ProviderChain::new(a.profiles.clone(), RetryPolicy::default())
         .map_err(|e| GatewayError::Llm(e.to_string()))?;
@@ -139,6 +146,10 @@ fn runtime(
         .schedule
         .as_ref()
         .map(|s| (s.jobs_path.clone(), s.zone, s.clock));
+    let messenger = (!opts.channels.is_empty()).then(|| {
+        Arc::new(ChannelMessenger(channels.clone()))
+            as Arc<dyn claw_agent::tools::message::Messenger>
+    });
     let tools = move |session: &str, yes: bool| {
         let cron = cron
             .clone()
@@ -148,7 +159,7 @@ fn runtime(
                 zone,
                 clock,
             });
-        tool_registry(&mem, &agent, hub.as_ref(), cron, yes)
+        tool_registry(&mem, &agent, hub.as_ref(), cron, messenger.clone(), yes)
     };
     Ok(AgentRuntime {
         model: Arc::new(chain),
@@ -268,9 +279,10 @@ pub async fn run(
 
     let (bus, receivers) = Bus::new(opts.gateway.queue_capacity);
     let hard = CancellationToken::new();
+    let channels_cell: ChannelsCell = Arc::new(std::sync::OnceLock::new());
     let (chat_enabled, dispatcher) = match &opts.agent {
         Ok(a) => {
-            let rt = Arc::new(runtime(&opts, a, Some(&hub))?);
+            let rt = Arc::new(runtime(&opts, a, Some(&hub), &channels_cell)?);
             let ctx = WorkerContext {
                 runtime: rt,
                 stats: bus.stats.clone(),
@@ -294,12 +306,30 @@ pub async fn run(
             (None, None)
         }
     };
+    // Chat channels: each allowed message becomes a turn on the bus.
+    if !opts.channels.is_empty() {
+        if dispatcher.is_some() {
+            let runner = Arc::new(BusRunner(bus.clone()));
+            let channels = claw_channels::Channels::start(
+                &opts.channels,
+                &state_dir,
+                runner,
+                Arc::new(|line: String| log(&line)),
+                stop.clone(),
+            )?;
+            let _ = channels_cell.set(Arc::new(channels));
+        } else {
+            log("channels not started: chat is disabled");
+        }
+    }
     // Deliveries: HTTP callers read their own stream; answers of cron jobs and
     // the heartbeat arrive here as `delivery` messages for their target session
-    // (logged and listed in the status; chat channels hook in here).
+    // (sent to the chat when the session is a channel's `<channel>:<chat>`;
+    // logged and listed in the status).
     let sched = Arc::new(std::sync::Mutex::new(ScheduleState::default()));
     let mut outbound = receivers.outbound;
     let sched_d = sched.clone();
+    let channels_d = channels_cell.clone();
     let delivery = tokio::spawn(async move {
         while let Some(Outbound {
             channel,
@@ -311,7 +341,16 @@ pub async fn run(
             if channel != DELIVERY_CHANNEL {
                 continue;
             }
-            log(&format!("delivered an answer to session {session}"));
+            match channels_d.get() {
+                Some(ch) => match ch.deliver(&session, &content).await {
+                    Ok(Some(n)) => log(&format!(
+                        "delivered an answer to session {session} (sent to the chat, {n} message(s))"
+                    )),
+                    Ok(None) => log(&format!("delivered an answer to session {session}")),
+                    Err(e) => log(&format!("cannot deliver to {session}: {e}")),
+                },
+                None => log(&format!("delivered an answer to session {session}")),
+            }
             if let Ok(mut st) = sched_d.lock() {
                 st.deliveries
                     .push(json!({"session": session, "content": content}));
@@ -438,6 +477,64 @@ pub async fn run(
         shutdown_started.elapsed().as_millis()
     ));
     Ok(())
+}
+
+/// The running channels, once started (the tools are built before them).
+type ChannelsCell = Arc<std::sync::OnceLock<Arc<claw_channels::Channels>>>;
+
+/// Channel turns go through the bus like every other message.
+struct BusRunner(Bus);
+
+impl claw_channels::TurnRunner for BusRunner {
+    fn run(
+        &self,
+        turn: claw_channels::ChatTurn,
+    ) -> futures_util::future::BoxFuture<'static, Result<String, String>> {
+        let bus = self.0.clone();
+        Box::pin(async move {
+            let (msg, mut rx) = crate::bus::Inbound::with_reply(
+                &turn.channel,
+                &turn.session,
+                &turn.sender,
+                &turn.text,
+            );
+            bus.submit(msg).await.map_err(|e| e.to_string())?;
+            while let Some(ev) = rx.recv().await {
+                if let crate::bus::TurnEvent::Finished(r) = ev {
+                    return match r.end {
+                        crate::bus::EndKind::Answered | crate::bus::EndKind::MaxIterations => {
+                            Ok(r.answer)
+                        }
+                        _ => Err(r
+                            .message
+                            .unwrap_or_else(|| format!("the turn ended: {:?}", r.end))),
+                    };
+                }
+            }
+            Err("the turn ended without an answer".into())
+        })
+    }
+}
+
+/// The `message` tool's way out: the running channels.
+struct ChannelMessenger(ChannelsCell);
+
+impl claw_agent::tools::message::Messenger for ChannelMessenger {
+    fn send<'a>(
+        &'a self,
+        channel: &'a str,
+        chat_id: &'a str,
+        text: &'a str,
+    ) -> futures_util::future::BoxFuture<'a, Result<usize, String>> {
+        Box::pin(async move {
+            let Some(ch) = self.0.get() else {
+                return Err("no chat channel is running".to_string());
+            };
+            ch.message(channel, chat_id, text)
+                .await
+                .map_err(|e| e.to_string())
+        })
+    }
 }
 
 /// Channel name of answers delivered to a session by cron or the heartbeat.

@@ -14,6 +14,8 @@ pub mod llama;
 pub mod mcp_peers;
 pub mod route_server;
 pub mod scripted_server;
+pub mod synapse;
+pub mod telegram_api;
 pub mod watch_proc;
 
 use std::path::{Path, PathBuf};

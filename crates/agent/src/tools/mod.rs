@@ -17,6 +17,7 @@ pub mod exec;
 pub mod fs;
 pub mod jail;
 pub mod memory;
+pub mod message;
 pub mod netguard;
 pub mod policy;
 #[allow(unsafe_code)]
@@ -83,6 +84,8 @@ pub struct ToolContext {
     pub sandbox: sandbox::SandboxPolicy,
     /// The jobs file and the asking session; without it `cron` is not offered.
     pub cron: Option<CronToolContext>,
+    /// The gateway's chat channels; without them `message` is not offered.
+    pub messenger: Option<Arc<dyn message::Messenger>>,
 }
 
 impl ToolContext {
@@ -102,6 +105,7 @@ impl ToolContext {
             net: netguard::NetPolicy::default(),
             sandbox: sandbox::SandboxPolicy::default(),
             cron: None,
+            messenger: None,
         }
     }
 }
@@ -124,6 +128,7 @@ impl std::fmt::Debug for ToolContext {
             .field("net", &self.net)
             .field("sandbox", &self.sandbox)
             .field("cron", &self.cron)
+            .field("messenger", &self.messenger.is_some())
             .finish()
     }
 }
@@ -184,6 +189,12 @@ pub enum ToolOutput {
         outcome: CronOutcome,
         zone: String,
     },
+    /// `message` sent `parts` messages to `chat_id` on `channel`.
+    MessageSent {
+        channel: String,
+        chat_id: String,
+        parts: usize,
+    },
     /// The text result of a dynamic tool ([`dynamic::DynamicTools`]).
     External {
         name: String,
@@ -205,6 +216,11 @@ impl ToolOutput {
             ToolOutput::MemoryGet(r) => r.render(),
             ToolOutput::Cron { outcome, zone } => outcome
                 .render(&claw_schedule::Zone::parse(zone).unwrap_or(claw_schedule::Zone::Utc)),
+            ToolOutput::MessageSent {
+                channel,
+                chat_id,
+                parts,
+            } => format!("sent to {channel} chat {chat_id} ({parts} message(s))"),
             ToolOutput::External { text, .. } => text.clone(),
         }
     }
@@ -380,6 +396,7 @@ impl ToolRegistry {
                 Offer::WithBraveKey => ctx.brave_api_key.is_some(),
                 Offer::WithMemory => ctx.memory.is_some(),
                 Offer::WithCron => ctx.cron.is_some(),
+                Offer::WithMessenger => ctx.messenger.is_some(),
             })
             .map(|d| d.id)
             .collect();
@@ -556,6 +573,7 @@ impl ToolRegistry {
             Invocation::Cron(args) => {
                 blocking(self.ctx.clone(), move |ctx| cron::run(&ctx, &args)).await
             }
+            Invocation::Message(args) => message::run(&self.ctx, &args).await,
         };
         result.map_err(|e| e.with_tool(name))
     }

@@ -14,6 +14,7 @@ use super::cron::CronArgs;
 use super::exec::ExecArgs;
 use super::fs::{EditFileArgs, ListDirArgs, ReadFileArgs, WriteFileArgs};
 use super::memory::{MemoryGetArgs, MemorySearchArgs};
+use super::message::MessageArgs;
 use super::web::{WebFetchArgs, WebSearchArgs};
 use super::{ToolError, parse_args};
 
@@ -48,6 +49,8 @@ pub enum Offer {
     WithMemory,
     /// Only with a jobs file to schedule in (`ToolContext::cron`).
     WithCron,
+    /// Only under the gateway with a chat channel (`ToolContext::messenger`).
+    WithMessenger,
 }
 
 /// One row of the tool table.
@@ -364,6 +367,27 @@ the job `id`.",
             "additionalProperties": false
         },
     }
+    Message(MessageArgs) {
+        name: "message",
+        description: "Send a text message to a chat on a chat channel (matrix or telegram): \
+channel is the network, chat_id the Matrix room id (!abc:server) or Telegram chat id. Only chats \
+where an allowed user talked to you can be reached; the session key of a chat is \
+<channel>:<chat_id>. Long texts are split automatically.",
+        read_only: false,
+        reach: Reach::ConfiguredService,
+        preview_key: "chat_id",
+        offered: Offer::WithMessenger,
+        schema: {
+            "type": "object",
+            "properties": {
+                "channel": {"type": "string", "enum": ["matrix", "telegram"], "description": "The chat network."},
+                "chat_id": {"type": "string", "description": "Matrix room id or Telegram chat id."},
+                "text": {"type": "string", "description": "The message."}
+            },
+            "required": ["channel", "chat_id", "text"],
+            "additionalProperties": false
+        },
+    }
 }
 
 #[cfg(test)]
@@ -401,6 +425,6 @@ mod tests {
             .filter(|d| d.reach.outside_workspace())
             .map(|d| d.name)
             .collect();
-        assert_eq!(outside, ["exec", "web_fetch", "web_search"]);
+        assert_eq!(outside, ["exec", "web_fetch", "web_search", "message"]);
     }
 }

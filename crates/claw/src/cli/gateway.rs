@@ -115,6 +115,11 @@ async fn run_gateway(settings: Settings, port: Option<u16>, watch: bool) -> anyh
         zone,
         heartbeat,
     };
+    let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
+    let channels = settings
+        .channels
+        .resolve(&env)
+        .map_err(|e| anyhow::anyhow!("{e} (export it before starting the gateway)"))?;
     let opts = GatewayOptions {
         mem: settings.mem.clone(),
         agent,
@@ -123,6 +128,7 @@ async fn run_gateway(settings: Settings, port: Option<u16>, watch: bool) -> anyh
         utc_offset,
         watch,
         schedule: Some(schedule),
+        channels,
     };
     let stop = CancellationToken::new();
     server::cancel_on_signals(stop.clone()).context("cannot install signal handlers")?;

@@ -1,0 +1,209 @@
+//! claw's chat channels. A channel adapter long-polls its network (Matrix
+//! `/sync`, Telegram `getUpdates`), turns each allowed message into an assistant
+//! turn in the chat's session (`<channel>:<chat id>`, through a [`TurnRunner`]
+//! the gateway provides over its bus) and sends the answer back, split at the
+//! network's limit, with a typing indicator while the turn runs. The shared
+//! half (allow-list, de-duplication, persisted poll position, per-chat queues,
+//! splitting) is [`core`]; the networks are [`matrix`] and [`telegram`].
+//! [`Channels`] starts every configured channel and sends outbound messages
+//! (cron and heartbeat deliveries, the `message` tool).
+//!
+//! Tokens come only from the environment variable the config names; they are
+//! never logged.
+
+pub mod config;
+pub mod core;
+pub mod matrix;
+pub mod telegram;
+
+pub use config::{ChannelsSection, ChannelsSettings, MatrixSection, TelegramSection};
+
+use futures_util::future::BoxFuture;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+/// A log sink (the gateway passes its stderr logger).
+pub type Log = Arc<dyn Fn(String) + Send + Sync>;
+
+/// One user message for the assistant.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatTurn {
+    /// `matrix`, `telegram`.
+    pub channel: String,
+    /// `<channel>:<chat id>`.
+    pub session: String,
+    pub sender: String,
+    pub text: String,
+}
+
+/// Runs a turn and returns its answer (or why there is none).
+pub trait TurnRunner: Send + Sync + 'static {
+    fn run(&self, turn: ChatTurn) -> BoxFuture<'static, Result<String, String>>;
+}
+
+/// Channel errors.
+#[derive(Debug, thiserror::Error)]
+pub enum ChannelError {
+    #[error("channels.{channel}: the environment variable {var} (named by {key}) is not set")]
+    MissingToken {
+        channel: &'static str,
+        key: &'static str,
+        var: String,
+    },
+    #[error("channels.{channel}: {message}")]
+    Config {
+        channel: &'static str,
+        message: String,
+    },
+    #[error("cannot reach {channel}: {message}")]
+    Network {
+        channel: &'static str,
+        message: String,
+    },
+    #[error("{channel} refused the request ({status}): {message}")]
+    Api {
+        channel: &'static str,
+        status: u16,
+        message: String,
+    },
+    #[error("channel state {path}: {message}")]
+    State { path: PathBuf, message: String },
+    #[error("no channel named {0} is configured")]
+    UnknownChannel(String),
+    #[error("{channel}: chat {chat} is not one I may write to (only chats of allowed senders)")]
+    NotAllowed { channel: String, chat: String },
+}
+
+/// The running channels.
+pub struct Channels {
+    cores: BTreeMap<String, Arc<core::Core>>,
+}
+
+impl std::fmt::Debug for Channels {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Channels")
+            .field("channels", &self.cores.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl Channels {
+    /// Start every configured channel (their poll loops run until `stop`).
+    pub fn start(
+        settings: &ChannelsSettings,
+        state_dir: &Path,
+        runner: Arc<dyn TurnRunner>,
+        log: Log,
+        stop: CancellationToken,
+    ) -> Result<Channels, ChannelError> {
+        let mut cores = BTreeMap::new();
+        if let Some(m) = &settings.matrix {
+            let transport = Arc::new(matrix::Matrix::new(m.clone())?);
+            let core = core::Core::new(
+                transport.clone(),
+                m.allow_from.clone(),
+                state_dir,
+                runner.clone(),
+                log.clone(),
+            )?;
+            tokio::spawn(matrix::run(transport, core.clone(), stop.clone()));
+            cores.insert("matrix".to_string(), core);
+        }
+        if let Some(t) = &settings.telegram {
+            let transport = Arc::new(telegram::Telegram::new(t.clone())?);
+            let core = core::Core::new(
+                transport.clone(),
+                t.allow_from.clone(),
+                state_dir,
+                runner.clone(),
+                log.clone(),
+            )?;
+            tokio::spawn(telegram::run(transport, core.clone(), stop.clone()));
+            cores.insert("telegram".to_string(), core);
+        }
+        for name in cores.keys() {
+            log(format!("channel {name} started"));
+        }
+        Ok(Channels { cores })
+    }
+
+    /// Names of the running channels.
+    pub fn names(&self) -> Vec<String> {
+        self.cores.keys().cloned().collect()
+    }
+
+    /// Deliver `text` to the chat of session `session` when it is a channel
+    /// session (`<channel>:<chat>`); `Ok(None)` when it is not one.
+    pub async fn deliver(&self, session: &str, text: &str) -> Result<Option<usize>, ChannelError> {
+        let Some((name, chat)) = session.split_once(':') else {
+            return Ok(None);
+        };
+        let Some(core) = self.cores.get(name) else {
+            return Ok(None);
+        };
+        core.send_text(chat, text).await.map(Some)
+    }
+
+    /// The `message` tool: send to a chat an allowed sender wrote in.
+    pub async fn message(
+        &self,
+        channel: &str,
+        chat: &str,
+        text: &str,
+    ) -> Result<usize, ChannelError> {
+        let core = self
+            .cores
+            .get(channel)
+            .ok_or_else(|| ChannelError::UnknownChannel(channel.to_string()))?;
+        if !core.may_reach(chat) {
+            return Err(ChannelError::NotAllowed {
+                channel: channel.to_string(),
+                chat: chat.to_string(),
+            });
+        }
+        core.send_text(chat, text).await
+    }
+}
+
+/// A reqwest client for long polls (no overall timeout; each request sets its own).
+pub(crate) fn http_client(channel: &'static str) -> Result<reqwest::Client, ChannelError> {
+    reqwest::Client::builder()
+        .connect_timeout(std::time::Duration::from_secs(10))
+        .build()
+        .map_err(|e| ChannelError::Network {
+            channel,
+            message: e.to_string(),
+        })
+}
+
+/// The error of a response that is not a success, with the server's message.
+pub(crate) async fn check(
+    channel: &'static str,
+    resp: Result<reqwest::Response, reqwest::Error>,
+) -> Result<serde_json::Value, ChannelError> {
+    let resp = resp.map_err(|e| ChannelError::Network {
+        channel,
+        message: e.without_url().to_string(),
+    })?;
+    let status = resp.status();
+    let body: serde_json::Value = resp.json().await.map_err(|e| ChannelError::Network {
+        channel,
+        message: e.without_url().to_string(),
+    })?;
+    if !status.is_success() {
+        let message = body
+            .get("error")
+            .or_else(|| body.get("description"))
+            .and_then(|v| v.as_str())
+            .unwrap_or("no message")
+            .to_string();
+        return Err(ChannelError::Api {
+            channel,
+            status: status.as_u16(),
+            message,
+        });
+    }
+    Ok(body)
+}
