@@ -3,7 +3,8 @@
 # milliseconds per keyword-only search call (the whole process, default flags),
 # without a watcher (stat walk of every source) and with an idle
 # `claw memory watch` whose heartbeat vouches for the index (no walk), plus
-# `--no-sync` as the floor. Prints a Markdown table.
+# `--no-sync` as the floor. Prints a Markdown table of median milliseconds per
+# call, with the load average at the start and the end (the machine may be shared).
 #
 #   scripts/bench-search-sync.sh [CLAW_BIN] [CALLS]
 #
@@ -30,19 +31,24 @@ tar xzf "$GARDEN" -C "$WORK/garden"
 
 QUERIES=("webhook retries" "digital garden" "agora protocol" "meditation practice" "rust async")
 
-# ms per call over CALLS calls (cycling through the queries), after 3 warm-up calls.
+# Median ms per call over CALLS calls (cycling through the queries), after 3
+# warm-up calls; each call is timed on its own (the machine may be shared: the
+# median resists the odd slow call, the mean does not).
 run() {
   local i start end
   for i in 1 2 3; do "$BIN" memory search "${QUERIES[0]}" "$@" >/dev/null || true; done
-  start=$(date +%s%N)
+  : >"$WORK/times"
   for ((i = 0; i < CALLS; i++)); do
+    start=$(date +%s%N)
     "$BIN" memory search "${QUERIES[i % ${#QUERIES[@]}]}" "$@" >/dev/null || true
+    end=$(date +%s%N)
+    echo $((end - start)) >>"$WORK/times"
   done
-  end=$(date +%s%N)
-  awk -v t=$((end - start)) -v n="$CALLS" 'BEGIN { printf "%.1f", t / n / 1e6 }'
+  sort -n "$WORK/times" | awk '{ t[NR] = $1 } END { m = (NR % 2) ? t[(NR + 1) / 2] : (t[NR / 2] + t[NR / 2 + 1]) / 2; printf "%.1f", m / 1e6 }'
 }
 sync_of() { "$BIN" memory search "${QUERIES[0]}" --json "$@" | python3 -c 'import json,sys; print(json.dumps(json.load(sys.stdin)["sync"]))'; }
 
+LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 files=$(find "$WORK/garden" -type f -name '*.md' | wc -l)
 no_watch=$(run)
 no_watch_sync=$(sync_of)
@@ -59,9 +65,10 @@ done
 watched_sync=$(sync_of)
 watched=$(run)
 
-echo "Garden: $files notes, keyword-only index; $CALLS calls per row; binary: $BIN"
+echo "Garden: $files notes, keyword-only index; $CALLS calls per row (median); binary: $BIN"
+echo "Load average: start $LOAD_START, end $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) CPUs"
 echo
-echo "| \`claw memory search QUERY\` | ms per call | sync reported |"
+echo "| \`claw memory search QUERY\` | median ms per call | sync reported |"
 echo "|---|---|---|"
 echo "| no watcher (stat walk) | $no_watch | \`$no_watch_sync\` |"
 echo "| idle watcher vouches (no walk) | $watched | \`$watched_sync\` |"

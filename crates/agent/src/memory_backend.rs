@@ -121,6 +121,20 @@ impl EngineBackend {
         }
     }
 
+    /// The embedder the service searches and indexes with (loaded on first
+    /// call, then shared: a watcher in this process indexes with it instead of
+    /// loading the model a second time).
+    pub fn index_embedder(
+        &self,
+    ) -> Result<Option<&dyn claw_memory::embed::Embedder>, MemoryBackendError> {
+        Ok(self.service()?.index_embedder()?)
+    }
+
+    /// The memory settings the backend runs with.
+    pub fn settings(&self) -> &MemoryConfig {
+        &self.settings
+    }
+
     /// Bring the index up to date before a session: index a never-indexed
     /// workspace fully, else run the bounded inline sync (never waiting for the
     /// writer lock). What it did, for a status line.

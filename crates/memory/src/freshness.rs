@@ -259,6 +259,7 @@ impl From<SyncError> for StaleReason {
     fn from(e: SyncError) -> StaleReason {
         match e {
             SyncError::Busy { pid, what } => StaleReason::Busy { pid, what },
+            SyncError::Identity(m) => StaleReason::Identity(m),
             other => StaleReason::Failed {
                 message: other.to_string(),
             },
@@ -330,6 +331,10 @@ pub enum SyncError {
     /// The indexer failed.
     #[error(transparent)]
     Index(#[from] indexer::IndexError),
+    /// Applying the files with this embedder would rebuild the index (it was
+    /// built with another model or chunker): nothing was written.
+    #[error("{0}")]
+    Identity(IdentityMismatch),
     /// The database file was deleted or replaced since this connection opened
     /// it: nothing was written; reopen it first.
     #[error("the database {} was deleted or replaced", path.display())]

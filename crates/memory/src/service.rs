@@ -211,6 +211,15 @@ impl<'e> MemoryService<'e> {
         }
     }
 
+    /// The embedder that indexes for this service (the query embedder, loaded
+    /// on first call; `None` for a keyword-only index or when the configured
+    /// model did not load). A watcher in the same process indexes with it, so
+    /// the model is loaded once.
+    pub fn index_embedder(&self) -> Result<Option<&dyn Embedder>, ServiceError> {
+        let store = self.store();
+        self.embedder(&store).map_err(ServiceError::Freshness)
+    }
+
     /// Why the configured embedder did not load, once a search tried to load it.
     pub fn embedder_error(&self) -> Option<&EmbedError> {
         match &self.embedder {

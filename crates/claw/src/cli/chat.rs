@@ -676,7 +676,11 @@ async fn repl(
         driver.session_path().display(),
         driver.agent().history().len()
     ));
-    sync_memory(memory, ui.as_ref()).await;
+    sync_memory(memory.clone(), ui.as_ref()).await;
+    // The memory watcher runs while the REPL is open (cli/repl_watch.rs).
+    let say_ui = ui.clone();
+    let say: super::repl_watch::Say = Arc::new(move |line: &str| say_ui.status(line));
+    let watcher = super::repl_watch::start(memory, driver.session_path(), say).await;
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let (mode_tx, mode_rx) = std::sync::mpsc::channel();
     spawn_reader(history, tx, mode_rx);
@@ -794,6 +798,9 @@ async fn repl(
         }
     }
     let _ = mode_tx.send(ReadMode::Quit);
+    if let Some(w) = watcher {
+        w.stop().await;
+    }
     Ok(Exit::Ok)
 }
 

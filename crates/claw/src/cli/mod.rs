@@ -12,6 +12,7 @@ pub mod index;
 pub mod mcp;
 pub mod output;
 pub mod pg;
+pub mod repl_watch;
 pub mod search;
 pub mod watch;
 

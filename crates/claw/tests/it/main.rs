@@ -29,6 +29,7 @@ mod ranking_decay;
 mod ranking_garden;
 mod ranking_paraphrase;
 mod ranking_support;
+mod repl_watch;
 mod sandbox_exec;
 mod search_cli;
 #[path = "../../../memory/tests/it/search_support.rs"]

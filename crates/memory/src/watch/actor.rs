@@ -12,6 +12,7 @@ use crate::config::MemoryConfig;
 use crate::freshness::{self, FileRef, SyncError, SyncOutcome};
 use crate::store::{Store, StoreError, WatcherRow, now_unix};
 use crate::walk::{self, SourceRoot};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, SyncSender, TrySendError};
@@ -54,6 +55,11 @@ pub(crate) struct Actor {
     /// (and skips its stat walk) only while it says 0, so the first event after
     /// an idle period is written at once, not at the next tick.
     reported_pending: std::cell::Cell<usize>,
+    /// Files the owner writes itself (the REPL's own session transcript):
+    /// waiting to index them does not count as pending in the heartbeat.
+    own: BTreeSet<FileRef>,
+    /// Files of the batch in flight that count as pending (not in `own`).
+    in_flight_counted: usize,
 }
 
 impl Actor {
@@ -64,6 +70,7 @@ impl Actor {
         os: notify::RecommendedWatcher,
         overflow: Arc<AtomicBool>,
         events: Sender<WatchEvent>,
+        own: BTreeSet<FileRef>,
     ) -> Actor {
         Actor {
             settings,
@@ -83,6 +90,8 @@ impl Actor {
             last_sync: None,
             started_at: now_unix(),
             reported_pending: std::cell::Cell::new(usize::MAX),
+            own,
+            in_flight_counted: 0,
         }
     }
 
@@ -151,7 +160,7 @@ impl Actor {
                 self.emit(WatchEvent::Overflow);
                 self.notes.rescan(Instant::now());
             }
-            if self.pending() > 0 && self.reported_pending.get() == 0 {
+            if self.pending_counted() > 0 && self.reported_pending.get() == 0 {
                 // No longer idle: stop vouching for the index right away.
                 self.heartbeat();
             }
@@ -243,6 +252,7 @@ impl Actor {
             match job_tx.try_send(job) {
                 Ok(()) => {
                     self.in_flight = 1;
+                    self.in_flight_counted = 1;
                     self.db_replaced = false;
                 }
                 Err(TrySendError::Full(job)) | Err(TrySendError::Disconnected(job)) => {
@@ -266,8 +276,12 @@ impl Actor {
             return;
         }
         let n = job.files.len();
+        let counted = job.pending_except(&self.own);
         match job_tx.try_send(job) {
-            Ok(()) => self.in_flight = n.max(1),
+            Ok(()) => {
+                self.in_flight = n.max(1);
+                self.in_flight_counted = counted;
+            }
             Err(TrySendError::Full(job)) | Err(TrySendError::Disconnected(job)) => {
                 self.notes.job.absorb(job);
                 self.notes.touch(now);
@@ -277,6 +291,7 @@ impl Actor {
 
     fn on_done(&mut self, outcome: Result<(SyncOutcome, bool), SyncError>, elapsed: Duration) {
         self.in_flight = 0;
+        self.in_flight_counted = 0;
         self.last_sync = Some(now_unix());
         self.batches += 1;
         match outcome {
@@ -305,6 +320,14 @@ impl Actor {
 
     fn pending(&self) -> usize {
         self.notes.job.pending() + self.sessions.job.pending() + self.in_flight
+    }
+
+    /// What the heartbeat reports as pending: [`Actor::pending`] without the
+    /// owner's own files (a search may skip its walk while this is 0).
+    fn pending_counted(&self) -> usize {
+        self.notes.job.pending_except(&self.own)
+            + self.sessions.job.pending_except(&self.own)
+            + self.in_flight_counted
     }
 
     fn refresh_sources(&mut self) -> Result<(), StoreError> {
@@ -423,7 +446,7 @@ impl Actor {
     }
 
     fn heartbeat(&self) {
-        let pending = self.pending();
+        let pending = self.pending_counted();
         let row = WatcherRow {
             pid: std::process::id() as i64,
             started_at: self.started_at,

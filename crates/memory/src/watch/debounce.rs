@@ -39,6 +39,12 @@ impl Job {
     pub(crate) fn pending(&self) -> usize {
         self.files.len() + self.reconcile.len() + self.full as usize
     }
+
+    /// [`Job::pending`] without the files in `own` (files the watcher's owner
+    /// writes itself, which never stop it vouching for the index).
+    pub(crate) fn pending_except(&self, own: &BTreeSet<FileRef>) -> usize {
+        self.pending() - self.files.iter().filter(|f| own.contains(*f)).count()
+    }
 }
 
 /// Pending changes of one debounce class.

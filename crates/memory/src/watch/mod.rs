@@ -32,6 +32,7 @@ use crate::freshness::{self, FileRef, SyncError, SyncOutcome};
 use crate::lock::WriterLock;
 use crate::store::{Store, StoreError};
 use actor::{Actor, Msg};
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -256,6 +257,21 @@ pub fn spawn(
     apply: Box<dyn ApplyChanges>,
     events: Sender<WatchEvent>,
 ) -> Result<Watcher, WatchError> {
+    spawn_with_own_files(settings, opts, apply, events, BTreeSet::new())
+}
+
+/// [`spawn`] for a watcher that runs inside a process which itself writes
+/// `own` (the REPL and its session transcript, appended at every message):
+/// those files are indexed like any other, but waiting for them does not
+/// count as pending in the heartbeat, so the watcher keeps vouching for the
+/// index while its owner writes them (the owner has their content at hand).
+pub fn spawn_with_own_files(
+    settings: MemoryConfig,
+    opts: WatchOptions,
+    apply: Box<dyn ApplyChanges>,
+    events: Sender<WatchEvent>,
+    own: BTreeSet<FileRef>,
+) -> Result<Watcher, WatchError> {
     // Open once here so a broken database fails fast, before any thread starts.
     let store = Store::open(&settings.db_path())?;
     let (tx, rx) = mpsc::sync_channel::<Msg>(opts.event_queue.max(4));
@@ -272,7 +288,7 @@ pub fn spawn(
     let actor = std::thread::Builder::new()
         .name("claw-watch".into())
         .spawn(move || {
-            let mut actor = Actor::new(settings, opts, store, os_watcher, overflow, events);
+            let mut actor = Actor::new(settings, opts, store, os_watcher, overflow, events, own);
             let r = actor.run(rx, actor_tx, apply);
             actor.finish();
             r
