@@ -29,6 +29,8 @@ pub struct EngineBackend {
     settings: MemoryConfig,
     service: OnceLock<MemoryService<'static>>,
     policy: SyncPolicy,
+    /// Set by [`MemoryBackend::note_write`], cleared by the next search.
+    wrote: std::sync::atomic::AtomicBool,
     progress: Option<ProgressSink>,
 }
 
@@ -40,6 +42,7 @@ impl EngineBackend {
             settings,
             service: OnceLock::new(),
             policy: SyncPolicy::DEFAULT,
+            wrote: std::sync::atomic::AtomicBool::new(false),
             progress: None,
         }
     }
@@ -158,13 +161,27 @@ impl MemoryBackend for EngineBackend {
     fn search(&self, req: &SearchRequest) -> Result<SearchOutcome, MemoryBackendError> {
         let service = self.service()?;
         let first = self.first_index(service)?;
+        // After this session's own write, walk even when a watcher vouches: it
+        // may not have been told about the write yet.
+        let walked = match self.policy {
+            SyncPolicy::Inline { limit }
+                if self.wrote.swap(false, std::sync::atomic::Ordering::SeqCst) =>
+            {
+                Some(service.sync_walk(limit)?)
+            }
+            _ => None,
+        };
         let mut outcome = service.search(req, self.policy)?;
-        if let Some(first) = first
+        if let Some(report) = first.or(walked)
             && matches!(outcome.sync, SyncReport::Fresh { .. })
         {
-            outcome.sync = first;
+            outcome.sync = report;
         }
         Ok(outcome)
+    }
+
+    fn note_write(&self) {
+        self.wrote.store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
     fn get(&self, req: &GetRequest) -> Result<GetResponse, MemoryBackendError> {

@@ -293,13 +293,23 @@ impl<'e> MemoryService<'e> {
     /// The inline sync alone (no search): at most `limit` changed files are
     /// re-indexed, never waiting for the writer lock.
     pub fn sync(&self, limit: usize) -> Result<SyncReport, ServiceError> {
-        let mut store = self.store();
+        let store = self.store();
         if let Some(pid) = freshness::vouching_watcher(&store).map_err(ServiceError::Freshness)? {
             return Ok(SyncReport::Fresh {
                 checked_ms: 0,
                 watcher: Some(pid),
             });
         }
+        drop(store);
+        self.sync_walk(limit)
+    }
+
+    /// [`MemoryService::sync`] without trusting a watcher's vouch: always walks.
+    /// For a caller that just wrote a file itself and cannot wait for the
+    /// watcher to be told (the assistant's `write_file` then `memory_search` in
+    /// one turn).
+    pub fn sync_walk(&self, limit: usize) -> Result<SyncReport, ServiceError> {
+        let mut store = self.store();
         let st = freshness::check(&self.settings, &store).map_err(ServiceError::Freshness)?;
         if st.is_fresh() {
             return Ok(SyncReport::Fresh {

@@ -125,6 +125,10 @@ pub trait MemoryBackend: Send + Sync {
     fn search(&self, req: &SearchRequest) -> Result<SearchOutcome, MemoryBackendError>;
     /// Lines of an indexed file.
     fn get(&self, req: &GetRequest) -> Result<GetResponse, MemoryBackendError>;
+    /// A tool of this session changed files in the workspace: the next search
+    /// must look at the disk itself, not trust a watcher that may not have seen
+    /// the change yet.
+    fn note_write(&self) {}
 }
 
 /// How memory results are shown to the model.

@@ -552,6 +552,10 @@ impl ToolRegistry {
     /// Runs a parsed call. Never panics; every failure is an `Err` for the model.
     pub async fn execute(&self, invocation: Invocation) -> ToolResult {
         let name = invocation.id().name();
+        let writes = matches!(
+            invocation,
+            Invocation::WriteFile(_) | Invocation::EditFile(_) | Invocation::Exec(_)
+        );
         let result = match invocation {
             Invocation::ReadFile(args) => {
                 blocking(self.ctx.clone(), move |ctx| fs::read_file(&ctx, &args)).await
@@ -575,6 +579,11 @@ impl ToolRegistry {
             }
             Invocation::Message(args) => message::run(&self.ctx, &args).await,
         };
+        // Even a failed command may have written something: the next memory
+        // search looks at the disk itself.
+        if writes && let Some(memory) = &self.ctx.memory {
+            memory.note_write();
+        }
         result.map_err(|e| e.with_tool(name))
     }
 }

@@ -6,6 +6,7 @@ mod adversarial_queries;
 mod agent_assist;
 mod agent_cli;
 mod agent_memory;
+mod agent_write_search;
 mod channels;
 mod cli_edge;
 mod cli_snapshots;
