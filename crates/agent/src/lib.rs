@@ -8,6 +8,7 @@ pub mod config;
 pub mod consolidate;
 pub mod core;
 pub mod driver;
+pub mod hooks;
 pub mod memory_backend;
 pub mod message;
 pub mod prompt;

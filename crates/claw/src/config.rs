@@ -107,6 +107,9 @@ pub struct ConfigFile {
     /// `claw mcp` (read-only switch) and the MCP servers offered as tools.
     #[serde(default)]
     pub mcp: claw_mcp::McpConfig,
+    /// User hooks per event of the agent loop (`claw_agent::hooks`).
+    #[serde(default)]
+    pub hooks: claw_agent::hooks::HooksConfig,
 }
 
 /// `memory` section of the config file.
@@ -228,6 +231,8 @@ pub struct Settings {
     pub pg: Option<PgBackend>,
     /// The `mcp` section: `claw mcp` read-only, the MCP servers offered as tools.
     pub mcp: claw_mcp::McpConfig,
+    /// The `hooks` section (compiled per session by `cli::chat::build_hooks`).
+    pub hooks: claw_agent::hooks::HooksConfig,
 }
 
 /// Inputs to resolution, gathered by the binary (so library code never reads the process environment).
@@ -361,6 +366,7 @@ impl Settings {
             gateway: claw_gateway::config::GatewayConfig::from_section(&file.gateway),
             pg,
             mcp: file.mcp,
+            hooks: file.hooks,
         })
     }
 

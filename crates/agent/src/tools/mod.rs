@@ -286,6 +286,9 @@ pub enum ToolError {
     /// A dynamic tool failed (its server crashed, timed out or reported an error).
     #[error("`{tool}` failed: {message}")]
     External { tool: String, message: String },
+    /// A `before_tool_call` hook blocked the call ([`crate::hooks`]).
+    #[error("`{tool}` was not run: blocked by a hook: {reason}")]
+    Blocked { tool: String, reason: String },
 }
 
 fn render_no_match(path: &str, closest: &Option<ClosestMatch>) -> String {

@@ -318,6 +318,21 @@ async fn sync_memory(memory: Arc<EngineBackend>, ui: &dyn Ui) {
     }
 }
 
+/// The `hooks` section compiled for a session (variables from the process
+/// environment, resolved now); `None` without hooks.
+pub(crate) fn build_hooks(
+    settings: &Settings,
+) -> anyhow::Result<Option<Arc<claw_agent::hooks::Hooks>>> {
+    if settings.hooks.is_empty() {
+        return Ok(None);
+    }
+    let env = |name: &str| std::env::var(name).ok();
+    let hooks =
+        claw_agent::hooks::Hooks::new(&settings.hooks, settings.mem.workspace.clone(), &env)
+            .context("invalid `hooks` configuration")?;
+    Ok(Some(Arc::new(hooks)))
+}
+
 pub(crate) fn driver_options(settings: &Settings, a: &AgentSettings, key: &str) -> DriverOptions {
     let offset = a
         .utc_offset
@@ -518,6 +533,7 @@ async fn run_local(settings: Settings, args: ChatArgs) -> anyhow::Result<Exit> {
         tools = tools.with_dynamic(super::mcp::start_clients(&settings).await);
     }
     let opts = driver_options(&settings, &a, &args.session);
+    let hooks = build_hooks(&settings)?;
     let color = std::io::stderr().is_terminal();
     match args.message {
         Some(message) => {
@@ -525,6 +541,9 @@ async fn run_local(settings: Settings, args: ChatArgs) -> anyhow::Result<Exit> {
             let mut driver = Driver::open(opts, Arc::new(chain), Arc::new(tools), ui.clone())
                 .await
                 .context("cannot open the session")?;
+            if let Some(h) = hooks {
+                driver = driver.with_hooks(h);
+            }
             sync_memory(memory, ui.as_ref()).await;
             ui.start_waiting();
             let exit = one_shot(&mut driver, &message).await;
@@ -533,7 +552,7 @@ async fn run_local(settings: Settings, args: ChatArgs) -> anyhow::Result<Exit> {
         }
         None => {
             let history = settings.state_dir().join("chat_history.txt");
-            repl(opts, chain, tools, memory, color, history, args.yes).await
+            repl(opts, chain, tools, memory, color, history, args.yes, hooks).await
         }
     }
 }
@@ -656,6 +675,7 @@ fn spawn_reader(
     });
 }
 
+#[allow(clippy::too_many_arguments)] // the REPL's parts, built once by `run_local`
 async fn repl(
     opts: DriverOptions,
     chain: ProviderChain,
@@ -664,6 +684,7 @@ async fn repl(
     color: bool,
     history: std::path::PathBuf,
     yes: bool,
+    hooks: Option<Arc<claw_agent::hooks::Hooks>>,
 ) -> anyhow::Result<Exit> {
     let (answer_tx, answer_rx) = std::sync::mpsc::channel::<String>();
     let ui = Arc::new(TerminalUi::new(color, Some(Mutex::new(answer_rx)), yes));
@@ -671,6 +692,9 @@ async fn repl(
     let mut driver = Driver::open(opts, Arc::new(chain), Arc::new(tools), ui.clone())
         .await
         .context("cannot open the session")?;
+    if let Some(h) = hooks {
+        driver = driver.with_hooks(h);
+    }
     ui.status(&format!(
         "claw — session {} ({} messages). /help for commands, Ctrl-D to quit.",
         driver.session_path().display(),
