@@ -15,5 +15,6 @@ pub mod prompt;
 pub mod provider;
 pub mod session;
 pub mod settings;
+pub mod subagents;
 pub mod think;
 pub mod tools;

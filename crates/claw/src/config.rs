@@ -110,6 +110,9 @@ pub struct ConfigFile {
     /// User hooks per event of the agent loop (`claw_agent::hooks`).
     #[serde(default)]
     pub hooks: claw_agent::hooks::HooksConfig,
+    /// Sub-agents: `max_subagents`, `subagent_max_iterations`, `subagent_timeout_secs`.
+    #[serde(default)]
+    pub agents: claw_agent::subagents::SubagentConfig,
 }
 
 /// `memory` section of the config file.
@@ -233,6 +236,8 @@ pub struct Settings {
     pub mcp: claw_mcp::McpConfig,
     /// The `hooks` section (compiled per session by `cli::chat::build_hooks`).
     pub hooks: claw_agent::hooks::HooksConfig,
+    /// The `agents` section (sub-agents).
+    pub agents: claw_agent::subagents::SubagentConfig,
 }
 
 /// Inputs to resolution, gathered by the binary (so library code never reads the process environment).
@@ -367,6 +372,7 @@ impl Settings {
             pg,
             mcp: file.mcp,
             hooks: file.hooks,
+            agents: file.agents,
         })
     }
 

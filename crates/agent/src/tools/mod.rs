@@ -22,6 +22,7 @@ pub mod policy;
 #[allow(unsafe_code)]
 // fork/exec confinement: namespaces, pivot_root, Landlock, rlimits (raw syscalls); SAFETY notes inline
 pub mod sandbox;
+pub mod spawn;
 pub mod table;
 pub mod web;
 
@@ -43,6 +44,7 @@ pub use memory::{
     MemorySearchResponse, RenderForModel,
 };
 pub use policy::{Answer, Gate, Grant, Grants, is_read_only, resolve_path};
+pub use spawn::{SharedSpawner, SpawnArgs, Spawned, Spawner};
 pub use table::{Invocation, Offer, Reach, TOOLS, ToolDescriptor, ToolId};
 pub use web::{SearchHit, WebFetchArgs, WebSearchArgs};
 
@@ -83,6 +85,8 @@ pub struct ToolContext {
     pub sandbox: sandbox::SandboxPolicy,
     /// The jobs file and the asking session; without it `cron` is not offered.
     pub cron: Option<CronToolContext>,
+    /// Starts sub-agents; without it `spawn` is not offered.
+    pub spawner: Option<SharedSpawner>,
 }
 
 impl ToolContext {
@@ -102,6 +106,7 @@ impl ToolContext {
             net: netguard::NetPolicy::default(),
             sandbox: sandbox::SandboxPolicy::default(),
             cron: None,
+            spawner: None,
         }
     }
 }
@@ -124,6 +129,7 @@ impl std::fmt::Debug for ToolContext {
             .field("net", &self.net)
             .field("sandbox", &self.sandbox)
             .field("cron", &self.cron)
+            .field("spawner", &self.spawner.is_some())
             .finish()
     }
 }
@@ -184,6 +190,8 @@ pub enum ToolOutput {
         outcome: CronOutcome,
         zone: String,
     },
+    /// A sub-agent was started or queued ([`spawn`]).
+    Spawned(Spawned),
     /// The text result of a dynamic tool ([`dynamic::DynamicTools`]).
     External {
         name: String,
@@ -206,6 +214,7 @@ impl ToolOutput {
             ToolOutput::Cron { outcome, zone } => outcome
                 .render(&claw_schedule::Zone::parse(zone).unwrap_or(claw_schedule::Zone::Utc)),
             ToolOutput::External { text, .. } => text.clone(),
+            ToolOutput::Spawned(s) => spawn::render(s),
         }
     }
 }
@@ -370,7 +379,14 @@ pub struct ToolRegistry {
     enabled: Vec<ToolId>,
     /// Tools known at run time, consulted for names the table does not know.
     dynamic: Option<Arc<dyn DynamicTools>>,
+    /// Names offered at all (built-in and dynamic); `None` = every tool.
+    only: Option<Vec<String>>,
+    /// Names never offered ([`ToolRegistry::for_subagent`]).
+    excluded: Vec<String>,
 }
+
+/// Tools a sub-agent never gets, whether or not they exist in this build.
+pub const SUBAGENT_EXCLUDED: [&str; 3] = ["spawn", "cron", "message"];
 
 impl ToolRegistry {
     /// Builds the registry: `web_search` is offered only with a Brave key, the
@@ -383,6 +399,7 @@ impl ToolRegistry {
                 Offer::WithBraveKey => ctx.brave_api_key.is_some(),
                 Offer::WithMemory => ctx.memory.is_some(),
                 Offer::WithCron => ctx.cron.is_some(),
+                Offer::WithSpawner => ctx.spawner.is_some(),
             })
             .map(|d| d.id)
             .collect();
@@ -392,7 +409,34 @@ impl ToolRegistry {
             http,
             enabled,
             dynamic: None,
+            only: None,
+            excluded: Vec::new(),
         }
+    }
+
+    /// The registry of a sub-agent: never [`SUBAGENT_EXCLUDED`] (by name, also a
+    /// dynamic tool of that name), and with `allow` only the tools it lists.
+    pub fn for_subagent(mut self, allow: Option<&[String]>) -> ToolRegistry {
+        self.excluded = SUBAGENT_EXCLUDED.iter().map(|s| s.to_string()).collect();
+        self.only = allow.map(|a| a.to_vec());
+        let keep = |name: &str| self.offers_name(name);
+        let enabled: Vec<ToolId> = self
+            .enabled
+            .iter()
+            .copied()
+            .filter(|t| keep(t.name()))
+            .collect();
+        self.enabled = enabled;
+        self
+    }
+
+    /// Whether the allow/deny lists let `name` be offered.
+    fn offers_name(&self, name: &str) -> bool {
+        !self.excluded.iter().any(|e| e == name)
+            && self
+                .only
+                .as_ref()
+                .is_none_or(|only| only.iter().any(|o| o == name))
     }
 
     /// Adds run-time tools ([`dynamic`]): offered after the built-in ones, asked
@@ -404,7 +448,7 @@ impl ToolRegistry {
 
     /// The dynamic tool called `name`, with its read-only flag.
     fn dynamic_tool(&self, name: &str) -> Option<(&Arc<dyn DynamicTools>, bool)> {
-        if ToolId::parse(name).is_some() {
+        if ToolId::parse(name).is_some() || !self.offers_name(name) {
             return None;
         }
         let d = self.dynamic.as_ref()?;
@@ -422,7 +466,7 @@ impl ToolRegistry {
             specs.extend(
                 d.specs()
                     .into_iter()
-                    .filter(|s| ToolId::parse(&s.name).is_none()),
+                    .filter(|s| ToolId::parse(&s.name).is_none() && self.offers_name(&s.name)),
             );
         }
         specs
@@ -559,6 +603,7 @@ impl ToolRegistry {
             Invocation::Cron(args) => {
                 blocking(self.ctx.clone(), move |ctx| cron::run(&ctx, &args)).await
             }
+            Invocation::Spawn(args) => spawn::run(&self.ctx, args),
         };
         result.map_err(|e| e.with_tool(name))
     }
@@ -608,6 +653,7 @@ pub(crate) fn check_schema<T: DeserializeOwned + Serialize>(schema: &serde_json:
             Some("integer") => Value::from(p.get("minimum").and_then(|m| m.as_u64()).unwrap_or(1)),
             Some("number") => Value::from(0.5),
             Some("boolean") => Value::from(true),
+            Some("array") => Value::from(vec![Value::from("x")]),
             other => panic!("unsupported schema type {other:?}"),
         }
     };

@@ -264,13 +264,16 @@ mod tests {
             "web_fetch" => r#"{"url":"https://Example.org/x"}"#,
             "web_search" | "memory_search" => r#"{"query":"q"}"#,
             "cron" => r#"{"action":"add","every":"1h","message":"stretch"}"#,
+            "spawn" => r#"{"task":"summarise the notes"}"#,
             other => panic!("a new tool `{other}`: add it to this test"),
         };
         let mut seen = Vec::new();
         for d in TOOLS {
             let call = inv(d.name, args(d.name));
             let expected = match d.name {
-                "write_file" | "edit_file" | "exec" | "cron" => Gate::Confirm(Grant::Tool(d.id)),
+                "write_file" | "edit_file" | "exec" | "cron" | "spawn" => {
+                    Gate::Confirm(Grant::Tool(d.id))
+                }
                 "web_fetch" => Gate::Confirm(Grant::Host("example.org".into())),
                 _ => Gate::Free,
             };
@@ -280,7 +283,7 @@ mod tests {
             assert_eq!(always_confirms(d, true), !d.read_only, "{}", d.name);
             seen.push(d.name);
         }
-        assert_eq!(seen.len(), 10);
+        assert_eq!(seen.len(), 11);
         assert!(!is_read_only("no_such_tool"));
     }
 

@@ -14,6 +14,7 @@ use super::cron::CronArgs;
 use super::exec::ExecArgs;
 use super::fs::{EditFileArgs, ListDirArgs, ReadFileArgs, WriteFileArgs};
 use super::memory::{MemoryGetArgs, MemorySearchArgs};
+use super::spawn::SpawnArgs;
 use super::web::{WebFetchArgs, WebSearchArgs};
 use super::{ToolError, parse_args};
 
@@ -48,6 +49,8 @@ pub enum Offer {
     WithMemory,
     /// Only with a jobs file to schedule in (`ToolContext::cron`).
     WithCron,
+    /// Only with a sub-agent manager (`ToolContext::spawner`).
+    WithSpawner,
 }
 
 /// One row of the tool table.
@@ -364,6 +367,28 @@ the job `id`.",
             "additionalProperties": false
         },
     }
+    Spawn(SpawnArgs) {
+        name: "spawn",
+        description: "Hand a self-contained task to a sub-agent that works on it in the \
+background with its own session and a restricted tool set (it cannot spawn, schedule or send \
+messages). Returns the sub-agent's id at once; its result is announced to you later in a message, \
+so tell the user it is under way and do not wait for it. Give a complete task description: the \
+sub-agent does not see this conversation.",
+        read_only: false,
+        reach: Reach::Process,
+        preview_key: "task",
+        offered: Offer::WithSpawner,
+        schema: {
+            "type": "object",
+            "properties": {
+                "task": {"type": "string", "description": "What the sub-agent should do, with all the context it needs."},
+                "label": {"type": "string", "description": "A short name for the task (shown in /agents)."},
+                "tools": {"type": "array", "items": {"type": "string"}, "description": "Only these tools (default: every tool allowed to sub-agents)."}
+            },
+            "required": ["task"],
+            "additionalProperties": false
+        },
+    }
 }
 
 #[cfg(test)]
@@ -401,6 +426,6 @@ mod tests {
             .filter(|d| d.reach.outside_workspace())
             .map(|d| d.name)
             .collect();
-        assert_eq!(outside, ["exec", "web_fetch", "web_search"]);
+        assert_eq!(outside, ["exec", "web_fetch", "web_search", "spawn"]);
     }
 }

@@ -88,6 +88,7 @@ const OFFERED: &[&str] = &[
     "memory_search",
     "memory_get",
     "cron",
+    "spawn",
 ];
 
 fn check_shape(ws: &Path, api: &str, r: &Run) {

@@ -39,6 +39,7 @@ mod secrets_corpus;
 mod skipped_files;
 mod soak_watch;
 mod ssrf_cli;
+mod subagents_cli;
 mod transcript_incremental;
 mod transcript_secrets;
 mod watch_db_deleted;
