@@ -25,7 +25,8 @@ use tokio_util::sync::CancellationToken;
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SubagentConfig {
-    /// Children running at once per parent session; more are queued.
+    /// Children running at once per parent session; more are queued. 0 turns
+    /// sub-agents off (the front ends then offer no `spawn` tool).
     pub max_subagents: usize,
     /// Model calls a child may make.
     pub subagent_max_iterations: usize,
@@ -354,5 +355,115 @@ impl<M: Model> Job<M> {
             .await
             .map(|o| o.end)
             .map_err(|e| e.to_string())
+    }
+}
+
+/// Listing a parent's children without knowing its model type (the gateway's
+/// `GET /v1/sessions/<key>/subagents`).
+pub trait SubagentList: Send + Sync {
+    fn list(&self) -> Vec<SubagentInfo>;
+}
+
+impl<M: Model> SubagentList for Subagents<M> {
+    fn list(&self) -> Vec<SubagentInfo> {
+        Subagents::list(self)
+    }
+}
+
+type Directory = Mutex<std::collections::HashMap<String, std::sync::Weak<dyn SubagentList>>>;
+
+/// The managers of this process's sessions, by parent session key (weak: a
+/// session's manager lives as long as its worker).
+fn directory() -> &'static Directory {
+    static DIR: std::sync::OnceLock<Directory> = std::sync::OnceLock::new();
+    DIR.get_or_init(Default::default)
+}
+
+/// Makes `manager` the one listed for `session`.
+pub fn register(session: &str, manager: &Arc<dyn SubagentList>) {
+    directory()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(session.to_string(), Arc::downgrade(manager));
+}
+
+/// The children of `session`, when a live manager is registered for it.
+pub fn listed(session: &str) -> Option<Vec<SubagentInfo>> {
+    let dir = directory().lock().unwrap_or_else(|p| p.into_inner());
+    dir.get(session).and_then(|w| w.upgrade()).map(|m| m.list())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_keys_and_defaults_are_the_contract() {
+        let c: SubagentConfig = serde_json::from_str(r#"{"max_subagents": 2}"#).expect("parses");
+        assert_eq!(c.max_subagents, 2);
+        assert_eq!(c.subagent_max_iterations, 20);
+        assert_eq!(c.subagent_timeout_secs, 300);
+        assert_eq!(SubagentConfig::default().max_subagents, 4);
+        assert!(serde_json::from_str::<SubagentConfig>(r#"{"max_children": 2}"#).is_err());
+    }
+
+    #[test]
+    fn states_serialise_lowercase_and_only_two_are_unfinished() {
+        let all = [
+            SubagentState::Queued,
+            SubagentState::Running,
+            SubagentState::Done,
+            SubagentState::Failed,
+            SubagentState::Cancelled,
+        ];
+        for s in all {
+            assert_eq!(
+                serde_json::to_value(s).expect("serialises"),
+                serde_json::Value::from(s.as_str())
+            );
+        }
+        let unfinished: Vec<_> = all.iter().filter(|s| !s.is_finished()).collect();
+        assert_eq!(
+            unfinished,
+            [&SubagentState::Queued, &SubagentState::Running]
+        );
+    }
+
+    #[test]
+    fn an_announcement_names_the_child_and_its_state() {
+        let a = Announcement {
+            id: "7-1".into(),
+            label: "notes".into(),
+            state: SubagentState::Failed,
+            text: "timed out after 3 s".into(),
+        };
+        let m = a.message();
+        assert!(m.starts_with("[system: sub-agent 7-1 \"notes\" failed]\ntimed out after 3 s"));
+        assert!(m.contains("not a message from the user"));
+    }
+
+    struct NoSpawn;
+    impl Spawner for NoSpawn {
+        fn spawn(&self, _: SpawnArgs) -> Result<Spawned, String> {
+            Err("no".into())
+        }
+    }
+
+    #[test]
+    fn a_child_registry_never_offers_spawn_and_honours_the_allow_list() {
+        let mut ctx = ToolContext::new(std::env::temp_dir());
+        ctx.spawner = Some(Arc::new(NoSpawn));
+        let names = |r: &ToolRegistry| r.specs().into_iter().map(|s| s.name).collect::<Vec<_>>();
+        let parent = ToolRegistry::new(ctx.clone());
+        assert!(names(&parent).contains(&"spawn".to_string()));
+        let child = ToolRegistry::new(ctx.clone()).for_subagent(None);
+        let n = names(&child);
+        assert!(n.contains(&"exec".to_string()), "{n:?}");
+        for banned in crate::tools::SUBAGENT_EXCLUDED {
+            assert!(!n.iter().any(|t| t == banned), "{banned} offered: {n:?}");
+        }
+        let allow = vec!["read_file".to_string(), "spawn".to_string()];
+        let only = ToolRegistry::new(ctx).for_subagent(Some(&allow));
+        assert_eq!(names(&only), ["read_file"]);
     }
 }

@@ -41,6 +41,8 @@ pub struct GatewayOptions {
     pub watch: bool,
     /// Cron jobs and the heartbeat (None: neither runs).
     pub schedule: Option<ScheduleOptions>,
+    /// Limits of the sessions' sub-agents (`agents` config section).
+    pub subagents: claw_agent::subagents::SubagentConfig,
 }
 
 /// What the scheduler and the heartbeat need.
@@ -167,6 +169,7 @@ fn runtime(
             clock: opts.mem.clock,
             memory_max_bytes: a.memory_max_bytes,
         },
+        subagents: opts.subagents.clone(),
     })
 }
 

@@ -553,7 +553,10 @@ async fn run_local(settings: Settings, args: ChatArgs) -> anyhow::Result<Exit> {
         settings.agents.clone(),
     );
     let mut ctx = tools.context().clone();
-    ctx.spawner = Some(subagents.clone());
+    // `agents.max_subagents: 0` turns sub-agents off (no `spawn` tool).
+    if settings.agents.max_subagents > 0 {
+        ctx.spawner = Some(subagents.clone());
+    }
     let mut tools = ToolRegistry::new(ctx);
     if let Some(d) = dynamic {
         tools = tools.with_dynamic(d);

@@ -417,3 +417,59 @@ fn repl_fan_out_done_failed_timed_out_and_stopped_each_announced() {
     }
     assert!(stdout.contains("ack [system: sub-agent"), "{stdout}");
 }
+
+#[test]
+fn the_gateway_runs_children_in_its_session_worker_and_lists_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    std::fs::write(
+        ws.join("config.json"),
+        json!({"agents": {"max_subagents": 2, "subagent_timeout_secs": 20}}).to_string(),
+    )
+    .unwrap();
+    let spawns = vec![json!({"task": "TASK-GW summarise", "label": "gw"})];
+    let route: Route = Arc::new(move |req: &Value| {
+        if last_user(req).starts_with("TASK-GW") {
+            R::Text(200, "gateway child result".into())
+        } else {
+            parent(req, &spawns)
+        }
+    });
+    let llm = Router::start(route);
+    let gw = crate::gateway::Gateway::start(ws, Some(&llm.url));
+    let client = gw.client();
+    let (end, why) = client
+        .chat("api:fan", "fan out", true, "http", |_| {})
+        .expect("chat through the gateway");
+    assert_eq!(end, "answered", "{why:?}");
+    // The child's announcement starts a parent turn inside the gateway.
+    llm.wait_for("the announcement turn", |s| {
+        s.iter().any(|r| {
+            last_user(r).starts_with("[system: sub-agent")
+                && last_user(r).contains("gateway child result")
+        })
+    });
+    let start = Instant::now();
+    let listed = loop {
+        let r = client
+            .request("GET", "/v1/sessions/api:fan/subagents", None)
+            .expect("list sub-agents");
+        assert_eq!(r.status, 200);
+        let v: Value = serde_json::from_slice(&r.body).unwrap();
+        if v["data"][0]["state"] == "done" {
+            break v;
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "{v}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(listed["session"], "api:fan");
+    let child = &listed["data"][0];
+    assert_eq!(child["label"], "gw");
+    assert_eq!(child["result"], "gateway child result");
+    assert!(child["session"].as_str().unwrap().starts_with("subagent:"));
+    let none = client
+        .request("GET", "/v1/sessions/nobody/subagents", None)
+        .unwrap();
+    let v: Value = serde_json::from_slice(&none.body).unwrap();
+    assert_eq!(v["data"], json!([]));
+}
