@@ -43,6 +43,8 @@ pub struct GatewayOptions {
     pub schedule: Option<ScheduleOptions>,
     /// Limits of the sessions' sub-agents (`agents` config section).
     pub subagents: claw_agent::subagents::SubagentConfig,
+    /// The user's hooks (`hooks` config section, compiled by the binary).
+    pub hooks: Option<Arc<claw_agent::hooks::Hooks>>,
 }
 
 /// What the scheduler and the heartbeat need.
@@ -170,6 +172,7 @@ fn runtime(
             memory_max_bytes: a.memory_max_bytes,
         },
         subagents: opts.subagents.clone(),
+        hooks: opts.hooks.clone(),
     })
 }
 

@@ -38,6 +38,8 @@ pub struct AgentRuntime {
     pub options: DriverOptions,
     /// Limits of the sessions' sub-agents (`agents` config section).
     pub subagents: SubagentConfig,
+    /// The user's hooks, run by every session's driver (and its children's).
+    pub hooks: Option<Arc<claw_agent::hooks::Hooks>>,
 }
 
 /// Where the current turn's events go.
@@ -300,7 +302,7 @@ async fn session_worker(key: String, mut rx: mpsc::UnboundedReceiver<Inbound>, c
             tools: confirm.context().clone(),
             dynamic: None,
             options: ctx.runtime.options.clone(),
-            hooks: None,
+            hooks: ctx.runtime.hooks.clone(),
         },
         ctx.runtime.subagents.clone(),
     );
@@ -396,7 +398,12 @@ async fn run_one(
         )
         .await
         {
-            Ok(d) => *driver = Some(d),
+            Ok(d) => {
+                *driver = Some(match &ctx.runtime.hooks {
+                    Some(h) => d.with_hooks(h.clone()),
+                    None => d,
+                })
+            }
             Err(e) => {
                 sink.set(None);
                 return TurnReport {

@@ -124,6 +124,7 @@ async fn run_gateway(settings: Settings, port: Option<u16>, watch: bool) -> anyh
         watch,
         schedule: Some(schedule),
         subagents: settings.agents.clone(),
+        hooks: super::chat::build_hooks(&settings)?,
     };
     let stop = CancellationToken::new();
     server::cancel_on_signals(stop.clone()).context("cannot install signal handlers")?;

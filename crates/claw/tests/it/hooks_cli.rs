@@ -245,3 +245,43 @@ fn an_invalid_match_regex_is_a_config_error() {
     );
     assert!(llm.requests().is_empty());
 }
+
+#[test]
+fn the_gateway_runs_hooks_in_its_session_workers() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    std::fs::write(
+        ws.join("config.json"),
+        json!({"hooks": {
+            "before_tool_call": [{"match": "write_file", "command": "echo 'not through the gateway' >&2; exit 2"}],
+            "agent_end": [{"command": "cat > end.json"}]
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    let llm = ScriptedServer::start([
+        openai::tool_call(
+            "w1",
+            "write_file",
+            &[r#"{"path": "note.md", "content": "written\n"}"#],
+        ),
+        openai::text(&["done"]),
+    ]);
+    let gw = crate::gateway::Gateway::start(ws, Some(&llm.url()));
+    let (end, why) = gw
+        .client()
+        .chat("api:hooks", "write the note", true, "http", |_| {})
+        .expect("chat through the gateway");
+    assert_eq!(end, "answered", "{why:?}");
+    assert!(!ws.join("note.md").exists(), "the hook blocked the write");
+    let reqs = llm.requests();
+    assert!(
+        tool_result(&reqs).contains("blocked by a hook: not through the gateway"),
+        "{}",
+        tool_result(&reqs)
+    );
+    let end: Value =
+        serde_json::from_str(&std::fs::read_to_string(ws.join("end.json")).unwrap()).unwrap();
+    assert_eq!(end["session"], "api:hooks");
+    assert_eq!(end["end"], "answered");
+}
