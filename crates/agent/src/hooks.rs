@@ -562,6 +562,30 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn mcp_tools_are_matched_like_any_tool() {
+        let config: HooksConfig = serde_json::from_value(json!({
+            "before_tool_call": [{"match": "mcp__files__.*", "command": "exit 2"}]
+        }))
+        .expect("parses");
+        let hooks = Hooks::new(&config, std::env::temp_dir(), &|n| std::env::var(n).ok())
+            .expect("compiles");
+        let call = |tool: &str| HookEvent::BeforeToolCall {
+            tool: tool.into(),
+            arguments: "{}".into(),
+        };
+        let (runs, _) = hooks.run(call("mcp__files__read"), "s").await;
+        assert!(matches!(
+            runs[..],
+            [HookRun {
+                result: Ok(HookAnswer::Block(_)),
+                ..
+            }]
+        ));
+        let (runs, _) = hooks.run(call("mcp__web__fetch"), "s").await;
+        assert!(runs.is_empty());
+    }
+
+    #[tokio::test]
     async fn timeout_kills_and_env_is_scrubbed() {
         let dir = std::env::temp_dir();
         let config: HooksConfig = serde_json::from_value(json!({
