@@ -352,9 +352,19 @@ fn repl_fan_out_done_failed_timed_out_and_stopped_each_announced() {
             .count()
     };
     // ok, fail and the timeout (3 s) are announced; hang runs once a slot frees.
-    llm.wait_for("three announcements and the queued child", |s| {
-        announcements(s) >= 3 && s.iter().any(|r| last_user(r) == "TASK-HANG")
-    });
+    let announced = |s: &[Value], what: &str| {
+        s.iter()
+            .any(|r| last_user(r).starts_with("[system: sub-agent") && last_user(r).contains(what))
+    };
+    llm.wait_for(
+        "ok, fail and slow announced, and the queued child running",
+        |s| {
+            announced(s, "\"ok\" done")
+                && announced(s, "\"fail\" failed")
+                && announced(s, "\"slow\" failed")
+                && s.iter().any(|r| last_user(r) == "TASK-HANG")
+        },
+    );
     writeln!(stdin, "/stop").unwrap();
     llm.wait_for("the cancellation's announcement", |s| announcements(s) >= 4);
     // Let the announcement turn finish before listing.
