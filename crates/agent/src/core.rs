@@ -109,7 +109,58 @@ pub enum Effect {
     LoadMemoryFile,
     /// Record in the session's metadata line how far it was consolidated.
     MarkConsolidated(ConsolidationMark),
+    /// Run the user's hooks for a point of the loop (notifications: the driver
+    /// logs their failures and feeds nothing back).
+    Hook(HookEvent),
     EndTurn(TurnEnd),
+}
+
+/// A point of the loop where user hooks run ([`crate::hooks`]). The core emits
+/// the notifications (`AfterToolCall`, `BeforeCompaction`, `AgentEnd`) as
+/// [`Effect::Hook`]; the driver raises the ones whose answer shapes the turn
+/// (`SessionStart`, `UserPrompt`, `BeforeToolCall`) itself, before the input or
+/// call reaches the core's effects.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HookEvent {
+    SessionStart,
+    UserPrompt {
+        prompt: String,
+    },
+    BeforeToolCall {
+        tool: String,
+        /// The model's raw JSON arguments.
+        arguments: String,
+    },
+    AfterToolCall {
+        tool: String,
+        arguments: String,
+        result: String,
+        is_error: bool,
+    },
+    BeforeCompaction {
+        /// `manual`, `proactive` or `overflow`.
+        reason: String,
+        tokens_before: usize,
+    },
+    AgentEnd {
+        /// `answered`, `max_iterations`, `cancelled`, `loop_broken`, `failed`, `done`.
+        end: String,
+        text: String,
+    },
+}
+
+impl TurnEnd {
+    /// The end's name as hooks and JSON see it, and its text.
+    pub fn label(&self) -> (&'static str, &str) {
+        match self {
+            TurnEnd::Answered(t) => ("answered", t),
+            TurnEnd::MaxIterations(t) => ("max_iterations", t),
+            TurnEnd::Cancelled => ("cancelled", ""),
+            TurnEnd::LoopBroken(t) => ("loop_broken", t),
+            TurnEnd::Failed(t) => ("failed", t),
+            TurnEnd::Done(t) => ("done", t),
+        }
+    }
 }
 
 /// How a turn ended.
@@ -576,6 +627,12 @@ impl Agent {
             return;
         }
 
+        fx.push(Effect::Hook(HookEvent::AfterToolCall {
+            tool: call.name.clone(),
+            arguments: call.arguments.clone(),
+            result: content.clone(),
+            is_error,
+        }));
         let verdict = turn.breaker.observe(&call.name, &call.arguments, &content);
         match &verdict {
             Verdict::Ok => {}
@@ -624,6 +681,11 @@ impl Agent {
 
     fn end_turn(&mut self, end: TurnEnd, fx: &mut Fx) {
         self.turn = None;
+        let (label, text) = end.label();
+        fx.push(Effect::Hook(HookEvent::AgentEnd {
+            end: label.to_string(),
+            text: text.to_string(),
+        }));
         fx.push(Effect::EndTurn(end));
     }
 
@@ -667,6 +729,15 @@ impl Agent {
             }
             return;
         };
+        fx.push(Effect::Hook(HookEvent::BeforeCompaction {
+            reason: match reason {
+                Reason::Manual => "manual",
+                Reason::Proactive => "proactive",
+                Reason::Overflow => "overflow",
+            }
+            .to_string(),
+            tokens_before,
+        }));
         fx.push(Effect::Notice(if reason == Reason::Manual {
             format!(
                 "compacting now (context ~{tokens_before} of {window} tokens): saving durable \
@@ -1176,6 +1247,61 @@ mod tests {
             Effect::EndTurn(t) => Some(t.clone()),
             _ => None,
         })
+    }
+
+    fn hooks(fx: &[Effect]) -> Vec<HookEvent> {
+        fx.iter()
+            .filter_map(|e| match e {
+                Effect::Hook(h) => Some(h.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn after_tool_call_and_agent_end_are_hook_effects() {
+        let mut a = agent(config());
+        a.handle(Event::UserInput("x".into()), now());
+        a.handle(
+            tools(vec![call("c1", "exec", r#"{"command":"ls"}"#)]),
+            now(),
+        );
+        let fx = a.handle(result("c1", "a.txt"), now());
+        assert_eq!(
+            hooks(&fx),
+            vec![HookEvent::AfterToolCall {
+                tool: "exec".into(),
+                arguments: r#"{"command":"ls"}"#.into(),
+                result: "a.txt".into(),
+                is_error: false,
+            }]
+        );
+        let fx = a.handle(text("done"), now());
+        assert_eq!(
+            hooks(&fx),
+            vec![HookEvent::AgentEnd {
+                end: "answered".into(),
+                text: "done".into()
+            }]
+        );
+        // The hook comes before the end, so the driver runs it inside the turn.
+        let h = fx.iter().position(|e| matches!(e, Effect::Hook(_)));
+        let e = fx.iter().position(|e| matches!(e, Effect::EndTurn(_)));
+        assert!(h < e);
+    }
+
+    #[test]
+    fn a_cancelled_turn_still_raises_agent_end() {
+        let mut a = agent(config());
+        a.handle(Event::UserInput("x".into()), now());
+        let fx = a.handle(Event::Cancel, now());
+        assert_eq!(
+            hooks(&fx),
+            vec![HookEvent::AgentEnd {
+                end: "cancelled".into(),
+                text: String::new()
+            }]
+        );
     }
 
     fn persisted(fx: &[Effect]) -> Vec<Record> {
@@ -1903,6 +2029,11 @@ mod tests {
         let mut a = with_history(config(), 3, 20);
         let fx = a.handle(Event::CompactNow, now());
         assert_eq!(model_calls(&fx)[0].0, Purpose::MemoryFlush);
+        assert!(matches!(
+            &hooks(&fx)[..],
+            [HookEvent::BeforeCompaction { reason, tokens_before }]
+                if reason == "manual" && *tokens_before > 0
+        ));
         let fx = a.handle(text("NO_REPLY"), now());
         let fx = consolidate_nothing(&mut a, &fx);
         assert_eq!(model_calls(&fx)[0].0, Purpose::Summary);

@@ -11,7 +11,8 @@
 //! session) — with no one to ask it is refused, and the refusal reaches the model
 //! as the call's error result.
 
-use crate::core::{Agent, CoreConfig, Effect, Event, ModelFailure, Purpose, TurnEnd};
+use crate::core::{Agent, CoreConfig, Effect, Event, HookEvent, ModelFailure, Purpose, TurnEnd};
+use crate::hooks::{HookAnswer, HookRun, Hooks};
 use crate::message::{ChatRequest, ChatResponse, StreamDelta, ToolCall, ToolSpec};
 use crate::prompt::{self, PromptInputs};
 use crate::session::{self, History, SessionError, SessionHandle};
@@ -154,6 +155,13 @@ pub struct Driver<M: Model, T: Tools> {
     grants: Grants,
     /// Records loaded from the session file that did not parse.
     pub skipped_on_load: usize,
+    /// The user's hooks ([`crate::hooks`]); none by default.
+    hooks: Option<Arc<Hooks>>,
+    /// Whether `session_start` hooks ran, and the context they added.
+    session_started: bool,
+    session_context: Vec<String>,
+    /// Context the `user_prompt` hooks added to the running turn.
+    turn_context: Vec<String>,
 }
 
 impl<M: Model, T: Tools> Driver<M, T> {
@@ -194,7 +202,73 @@ impl<M: Model, T: Tools> Driver<M, T> {
             skipped_on_load: loaded.skipped,
             opts,
             grants: Grants::default(),
+            hooks: None,
+            session_started: false,
+            session_context: Vec::new(),
+            turn_context: Vec::new(),
         })
+    }
+
+    /// Runs the user's hooks at the points of the loop ([`crate::hooks`]).
+    pub fn with_hooks(mut self, hooks: Arc<Hooks>) -> Self {
+        self.hooks = Some(hooks);
+        self
+    }
+
+    /// Runs the hooks of `event` (when any is configured), logs failures as
+    /// status lines, and returns the runs and the event as the hooks left it.
+    async fn raise(&self, event: HookEvent) -> (Vec<HookRun>, HookEvent) {
+        let Some(hooks) = self.hooks.as_ref().filter(|h| h.wants(&event)) else {
+            return (Vec::new(), event);
+        };
+        let name = crate::hooks::payload(&event, "")["event"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        let (runs, event) = hooks.run(event, &self.opts.session_key).await;
+        for run in &runs {
+            if let Err(e) = &run.result {
+                self.ui.status(&format!(
+                    "hook {name} `{}` failed: {e} (ignored: no opinion)",
+                    run.command
+                ));
+            }
+        }
+        (runs, event)
+    }
+
+    /// The context the hooks of `event` added.
+    async fn raise_for_context(&self, event: HookEvent) -> Vec<String> {
+        let (runs, _) = self.raise(event).await;
+        runs.into_iter()
+            .filter_map(|r| match r.result {
+                Ok(HookAnswer::Context(c)) if !c.trim().is_empty() => Some(c),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// `before_tool_call`: the call as the hooks rewrote it, or the block's reason.
+    async fn before_tool_call(&self, mut call: ToolCall) -> Result<ToolCall, (ToolCall, String)> {
+        let event = HookEvent::BeforeToolCall {
+            tool: call.name.clone(),
+            arguments: call.arguments.clone(),
+        };
+        let (runs, event) = self.raise(event).await;
+        if let Some(reason) = runs.into_iter().find_map(|r| match r.result {
+            Ok(HookAnswer::Block(reason)) => Some(reason),
+            _ => None,
+        }) {
+            return Err((call, reason));
+        }
+        if let HookEvent::BeforeToolCall { arguments, .. } = event
+            && arguments != call.arguments
+        {
+            self.ui
+                .status(&format!("  {}: arguments rewritten by a hook", call.name));
+            call.arguments = arguments;
+        }
+        Ok(call)
     }
 
     pub fn session_path(&self) -> PathBuf {
@@ -220,6 +294,8 @@ impl<M: Model, T: Tools> Driver<M, T> {
         .await?;
         self.session = handle;
         self.grants.clear();
+        self.session_started = false;
+        self.session_context.clear();
         self.agent = Agent::new(
             core_config(&self.opts, self.tools.as_ref()),
             String::new(),
@@ -234,8 +310,16 @@ impl<M: Model, T: Tools> Driver<M, T> {
         input: &str,
         cancel: &CancellationToken,
     ) -> Result<TurnOutcome, DriverError> {
-        self.drive(Event::UserInput(input.to_string()), cancel)
-            .await
+        self.turn_context = self
+            .raise_for_context(HookEvent::UserPrompt {
+                prompt: input.to_string(),
+            })
+            .await;
+        let outcome = self
+            .drive(Event::UserInput(input.to_string()), cancel)
+            .await;
+        self.turn_context.clear();
+        outcome
     }
 
     /// `/remember`: distil the conversation not consolidated yet into MEMORY.md.
@@ -262,7 +346,24 @@ impl<M: Model, T: Tools> Driver<M, T> {
         first: Event,
         cancel: &CancellationToken,
     ) -> Result<TurnOutcome, DriverError> {
-        let system = self.system_prompt().await;
+        if !self.session_started {
+            self.session_started = true;
+            self.session_context = self.raise_for_context(HookEvent::SessionStart).await;
+        }
+        let mut system = self.system_prompt().await;
+        let context: Vec<&String> = self
+            .session_context
+            .iter()
+            .chain(self.turn_context.iter())
+            .collect();
+        if !context.is_empty() {
+            system.push_str("\n\n## Context from the user's hooks\n");
+            for c in context {
+                system.push('\n');
+                system.push_str(c.trim());
+                system.push('\n');
+            }
+        }
         self.agent.set_system_prompt(system);
         let mut queue: VecDeque<Effect> = self.agent.handle(first, self.opts.clock.now()).into();
         let mut end = None;
@@ -273,6 +374,9 @@ impl<M: Model, T: Tools> Driver<M, T> {
             match effect {
                 Effect::Persist(record) => self.session.append(record).await?,
                 Effect::Notice(line) => self.ui.status(&line),
+                Effect::Hook(event) => {
+                    self.raise(event).await;
+                }
                 Effect::MarkConsolidated(mark) => self.session.mark_consolidated(mark).await?,
                 Effect::LoadMemoryFile => {
                     let path = self.opts.workspace.join(crate::consolidate::MEMORY_FILE);
@@ -481,6 +585,23 @@ impl<M: Model, T: Tools> Driver<M, T> {
         let mut ran = 0;
         let mut group: Vec<(ToolCall, T::Prepared)> = Vec::new();
         for call in batch {
+            let call = match self.before_tool_call(call).await {
+                Ok(call) => call,
+                Err((call, reason)) => {
+                    ran += self.run_group(&mut group, &mut events, cancel).await;
+                    if events.last() == Some(&Event::Cancel) {
+                        return (events, ran);
+                    }
+                    events.push(self.refused(
+                        &call,
+                        ToolError::Blocked {
+                            tool: call.name.clone(),
+                            reason,
+                        },
+                    ));
+                    continue;
+                }
+            };
             let (prepared, gate) = match self.tools.prepare(&call, housekeeping) {
                 Ok(p) => p,
                 Err(e) => {

@@ -110,6 +110,12 @@ pub struct ConfigFile {
     /// Chat channels the gateway starts (`channels.matrix`, `channels.telegram`).
     #[serde(default)]
     pub channels: claw_channels::ChannelsSection,
+    /// User hooks per event of the agent loop (`claw_agent::hooks`).
+    #[serde(default)]
+    pub hooks: claw_agent::hooks::HooksConfig,
+    /// Sub-agents: `max_subagents`, `subagent_max_iterations`, `subagent_timeout_secs`.
+    #[serde(default)]
+    pub agents: claw_agent::subagents::SubagentConfig,
 }
 
 /// `memory` section of the config file.
@@ -234,6 +240,10 @@ pub struct Settings {
     /// The `channels` section (tokens are read from the environment when the
     /// gateway starts).
     pub channels: claw_channels::ChannelsSection,
+    /// The `hooks` section (compiled per session by `cli::chat::build_hooks`).
+    pub hooks: claw_agent::hooks::HooksConfig,
+    /// The `agents` section (sub-agents).
+    pub agents: claw_agent::subagents::SubagentConfig,
 }
 
 /// Inputs to resolution, gathered by the binary (so library code never reads the process environment).
@@ -368,6 +378,8 @@ impl Settings {
             pg,
             mcp: file.mcp,
             channels: file.channels,
+            hooks: file.hooks,
+            agents: file.agents,
         })
     }
 

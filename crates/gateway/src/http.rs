@@ -106,6 +106,7 @@ pub fn router(state: Shared) -> Router {
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/sessions", get(sessions))
         .route("/v1/sessions/{key}/messages", get(session_messages))
+        .route("/v1/sessions/{key}/subagents", get(session_subagents))
         .route("/v1/memory/search", post(memory_search))
         .route("/v1/memory/get", post(memory_get))
         .route("/v1/status", get(status))
@@ -538,6 +539,13 @@ async fn session_messages(State(st): State<Shared>, UrlPath(key): UrlPath<String
         Ok(Err(e)) => error(StatusCode::INTERNAL_SERVER_ERROR, "io", e.to_string()),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, "task", e.to_string()),
     }
+}
+
+/// `GET /v1/sessions/{key}/subagents`: the session's sub-agents with their state
+/// (an empty list for a session that has none or no worker yet).
+async fn session_subagents(UrlPath(key): UrlPath<String>) -> Response {
+    let list = claw_agent::subagents::listed(&key).unwrap_or_default();
+    Json(json!({"object": "list", "session": key, "data": list})).into_response()
 }
 
 // ---- memory ---------------------------------------------------------------------

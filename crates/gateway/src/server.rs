@@ -43,6 +43,10 @@ pub struct GatewayOptions {
     pub schedule: Option<ScheduleOptions>,
     /// Chat channels to start (Matrix, Telegram), tokens resolved.
     pub channels: claw_channels::ChannelsSettings,
+    /// Limits of the sessions' sub-agents (`agents` config section).
+    pub subagents: claw_agent::subagents::SubagentConfig,
+    /// The user's hooks (`hooks` config section, compiled by the binary).
+    pub hooks: Option<Arc<claw_agent::hooks::Hooks>>,
 }
 
 /// What the scheduler and the heartbeat need.
@@ -178,6 +182,8 @@ fn runtime(
             clock: opts.mem.clock,
             memory_max_bytes: a.memory_max_bytes,
         },
+        subagents: opts.subagents.clone(),
+        hooks: opts.hooks.clone(),
     })
 }
 

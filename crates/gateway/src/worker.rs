@@ -16,6 +16,7 @@ use claw_agent::core::TurnEnd;
 use claw_agent::driver::{ConfirmRequest, Driver, DriverOptions, Tools, Ui};
 use claw_agent::message::{ToolCall, ToolSpec};
 use claw_agent::provider::ProviderChain;
+use claw_agent::subagents::{ChildKit, SubagentConfig, SubagentList, Subagents};
 use claw_agent::tools::{Answer, Gate, ToolError, ToolRegistry, ToolResult, render_for_model};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -35,6 +36,10 @@ pub struct AgentRuntime {
     pub tools: Box<ToolsFactory>,
     /// Driver options; `session_key` is replaced per session.
     pub options: DriverOptions,
+    /// Limits of the sessions' sub-agents (`agents` config section).
+    pub subagents: SubagentConfig,
+    /// The user's hooks, run by every session's driver (and its children's).
+    pub hooks: Option<Arc<claw_agent::hooks::Hooks>>,
 }
 
 /// Where the current turn's events go.
@@ -286,14 +291,61 @@ pub async fn dispatch(mut inbound: mpsc::Receiver<Inbound>, ctx: WorkerContext) 
 
 async fn session_worker(key: String, mut rx: mpsc::UnboundedReceiver<Inbound>, ctx: WorkerContext) {
     let sink = Arc::new(Sink::default());
+    // Sub-agents of this session: children run through the same model and the
+    // session's confirming tool context (no one can confirm for them, so side
+    // effects stay refused unless the configuration allows them).
+    let confirm = (ctx.runtime.tools)(&key, false);
+    let yes = (ctx.runtime.tools)(&key, true);
+    let (subagents, mut announcements) = Subagents::new(
+        ChildKit {
+            model: ctx.runtime.model.clone(),
+            tools: confirm.context().clone(),
+            dynamic: None,
+            options: ctx.runtime.options.clone(),
+            hooks: ctx.runtime.hooks.clone(),
+        },
+        ctx.runtime.subagents.clone(),
+    );
+    let listed: Arc<dyn SubagentList> = subagents.clone();
+    claw_agent::subagents::register(&key, &listed);
+    let with_spawner = |r: &ToolRegistry| {
+        let mut c = r.context().clone();
+        // `agents.max_subagents: 0` turns sub-agents off (no `spawn` tool).
+        if ctx.runtime.subagents.max_subagents > 0 {
+            c.spawner = Some(subagents.clone());
+        }
+        ToolRegistry::new(c)
+    };
     let tools = Arc::new(ObservedTools {
-        confirm: Arc::new((ctx.runtime.tools)(&key, false)),
-        yes: Arc::new((ctx.runtime.tools)(&key, true)),
+        confirm: Arc::new(with_spawner(&confirm)),
+        yes: Arc::new(with_spawner(&yes)),
         allow: AtomicBool::new(false),
         sink: sink.clone(),
     });
     let mut driver: Option<Driver<ProviderChain, ObservedTools>> = None;
-    while let Some(msg) = rx.recv().await {
+    // Announcements go back where the session's last message came from.
+    let mut last_channel = "subagent".to_string();
+    loop {
+        let msg = tokio::select! {
+            m = rx.recv() => match m {
+                Some(m) => m,
+                None => break,
+            },
+            Some(a) = announcements.recv() => {
+                // A finished child: a turn of the parent, queued like any message.
+                ctx.stats.queued.fetch_add(1, Ordering::SeqCst);
+                Inbound {
+                    channel: last_channel.clone(),
+                    session: key.clone(),
+                    sender: format!("subagent:{}", a.id),
+                    content: a.message(),
+                    yes: false,
+                    reply: None,
+                    accepted: std::time::Instant::now(),
+                }
+            }
+        };
+        last_channel = msg.channel.clone();
         if ctx.stop.is_cancelled() {
             reject(&msg, &ctx.stats);
             continue;
@@ -322,6 +374,7 @@ async fn session_worker(key: String, mut rx: mpsc::UnboundedReceiver<Inbound>, c
             .await;
         finish(&msg, r);
     }
+    subagents.cancel_all();
 }
 
 async fn run_one(
@@ -345,7 +398,12 @@ async fn run_one(
         )
         .await
         {
-            Ok(d) => *driver = Some(d),
+            Ok(d) => {
+                *driver = Some(match &ctx.runtime.hooks {
+                    Some(h) => d.with_hooks(h.clone()),
+                    None => d,
+                })
+            }
             Err(e) => {
                 sink.set(None);
                 return TurnReport {

@@ -23,6 +23,7 @@ pub mod policy;
 #[allow(unsafe_code)]
 // fork/exec confinement: namespaces, pivot_root, Landlock, rlimits (raw syscalls); SAFETY notes inline
 pub mod sandbox;
+pub mod spawn;
 pub mod table;
 pub mod web;
 
@@ -44,6 +45,7 @@ pub use memory::{
     MemorySearchResponse, RenderForModel,
 };
 pub use policy::{Answer, Gate, Grant, Grants, is_read_only, resolve_path};
+pub use spawn::{SharedSpawner, SpawnArgs, Spawned, Spawner};
 pub use table::{Invocation, Offer, Reach, TOOLS, ToolDescriptor, ToolId};
 pub use web::{SearchHit, WebFetchArgs, WebSearchArgs};
 
@@ -86,6 +88,8 @@ pub struct ToolContext {
     pub cron: Option<CronToolContext>,
     /// The gateway's chat channels; without them `message` is not offered.
     pub messenger: Option<Arc<dyn message::Messenger>>,
+    /// Starts sub-agents; without it `spawn` is not offered.
+    pub spawner: Option<SharedSpawner>,
 }
 
 impl ToolContext {
@@ -106,6 +110,7 @@ impl ToolContext {
             sandbox: sandbox::SandboxPolicy::default(),
             cron: None,
             messenger: None,
+            spawner: None,
         }
     }
 }
@@ -129,6 +134,7 @@ impl std::fmt::Debug for ToolContext {
             .field("sandbox", &self.sandbox)
             .field("cron", &self.cron)
             .field("messenger", &self.messenger.is_some())
+            .field("spawner", &self.spawner.is_some())
             .finish()
     }
 }
@@ -195,6 +201,8 @@ pub enum ToolOutput {
         chat_id: String,
         parts: usize,
     },
+    /// A sub-agent was started or queued ([`spawn`]).
+    Spawned(Spawned),
     /// The text result of a dynamic tool ([`dynamic::DynamicTools`]).
     External {
         name: String,
@@ -222,6 +230,7 @@ impl ToolOutput {
                 parts,
             } => format!("sent to {channel} chat {chat_id} ({parts} message(s))"),
             ToolOutput::External { text, .. } => text.clone(),
+            ToolOutput::Spawned(s) => spawn::render(s),
         }
     }
 }
@@ -302,6 +311,9 @@ pub enum ToolError {
     /// A dynamic tool failed (its server crashed, timed out or reported an error).
     #[error("`{tool}` failed: {message}")]
     External { tool: String, message: String },
+    /// A `before_tool_call` hook blocked the call ([`crate::hooks`]).
+    #[error("`{tool}` was not run: blocked by a hook: {reason}")]
+    Blocked { tool: String, reason: String },
 }
 
 fn render_no_match(path: &str, closest: &Option<ClosestMatch>) -> String {
@@ -383,7 +395,14 @@ pub struct ToolRegistry {
     enabled: Vec<ToolId>,
     /// Tools known at run time, consulted for names the table does not know.
     dynamic: Option<Arc<dyn DynamicTools>>,
+    /// Names offered at all (built-in and dynamic); `None` = every tool.
+    only: Option<Vec<String>>,
+    /// Names never offered ([`ToolRegistry::for_subagent`]).
+    excluded: Vec<String>,
 }
+
+/// Tools a sub-agent never gets, whether or not they exist in this build.
+pub const SUBAGENT_EXCLUDED: [&str; 3] = ["spawn", "cron", "message"];
 
 impl ToolRegistry {
     /// Builds the registry: `web_search` is offered only with a Brave key, the
@@ -397,6 +416,7 @@ impl ToolRegistry {
                 Offer::WithMemory => ctx.memory.is_some(),
                 Offer::WithCron => ctx.cron.is_some(),
                 Offer::WithMessenger => ctx.messenger.is_some(),
+                Offer::WithSpawner => ctx.spawner.is_some(),
             })
             .map(|d| d.id)
             .collect();
@@ -406,7 +426,34 @@ impl ToolRegistry {
             http,
             enabled,
             dynamic: None,
+            only: None,
+            excluded: Vec::new(),
         }
+    }
+
+    /// The registry of a sub-agent: never [`SUBAGENT_EXCLUDED`] (by name, also a
+    /// dynamic tool of that name), and with `allow` only the tools it lists.
+    pub fn for_subagent(mut self, allow: Option<&[String]>) -> ToolRegistry {
+        self.excluded = SUBAGENT_EXCLUDED.iter().map(|s| s.to_string()).collect();
+        self.only = allow.map(|a| a.to_vec());
+        let keep = |name: &str| self.offers_name(name);
+        let enabled: Vec<ToolId> = self
+            .enabled
+            .iter()
+            .copied()
+            .filter(|t| keep(t.name()))
+            .collect();
+        self.enabled = enabled;
+        self
+    }
+
+    /// Whether the allow/deny lists let `name` be offered.
+    fn offers_name(&self, name: &str) -> bool {
+        !self.excluded.iter().any(|e| e == name)
+            && self
+                .only
+                .as_ref()
+                .is_none_or(|only| only.iter().any(|o| o == name))
     }
 
     /// Adds run-time tools ([`dynamic`]): offered after the built-in ones, asked
@@ -418,7 +465,7 @@ impl ToolRegistry {
 
     /// The dynamic tool called `name`, with its read-only flag.
     fn dynamic_tool(&self, name: &str) -> Option<(&Arc<dyn DynamicTools>, bool)> {
-        if ToolId::parse(name).is_some() {
+        if ToolId::parse(name).is_some() || !self.offers_name(name) {
             return None;
         }
         let d = self.dynamic.as_ref()?;
@@ -436,7 +483,7 @@ impl ToolRegistry {
             specs.extend(
                 d.specs()
                     .into_iter()
-                    .filter(|s| ToolId::parse(&s.name).is_none()),
+                    .filter(|s| ToolId::parse(&s.name).is_none() && self.offers_name(&s.name)),
             );
         }
         specs
@@ -578,6 +625,7 @@ impl ToolRegistry {
                 blocking(self.ctx.clone(), move |ctx| cron::run(&ctx, &args)).await
             }
             Invocation::Message(args) => message::run(&self.ctx, &args).await,
+            Invocation::Spawn(args) => spawn::run(&self.ctx, args),
         };
         // Even a failed command may have written something: the next memory
         // search looks at the disk itself.
@@ -632,6 +680,7 @@ pub(crate) fn check_schema<T: DeserializeOwned + Serialize>(schema: &serde_json:
             Some("integer") => Value::from(p.get("minimum").and_then(|m| m.as_u64()).unwrap_or(1)),
             Some("number") => Value::from(0.5),
             Some("boolean") => Value::from(true),
+            Some("array") => Value::from(vec![Value::from("x")]),
             other => panic!("unsupported schema type {other:?}"),
         }
     };

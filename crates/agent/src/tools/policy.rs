@@ -265,13 +265,14 @@ mod tests {
             "web_search" | "memory_search" => r#"{"query":"q"}"#,
             "cron" => r#"{"action":"add","every":"1h","message":"stretch"}"#,
             "message" => r#"{"channel":"telegram","chat_id":"42","text":"hi"}"#,
+            "spawn" => r#"{"task":"summarise the notes"}"#,
             other => panic!("a new tool `{other}`: add it to this test"),
         };
         let mut seen = Vec::new();
         for d in TOOLS {
             let call = inv(d.name, args(d.name));
             let expected = match d.name {
-                "write_file" | "edit_file" | "exec" | "cron" | "message" => {
+                "write_file" | "edit_file" | "exec" | "cron" | "message" | "spawn" => {
                     Gate::Confirm(Grant::Tool(d.id))
                 }
                 "web_fetch" => Gate::Confirm(Grant::Host("example.org".into())),

@@ -15,6 +15,7 @@ use super::exec::ExecArgs;
 use super::fs::{EditFileArgs, ListDirArgs, ReadFileArgs, WriteFileArgs};
 use super::memory::{MemoryGetArgs, MemorySearchArgs};
 use super::message::MessageArgs;
+use super::spawn::SpawnArgs;
 use super::web::{WebFetchArgs, WebSearchArgs};
 use super::{ToolError, parse_args};
 
@@ -51,6 +52,8 @@ pub enum Offer {
     WithCron,
     /// Only under the gateway with a chat channel (`ToolContext::messenger`).
     WithMessenger,
+    /// Only with a sub-agent manager (`ToolContext::spawner`).
+    WithSpawner,
 }
 
 /// One row of the tool table.
@@ -388,6 +391,28 @@ where an allowed user talked to you can be reached; the session key of a chat is
             "additionalProperties": false
         },
     }
+    Spawn(SpawnArgs) {
+        name: "spawn",
+        description: "Hand a self-contained task to a sub-agent that works on it in the \
+background with its own session and a restricted tool set (it cannot spawn, schedule or send \
+messages). Returns the sub-agent's id at once; its result is announced to you later in a message, \
+so tell the user it is under way and do not wait for it. Give a complete task description: the \
+sub-agent does not see this conversation.",
+        read_only: false,
+        reach: Reach::Process,
+        preview_key: "task",
+        offered: Offer::WithSpawner,
+        schema: {
+            "type": "object",
+            "properties": {
+                "task": {"type": "string", "description": "What the sub-agent should do, with all the context it needs."},
+                "label": {"type": "string", "description": "A short name for the task (shown in /agents)."},
+                "tools": {"type": "array", "items": {"type": "string"}, "description": "Only these tools (default: every tool allowed to sub-agents)."}
+            },
+            "required": ["task"],
+            "additionalProperties": false
+        },
+    }
 }
 
 #[cfg(test)]
@@ -425,6 +450,6 @@ mod tests {
             .filter(|d| d.reach.outside_workspace())
             .map(|d| d.name)
             .collect();
-        assert_eq!(outside, ["exec", "web_fetch", "web_search", "message"]);
+        assert_eq!(outside, ["exec", "web_fetch", "web_search", "message", "spawn"]);
     }
 }

@@ -18,6 +18,7 @@ use claw_agent::driver::{ConfirmRequest, Driver, DriverOptions, Ui};
 use claw_agent::memory_backend::EngineBackend;
 use claw_agent::provider::{ProviderChain, RetryPolicy};
 use claw_agent::settings::{self as agent_settings, AgentSettings, Overrides};
+use claw_agent::subagents::{ChildKit, Subagents};
 use claw_agent::tools::{Answer, ToolContext, ToolRegistry};
 use claw_memory::freshness::SyncReport;
 use std::collections::VecDeque;
@@ -58,7 +59,8 @@ commands:
   /remember  distil durable facts of this conversation into MEMORY.md now
   /compact   compact the conversation now (memory flush, MEMORY.md, summary)
   /new       start a fresh session (the old transcript is kept, renamed)
-  /stop      cancel the running turn (or press Ctrl-C)
+  /stop      cancel the running turn and its sub-agents (or press Ctrl-C)
+  /agents    list this session's sub-agents with their state
   /exit      quit (or exit, quit, Ctrl-D)
   /help      this help";
 
@@ -318,6 +320,21 @@ async fn sync_memory(memory: Arc<EngineBackend>, ui: &dyn Ui) {
     }
 }
 
+/// The `hooks` section compiled for a session (variables from the process
+/// environment, resolved now); `None` without hooks.
+pub(crate) fn build_hooks(
+    settings: &Settings,
+) -> anyhow::Result<Option<Arc<claw_agent::hooks::Hooks>>> {
+    if settings.hooks.is_empty() {
+        return Ok(None);
+    }
+    let env = |name: &str| std::env::var(name).ok();
+    let hooks =
+        claw_agent::hooks::Hooks::new(&settings.hooks, settings.mem.workspace.clone(), &env)
+            .context("invalid `hooks` configuration")?;
+    Ok(Some(Arc::new(hooks)))
+}
+
 pub(crate) fn driver_options(settings: &Settings, a: &AgentSettings, key: &str) -> DriverOptions {
     let offset = a
         .utc_offset
@@ -511,31 +528,123 @@ async fn run_local(settings: Settings, args: ChatArgs) -> anyhow::Result<Exit> {
             settings.mem.workspace.display()
         )
     })?;
-    let chain = ProviderChain::new(a.profiles.clone(), RetryPolicy::default())
-        .context("cannot set up the LLM client")?;
-    let (mut tools, memory) = build_tools(&settings, &a, args.yes, &args.session);
-    if !settings.mcp.servers.is_empty() {
-        tools = tools.with_dynamic(super::mcp::start_clients(&settings).await);
-    }
+    let chain = Arc::new(
+        ProviderChain::new(a.profiles.clone(), RetryPolicy::default())
+            .context("cannot set up the LLM client")?,
+    );
+    let (tools, memory) = build_tools(&settings, &a, args.yes, &args.session);
+    let dynamic: Option<Arc<dyn claw_agent::tools::DynamicTools>> =
+        if settings.mcp.servers.is_empty() {
+            None
+        } else {
+            Some(super::mcp::start_clients(&settings).await)
+        };
     let opts = driver_options(&settings, &a, &args.session);
+    let hooks = build_hooks(&settings)?;
+    // Sub-agents: children get the parent's context minus `spawn`/`cron`/`message`.
+    let (subagents, announcements) = Subagents::new(
+        ChildKit {
+            model: chain.clone(),
+            tools: tools.context().clone(),
+            dynamic: dynamic.clone(),
+            options: opts.clone(),
+            hooks: hooks.clone(),
+        },
+        settings.agents.clone(),
+    );
+    let mut ctx = tools.context().clone();
+    // `agents.max_subagents: 0` turns sub-agents off (no `spawn` tool).
+    if settings.agents.max_subagents > 0 {
+        ctx.spawner = Some(subagents.clone());
+    }
+    let mut tools = ToolRegistry::new(ctx);
+    if let Some(d) = dynamic {
+        tools = tools.with_dynamic(d);
+    }
     let color = std::io::stderr().is_terminal();
     match args.message {
         Some(message) => {
             let ui = Arc::new(TerminalUi::new(color, None, args.yes));
-            let mut driver = Driver::open(opts, Arc::new(chain), Arc::new(tools), ui.clone())
+            let mut driver = Driver::open(opts, chain, Arc::new(tools), ui.clone())
                 .await
                 .context("cannot open the session")?;
+            if let Some(h) = hooks {
+                driver = driver.with_hooks(h);
+            }
             sync_memory(memory, ui.as_ref()).await;
             ui.start_waiting();
-            let exit = one_shot(&mut driver, &message).await;
+            let mut exit = one_shot(&mut driver, &message).await;
+            // `claw -m` waits for its sub-agents; their announcements start
+            // parent turns until nothing is left.
+            let mut announcements = announcements;
+            while exit.is_ok() {
+                let batch = settle(&subagents, &mut announcements, ui.as_ref()).await;
+                if batch.is_empty() {
+                    break;
+                }
+                exit = one_shot(&mut driver, &batch).await;
+            }
             ui.stop_waiting();
             exit
         }
         None => {
             let history = settings.state_dir().join("chat_history.txt");
-            repl(opts, chain, tools, memory, color, history, args.yes).await
+            let sub = (subagents, announcements);
+            repl(
+                opts, chain, tools, memory, color, history, args.yes, hooks, sub,
+            )
+            .await
         }
     }
+}
+
+/// The sub-agent manager of a local session and its announcements.
+type Subs = (
+    Arc<Subagents<ProviderChain>>,
+    tokio::sync::mpsc::UnboundedReceiver<claw_agent::subagents::Announcement>,
+);
+
+/// Waits until no sub-agent is queued or running (Ctrl-C cancels them) and
+/// returns their announcements as one message ("" when there is none).
+async fn settle(
+    subagents: &Subagents<ProviderChain>,
+    rx: &mut tokio::sync::mpsc::UnboundedReceiver<claw_agent::subagents::Announcement>,
+    ui: &dyn Ui,
+) -> String {
+    let mut got = Vec::new();
+    if subagents.outstanding() > 0 {
+        ui.status(&format!(
+            "waiting for {} sub-agent(s) (Ctrl-C cancels them)",
+            subagents.outstanding()
+        ));
+    }
+    loop {
+        while let Ok(a) = rx.try_recv() {
+            got.push(a);
+        }
+        if subagents.outstanding() == 0 {
+            break;
+        }
+        tokio::select! {
+            a = rx.recv() => match a {
+                Some(a) => got.push(a),
+                None => break,
+            },
+            _ = tokio::signal::ctrl_c() => subagents.cancel_all(),
+        }
+    }
+    for a in &got {
+        ui.status(&format!(
+            "sub-agent {} ({}): {}",
+            a.id,
+            a.label,
+            a.state.as_str()
+        ));
+    }
+    got.iter()
+        .map(|a| a.message())
+        .collect::<Vec<_>>()
+        .join("\n\n")
 }
 
 async fn one_shot(
@@ -656,21 +765,28 @@ fn spawn_reader(
     });
 }
 
+#[allow(clippy::too_many_arguments)] // the REPL's parts, built once by `run_local`
 async fn repl(
     opts: DriverOptions,
-    chain: ProviderChain,
+    chain: Arc<ProviderChain>,
     tools: ToolRegistry,
     memory: Arc<EngineBackend>,
     color: bool,
     history: std::path::PathBuf,
     yes: bool,
+    hooks: Option<Arc<claw_agent::hooks::Hooks>>,
+    subs: Subs,
 ) -> anyhow::Result<Exit> {
+    let (subagents, mut announcements) = subs;
     let (answer_tx, answer_rx) = std::sync::mpsc::channel::<String>();
     let ui = Arc::new(TerminalUi::new(color, Some(Mutex::new(answer_rx)), yes));
     let awaiting = ui.awaiting_answer.clone();
-    let mut driver = Driver::open(opts, Arc::new(chain), Arc::new(tools), ui.clone())
+    let mut driver = Driver::open(opts, chain, Arc::new(tools), ui.clone())
         .await
         .context("cannot open the session")?;
+    if let Some(h) = hooks {
+        driver = driver.with_hooks(h);
+    }
     ui.status(&format!(
         "claw — session {} ({} messages). /help for commands, Ctrl-D to quit.",
         driver.session_path().display(),
@@ -692,9 +808,16 @@ async fn repl(
         // already got theirs (Plain) while the turn ran.
         let (line, from_reader) = match queued.pop_front() {
             Some(l) => (l, false),
-            None => match rx.recv().await {
-                Some(Input::Line(l)) => (l, true),
-                _ => break,
+            None => tokio::select! {
+                input = rx.recv() => match input {
+                    Some(Input::Line(l)) => (l, true),
+                    _ => break,
+                },
+                // A finished sub-agent starts a turn of its own.
+                Some(a) = announcements.recv() => {
+                    ui.status(&format!("sub-agent {} ({}): {}", a.id, a.label, a.state.as_str()));
+                    (a.message(), false)
+                }
             },
         };
         let text = line.trim();
@@ -706,7 +829,28 @@ async fn repl(
                 ReadMode::Prompt
             }
             "/stop" => {
-                ui.status("nothing is running");
+                if subagents.outstanding() > 0 {
+                    subagents.cancel_all();
+                    ui.status("cancelling the running sub-agents");
+                } else {
+                    ui.status("nothing is running");
+                }
+                ReadMode::Prompt
+            }
+            "/agents" => {
+                let list = subagents.list();
+                if list.is_empty() {
+                    ui.status("no sub-agents in this session");
+                }
+                for i in list {
+                    println!(
+                        "{}  {:<9}  {}  ({})",
+                        i.id,
+                        i.state.as_str(),
+                        super::output::sanitize(&i.label),
+                        i.session
+                    );
+                }
                 ReadMode::Prompt
             }
             "/new" => {
@@ -751,7 +895,10 @@ async fn repl(
                                     Some(Input::Line(l)) if awaiting.load(Ordering::SeqCst) => {
                                         let _ = answer_tx.send(l);
                                     }
-                                    Some(Input::Line(l)) if l.trim() == "/stop" => cancel.cancel(),
+                                    Some(Input::Line(l)) if l.trim() == "/stop" => {
+                                        cancel.cancel();
+                                        subagents.cancel_all();
+                                    }
                                     Some(Input::Line(l)) if l.trim().is_empty() => {}
                                     Some(Input::Line(l)) => {
                                         if interactive {

@@ -435,6 +435,9 @@ async fn run_now(settings: Settings, a: RunArgs) -> anyhow::Result<Exit> {
     let mut driver = Driver::open(opts, Arc::new(chain), Arc::new(tools), Arc::new(RunUi))
         .await
         .context("cannot open the session")?;
+    if let Some(h) = super::chat::build_hooks(&settings)? {
+        driver = driver.with_hooks(h);
+    }
     let cancel = CancellationToken::new();
     let outcome = driver
         .run_turn(&job.message, &cancel)

@@ -129,6 +129,8 @@ async fn run_gateway(settings: Settings, port: Option<u16>, watch: bool) -> anyh
         watch,
         schedule: Some(schedule),
         channels,
+        subagents: settings.agents.clone(),
+        hooks: super::chat::build_hooks(&settings)?,
     };
     let stop = CancellationToken::new();
     server::cancel_on_signals(stop.clone()).context("cannot install signal handlers")?;

@@ -28,7 +28,8 @@ fn run_claw(ws: &Path, api: &str, port: u16) -> Run {
         // Side-effect tools need a confirmation that never comes (no terminal), so
         // nonsense arguments can never write or run anything; file tools are jailed.
         r#"{"agent": {"max_tokens": 256, "context_window": 4096, "max_iterations": 6,
-                       "confirm_side_effects": true, "jail_to_workspace": true}}"#,
+                       "confirm_side_effects": true, "jail_to_workspace": true},
+            "agents": {"max_subagents": 0}}"#,
     )
     .unwrap();
     let mut child = Command::new(claw_testkit::claw_bin())
@@ -88,6 +89,7 @@ const OFFERED: &[&str] = &[
     "memory_search",
     "memory_get",
     "cron",
+    "spawn",
 ];
 
 fn check_shape(ws: &Path, api: &str, r: &Run) {

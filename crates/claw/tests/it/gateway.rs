@@ -779,7 +779,8 @@ fn end_to_end_turn_against_the_real_llama_server() {
         std::fs::write(
             ws.join("config.json"),
             r#"{"agent": {"max_tokens": 256, "context_window": 4096, "max_iterations": 6,
-                           "confirm_side_effects": true, "jail_to_workspace": true}}"#,
+                           "confirm_side_effects": true, "jail_to_workspace": true},
+                 "agents": {"max_subagents": 0}}"#,
         )
         .unwrap();
         let url = llama.url();
