@@ -284,7 +284,7 @@ mod tests {
             assert_eq!(always_confirms(d, true), !d.read_only, "{}", d.name);
             seen.push(d.name);
         }
-        assert_eq!(seen.len(), 11);
+        assert_eq!(seen.len(), 12);
         assert!(!is_read_only("no_such_tool"));
     }
 
