@@ -108,7 +108,11 @@ fn keyword_scores_equal_fts5_bm25() {
     assert!(s.len() >= 3 && s.values().any(|v| *v < 0.99), "{s:?}");
 }
 
-fn stats(schema: &Schema) -> (Vec<(String, i64, i64)>, Vec<(String, i64, i64)>) {
+/// (source, chunks, total tokens) rows.
+type StatRows = Vec<(String, i64, i64)>;
+
+/// `chunk_stats` as kept, and as counted from `chunks`.
+fn stats(schema: &Schema) -> (StatRows, StatRows) {
     let mut c = schema.client();
     let kept = c
         .query(
