@@ -24,24 +24,31 @@ use std::collections::HashMap;
 
 /// The BM25 word stage (see `PgStore::word_stage`): `$1` the terms (raw), `$2` the
 /// namespaces, `$3` the source filter, `$4` k. `claw_words` and `chunk_stats` come
-/// from migration 0002.
+/// from migration 0002. Each candidate's tsvector is unnested once (`lt`: the query's
+/// lexemes with their counts); a phrase term's tf is its rarest token's count, in
+/// chunks that match the phrase.
 const BM25_SQL: &str = "
 WITH t AS (
   SELECT i, phraseto_tsquery('simple', regexp_replace(w, '[^[:alnum:]]+', ' ', 'g')) AS tq,
          tsvector_to_array(claw_words(w)) AS lex
   FROM unnest($1::text[]) WITH ORDINALITY AS x(w, i)
-), tt AS (SELECT * FROM t WHERE numnode(tq) > 0),
-q AS (SELECT string_agg('(' || tq::text || ')', ' | ')::tsquery AS q FROM tt),
+), tt AS (SELECT i, tq, lex, cardinality(lex) AS nlex FROM t WHERE numnode(tq) > 0),
+q AS (SELECT string_agg('(' || tq::text || ')', ' | ')::tsquery AS q,
+             array_agg(DISTINCT l) AS lex FROM tt, unnest(tt.lex) l),
 st AS (SELECT coalesce(sum(n), 0)::float8 AS n, coalesce(sum(total_dl), 0)::float8 AS tot
        FROM chunk_stats WHERE namespace = ANY($2) AND ($3::text IS NULL OR source = $3)),
 cand AS MATERIALIZED (
   SELECT c.rowid, c.tsv, c.dl FROM chunks c, q
   WHERE c.tsv @@ q.q AND c.namespace = ANY($2) AND ($3::text IS NULL OR c.source = $3)),
+lt AS (
+  SELECT c.rowid, u.lexeme, coalesce(array_length(u.positions, 1), 1) AS tf
+  FROM cand c, q, unnest(c.tsv) u WHERE u.lexeme = ANY(q.lex)),
 hit AS (
-  SELECT c.rowid, c.dl, tt.i,
-    (SELECT min(coalesce(array_length(u.positions, 1), 1)) FROM unnest(c.tsv) u
-     WHERE u.lexeme = ANY(tt.lex))::float8 AS tf
-  FROM cand c JOIN tt ON c.tsv @@ tt.tq),
+  SELECT c.rowid, c.dl, h.i, h.tf::float8 AS tf
+  FROM (SELECT lt.rowid, tt.i, min(lt.tf) AS tf FROM lt JOIN tt ON lt.lexeme = ANY(tt.lex)
+        GROUP BY lt.rowid, tt.i, tt.nlex HAVING count(*) = tt.nlex) h
+  JOIN cand c ON c.rowid = h.rowid JOIN tt ON tt.i = h.i
+  WHERE tt.nlex = 1 OR c.tsv @@ tt.tq),
 df AS (SELECT i, count(*)::float8 AS df FROM hit GROUP BY i)
 SELECT h.rowid,
   sum(greatest(ln((st.n - df.df + 0.5) / (df.df + 0.5)), 1e-6)
