@@ -290,6 +290,25 @@ impl SearchStorage for PgStore {
     }
 }
 
+/// `claw memory eval --backend postgres` runs the same evaluation as SQLite
+/// (`claw_memory::eval::runner::run_on`) on a PostgreSQL namespace.
+impl claw_memory::eval::runner::EvalStorage for PgStore {
+    fn ensure_eval_source(&mut self, root: &std::path::Path) -> Result<(), StoreError> {
+        let name = claw_memory::eval::EVAL_SOURCE;
+        if !IndexStorage::sources(self)?
+            .iter()
+            .any(|s| s.name == name && s.root == root)
+        {
+            self.add_source(name, root)?;
+        }
+        Ok(())
+    }
+
+    fn chunk_total(&self) -> Result<usize, StoreError> {
+        Ok(self.stats()?.chunks as usize)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

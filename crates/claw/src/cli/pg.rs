@@ -484,30 +484,11 @@ fn eval_postgres(
     opts: &claw_memory::eval::runner::EvalOptions,
     progress: &dyn Fn(claw_memory::eval::runner::EvalProgress),
 ) -> anyhow::Result<claw_memory::eval::runner::EvalReport> {
-    use claw_memory::eval::metrics::{self, Cutoffs, Run};
-    use claw_memory::eval::runner::{
-        EvalMode, EvalProgress, EvalReport, ModeOutcome, ModeResult, Variant, ranking_to_run,
-    };
-    use claw_memory::eval::{EVAL_SOURCE, doc_file_name, doc_markdown};
-    use std::collections::HashMap;
-
-    anyhow::ensure!(!data.queries.is_empty(), "the split has no queries");
+    use claw_memory::eval::runner::{prepare_corpus, run_on};
     let b = backend(settings)?;
-    let tmp = tempfile::Builder::new().prefix("claw-eval-pg-").tempdir()?;
-    let corpus_dir = tmp.path().join("corpus");
-    let mut mem = mem.clone();
-    mem.workspace = tmp.path().join("workspace");
-    std::fs::create_dir_all(&corpus_dir)?;
-    std::fs::create_dir_all(mem.state_dir())?;
-    progress(EvalProgress::Writing {
-        docs: data.corpus.len(),
-    });
-    let mut by_file: HashMap<String, String> = HashMap::with_capacity(data.corpus.len());
-    for doc in &data.corpus {
-        let name = doc_file_name(&doc.id);
-        std::fs::write(corpus_dir.join(&name), doc_markdown(&doc.title, &doc.text))?;
-        by_file.insert(name, doc.id.clone());
-    }
+    // The same corpus, indexer, engine and metrics as SQLite (`runner::run_on`); only
+    // the storage differs: a fresh namespace, dropped afterwards.
+    let corpus = prepare_corpus(data, mem, opts, progress)?;
     let namespace = format!(
         "eval-{}-{}",
         std::process::id(),
@@ -519,127 +500,10 @@ fn eval_postgres(
     let mut cfg = PgConfig::new(&b.url, &namespace, "eval");
     cfg.schema = b.schema.clone();
     let mut pg = PgStore::connect(cfg).context("cannot open the PostgreSQL memory index")?;
-    let result = (|| -> anyhow::Result<EvalReport> {
-        pg.add_source(EVAL_SOURCE, &corpus_dir)?;
-        let model = loaded.embedder();
-        let lock = WriterLock::acquire(&mem.state_dir(), "eval", Duration::from_secs(5))?;
-        let started = Instant::now();
-        let total = data.corpus.len();
-        let done = std::cell::Cell::new(0usize);
-        let report = indexer::run(
-            &mut pg,
-            &mem,
-            model,
-            &IndexOptions::default(),
-            &lock,
-            &|p| {
-                if let indexer::Progress::File { .. } = p {
-                    done.set(done.get() + 1);
-                    progress(EvalProgress::Indexing {
-                        done: done.get(),
-                        total,
-                    });
-                }
-            },
-        )?;
-        let index_seconds = started.elapsed().as_secs_f64();
-        drop(lock);
-        if let Some(issue) = report.issues.iter().find(|i| i.skipped) {
-            anyhow::bail!("the indexer skipped {} ({})", issue.path, issue.message);
-        }
-        let chunks = pg.stats()?.chunks as usize;
-        let cutoffs = Cutoffs {
-            recall: opts.limit,
-            ..Cutoffs::default()
-        };
-        let mut variants = Vec::new();
-        for &mode in &opts.modes {
-            variants.push(Variant {
-                mode,
-                vector_weight: None,
-            });
-            if matches!(mode, EvalMode::Hybrid | EvalMode::HybridNoMmr) {
-                for &w in &opts.vector_weights {
-                    variants.push(Variant {
-                        mode,
-                        vector_weight: Some(w.clamp(0.0, 1.0)),
-                    });
-                }
-            }
-        }
-        let mut modes = Vec::new();
-        for variant in variants {
-            let mode = variant.mode;
-            if mode.needs_embedder() && model.is_none() {
-                modes.push((
-                    variant,
-                    ModeOutcome::Skipped {
-                        reason: "no embedding model".into(),
-                    },
-                ));
-                continue;
-            }
-            let mut params = mem.memory.clone();
-            if let Some(w) = variant.vector_weight {
-                params.vector_weight = w;
-                params.text_weight = 1.0 - w;
-            }
-            let mut run = Run::new();
-            let mut latencies = Vec::with_capacity(data.queries.len());
-            for (i, q) in data.queries.iter().enumerate() {
-                let mut req = SearchRequest::new(&q.text);
-                req.limit = opts.limit;
-                req.min_score = Some(f64::NEG_INFINITY);
-                req.source = SourceFilter::Named(EVAL_SOURCE.to_string());
-                req.keyword_norm = opts.keyword_norm;
-                (req.mode, req.mmr) = match mode {
-                    EvalMode::Fts => (Mode::Fts, true),
-                    EvalMode::Vector => (Mode::Vector, true),
-                    EvalMode::Hybrid => (Mode::Hybrid, true),
-                    EvalMode::HybridNoMmr => (Mode::Hybrid, false),
-                };
-                let t = Instant::now();
-                let emb = if mode == EvalMode::Fts { None } else { model };
-                let resp = search_in(&pg, emb, &params, &req, mem.clock.now_unix())?;
-                if let Some(fb) = resp.fallback {
-                    anyhow::bail!("{}: query {} fell back ({fb})", variant.name(), q.id);
-                }
-                latencies.push(t.elapsed().as_secs_f64() * 1000.0);
-                let paths: Vec<String> = resp.results.into_iter().map(|h| h.path).collect();
-                run.insert(q.id.clone(), ranking_to_run(&paths, &by_file));
-                progress(EvalProgress::Querying {
-                    mode,
-                    done: i + 1,
-                    total: data.queries.len(),
-                });
-            }
-            latencies.sort_by(f64::total_cmp);
-            let per_query = metrics::evaluate(&data.qrels, &run, cutoffs);
-            modes.push((
-                variant,
-                ModeOutcome::Ran(ModeResult {
-                    summary: metrics::summarize(&per_query),
-                    p50_ms: metrics::percentile(&latencies, 50.0),
-                    p95_ms: metrics::percentile(&latencies, 95.0),
-                    per_query,
-                    run,
-                }),
-            ));
-        }
-        Ok(EvalReport {
-            dataset: data.name.clone(),
-            split: data.split.clone(),
-            queries: data.queries.len(),
-            documents: data.corpus.len(),
-            chunks,
-            index_seconds,
-            cutoffs,
-            modes,
-        })
-    })();
+    let result = run_on(&mut pg, &corpus, data, loaded, opts, progress);
     pg.drop_namespace()
         .context("dropping the evaluation namespace")?;
-    result
+    Ok(result?)
 }
 
 /// `claw memory sources` on PostgreSQL: this workspace's built-in and registered sources.

@@ -22,6 +22,7 @@ mod mcp_client_cli;
 mod mcp_server;
 mod memory_contract;
 mod pg_cli;
+mod pg_eval;
 mod ranking_calibration;
 mod ranking_decay;
 mod ranking_garden;
