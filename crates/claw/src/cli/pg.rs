@@ -63,7 +63,8 @@ pub fn open_pg(settings: &Settings) -> anyhow::Result<PgStore> {
     PgStore::connect(cfg).context("cannot open the PostgreSQL memory index (memory.backend)")
 }
 
-fn location(settings: &Settings) -> String {
+/// `postgres:<schema>/<namespace>` of the configured backend (empty without one).
+pub fn location(settings: &Settings) -> String {
     settings
         .pg
         .as_ref()

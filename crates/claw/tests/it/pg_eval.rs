@@ -3,7 +3,8 @@
 //! committed `fixtures/beir-mini`, keyword-only, both backends report the same
 //! corpus, chunk count and queries, nDCG@10 within 0.01 (the parity target; the
 //! keyword stage is FTS5's BM25 on both), and the PostgreSQL run leaves no
-//! evaluation namespace behind. Needs `CLAW_PG_URL`; under `CI=true` a missing
+//! evaluation namespace behind. `claw doctor --json` names the backend of its
+//! database section. Needs `CLAW_PG_URL`; under `CI=true` a missing
 //! server fails.
 
 use serde_json::Value;
@@ -90,4 +91,47 @@ fn eval_on_postgres_matches_sqlite_and_drops_its_namespace() {
     c.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
         .unwrap();
     assert_eq!((left, stats), (0, 0), "the evaluation namespace is dropped");
+}
+
+#[test]
+fn doctor_names_the_backend() {
+    let Some(url) = pg_url() else {
+        return;
+    };
+    let schema = format!("pgdoctor_{}", std::process::id());
+    let ws = tempfile::tempdir().unwrap();
+    let cfg = ws.path().join("config.json");
+    std::fs::write(
+        &cfg,
+        format!(
+            r#"{{"memory": {{"backend": {{"kind": "postgres", "url_env": "CLAW_PG_URL", "namespace": "team", "schema": "{schema}"}}}}}}"#
+        ),
+    )
+    .unwrap();
+    let db = |cfg: Option<&Path>| -> Value {
+        let mut c = claw_testkit::claw_keyword_only(ws.path());
+        c.env("CLAW_PG_URL", &url);
+        if let Some(cfg) = cfg {
+            c.env("CLAW_CONFIG", cfg);
+        }
+        let out = c.args(["doctor", "--json"]).output().unwrap();
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["sections"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == "database")
+            .cloned()
+            .unwrap()
+    };
+    let sqlite = db(None);
+    let pg = db(Some(&cfg));
+    let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    c.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .unwrap();
+    assert_eq!(sqlite["details"]["backend"], "sqlite", "{sqlite}");
+    assert_eq!(pg["details"]["backend"], "postgres", "{pg}");
+    assert_eq!(pg["status"], "ok", "{pg}");
+    assert_eq!(pg["details"]["location"], format!("postgres:{schema}/team"));
+    assert_eq!(pg["details"]["chunks"], 0);
 }
