@@ -553,3 +553,140 @@ pub fn refuse_watch() -> anyhow::Result<Exit> {
         "`claw memory watch` does not support memory.backend postgres yet; run `claw memory index` (searches sync changed files inline)"
     )
 }
+
+/// The assistant's `memory_search` / `memory_get` on the configured PostgreSQL
+/// index (`claw -m`, the REPL): the same engine (`search_in`, `get_lines_in`) over
+/// `PgStore`. Connects on first use; no inline sync (indexing is `claw memory
+/// index`'s / the other machines' job), so the outcome's sync is `skipped`.
+pub struct PgMemory {
+    settings: Settings,
+    backend: PgBackend,
+    store: std::sync::OnceLock<PgStore>,
+    loaded: std::sync::OnceLock<Loaded>,
+}
+
+impl PgMemory {
+    /// The backend for `settings` when its `memory.backend` is PostgreSQL.
+    pub fn for_settings(settings: &Settings) -> Option<PgMemory> {
+        settings.pg.as_ref().map(|b| PgMemory {
+            settings: settings.clone(),
+            backend: b.clone(),
+            store: std::sync::OnceLock::new(),
+            loaded: std::sync::OnceLock::new(),
+        })
+    }
+
+    fn store(&self) -> Result<&PgStore, claw_agent::tools::memory::MemoryBackendError> {
+        use claw_memory::service::ServiceError;
+        if let Some(s) = self.store.get() {
+            return Ok(s);
+        }
+        let open = || -> Result<PgStore, claw_memory::store::StoreError> {
+            let b = &self.backend;
+            let state = self.settings.state_dir();
+            let id = claw_memory_pg::workspace_id(&state).map_err(|source| {
+                claw_memory::store::StoreError::StateDir {
+                    path: state.clone(),
+                    source,
+                }
+            })?;
+            let mut cfg = PgConfig::new(&b.url, &b.namespace, id);
+            cfg.schema = b.schema.clone();
+            cfg.search_namespaces = b.search_namespaces.clone();
+            PgStore::connect(cfg)
+        };
+        let store = open().map_err(|source| {
+            claw_agent::tools::memory::MemoryBackendError::Open(ServiceError::Open {
+                path: std::path::PathBuf::from(location(&self.settings)),
+                source,
+            })
+        })?;
+        Ok(self.store.get_or_init(|| store))
+    }
+}
+
+/// Run `f` on its own thread: the blocking `postgres` client drives its own
+/// runtime and panics when called from a tokio worker (where the agent's tools run).
+fn off_runtime<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+    std::thread::scope(|s| {
+        s.spawn(f)
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p))
+    })
+}
+
+impl Drop for PgMemory {
+    /// The pool's connections close off the runtime too (closing one blocks on it).
+    fn drop(&mut self) {
+        if let Some(store) = self.store.take() {
+            off_runtime(move || drop(store));
+        }
+    }
+}
+
+impl claw_agent::tools::memory::MemoryBackend for PgMemory {
+    fn search(
+        &self,
+        req: &SearchRequest,
+    ) -> Result<SearchOutcome, claw_agent::tools::memory::MemoryBackendError> {
+        off_runtime(|| self.search_now(req))
+    }
+
+    fn get(
+        &self,
+        req: &GetRequest,
+    ) -> Result<claw_memory::search::GetResponse, claw_agent::tools::memory::MemoryBackendError>
+    {
+        off_runtime(|| self.get_now(req))
+    }
+}
+
+impl PgMemory {
+    fn search_now(
+        &self,
+        req: &SearchRequest,
+    ) -> Result<SearchOutcome, claw_agent::tools::memory::MemoryBackendError> {
+        let pg = self.store()?;
+        let keyword_only_index = IndexStorage::meta(pg, "model")
+            .map_err(claw_memory::search::types::SearchError::from)
+            .map_err(claw_memory::service::ServiceError::from)?
+            .is_some_and(|m| m.is_empty());
+        let embedder = if req.mode == Mode::Fts || keyword_only_index {
+            None
+        } else {
+            self.loaded
+                .get_or_init(|| {
+                    claw_memory::embed::load(
+                        &self.settings.mem.embed,
+                        self.settings.mem.memory.embed_batch_size,
+                    )
+                })
+                .embedder()
+        };
+        let response = search_in(
+            pg,
+            embedder,
+            &self.settings.mem.memory,
+            req,
+            self.settings.mem.clock.now_unix(),
+        )
+        .map_err(claw_memory::service::ServiceError::from)?;
+        Ok(SearchOutcome {
+            response,
+            sync: SyncReport::Skipped,
+        })
+    }
+
+    fn get_now(
+        &self,
+        req: &GetRequest,
+    ) -> Result<claw_memory::search::GetResponse, claw_agent::tools::memory::MemoryBackendError>
+    {
+        let pg = self.store()?;
+        let sources = source_roots(&self.settings.mem, pg)
+            .map_err(claw_memory::search::types::SearchError::from)
+            .map_err(claw_memory::service::ServiceError::from)?;
+        Ok(engine::get_lines_in(pg, &sources, req)
+            .map_err(claw_memory::service::ServiceError::from)?)
+    }
+}

@@ -21,6 +21,7 @@ mod jail_memory_cli;
 mod mcp_client_cli;
 mod mcp_server;
 mod memory_contract;
+mod pg_agent;
 mod pg_cli;
 mod pg_eval;
 mod ranking_calibration;
