@@ -1,7 +1,7 @@
 //! Candidate generation and row reads on PostgreSQL
 //! (`claw_memory::search::storage::SearchStorage`): keyword candidates from the
-//! `tsvector` (GIN) ranked BM25-like (Σ idf(t) · length-normalised `ts_rank` per
-//! term), CJK runs
+//! `tsvector` (GIN) ranked by FTS5's BM25 formula computed in SQL (term
+//! statistics from the tsvector positions and `chunk_stats`), CJK runs
 //! and short terms by `pg_trgm`-indexed substring matches, vector candidates from
 //! the per-dimension HNSW index (cosine). Scores are normalised exactly like
 //! SQLite's (`score::normalize_bm25`, `score::max_scale`, the stage shares of
@@ -22,26 +22,46 @@ use claw_memory::store::StoreError;
 use pgvector::Vector;
 use std::collections::HashMap;
 
+/// The BM25 word stage (see `PgStore::word_stage`): `$1` the terms (raw), `$2` the
+/// namespaces, `$3` the source filter, `$4` k. `claw_words` and `chunk_stats` come
+/// from migration 0002. Each candidate's tsvector is unnested once (`lt`: the query's
+/// lexemes with their counts); a phrase term's tf is its rarest token's count, in
+/// chunks that match the phrase.
+const BM25_SQL: &str = "
+WITH t AS (
+  SELECT i, phraseto_tsquery('simple', regexp_replace(w, '[^[:alnum:]]+', ' ', 'g')) AS tq,
+         tsvector_to_array(claw_words(w)) AS lex
+  FROM unnest($1::text[]) WITH ORDINALITY AS x(w, i)
+), tt AS (SELECT i, tq, lex, cardinality(lex) AS nlex FROM t WHERE numnode(tq) > 0),
+q AS (SELECT string_agg('(' || tq::text || ')', ' | ')::tsquery AS q,
+             array_agg(DISTINCT l) AS lex FROM tt, unnest(tt.lex) l),
+st AS (SELECT coalesce(sum(n), 0)::float8 AS n, coalesce(sum(total_dl), 0)::float8 AS tot
+       FROM chunk_stats WHERE namespace = ANY($2) AND ($3::text IS NULL OR source = $3)),
+cand AS MATERIALIZED (
+  SELECT c.rowid, c.tsv, c.dl FROM chunks c, q
+  WHERE c.tsv @@ q.q AND c.namespace = ANY($2) AND ($3::text IS NULL OR c.source = $3)),
+lt AS (
+  SELECT c.rowid, u.lexeme, coalesce(array_length(u.positions, 1), 1) AS tf
+  FROM cand c, q, unnest(c.tsv) u WHERE u.lexeme = ANY(q.lex)),
+hit AS (
+  SELECT c.rowid, c.dl, h.i, h.tf::float8 AS tf
+  FROM (SELECT lt.rowid, tt.i, min(lt.tf) AS tf FROM lt JOIN tt ON lt.lexeme = ANY(tt.lex)
+        GROUP BY lt.rowid, tt.i, tt.nlex HAVING count(*) = tt.nlex) h
+  JOIN cand c ON c.rowid = h.rowid JOIN tt ON tt.i = h.i
+  WHERE tt.nlex = 1 OR c.tsv @@ tt.tq),
+df AS (SELECT i, count(*)::float8 AS df FROM hit GROUP BY i)
+SELECT h.rowid,
+  sum(greatest(ln((st.n - df.df + 0.5) / (df.df + 0.5)), 1e-6)
+      * h.tf * 2.2 / (h.tf + 1.2 * (0.25 + 0.75 * h.dl / greatest(st.tot / greatest(st.n, 1), 1))))::float8
+    AS score
+FROM hit h JOIN df USING (i) CROSS JOIN st
+GROUP BY h.rowid ORDER BY score DESC, h.rowid LIMIT $4";
+
 /// pgvector's default `hnsw.ef_search`; raised per query to at least `k`.
 pub const DEFAULT_EF_SEARCH: usize = 40;
 
 fn se(e: PgError) -> SearchError {
     SearchError::from(StoreError::from(e))
-}
-
-/// A tsquery lexeme quoted for `to_tsquery` (quotes and backslashes escaped).
-fn ts_quote(term: &str) -> String {
-    let mut s = String::with_capacity(term.len() + 2);
-    s.push('\'');
-    for ch in term.chars() {
-        match ch {
-            '\'' => s.push_str("''"),
-            '\\' => s.push_str("\\\\"),
-            _ => s.push(ch),
-        }
-    }
-    s.push('\'');
-    s
 }
 
 /// A LIKE pattern matching `needle` anywhere (`%`, `_` and `\` escaped).
@@ -58,10 +78,13 @@ fn like_anywhere(needle: &str) -> String {
 }
 
 impl PgStore {
-    /// The word stage, BM25-like: Σ over the query's terms of
-    /// `idf(t) · ts_rank(tsv, t, 1)` (term frequency, length-normalised, weighted by
-    /// the term's rarity among the searched chunks: `ln(1 + (N − df + ½)/(df + ½))`),
-    /// over the chunks matching any term.
+    /// The word stage: FTS5's BM25 (k1 1.2, b 0.75) computed in SQL over the
+    /// chunks matching any term (GIN): Σ over the query's terms of
+    /// `idf · tf·(k1+1) / (tf + k1·(1 − b + b·dl/avgdl))` with FTS5's
+    /// `idf = ln((N − df + ½)/(df + ½))` (floored at 10⁻⁶), `tf` from the tsvector's
+    /// positions (a phrase term counts its rarest token), `dl` the chunk's token count
+    /// and `N`/avgdl from `chunk_stats`. Tokenisation is FTS5 `unicode61`'s (runs of
+    /// letters and digits) on both sides, so a term that is a phrase there is one here.
     fn word_stage(
         &self,
         terms: &[&str],
@@ -69,52 +92,9 @@ impl PgStore {
         source: Option<&str>,
         norm: KeywordNorm,
     ) -> Result<Vec<(i64, f64)>, PgError> {
-        let quoted: Vec<String> = terms.iter().map(|t| ts_quote(t)).collect();
-        let q = quoted.join(" | ");
+        let words: Vec<String> = terms.iter().map(|t| t.to_string()).collect();
         let rows = self.with_client(|c| {
-            let n: i64 = c
-                .query_one(
-                    "SELECT count(*) FROM chunks WHERE namespace = ANY($1) AND ($2::text IS NULL OR source = $2)",
-                    &[&self.namespaces, &source],
-                )?
-                .get(0);
-            let mut weighted: Vec<(f64, &String)> = Vec::new();
-            for t in &quoted {
-                let df: i64 = c
-                    .query_one(
-                        "SELECT count(*) FROM chunks WHERE tsv @@ to_tsquery('simple', $1)
-                         AND namespace = ANY($2) AND ($3::text IS NULL OR source = $3)",
-                        &[t, &self.namespaces, &source],
-                    )?
-                    .get(0);
-                if df > 0 {
-                    let idf = (1.0 + ((n - df) as f64 + 0.5) / (df as f64 + 0.5)).ln();
-                    weighted.push((idf, t));
-                }
-            }
-            if weighted.is_empty() {
-                return Ok(Vec::new());
-            }
-            let mut params: Vec<&(dyn postgres::types::ToSql + Sync)> =
-                vec![&q, &self.namespaces, &source];
-            let k64 = k as i64;
-            params.push(&k64);
-            let mut expr = Vec::new();
-            for (idf, t) in &weighted {
-                params.push(*t);
-                expr.push(format!(
-                    "{idf:.6} * ts_rank(tsv, to_tsquery('simple', ${}), 1)",
-                    params.len()
-                ));
-            }
-            let sql = format!(
-                "SELECT rowid, ({})::float8 AS r
-                 FROM chunks, to_tsquery('simple', $1) q
-                 WHERE tsv @@ q AND namespace = ANY($2) AND ($3::text IS NULL OR source = $3)
-                 ORDER BY r DESC, rowid LIMIT $4",
-                expr.join(" + ")
-            );
-            Ok(c.query(&sql, &params)?)
+            Ok(c.query(BM25_SQL, &[&words, &self.namespaces, &source, &(k as i64)])?)
         })?;
         let ids: Vec<i64> = rows.iter().map(|r| r.get(0)).collect();
         // normalize_bm25 takes FTS5-style ranks (lower = better).
@@ -310,14 +290,31 @@ impl SearchStorage for PgStore {
     }
 }
 
+/// `claw memory eval --backend postgres` runs the same evaluation as SQLite
+/// (`claw_memory::eval::runner::run_on`) on a PostgreSQL namespace.
+impl claw_memory::eval::runner::EvalStorage for PgStore {
+    fn ensure_eval_source(&mut self, root: &std::path::Path) -> Result<(), StoreError> {
+        let name = claw_memory::eval::EVAL_SOURCE;
+        if !IndexStorage::sources(self)?
+            .iter()
+            .any(|s| s.name == name && s.root == root)
+        {
+            self.add_source(name, root)?;
+        }
+        Ok(())
+    }
+
+    fn chunk_total(&self) -> Result<usize, StoreError> {
+        Ok(self.stats()?.chunks as usize)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn quoting() {
-        assert_eq!(ts_quote("it's"), "'it''s'");
-        assert_eq!(ts_quote("a\\b"), "'a\\\\b'");
         assert_eq!(like_anywhere("50%_x\\"), "%50\\%\\_x\\\\%");
     }
 }

@@ -19,10 +19,16 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// Numbered migrations, applied in order; `claw_schema.version` records the last applied.
-const MIGRATIONS: &[(i64, &str)] = &[(
-    1,
-    include_str!("../../../migrations/postgres/0001_init.sql"),
-)];
+const MIGRATIONS: &[(i64, &str)] = &[
+    (
+        1,
+        include_str!("../../../migrations/postgres/0001_init.sql"),
+    ),
+    (
+        2,
+        include_str!("../../../migrations/postgres/0002_bm25.sql"),
+    ),
+];
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS[MIGRATIONS.len() - 1].0;

@@ -106,8 +106,42 @@ fn workspace(settings: &Settings) -> Section {
     }
 }
 
+/// The configured PostgreSQL index (`memory.backend` kind `postgres`): connected
+/// as this workspace, its rows counted.
+fn postgres_database(settings: &Settings) -> Section {
+    let location = super::pg::location(settings);
+    let opened = super::pg::open_pg(settings).and_then(|pg| {
+        let stats = pg.stats()?;
+        let model = claw_memory::index_storage::IndexStorage::meta(&pg, "model")?;
+        Ok((stats, model))
+    });
+    match opened {
+        Ok((stats, model)) => section(
+            "database",
+            Status::Ok,
+            format!(
+                "{location}: {} files, {} chunks, {} vectors from this workspace; {} chunks visible",
+                stats.files, stats.chunks, stats.vectors, stats.visible_chunks
+            ),
+            json!({"backend": "postgres", "location": location, "exists": true,
+                   "files": stats.files, "chunks": stats.chunks, "vectors": stats.vectors,
+                   "visible_chunks": stats.visible_chunks, "index_model": model.unwrap_or_default()}),
+        ),
+        Err(e) => section(
+            "database",
+            Status::Error,
+            format!("{location}: {e:#}"),
+            json!({"backend": "postgres", "location": location, "error": format!("{e:#}")}),
+        ),
+    }
+}
+
 /// The database, opened only if it exists (the doctor never creates it).
+/// Every section names its backend (`"backend": "sqlite" | "postgres"`).
 fn database(settings: &Settings) -> (Section, Option<Store>) {
+    if settings.pg.is_some() {
+        return (postgres_database(settings), None);
+    }
     let path = settings.db_path();
     let p = path.display().to_string();
     if !path.exists() {
@@ -115,7 +149,7 @@ fn database(settings: &Settings) -> (Section, Option<Store>) {
             "database",
             Status::Warn,
             format!("{p} not created yet (run `claw memory index`)"),
-            json!({"path": p, "exists": false}),
+            json!({"backend": "sqlite", "path": p, "exists": false}),
         );
         return (s, None);
     }
@@ -135,7 +169,7 @@ fn database(settings: &Settings) -> (Section, Option<Store>) {
                     "{p}: {} files, {} chunks, {} vectors",
                     stats.files, stats.chunks, stats.vectors
                 ),
-                json!({"path": p, "exists": true, "files": stats.files, "chunks": stats.chunks,
+                json!({"backend": "sqlite", "path": p, "exists": true, "files": stats.files, "chunks": stats.chunks,
                        "vectors": stats.vectors, "index_model": model, "db_bytes": stats.db_bytes}),
             );
             (s, Some(store))
@@ -145,7 +179,7 @@ fn database(settings: &Settings) -> (Section, Option<Store>) {
                 "database",
                 Status::Error,
                 format!("{p}: {e:#}"),
-                json!({"path": p, "exists": true, "error": format!("{e:#}")}),
+                json!({"backend": "sqlite", "path": p, "exists": true, "error": format!("{e:#}")}),
             ),
             None,
         ),

@@ -63,7 +63,8 @@ pub fn open_pg(settings: &Settings) -> anyhow::Result<PgStore> {
     PgStore::connect(cfg).context("cannot open the PostgreSQL memory index (memory.backend)")
 }
 
-fn location(settings: &Settings) -> String {
+/// `postgres:<schema>/<namespace>` of the configured backend (empty without one).
+pub fn location(settings: &Settings) -> String {
     settings
         .pg
         .as_ref()
@@ -484,30 +485,11 @@ fn eval_postgres(
     opts: &claw_memory::eval::runner::EvalOptions,
     progress: &dyn Fn(claw_memory::eval::runner::EvalProgress),
 ) -> anyhow::Result<claw_memory::eval::runner::EvalReport> {
-    use claw_memory::eval::metrics::{self, Cutoffs, Run};
-    use claw_memory::eval::runner::{
-        EvalMode, EvalProgress, EvalReport, ModeOutcome, ModeResult, Variant, ranking_to_run,
-    };
-    use claw_memory::eval::{EVAL_SOURCE, doc_file_name, doc_markdown};
-    use std::collections::HashMap;
-
-    anyhow::ensure!(!data.queries.is_empty(), "the split has no queries");
+    use claw_memory::eval::runner::{prepare_corpus, run_on};
     let b = backend(settings)?;
-    let tmp = tempfile::Builder::new().prefix("claw-eval-pg-").tempdir()?;
-    let corpus_dir = tmp.path().join("corpus");
-    let mut mem = mem.clone();
-    mem.workspace = tmp.path().join("workspace");
-    std::fs::create_dir_all(&corpus_dir)?;
-    std::fs::create_dir_all(mem.state_dir())?;
-    progress(EvalProgress::Writing {
-        docs: data.corpus.len(),
-    });
-    let mut by_file: HashMap<String, String> = HashMap::with_capacity(data.corpus.len());
-    for doc in &data.corpus {
-        let name = doc_file_name(&doc.id);
-        std::fs::write(corpus_dir.join(&name), doc_markdown(&doc.title, &doc.text))?;
-        by_file.insert(name, doc.id.clone());
-    }
+    // The same corpus, indexer, engine and metrics as SQLite (`runner::run_on`); only
+    // the storage differs: a fresh namespace, dropped afterwards.
+    let corpus = prepare_corpus(data, mem, opts, progress)?;
     let namespace = format!(
         "eval-{}-{}",
         std::process::id(),
@@ -519,127 +501,10 @@ fn eval_postgres(
     let mut cfg = PgConfig::new(&b.url, &namespace, "eval");
     cfg.schema = b.schema.clone();
     let mut pg = PgStore::connect(cfg).context("cannot open the PostgreSQL memory index")?;
-    let result = (|| -> anyhow::Result<EvalReport> {
-        pg.add_source(EVAL_SOURCE, &corpus_dir)?;
-        let model = loaded.embedder();
-        let lock = WriterLock::acquire(&mem.state_dir(), "eval", Duration::from_secs(5))?;
-        let started = Instant::now();
-        let total = data.corpus.len();
-        let done = std::cell::Cell::new(0usize);
-        let report = indexer::run(
-            &mut pg,
-            &mem,
-            model,
-            &IndexOptions::default(),
-            &lock,
-            &|p| {
-                if let indexer::Progress::File { .. } = p {
-                    done.set(done.get() + 1);
-                    progress(EvalProgress::Indexing {
-                        done: done.get(),
-                        total,
-                    });
-                }
-            },
-        )?;
-        let index_seconds = started.elapsed().as_secs_f64();
-        drop(lock);
-        if let Some(issue) = report.issues.iter().find(|i| i.skipped) {
-            anyhow::bail!("the indexer skipped {} ({})", issue.path, issue.message);
-        }
-        let chunks = pg.stats()?.chunks as usize;
-        let cutoffs = Cutoffs {
-            recall: opts.limit,
-            ..Cutoffs::default()
-        };
-        let mut variants = Vec::new();
-        for &mode in &opts.modes {
-            variants.push(Variant {
-                mode,
-                vector_weight: None,
-            });
-            if matches!(mode, EvalMode::Hybrid | EvalMode::HybridNoMmr) {
-                for &w in &opts.vector_weights {
-                    variants.push(Variant {
-                        mode,
-                        vector_weight: Some(w.clamp(0.0, 1.0)),
-                    });
-                }
-            }
-        }
-        let mut modes = Vec::new();
-        for variant in variants {
-            let mode = variant.mode;
-            if mode.needs_embedder() && model.is_none() {
-                modes.push((
-                    variant,
-                    ModeOutcome::Skipped {
-                        reason: "no embedding model".into(),
-                    },
-                ));
-                continue;
-            }
-            let mut params = mem.memory.clone();
-            if let Some(w) = variant.vector_weight {
-                params.vector_weight = w;
-                params.text_weight = 1.0 - w;
-            }
-            let mut run = Run::new();
-            let mut latencies = Vec::with_capacity(data.queries.len());
-            for (i, q) in data.queries.iter().enumerate() {
-                let mut req = SearchRequest::new(&q.text);
-                req.limit = opts.limit;
-                req.min_score = Some(f64::NEG_INFINITY);
-                req.source = SourceFilter::Named(EVAL_SOURCE.to_string());
-                req.keyword_norm = opts.keyword_norm;
-                (req.mode, req.mmr) = match mode {
-                    EvalMode::Fts => (Mode::Fts, true),
-                    EvalMode::Vector => (Mode::Vector, true),
-                    EvalMode::Hybrid => (Mode::Hybrid, true),
-                    EvalMode::HybridNoMmr => (Mode::Hybrid, false),
-                };
-                let t = Instant::now();
-                let emb = if mode == EvalMode::Fts { None } else { model };
-                let resp = search_in(&pg, emb, &params, &req, mem.clock.now_unix())?;
-                if let Some(fb) = resp.fallback {
-                    anyhow::bail!("{}: query {} fell back ({fb})", variant.name(), q.id);
-                }
-                latencies.push(t.elapsed().as_secs_f64() * 1000.0);
-                let paths: Vec<String> = resp.results.into_iter().map(|h| h.path).collect();
-                run.insert(q.id.clone(), ranking_to_run(&paths, &by_file));
-                progress(EvalProgress::Querying {
-                    mode,
-                    done: i + 1,
-                    total: data.queries.len(),
-                });
-            }
-            latencies.sort_by(f64::total_cmp);
-            let per_query = metrics::evaluate(&data.qrels, &run, cutoffs);
-            modes.push((
-                variant,
-                ModeOutcome::Ran(ModeResult {
-                    summary: metrics::summarize(&per_query),
-                    p50_ms: metrics::percentile(&latencies, 50.0),
-                    p95_ms: metrics::percentile(&latencies, 95.0),
-                    per_query,
-                    run,
-                }),
-            ));
-        }
-        Ok(EvalReport {
-            dataset: data.name.clone(),
-            split: data.split.clone(),
-            queries: data.queries.len(),
-            documents: data.corpus.len(),
-            chunks,
-            index_seconds,
-            cutoffs,
-            modes,
-        })
-    })();
+    let result = run_on(&mut pg, &corpus, data, loaded, opts, progress);
     pg.drop_namespace()
         .context("dropping the evaluation namespace")?;
-    result
+    Ok(result?)
 }
 
 /// `claw memory sources` on PostgreSQL: this workspace's built-in and registered sources.
@@ -687,4 +552,141 @@ pub fn refuse_watch() -> anyhow::Result<Exit> {
     anyhow::bail!(
         "`claw memory watch` does not support memory.backend postgres yet; run `claw memory index` (searches sync changed files inline)"
     )
+}
+
+/// The assistant's `memory_search` / `memory_get` on the configured PostgreSQL
+/// index (`claw -m`, the REPL): the same engine (`search_in`, `get_lines_in`) over
+/// `PgStore`. Connects on first use; no inline sync (indexing is `claw memory
+/// index`'s / the other machines' job), so the outcome's sync is `skipped`.
+pub struct PgMemory {
+    settings: Settings,
+    backend: PgBackend,
+    store: std::sync::OnceLock<PgStore>,
+    loaded: std::sync::OnceLock<Loaded>,
+}
+
+impl PgMemory {
+    /// The backend for `settings` when its `memory.backend` is PostgreSQL.
+    pub fn for_settings(settings: &Settings) -> Option<PgMemory> {
+        settings.pg.as_ref().map(|b| PgMemory {
+            settings: settings.clone(),
+            backend: b.clone(),
+            store: std::sync::OnceLock::new(),
+            loaded: std::sync::OnceLock::new(),
+        })
+    }
+
+    fn store(&self) -> Result<&PgStore, claw_agent::tools::memory::MemoryBackendError> {
+        use claw_memory::service::ServiceError;
+        if let Some(s) = self.store.get() {
+            return Ok(s);
+        }
+        let open = || -> Result<PgStore, claw_memory::store::StoreError> {
+            let b = &self.backend;
+            let state = self.settings.state_dir();
+            let id = claw_memory_pg::workspace_id(&state).map_err(|source| {
+                claw_memory::store::StoreError::StateDir {
+                    path: state.clone(),
+                    source,
+                }
+            })?;
+            let mut cfg = PgConfig::new(&b.url, &b.namespace, id);
+            cfg.schema = b.schema.clone();
+            cfg.search_namespaces = b.search_namespaces.clone();
+            PgStore::connect(cfg)
+        };
+        let store = open().map_err(|source| {
+            claw_agent::tools::memory::MemoryBackendError::Open(ServiceError::Open {
+                path: std::path::PathBuf::from(location(&self.settings)),
+                source,
+            })
+        })?;
+        Ok(self.store.get_or_init(|| store))
+    }
+}
+
+/// Run `f` on its own thread: the blocking `postgres` client drives its own
+/// runtime and panics when called from a tokio worker (where the agent's tools run).
+fn off_runtime<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+    std::thread::scope(|s| {
+        s.spawn(f)
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p))
+    })
+}
+
+impl Drop for PgMemory {
+    /// The pool's connections close off the runtime too (closing one blocks on it).
+    fn drop(&mut self) {
+        if let Some(store) = self.store.take() {
+            off_runtime(move || drop(store));
+        }
+    }
+}
+
+impl claw_agent::tools::memory::MemoryBackend for PgMemory {
+    fn search(
+        &self,
+        req: &SearchRequest,
+    ) -> Result<SearchOutcome, claw_agent::tools::memory::MemoryBackendError> {
+        off_runtime(|| self.search_now(req))
+    }
+
+    fn get(
+        &self,
+        req: &GetRequest,
+    ) -> Result<claw_memory::search::GetResponse, claw_agent::tools::memory::MemoryBackendError>
+    {
+        off_runtime(|| self.get_now(req))
+    }
+}
+
+impl PgMemory {
+    fn search_now(
+        &self,
+        req: &SearchRequest,
+    ) -> Result<SearchOutcome, claw_agent::tools::memory::MemoryBackendError> {
+        let pg = self.store()?;
+        let keyword_only_index = IndexStorage::meta(pg, "model")
+            .map_err(claw_memory::search::types::SearchError::from)
+            .map_err(claw_memory::service::ServiceError::from)?
+            .is_some_and(|m| m.is_empty());
+        let embedder = if req.mode == Mode::Fts || keyword_only_index {
+            None
+        } else {
+            self.loaded
+                .get_or_init(|| {
+                    claw_memory::embed::load(
+                        &self.settings.mem.embed,
+                        self.settings.mem.memory.embed_batch_size,
+                    )
+                })
+                .embedder()
+        };
+        let response = search_in(
+            pg,
+            embedder,
+            &self.settings.mem.memory,
+            req,
+            self.settings.mem.clock.now_unix(),
+        )
+        .map_err(claw_memory::service::ServiceError::from)?;
+        Ok(SearchOutcome {
+            response,
+            sync: SyncReport::Skipped,
+        })
+    }
+
+    fn get_now(
+        &self,
+        req: &GetRequest,
+    ) -> Result<claw_memory::search::GetResponse, claw_agent::tools::memory::MemoryBackendError>
+    {
+        let pg = self.store()?;
+        let sources = source_roots(&self.settings.mem, pg)
+            .map_err(claw_memory::search::types::SearchError::from)
+            .map_err(claw_memory::service::ServiceError::from)?;
+        Ok(engine::get_lines_in(pg, &sources, req)
+            .map_err(claw_memory::service::ServiceError::from)?)
+    }
 }

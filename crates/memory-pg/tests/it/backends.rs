@@ -316,7 +316,7 @@ fn newer_schema_is_refused_and_migrations_are_idempotent() {
         .query_one("SELECT count(*) FROM claw_schema", &[])
         .unwrap()
         .get(0);
-    assert_eq!(n, 1);
+    assert_eq!(n, claw_memory_pg::SCHEMA_VERSION);
     c.execute("INSERT INTO claw_schema (version) VALUES (99)", &[])
         .unwrap();
     let err = claw_memory_pg::PgStore::connect(schema.config("a", "w")).unwrap_err();

@@ -6,5 +6,6 @@
 #![allow(clippy::unwrap_used)]
 
 mod backends;
+mod bm25;
 mod indexing;
 mod support;

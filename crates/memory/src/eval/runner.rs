@@ -10,16 +10,21 @@ use super::beir::Dataset;
 use super::metrics::{self, Cutoffs, QueryMetrics, Run, Summary};
 use super::{EVAL_SOURCE, doc_file_name, doc_markdown};
 use crate::config::MemoryConfig;
+use crate::config::MemorySettings;
+use crate::embed::Embedder;
 use crate::embed::Loaded;
+use crate::index_storage::IndexStorage;
 use crate::indexer::{self, IndexError, IndexOptions};
 use crate::lock::{LockError, WriterLock};
+use crate::search::engine::search_in;
 use crate::search::score::KeywordNorm;
+use crate::search::storage::SearchStorage;
 use crate::search::types::{Fallback, Mode, SearchRequest, SourceFilter};
-use crate::service::{MemoryService, ServiceError, SyncPolicy};
+use crate::service::ServiceError;
 
 use crate::store::{Store, StoreError};
 use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// Errors that stop an evaluation.
@@ -241,24 +246,78 @@ pub fn run(
     opts: &EvalOptions,
     progress: &dyn Fn(EvalProgress),
 ) -> Result<EvalReport, EvalError> {
+    let corpus = prepare_corpus(data, settings, opts, progress)?;
+    let mut store = Store::open(&corpus.settings.db_path())?;
+    run_on(&mut store, &corpus, data, embedder, opts, progress)
+}
+
+/// The corpus of an evaluation written as notes (one per document), and the
+/// throw-away workspace settings to index it with.
+pub struct PreparedCorpus {
+    /// Holds the temporary root alive (None with a kept `work_dir`).
+    _tmp: Option<tempfile::TempDir>,
+    /// The folder of notes, registered as the `eval` source.
+    pub corpus_dir: PathBuf,
+    /// Settings whose workspace is the evaluation's own.
+    pub settings: MemoryConfig,
+    /// Note file name → document id.
+    pub by_file: HashMap<String, String>,
+}
+
+/// The storage an evaluation indexes into and searches: both boundaries plus the
+/// two inherent operations it needs (SQLite's `Store`, PostgreSQL's `PgStore`).
+pub trait EvalStorage: IndexStorage + SearchStorage {
+    /// Register `root` as the `eval` source unless it already is.
+    fn ensure_eval_source(&mut self, root: &Path) -> Result<(), StoreError>;
+    /// How many chunks the index holds.
+    fn chunk_total(&self) -> Result<usize, StoreError>;
+}
+
+impl EvalStorage for Store {
+    fn ensure_eval_source(&mut self, root: &Path) -> Result<(), StoreError> {
+        if !self
+            .sources()?
+            .iter()
+            .any(|s| s.name == EVAL_SOURCE && s.root == root)
+        {
+            self.add_source(EVAL_SOURCE, root)?;
+        }
+        Ok(())
+    }
+
+    fn chunk_total(&self) -> Result<usize, StoreError> {
+        Ok(self.stats()?.chunks as usize)
+    }
+}
+
+/// Write the corpus as notes under `opts.work_dir` (or a fresh temporary
+/// directory) and derive the evaluation's workspace settings.
+pub fn prepare_corpus(
+    data: &Dataset,
+    settings: &MemoryConfig,
+    opts: &EvalOptions,
+    progress: &dyn Fn(EvalProgress),
+) -> Result<PreparedCorpus, EvalError> {
     if data.queries.is_empty() {
         return Err(EvalError::NoQueries {
             split: data.split.clone(),
             dataset: data.name.clone(),
         });
     }
-    let tmp;
+    let mut tmp = None;
     let root: PathBuf = match &opts.work_dir {
         Some(dir) => dir.clone(),
         None => {
-            tmp = tempfile::Builder::new()
+            let t = tempfile::Builder::new()
                 .prefix("claw-eval-")
                 .tempdir()
                 .map_err(|source| EvalError::Io {
                     path: std::env::temp_dir(),
                     source,
                 })?;
-            tmp.path().to_path_buf()
+            let path = t.path().to_path_buf();
+            tmp = Some(t);
+            path
         }
     };
     // One corpus directory per data set, so a kept work dir can hold several.
@@ -300,27 +359,41 @@ pub fn run(
         by_file.insert(name, doc.id.clone());
     }
 
+    Ok(PreparedCorpus {
+        _tmp: tmp,
+        corpus_dir,
+        settings,
+        by_file,
+    })
+}
+
+/// Index the prepared corpus into `store` with the normal indexer, run every
+/// query through the normal search engine (`search_in` over `store`) per mode,
+/// and score the rankings. Any backend: SQLite or PostgreSQL.
+pub fn run_on(
+    store: &mut dyn EvalStorage,
+    corpus: &PreparedCorpus,
+    data: &Dataset,
+    embedder: &Loaded,
+    opts: &EvalOptions,
+    progress: &dyn Fn(EvalProgress),
+) -> Result<EvalReport, EvalError> {
+    let settings = &corpus.settings;
+    let by_file = &corpus.by_file;
     let model = embedder.embedder();
     let no_model_reason = match embedder {
         Loaded::Ready(_) => None,
         Loaded::Disabled => Some("no embedding model (embedding provider is `none`)".to_string()),
         Loaded::Unavailable(e) => Some(e.to_string()),
     };
-    let mut store = Store::open(&settings.db_path())?;
-    if !store
-        .sources()?
-        .iter()
-        .any(|s| s.name == EVAL_SOURCE && s.root == corpus_dir)
-    {
-        store.add_source(EVAL_SOURCE, &corpus_dir)?;
-    }
+    store.ensure_eval_source(&corpus.corpus_dir)?;
     let lock = WriterLock::acquire(&settings.state_dir(), "eval", Duration::from_secs(5))?;
     let started = Instant::now();
     let total = data.corpus.len();
     let done = std::cell::Cell::new(0usize);
     let report = indexer::run(
-        &mut store,
-        &settings,
+        store,
+        settings,
         model,
         &IndexOptions::default(),
         &lock,
@@ -336,7 +409,7 @@ pub fn run(
     )?;
     let index_seconds = started.elapsed().as_secs_f64();
     drop(lock);
-    let chunks = store.stats()?.chunks as usize;
+    let chunks = store.chunk_total()?;
     if let Some(issue) = report.issues.iter().find(|i| i.skipped) {
         return Err(EvalError::DocumentSkipped {
             path: issue.path.clone(),
@@ -349,7 +422,8 @@ pub fn run(
         ..Cutoffs::default()
     };
     let base = settings.memory.clone();
-    let mut service = MemoryService::with_store(settings, store, model);
+    let now = settings.clock.now_unix();
+    let storage: &dyn SearchStorage = store;
     let mut modes = Vec::new();
     let mut variants = Vec::new();
     for &mode in &opts.modes {
@@ -373,7 +447,6 @@ pub fn run(
             params.vector_weight = w;
             params.text_weight = 1.0 - w;
         }
-        service.set_retrieval(params);
         if mode.needs_embedder()
             && let Some(reason) = &no_model_reason
         {
@@ -389,22 +462,30 @@ pub fn run(
         let mut latencies = Vec::with_capacity(data.queries.len());
         for (i, q) in data.queries.iter().enumerate() {
             let t = Instant::now();
-            let hits = search_one(&service, mode, opts.keyword_norm, &q.text, opts.limit).map_err(
-                |e| match e {
-                    SearchOneError::Service(source) => EvalError::Search {
-                        mode: variant.name(),
-                        query: q.id.clone(),
-                        source: Box::new(source),
-                    },
-                    SearchOneError::FellBack(fallback) => EvalError::FellBack {
-                        mode: variant.name(),
-                        query: q.id.clone(),
-                        fallback,
-                    },
+            let hits = search_one(
+                storage,
+                model,
+                &params,
+                now,
+                mode,
+                opts.keyword_norm,
+                &q.text,
+                opts.limit,
+            )
+            .map_err(|e| match e {
+                SearchOneError::Service(source) => EvalError::Search {
+                    mode: variant.name(),
+                    query: q.id.clone(),
+                    source: Box::new(source),
                 },
-            )?;
+                SearchOneError::FellBack(fallback) => EvalError::FellBack {
+                    mode: variant.name(),
+                    query: q.id.clone(),
+                    fallback,
+                },
+            })?;
             latencies.push(t.elapsed().as_secs_f64() * 1000.0);
-            run.insert(q.id.clone(), ranking_to_run(&hits, &by_file));
+            run.insert(q.id.clone(), ranking_to_run(&hits, by_file));
             progress(EvalProgress::Querying {
                 mode,
                 done: i + 1,
@@ -465,12 +546,16 @@ enum SearchOneError {
     FellBack(Fallback),
 }
 
-/// One query through the normal search path (the service, without a sync: the
-/// index was just built); returns hit paths, best first. A silent fallback (e.g.
-/// vector mode answered by keywords) is an error: the mode's figures would be
-/// mislabelled.
+/// One query through the normal search path (`search_in` over the evaluation's
+/// storage, without a sync: the index was just built); returns hit paths, best
+/// first. A silent fallback (e.g. vector mode answered by keywords) is an error:
+/// the mode's figures would be mislabelled.
+#[allow(clippy::too_many_arguments)]
 fn search_one(
-    service: &MemoryService<'_>,
+    storage: &dyn SearchStorage,
+    model: Option<&dyn Embedder>,
+    params: &MemorySettings,
+    now: i64,
     mode: EvalMode,
     keyword_norm: KeywordNorm,
     query: &str,
@@ -487,13 +572,13 @@ fn search_one(
         EvalMode::Hybrid => (Mode::Hybrid, true),
         EvalMode::HybridNoMmr => (Mode::Hybrid, false),
     };
-    let out = service
-        .search(&req, SyncPolicy::Skip)
-        .map_err(SearchOneError::Service)?;
-    if let Some(fb) = out.response.fallback {
+    let query_embedder = if mode == EvalMode::Fts { None } else { model };
+    let response = search_in(storage, query_embedder, params, &req, now)
+        .map_err(|e| SearchOneError::Service(ServiceError::from(e)))?;
+    if let Some(fb) = response.fallback {
         return Err(SearchOneError::FellBack(fb));
     }
-    Ok(out.response.results.into_iter().map(|h| h.path).collect())
+    Ok(response.results.into_iter().map(|h| h.path).collect())
 }
 
 #[cfg(test)]

@@ -1,0 +1,199 @@
+//! The keyword stage on PostgreSQL is FTS5's BM25: the same chunks written to both
+//! backends give the same normalised keyword scores (same tokenisation, same
+//! k1/b/idf, same document lengths and average), and `chunk_stats` (the count
+//! and total length BM25 needs, kept by triggers) follows every write, rewrite
+//! and delete.
+
+use crate::support::{self, Doc, Schema};
+use claw_memory::index_storage::IndexStorage;
+use claw_memory::search::query::ParsedQuery;
+use claw_memory::search::score::KeywordNorm;
+use claw_memory::search::storage::SearchStorage;
+use claw_memory::store::{FileRecord, NewChunk, Store, WriteMode};
+use std::collections::BTreeMap;
+
+const DOCS: &[Doc<'static>] = &[
+    (
+        "memory",
+        "a.md",
+        "The cat sat on the mat. The cat was black.",
+    ),
+    (
+        "memory",
+        "b.md",
+        "A dog chased the cat across the garden, then the dog slept.",
+    ),
+    (
+        "memory",
+        "c.md",
+        "COVID-19 vaccines reduce IL-6 levels in most patients; covid trials continue.",
+    ),
+    (
+        "memory",
+        "d.md",
+        "Interleukin IL-6 and TNF-alpha are cytokines measured in the trial.",
+    ),
+    (
+        "memory",
+        "e.md",
+        "Garden notes: tomatoes, basil, and a very long list of other plants that grow in the garden every summer when the weather is warm enough for them.",
+    ),
+    (
+        "memory",
+        "f.md",
+        "Black coffee, no sugar; the mat by the door is black too.",
+    ),
+    (
+        "notes",
+        "g.md",
+        "Trial registry: NCT-0042 enrolled 19 patients with covid.",
+    ),
+    (
+        "notes",
+        "h.md",
+        "The dog's name is Rex; Rex is a black dog.",
+    ),
+];
+
+/// keyword_candidates by path: normalised score.
+fn by_path(s: &dyn SearchStorage, q: &str, norm: KeywordNorm) -> BTreeMap<String, f64> {
+    let pq = ParsedQuery::parse(q);
+    let hits = s.keyword_candidates(&pq, 50, None, norm).unwrap();
+    let ids: Vec<i64> = hits.keys().copied().collect();
+    s.rows(&ids, false)
+        .unwrap()
+        .into_iter()
+        .map(|(id, row)| (row.path, hits[&id]))
+        .collect()
+}
+
+#[test]
+fn keyword_scores_equal_fts5_bm25() {
+    let Some(schema) = Schema::new("bm25") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut sqlite = Store::open(&dir.path().join(".claw/memory.sqlite")).unwrap();
+    support::fill(&mut sqlite, DOCS, None);
+    let mut pg = schema.store("bm25", "ws-a");
+    support::fill(&mut pg, DOCS, None);
+    for q in [
+        "black cat",
+        "dog garden",
+        "covid-19 il-6",
+        "trial patients covid",
+        "the mat",
+        "cytokines",
+        "nothing-matches-this",
+    ] {
+        for norm in [KeywordNorm::MaxScaled, KeywordNorm::MinMax] {
+            let a = by_path(&sqlite, q, norm);
+            let b = by_path(&pg, q, norm);
+            assert_eq!(
+                a.keys().collect::<Vec<_>>(),
+                b.keys().collect::<Vec<_>>(),
+                "{q}: the same chunks match"
+            );
+            for (path, sa) in &a {
+                let sb = b[path];
+                assert!(
+                    (sa - sb).abs() < 1e-9,
+                    "{q} {path} {norm:?}: sqlite {sa} vs postgres {sb}"
+                );
+            }
+        }
+    }
+    // A query with scores that differ between chunks (the test is not vacuous).
+    let s = by_path(&pg, "black cat", KeywordNorm::MaxScaled);
+    assert!(s.len() >= 3 && s.values().any(|v| *v < 0.99), "{s:?}");
+}
+
+/// (source, chunks, total tokens) rows.
+type StatRows = Vec<(String, i64, i64)>;
+
+/// `chunk_stats` as kept, and as counted from `chunks`.
+fn stats(schema: &Schema) -> (StatRows, StatRows) {
+    let mut c = schema.client();
+    let kept = c
+        .query(
+            "SELECT source, n, total_dl FROM chunk_stats ORDER BY source",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    let counted = c
+        .query(
+            "SELECT source, count(*), sum(dl)::int8 FROM chunks GROUP BY source ORDER BY source",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    (kept, counted)
+}
+
+#[test]
+fn chunk_stats_follow_writes_rewrites_and_deletes() {
+    let Some(schema) = Schema::new("bm25stats") else {
+        return;
+    };
+    let mut pg = schema.store("st", "ws-a");
+    support::fill(&mut pg, DOCS, None);
+    let (kept, counted) = stats(&schema);
+    assert_eq!(kept, counted);
+    assert_eq!(kept.iter().map(|r| r.1).sum::<i64>(), DOCS.len() as i64);
+    // "The cat sat on the mat. The cat was black." is 10 tokens.
+    let mut c = schema.client();
+    let dl: i32 = c
+        .query_one("SELECT dl FROM chunks WHERE path = 'a.md'", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(dl, 10);
+
+    // Append to one file, rewriting its chunk in place (`ON CONFLICT DO UPDATE`)
+    // and adding one; remove another file.
+    let file = FileRecord {
+        source: "memory".into(),
+        path: "a.md".into(),
+        sha256: "sha-a2".into(),
+        mtime_ns: 2,
+        size: 10,
+        indexed_bytes: 0,
+        indexed_lines: 0,
+    };
+    let chunk = |id: &str, text: &str| NewChunk {
+        id: id.into(),
+        start_line: 1,
+        end_line: 1,
+        hash: format!("h-{id}"),
+        text: text.into(),
+        note_time: None,
+        embedding: None,
+    };
+    pg.write_file(
+        &file,
+        &[
+            chunk("memory:a.md", "one two three"),
+            chunk("memory:a.md#2", "four"),
+        ],
+        WriteMode::Append,
+        "",
+    )
+    .unwrap();
+    assert_eq!(pg.remove_file("notes", "g.md").unwrap(), 1);
+    let (kept, counted) = stats(&schema);
+    assert_eq!(kept, counted);
+    assert_eq!(kept.iter().map(|r| r.1).sum::<i64>(), DOCS.len() as i64);
+    let memory = kept.iter().find(|r| r.0 == "memory").unwrap();
+    // 6 chunks of "memory" before; a.md's 10 tokens became 3, plus 1 new chunk of 1.
+    let before: i64 = DOCS.iter().filter(|d| d.0 == "memory").count() as i64;
+    assert_eq!(memory.1, before + 1);
+
+    // Dropping the namespace leaves no statistics behind.
+    pg.drop_namespace().unwrap();
+    let (kept, counted) = stats(&schema);
+    assert!(kept.is_empty() && counted.is_empty(), "{kept:?}");
+}
