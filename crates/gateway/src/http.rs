@@ -2,7 +2,9 @@
 //! OpenAI-compatible `POST /v1/chat/completions` (SSE stream ending in `[DONE]`, or
 //! one JSON answer), `GET /v1/models`, `GET /v1/sessions`,
 //! `GET /v1/sessions/{key}/messages`, `POST /v1/memory/search` and
-//! `POST /v1/memory/get` (exactly the CLI's `--json` objects) and `GET /v1/status`.
+//! `POST /v1/memory/get` (exactly the CLI's `--json` objects) and `GET /v1/status`;
+//! `/mcp`: claw's memory as an MCP server (streamable HTTP, `claw_mcp`) over the
+//! same warm engine, behind the same token.
 //! `/` serves the WebChat page (static, no data: the page asks for the token), with
 //! `/webchat.js` and `/webchat.css`, under a strict Content-Security-Policy.
 //!
@@ -67,6 +69,8 @@ pub struct AppState {
     /// The most recently active session of a user-facing channel (where
     /// heartbeat answers and cron answers without a target go).
     pub recent: Arc<std::sync::Mutex<Option<String>>>,
+    /// `/mcp`'s server (None: not mounted, the memory engine did not open).
+    pub mcp: Option<claw_mcp::MemoryServer>,
     next_id: AtomicU64,
 }
 
@@ -92,8 +96,20 @@ impl AppState {
             status,
             clock,
             recent: Arc::new(std::sync::Mutex::new(None)),
+            mcp: None,
             next_id: AtomicU64::new(1),
         }
+    }
+
+    /// Mount claw's MCP server at `/mcp` over the warm engine (`opts.mem` is
+    /// ignored for the engine: the hub's is used; it still names the workspace
+    /// for `memory_append` and `memory_status`). No-op without a memory engine.
+    pub fn with_mcp(mut self, opts: claw_mcp::ServerOptions) -> AppState {
+        self.mcp = self
+            .memory
+            .as_ref()
+            .map(|hub| claw_mcp::MemoryServer::with_service(opts, hub.service()));
+        self
     }
 }
 
@@ -101,7 +117,14 @@ type Shared = Arc<AppState>;
 
 /// The router.
 pub fn router(state: Shared) -> Router {
-    let api = Router::new()
+    let mut api = Router::new();
+    if let Some(server) = state.mcp.clone() {
+        api = api.route_service(
+            "/mcp",
+            claw_mcp::http_service_until(server, state.stop.clone()),
+        );
+    }
+    let api = api
         .route("/v1/models", get(models))
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/sessions", get(sessions))

@@ -41,6 +41,8 @@ pub struct GatewayOptions {
     pub watch: bool,
     /// Cron jobs and the heartbeat (None: neither runs).
     pub schedule: Option<ScheduleOptions>,
+    /// `mcp.read_only`: `/mcp` offers no `memory_append`.
+    pub mcp_read_only: bool,
 }
 
 /// What the scheduler and the heartbeat need.
@@ -366,7 +368,13 @@ pub async fn run(
         stop.clone(),
         status,
         opts.mem.clock,
-    );
+    )
+    .with_mcp(claw_mcp::ServerOptions {
+        mem: opts.mem.clone(),
+        read_only: opts.mcp_read_only,
+        jail: opts.agent.as_ref().map_or(true, |a| a.jail_to_workspace),
+        utc_offset: opts.utc_offset,
+    });
     let recent = state.recent.clone();
     let app = http::router(Arc::new(state));
     if let (Some(sch), true) = (&opts.schedule, chat_on) {

@@ -67,7 +67,8 @@ pub struct MemoryServer {
 
 struct Inner {
     opts: ServerOptions,
-    service: OnceLock<MemoryService<'static>>,
+    /// The engine: opened on first use, or given (the gateway's warm one).
+    service: OnceLock<Arc<MemoryService<'static>>>,
     /// One append at a time (appends to the same note must not interleave).
     append_lock: Mutex<()>,
 }
@@ -261,6 +262,20 @@ impl MemoryServer {
             inner: Arc::new(Inner {
                 opts,
                 service: OnceLock::new(),
+                append_lock: Mutex::new(()),
+            }),
+        }
+    }
+
+    /// A server over an engine that is already open (the gateway's warm
+    /// `MemoryHub`): no second database handle, no second model.
+    pub fn with_service(opts: ServerOptions, service: Arc<MemoryService<'static>>) -> MemoryServer {
+        let cell = OnceLock::new();
+        let _ = cell.set(service);
+        MemoryServer {
+            inner: Arc::new(Inner {
+                opts,
+                service: cell,
                 append_lock: Mutex::new(()),
             }),
         }
@@ -476,7 +491,7 @@ impl Inner {
         if let Some(s) = self.service.get() {
             return Ok(s);
         }
-        let opened = MemoryService::open(self.opts.mem.clone())?;
+        let opened = Arc::new(MemoryService::open(self.opts.mem.clone())?);
         Ok(self.service.get_or_init(|| opened))
     }
 }
@@ -681,9 +696,20 @@ pub async fn serve_stdio(server: MemoryServer) -> Result<(), std::io::Error> {
 pub fn http_service(
     server: MemoryServer,
 ) -> StreamableHttpService<MemoryServer, LocalSessionManager> {
+    http_service_until(server, tokio_util::sync::CancellationToken::new())
+}
+
+/// [`http_service`] whose sessions end when `stop` is cancelled (the gateway's
+/// shutdown: open SSE streams must not hold the process past its grace period).
+pub fn http_service_until(
+    server: MemoryServer,
+    stop: tokio_util::sync::CancellationToken,
+) -> StreamableHttpService<MemoryServer, LocalSessionManager> {
+    let mut config = StreamableHttpServerConfig::default();
+    config.cancellation_token = stop;
     StreamableHttpService::new(
         move || Ok(server.clone()),
         Arc::new(LocalSessionManager::default()),
-        StreamableHttpServerConfig::default(),
+        config,
     )
 }

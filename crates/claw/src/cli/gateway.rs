@@ -123,6 +123,7 @@ async fn run_gateway(settings: Settings, port: Option<u16>, watch: bool) -> anyh
         utc_offset,
         watch,
         schedule: Some(schedule),
+        mcp_read_only: settings.mcp.read_only,
     };
     let stop = CancellationToken::new();
     server::cancel_on_signals(stop.clone()).context("cannot install signal handlers")?;

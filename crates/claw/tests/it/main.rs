@@ -15,6 +15,7 @@ mod e2e_local_llm;
 mod embed_openai;
 mod eval_smoke;
 mod gateway;
+mod gateway_mcp;
 mod index_cli;
 mod jail_agent_cli;
 mod jail_memory_cli;
