@@ -13,7 +13,10 @@
 //! field of a chunk whose `choices[0].delta` is `{}`: `{"tool": {"id", "name",
 //! "arguments", "status": "started"|"done"|"error", "preview"}}`, `{"status": line}`,
 //! `{"end_answer": true}`; the last chunk carries `finish_reason` and
-//! `{"claw": {"end", "message", "session"}}`.
+//! `{"claw": {"end", "message", "session"}}`. While a turn is quiet (a slow first
+//! token, a long tool), the stream sends an SSE comment line `: keep-alive` every
+//! `gateway.sse_keepalive_seconds` (default 15) so proxies and clients keep waiting;
+//! SSE clients ignore comment lines.
 
 use crate::bus::{Bus, EndKind, Inbound, TurnEvent, TurnReport};
 use crate::memory::MemoryHub;
@@ -71,6 +74,8 @@ pub struct AppState {
     pub recent: Arc<std::sync::Mutex<Option<String>>>,
     /// `/mcp`'s server (None: not mounted, the memory engine did not open).
     pub mcp: Option<claw_mcp::MemoryServer>,
+    /// Silence on a chat stream before a `: keep-alive` comment (None: never).
+    pub sse_keepalive: Option<std::time::Duration>,
     next_id: AtomicU64,
 }
 
@@ -97,8 +102,17 @@ impl AppState {
             clock,
             recent: Arc::new(std::sync::Mutex::new(None)),
             mcp: None,
+            sse_keepalive: Some(std::time::Duration::from_secs(
+                crate::config::DEFAULT_SSE_KEEPALIVE_SECONDS,
+            )),
             next_id: AtomicU64::new(1),
         }
+    }
+
+    /// Silence on a chat stream before a `: keep-alive` comment (None: never).
+    pub fn with_sse_keepalive(mut self, every: Option<std::time::Duration>) -> AppState {
+        self.sse_keepalive = every;
+        self
     }
 
     /// Mount claw's MCP server at `/mcp` over the warm engine (`opts.mem` is
@@ -306,6 +320,9 @@ fn sse(data: &str) -> String {
     format!("data: {data}\n\n")
 }
 
+/// The SSE comment a quiet stream sends (clients ignore it; proxies see traffic).
+pub const SSE_KEEPALIVE: &str = ": keep-alive\n\n";
+
 async fn chat_completions(
     State(st): State<Shared>,
     headers: HeaderMap,
@@ -374,7 +391,7 @@ async fn chat_completions(
     let created = st.clock.now().timestamp();
     let session_header = HeaderValue::from_str(&key).ok();
     let mut resp = if stream {
-        stream_response(rx, id, created, key.clone())
+        stream_response(rx, id, created, key.clone(), st.sse_keepalive)
     } else {
         collect_response(rx, id, created, key.clone()).await
     };
@@ -389,7 +406,28 @@ fn stream_response(
     id: String,
     created: i64,
     key: String,
+    keepalive: Option<std::time::Duration>,
 ) -> Response {
+    use futures_util::StreamExt;
+    let s = sse_frames(rx, id, created, key, keepalive).map(Ok::<_, std::convert::Infallible>);
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .header(header::CACHE_CONTROL, "no-cache")
+        .header("x-accel-buffering", "no")
+        .body(Body::from_stream(s))
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
+/// The SSE frames of one streamed turn: the role chunk, the turn's events, a
+/// `: keep-alive` comment after each `keepalive` of silence, the end chunk, `[DONE]`.
+fn sse_frames(
+    rx: tokio::sync::mpsc::UnboundedReceiver<TurnEvent>,
+    id: String,
+    created: i64,
+    key: String,
+    keepalive: Option<std::time::Duration>,
+) -> impl futures_util::Stream<Item = String> {
     enum St {
         Start,
         Events,
@@ -403,21 +441,26 @@ fn stream_response(
         None,
         None,
     );
-    let s = futures_util::stream::unfold((St::Start, rx, first), move |(state, mut rx, first)| {
+    futures_util::stream::unfold((St::Start, rx, first), move |(state, mut rx, first)| {
         let id = id.clone();
         let key = key.clone();
         async move {
             let frame = match state {
                 St::Start => {
                     let f = sse(&first);
-                    return Some((
-                        Ok::<_, std::convert::Infallible>(f),
-                        (St::Events, rx, first),
-                    ));
+                    return Some((f, (St::Events, rx, first)));
                 }
-                St::Done => return Some((Ok(sse("[DONE]")), (St::End, rx, first))),
+                St::Done => return Some((sse("[DONE]"), (St::End, rx, first))),
                 St::End => return None,
-                St::Events => rx.recv().await,
+                St::Events => match keepalive {
+                    None => rx.recv().await,
+                    Some(every) => match tokio::time::timeout(every, rx.recv()).await {
+                        Ok(ev) => ev,
+                        Err(_) => {
+                            return Some((SSE_KEEPALIVE.to_string(), (St::Events, rx, first)));
+                        }
+                    },
+                },
             };
             let (data, next) = match frame {
                 Some(TurnEvent::Text(t)) => (
@@ -458,16 +501,9 @@ fn stream_response(
                     St::Done,
                 ),
             };
-            Some((Ok(sse(&data)), (next, rx, first)))
+            Some((sse(&data), (next, rx, first)))
         }
-    });
-    Response::builder()
-        .status(StatusCode::OK)
-        .header(header::CONTENT_TYPE, "text/event-stream")
-        .header(header::CACHE_CONTROL, "no-cache")
-        .header("x-accel-buffering", "no")
-        .body(Body::from_stream(s))
-        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+    })
 }
 
 fn end_chunk(id: &str, created: i64, r: &TurnReport, key: &str) -> String {
@@ -726,6 +762,56 @@ async fn memory_get(State(st): State<Shared>, body: axum::body::Bytes) -> Respon
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A quiet turn gets a `: keep-alive` comment per interval of silence, and
+    /// none once events flow; the stream still ends with the end chunk and `[DONE]`.
+    #[tokio::test(start_paused = true)]
+    async fn quiet_streams_send_keep_alive_comments() {
+        use futures_util::StreamExt;
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let every = std::time::Duration::from_secs(15);
+        let frames = sse_frames(rx, "x".into(), 1, "k".into(), Some(every));
+        futures_util::pin_mut!(frames);
+        let t0 = tokio::time::Instant::now();
+        let first = frames.next().await.expect("role chunk");
+        assert!(first.starts_with("data: ") && first.contains("\"role\":\"assistant\""));
+        // The model is slow: 31 s without a token → two keep-alives, 15 s apart.
+        assert_eq!(frames.next().await.as_deref(), Some(SSE_KEEPALIVE));
+        assert_eq!(t0.elapsed(), every);
+        assert_eq!(frames.next().await.as_deref(), Some(SSE_KEEPALIVE));
+        assert_eq!(t0.elapsed(), every * 2);
+        tokio::time::advance(std::time::Duration::from_secs(1)).await;
+        tx.send(TurnEvent::Text("hello".into())).expect("send");
+        let text = frames.next().await.expect("text chunk");
+        assert!(text.contains("\"content\":\"hello\""), "{text}");
+        assert_eq!(t0.elapsed(), std::time::Duration::from_secs(31));
+        tx.send(TurnEvent::Finished(TurnReport {
+            end: EndKind::Answered,
+            answer: "hello".into(),
+            message: None,
+        }))
+        .expect("send");
+        let end = frames.next().await.expect("end chunk");
+        assert!(end.contains("\"finish_reason\":\"stop\""), "{end}");
+        assert_eq!(frames.next().await.as_deref(), Some("data: [DONE]\n\n"));
+        assert_eq!(frames.next().await, None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn no_keep_alives_when_disabled() {
+        use futures_util::StreamExt;
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let frames = sse_frames(rx, "x".into(), 1, "k".into(), None);
+        futures_util::pin_mut!(frames);
+        frames.next().await.expect("role chunk");
+        let sender = tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_secs(60)).await;
+            tx.send(TurnEvent::Text("late".into())).expect("send");
+        });
+        let next = frames.next().await.expect("text chunk");
+        assert!(next.contains("late"), "{next}");
+        sender.await.expect("sender");
+    }
 
     #[test]
     fn last_user_message_is_the_input() {

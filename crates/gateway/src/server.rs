@@ -374,7 +374,8 @@ pub async fn run(
         read_only: opts.mcp_read_only,
         jail: opts.agent.as_ref().map_or(true, |a| a.jail_to_workspace),
         utc_offset: opts.utc_offset,
-    });
+    })
+    .with_sse_keepalive(opts.gateway.sse_keepalive);
     let recent = state.recent.clone();
     let app = http::router(Arc::new(state));
     if let (Some(sch), true) = (&opts.schedule, chat_on) {
