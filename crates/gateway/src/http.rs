@@ -1,7 +1,9 @@
 //! The HTTP API (axum): `GET /healthz` (open), and behind the bearer token:
 //! OpenAI-compatible `POST /v1/chat/completions` (SSE stream ending in `[DONE]`, or
 //! one JSON answer), `GET /v1/models`, `GET /v1/sessions`,
-//! `GET /v1/sessions/{key}/messages`, `POST /v1/memory/search` and
+//! `GET /v1/sessions/{key}/messages`, `POST /v1/sessions/{key}/cancel` (ends the
+//! session's open chat requests: their turns are cancelled, what was said is kept),
+//! `POST /v1/memory/search` and
 //! `POST /v1/memory/get` (exactly the CLI's `--json` objects) and `GET /v1/status`;
 //! `/mcp`: claw's memory as an MCP server (streamable HTTP, `claw_mcp`) over the
 //! same warm engine, behind the same token.
@@ -76,6 +78,8 @@ pub struct AppState {
     pub mcp: Option<claw_mcp::MemoryServer>,
     /// Silence on a chat stream before a `: keep-alive` comment (None: never).
     pub sse_keepalive: Option<std::time::Duration>,
+    /// Open chat requests: request number → (session, cancel).
+    open: Arc<std::sync::Mutex<std::collections::HashMap<u64, (String, CancellationToken)>>>,
     next_id: AtomicU64,
 }
 
@@ -105,6 +109,7 @@ impl AppState {
             sse_keepalive: Some(std::time::Duration::from_secs(
                 crate::config::DEFAULT_SSE_KEEPALIVE_SECONDS,
             )),
+            open: Default::default(),
             next_id: AtomicU64::new(1),
         }
     }
@@ -143,6 +148,7 @@ pub fn router(state: Shared) -> Router {
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/sessions", get(sessions))
         .route("/v1/sessions/{key}/messages", get(session_messages))
+        .route("/v1/sessions/{key}/cancel", post(cancel_session))
         .route("/v1/memory/search", post(memory_search))
         .route("/v1/memory/get", post(memory_get))
         .route("/v1/status", get(status))
@@ -384,21 +390,80 @@ async fn chat_completions(
             "the gateway is shutting down",
         );
     }
-    let id = format!(
-        "chatcmpl-claw-{}",
-        st.next_id.fetch_add(1, Ordering::SeqCst)
-    );
+    let n = st.next_id.fetch_add(1, Ordering::SeqCst);
+    let id = format!("chatcmpl-claw-{n}");
+    let open = OpenRequest::register(&st, n, &key);
     let created = st.clock.now().timestamp();
     let session_header = HeaderValue::from_str(&key).ok();
     let mut resp = if stream {
-        stream_response(rx, id, created, key.clone(), st.sse_keepalive)
+        stream_response(rx, id, created, key.clone(), st.sse_keepalive, open)
     } else {
-        collect_response(rx, id, created, key.clone()).await
+        collect_response(rx, id, created, key.clone(), open).await
     };
     if let Some(h) = session_header {
         resp.headers_mut().insert(SESSION_HEADER, h);
     }
     resp
+}
+
+/// A chat request while it is open: `POST /v1/sessions/{key}/cancel` finds it
+/// here; dropping it (the response ended, or the client went away) removes it.
+struct OpenRequest {
+    n: u64,
+    cancel: CancellationToken,
+    open: Arc<std::sync::Mutex<std::collections::HashMap<u64, (String, CancellationToken)>>>,
+}
+
+impl OpenRequest {
+    fn register(st: &AppState, n: u64, key: &str) -> OpenRequest {
+        let cancel = CancellationToken::new();
+        if let Ok(mut m) = st.open.lock() {
+            m.insert(n, (key.to_string(), cancel.clone()));
+        }
+        OpenRequest {
+            n,
+            cancel,
+            open: st.open.clone(),
+        }
+    }
+}
+
+impl Drop for OpenRequest {
+    fn drop(&mut self) {
+        if let Ok(mut m) = self.open.lock() {
+            m.remove(&self.n);
+        }
+    }
+}
+
+/// The report of a turn whose request was cancelled (the worker's own report
+/// cannot reach a closed reply stream).
+fn cancelled_report() -> TurnReport {
+    TurnReport {
+        end: EndKind::Cancelled,
+        answer: String::new(),
+        message: Some("cancelled".into()),
+    }
+}
+
+/// The next event of a turn, or (once `open` is cancelled) the closed stream's
+/// buffered rest: closing the reply stream is what tells the worker to stop.
+async fn next_event(
+    rx: &mut tokio::sync::mpsc::UnboundedReceiver<TurnEvent>,
+    open: &OpenRequest,
+) -> Option<TurnEvent> {
+    if !open.cancel.is_cancelled() {
+        tokio::select! {
+            ev = rx.recv() => return ev,
+            _ = open.cancel.cancelled() => {}
+        }
+    }
+    // Closing is idempotent; what is buffered still drains.
+    rx.close();
+    match rx.recv().await {
+        Some(ev) => Some(ev),
+        None => Some(TurnEvent::Finished(cancelled_report())),
+    }
 }
 
 fn stream_response(
@@ -407,9 +472,11 @@ fn stream_response(
     created: i64,
     key: String,
     keepalive: Option<std::time::Duration>,
+    open: OpenRequest,
 ) -> Response {
     use futures_util::StreamExt;
-    let s = sse_frames(rx, id, created, key, keepalive).map(Ok::<_, std::convert::Infallible>);
+    let s =
+        sse_frames(rx, id, created, key, keepalive, open).map(Ok::<_, std::convert::Infallible>);
     Response::builder()
         .status(StatusCode::OK)
         .header(header::CONTENT_TYPE, "text/event-stream")
@@ -427,7 +494,9 @@ fn sse_frames(
     created: i64,
     key: String,
     keepalive: Option<std::time::Duration>,
+    open: OpenRequest,
 ) -> impl futures_util::Stream<Item = String> {
+    let open = Arc::new(open);
     enum St {
         Start,
         Events,
@@ -444,6 +513,7 @@ fn sse_frames(
     futures_util::stream::unfold((St::Start, rx, first), move |(state, mut rx, first)| {
         let id = id.clone();
         let key = key.clone();
+        let open = open.clone();
         async move {
             let frame = match state {
                 St::Start => {
@@ -453,13 +523,15 @@ fn sse_frames(
                 St::Done => return Some((sse("[DONE]"), (St::End, rx, first))),
                 St::End => return None,
                 St::Events => match keepalive {
-                    None => rx.recv().await,
-                    Some(every) => match tokio::time::timeout(every, rx.recv()).await {
-                        Ok(ev) => ev,
-                        Err(_) => {
-                            return Some((SSE_KEEPALIVE.to_string(), (St::Events, rx, first)));
+                    None => next_event(&mut rx, &open).await,
+                    Some(every) => {
+                        match tokio::time::timeout(every, next_event(&mut rx, &open)).await {
+                            Ok(ev) => ev,
+                            Err(_) => {
+                                return Some((SSE_KEEPALIVE.to_string(), (St::Events, rx, first)));
+                            }
                         }
-                    },
+                    }
                 },
             };
             let (data, next) = match frame {
@@ -521,10 +593,11 @@ async fn collect_response(
     id: String,
     created: i64,
     key: String,
+    open: OpenRequest,
 ) -> Response {
     let mut tools = Vec::new();
     let report = loop {
-        match rx.recv().await {
+        match next_event(&mut rx, &open).await {
             Some(TurnEvent::Finished(r)) => break r,
             Some(TurnEvent::Tool(t)) => tools.push(t),
             Some(_) => {}
@@ -597,6 +670,21 @@ async fn session_messages(State(st): State<Shared>, UrlPath(key): UrlPath<String
         Ok(Err(e)) => error(StatusCode::INTERNAL_SERVER_ERROR, "io", e.to_string()),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, "task", e.to_string()),
     }
+}
+
+/// `POST /v1/sessions/{key}/cancel`: cancel the session's open chat requests
+/// (the running turn stops, keeping what was said; queued ones never start).
+async fn cancel_session(State(st): State<Shared>, UrlPath(key): UrlPath<String>) -> Response {
+    let mut n = 0;
+    if let Ok(m) = st.open.lock() {
+        for (k, c) in m.values() {
+            if *k == key && !c.is_cancelled() {
+                c.cancel();
+                n += 1;
+            }
+        }
+    }
+    Json(json!({"session": key, "cancelled": n})).into_response()
 }
 
 // ---- memory ---------------------------------------------------------------------
@@ -763,6 +851,34 @@ async fn memory_get(State(st): State<Shared>, body: axum::body::Bytes) -> Respon
 mod tests {
     use super::*;
 
+    fn test_open() -> OpenRequest {
+        OpenRequest {
+            n: 0,
+            cancel: CancellationToken::new(),
+            open: Default::default(),
+        }
+    }
+
+    /// A cancelled request closes the reply stream (the worker's signal to stop)
+    /// and ends with a `cancelled` end chunk and `[DONE]`.
+    #[tokio::test]
+    async fn cancelling_closes_the_reply_stream_and_ends_cancelled() {
+        use futures_util::StreamExt;
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let open = test_open();
+        let cancel = open.cancel.clone();
+        let frames = sse_frames(rx, "x".into(), 1, "k".into(), None, open);
+        futures_util::pin_mut!(frames);
+        frames.next().await.expect("role chunk");
+        tx.send(TurnEvent::Text("partial".into())).expect("send");
+        assert!(frames.next().await.expect("text").contains("partial"));
+        cancel.cancel();
+        let end = frames.next().await.expect("end chunk");
+        assert!(end.contains("\"end\":\"cancelled\""), "{end}");
+        assert!(tx.is_closed(), "the worker sees the closed stream");
+        assert_eq!(frames.next().await.as_deref(), Some("data: [DONE]\n\n"));
+    }
+
     /// A quiet turn gets a `: keep-alive` comment per interval of silence, and
     /// none once events flow; the stream still ends with the end chunk and `[DONE]`.
     #[tokio::test(start_paused = true)]
@@ -770,7 +886,7 @@ mod tests {
         use futures_util::StreamExt;
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let every = std::time::Duration::from_secs(15);
-        let frames = sse_frames(rx, "x".into(), 1, "k".into(), Some(every));
+        let frames = sse_frames(rx, "x".into(), 1, "k".into(), Some(every), test_open());
         futures_util::pin_mut!(frames);
         let t0 = tokio::time::Instant::now();
         let first = frames.next().await.expect("role chunk");
@@ -801,7 +917,7 @@ mod tests {
     async fn no_keep_alives_when_disabled() {
         use futures_util::StreamExt;
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        let frames = sse_frames(rx, "x".into(), 1, "k".into(), None);
+        let frames = sse_frames(rx, "x".into(), 1, "k".into(), None, test_open());
         futures_util::pin_mut!(frames);
         frames.next().await.expect("role chunk");
         let sender = tokio::spawn(async move {

@@ -16,6 +16,7 @@ mod embed_openai;
 mod eval_smoke;
 mod gateway;
 mod gateway_mcp;
+mod gateway_repl;
 mod index_cli;
 mod jail_agent_cli;
 mod jail_memory_cli;
