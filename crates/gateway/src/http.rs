@@ -741,28 +741,44 @@ fn service_error(e: &ServiceError) -> Response {
     error(status, kind, msg)
 }
 
+/// A memory endpoint's inputs: the warm engine (503 when it did not open) and
+/// the parsed JSON body (400 naming what is wrong).
+struct MemoryCall<B> {
+    hub: Arc<MemoryHub>,
+    body: B,
+}
+
+impl<B: serde::de::DeserializeOwned> axum::extract::FromRequest<Shared> for MemoryCall<B> {
+    type Rejection = Response;
+
+    async fn from_request(req: Request, st: &Shared) -> Result<Self, Response> {
+        let Some(hub) = st.memory.clone() else {
+            return Err(error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "no_memory",
+                "the memory engine did not open",
+            ));
+        };
+        let bytes = axum::body::Bytes::from_request(req, st)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        let body = serde_json::from_slice(&bytes).map_err(|e| {
+            error(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                e.to_string(),
+            )
+        })?;
+        Ok(MemoryCall { hub, body })
+    }
+}
+
 fn json_bytes(bytes: Vec<u8>) -> Response {
     ([(header::CONTENT_TYPE, "application/json")], bytes).into_response()
 }
 
-async fn memory_search(State(st): State<Shared>, body: axum::body::Bytes) -> Response {
-    let Some(hub) = st.memory.clone() else {
-        return error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "no_memory",
-            "the memory engine did not open",
-        );
-    };
-    let b: SearchBody = match serde_json::from_slice(&body) {
-        Ok(b) => b,
-        Err(e) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                "invalid_request_error",
-                e.to_string(),
-            );
-        }
-    };
+async fn memory_search(call: MemoryCall<SearchBody>) -> Response {
+    let MemoryCall { hub, body: b } = call;
     let mode = match b.mode.as_deref().unwrap_or("hybrid") {
         "hybrid" => Mode::Hybrid,
         "fts" => Mode::Fts,
@@ -810,24 +826,8 @@ async fn memory_search(State(st): State<Shared>, body: axum::body::Bytes) -> Res
     }
 }
 
-async fn memory_get(State(st): State<Shared>, body: axum::body::Bytes) -> Response {
-    let Some(hub) = st.memory.clone() else {
-        return error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "no_memory",
-            "the memory engine did not open",
-        );
-    };
-    let b: GetBody = match serde_json::from_slice(&body) {
-        Ok(b) => b,
-        Err(e) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                "invalid_request_error",
-                e.to_string(),
-            );
-        }
-    };
+async fn memory_get(call: MemoryCall<GetBody>) -> Response {
+    let MemoryCall { hub, body: b } = call;
     let req = GetRequest {
         path: b.path,
         from: b.from.unwrap_or(1).max(1),

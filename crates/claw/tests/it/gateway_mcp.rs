@@ -121,6 +121,31 @@ fn the_python_sdk_searches_memory_through_the_gateways_mcp() {
     // protocol error, not an auth error).
     assert!(!raw_status(info.port, Some(&format!("Bearer {token}"))).contains(" 401 "));
 
+    // The REST memory endpoints share one extractor: a bad body is a 400
+    // naming the problem, a good one the CLI's JSON.
+    let ok = Client::new(info.clone(), Token::new(token.clone()));
+    for path in ["/v1/memory/search", "/v1/memory/get"] {
+        let r = ok
+            .request_with("POST", path, Some(br#"{"qury": "x"}"#), &[])
+            .unwrap();
+        assert_eq!(r.status, 400, "{path}");
+        let v: Value = serde_json::from_slice(&r.body).unwrap();
+        assert_eq!(v["error"]["kind"], "invalid_request_error", "{v}");
+        assert!(
+            v["error"]["message"].as_str().unwrap().contains("qury"),
+            "{v}"
+        );
+    }
+    let r = ok
+        .request_with(
+            "POST",
+            "/v1/memory/get",
+            Some(br#"{"path": "MEMORY.md"}"#),
+            &[],
+        )
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+
     let url = format!("http://127.0.0.1:{}/mcp", info.port);
     let r = python_client(&url, &token, &[]);
     assert_eq!(r["server"]["name"], "claw", "{r}");
