@@ -23,7 +23,6 @@ use crate::append::{self, Target};
 use crate::status;
 use chrono::FixedOffset;
 use claw_memory::config::MemoryConfig;
-use claw_memory::freshness::SyncReport;
 use claw_memory::search::{GetRequest, Mode, SearchError, SearchRequest, SourceFilter};
 use claw_memory::service::{MemoryService, ServiceError, SyncPolicy};
 use rmcp::model::{
@@ -519,31 +518,10 @@ fn render_search(o: &claw_memory::service::SearchOutcome) -> String {
     if let Some(fb) = &r.fallback {
         s.push_str(&format!("\n[fallback: {fb}]"));
     }
-    if let Some(note) = describe_sync(&o.sync) {
+    if let Some(note) = o.sync.note() {
         s.push_str(&format!("\n[{note}]"));
     }
     s
-}
-
-/// What the inline sync did, for the readable block (none when it was fresh).
-fn describe_sync(r: &SyncReport) -> Option<String> {
-    match r {
-        SyncReport::Fresh { .. } | SyncReport::Skipped => None,
-        SyncReport::Synced {
-            reindexed,
-            removed,
-            elapsed_ms,
-        } => Some(format!(
-            "synced {} changed and {} removed file(s) before searching ({elapsed_ms} ms)",
-            reindexed.len(),
-            removed.len()
-        )),
-        SyncReport::Stale {
-            pending, reason, ..
-        } => Some(format!(
-            "index is stale: {pending} file(s) changed on disk are not indexed yet ({reason})"
-        )),
-    }
 }
 
 const URI_PREFIX: &str = "memory://";
