@@ -1,6 +1,7 @@
 //! The `gateway` section of the config file and its resolved form: where the HTTP
 //! server binds, how long shutdown waits for running turns, how many sessions run
-//! turns at once and how deep the bus queues are. Loopback only unless `bind` says
+//! turns at once, how deep the bus queues are and how often a quiet chat stream
+//! sends an SSE keep-alive comment. Loopback only unless `bind` says
 //! otherwise.
 
 use serde::Deserialize;
@@ -15,6 +16,8 @@ pub const DEFAULT_GRACE_SECONDS: u64 = 10;
 pub const DEFAULT_MAX_CONCURRENT_SESSIONS: usize = 8;
 /// Default capacity of the inbound and outbound queues.
 pub const DEFAULT_QUEUE_CAPACITY: usize = 1024;
+/// Default seconds of silence before a chat stream sends `: keep-alive`.
+pub const DEFAULT_SSE_KEEPALIVE_SECONDS: u64 = 15;
 
 /// `gateway` in `~/.claw/config.json`. Unknown keys are an error naming the key.
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -31,6 +34,10 @@ pub struct GatewaySection {
     pub max_concurrent_sessions: Option<usize>,
     /// Capacity of the inbound and outbound message queues.
     pub queue_capacity: Option<usize>,
+    /// Seconds of silence on a `/v1/chat/completions` stream before the gateway
+    /// sends an SSE comment (`: keep-alive`) so proxies and clients keep waiting
+    /// for a slow first token (default 15; 0 disables).
+    pub sse_keepalive_seconds: Option<u64>,
 }
 
 /// The gateway's resolved settings.
@@ -41,6 +48,8 @@ pub struct GatewayConfig {
     pub grace: Duration,
     pub max_concurrent_sessions: usize,
     pub queue_capacity: usize,
+    /// None: no keep-alives.
+    pub sse_keepalive: Option<Duration>,
 }
 
 impl Default for GatewayConfig {
@@ -61,6 +70,13 @@ impl GatewayConfig {
                 .unwrap_or(DEFAULT_MAX_CONCURRENT_SESSIONS)
                 .max(1),
             queue_capacity: s.queue_capacity.unwrap_or(DEFAULT_QUEUE_CAPACITY).max(1),
+            sse_keepalive: match s
+                .sse_keepalive_seconds
+                .unwrap_or(DEFAULT_SSE_KEEPALIVE_SECONDS)
+            {
+                0 => None,
+                n => Some(Duration::from_secs(n)),
+            },
         }
     }
 }
@@ -75,6 +91,20 @@ mod tests {
         assert!(c.bind.is_loopback());
         assert_eq!(c.port, DEFAULT_PORT);
         assert_eq!(c.grace, Duration::from_secs(10));
+        assert_eq!(c.sse_keepalive, Some(Duration::from_secs(15)));
+    }
+
+    #[test]
+    fn keepalive_is_configurable_and_zero_disables_it() {
+        let s: GatewaySection =
+            serde_json::from_str(r#"{"sse_keepalive_seconds": 2}"#).expect("valid");
+        assert_eq!(
+            GatewayConfig::from_section(&s).sse_keepalive,
+            Some(Duration::from_secs(2))
+        );
+        let s: GatewaySection =
+            serde_json::from_str(r#"{"sse_keepalive_seconds": 0}"#).expect("valid");
+        assert_eq!(GatewayConfig::from_section(&s).sse_keepalive, None);
     }
 
     #[test]

@@ -1,8 +1,12 @@
 //! The HTTP API (axum): `GET /healthz` (open), and behind the bearer token:
 //! OpenAI-compatible `POST /v1/chat/completions` (SSE stream ending in `[DONE]`, or
 //! one JSON answer), `GET /v1/models`, `GET /v1/sessions`,
-//! `GET /v1/sessions/{key}/messages`, `POST /v1/memory/search` and
-//! `POST /v1/memory/get` (exactly the CLI's `--json` objects) and `GET /v1/status`.
+//! `GET /v1/sessions/{key}/messages`, `POST /v1/sessions/{key}/cancel` (ends the
+//! session's open chat requests: their turns are cancelled, what was said is kept),
+//! `POST /v1/memory/search` and
+//! `POST /v1/memory/get` (exactly the CLI's `--json` objects) and `GET /v1/status`;
+//! `/mcp`: claw's memory as an MCP server (streamable HTTP, `claw_mcp`) over the
+//! same warm engine, behind the same token.
 //! `/` serves the WebChat page (static, no data: the page asks for the token), with
 //! `/webchat.js` and `/webchat.css`, under a strict Content-Security-Policy.
 //!
@@ -11,7 +15,10 @@
 //! field of a chunk whose `choices[0].delta` is `{}`: `{"tool": {"id", "name",
 //! "arguments", "status": "started"|"done"|"error", "preview"}}`, `{"status": line}`,
 //! `{"end_answer": true}`; the last chunk carries `finish_reason` and
-//! `{"claw": {"end", "message", "session"}}`.
+//! `{"claw": {"end", "message", "session"}}`. While a turn is quiet (a slow first
+//! token, a long tool), the stream sends an SSE comment line `: keep-alive` every
+//! `gateway.sse_keepalive_seconds` (default 15) so proxies and clients keep waiting;
+//! SSE clients ignore comment lines.
 
 use crate::bus::{Bus, EndKind, Inbound, TurnEvent, TurnReport};
 use crate::memory::MemoryHub;
@@ -67,6 +74,12 @@ pub struct AppState {
     /// The most recently active session of a user-facing channel (where
     /// heartbeat answers and cron answers without a target go).
     pub recent: Arc<std::sync::Mutex<Option<String>>>,
+    /// `/mcp`'s server (None: not mounted, the memory engine did not open).
+    pub mcp: Option<claw_mcp::MemoryServer>,
+    /// Silence on a chat stream before a `: keep-alive` comment (None: never).
+    pub sse_keepalive: Option<std::time::Duration>,
+    /// Open chat requests: request number → (session, cancel).
+    open: Arc<std::sync::Mutex<std::collections::HashMap<u64, (String, CancellationToken)>>>,
     next_id: AtomicU64,
 }
 
@@ -92,8 +105,30 @@ impl AppState {
             status,
             clock,
             recent: Arc::new(std::sync::Mutex::new(None)),
+            mcp: None,
+            sse_keepalive: Some(std::time::Duration::from_secs(
+                crate::config::DEFAULT_SSE_KEEPALIVE_SECONDS,
+            )),
+            open: Default::default(),
             next_id: AtomicU64::new(1),
         }
+    }
+
+    /// Silence on a chat stream before a `: keep-alive` comment (None: never).
+    pub fn with_sse_keepalive(mut self, every: Option<std::time::Duration>) -> AppState {
+        self.sse_keepalive = every;
+        self
+    }
+
+    /// Mount claw's MCP server at `/mcp` over the warm engine (`opts.mem` is
+    /// ignored for the engine: the hub's is used; it still names the workspace
+    /// for `memory_append` and `memory_status`). No-op without a memory engine.
+    pub fn with_mcp(mut self, opts: claw_mcp::ServerOptions) -> AppState {
+        self.mcp = self
+            .memory
+            .as_ref()
+            .map(|hub| claw_mcp::MemoryServer::with_service(opts, hub.service()));
+        self
     }
 }
 
@@ -101,12 +136,20 @@ type Shared = Arc<AppState>;
 
 /// The router.
 pub fn router(state: Shared) -> Router {
-    let api = Router::new()
+    let mut api = Router::new();
+    if let Some(server) = state.mcp.clone() {
+        api = api.route_service(
+            "/mcp",
+            claw_mcp::http_service_until(server, state.stop.clone()),
+        );
+    }
+    let api = api
         .route("/v1/models", get(models))
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/sessions", get(sessions))
         .route("/v1/sessions/{key}/messages", get(session_messages))
         .route("/v1/sessions/{key}/subagents", get(session_subagents))
+        .route("/v1/sessions/{key}/cancel", post(cancel_session))
         .route("/v1/memory/search", post(memory_search))
         .route("/v1/memory/get", post(memory_get))
         .route("/v1/status", get(status))
@@ -284,6 +327,9 @@ fn sse(data: &str) -> String {
     format!("data: {data}\n\n")
 }
 
+/// The SSE comment a quiet stream sends (clients ignore it; proxies see traffic).
+pub const SSE_KEEPALIVE: &str = ": keep-alive\n\n";
+
 async fn chat_completions(
     State(st): State<Shared>,
     headers: HeaderMap,
@@ -345,16 +391,15 @@ async fn chat_completions(
             "the gateway is shutting down",
         );
     }
-    let id = format!(
-        "chatcmpl-claw-{}",
-        st.next_id.fetch_add(1, Ordering::SeqCst)
-    );
+    let n = st.next_id.fetch_add(1, Ordering::SeqCst);
+    let id = format!("chatcmpl-claw-{n}");
+    let open = OpenRequest::register(&st, n, &key);
     let created = st.clock.now().timestamp();
     let session_header = HeaderValue::from_str(&key).ok();
     let mut resp = if stream {
-        stream_response(rx, id, created, key.clone())
+        stream_response(rx, id, created, key.clone(), st.sse_keepalive, open)
     } else {
-        collect_response(rx, id, created, key.clone()).await
+        collect_response(rx, id, created, key.clone(), open).await
     };
     if let Some(h) = session_header {
         resp.headers_mut().insert(SESSION_HEADER, h);
@@ -362,12 +407,97 @@ async fn chat_completions(
     resp
 }
 
+/// A chat request while it is open: `POST /v1/sessions/{key}/cancel` finds it
+/// here; dropping it (the response ended, or the client went away) removes it.
+struct OpenRequest {
+    n: u64,
+    cancel: CancellationToken,
+    open: Arc<std::sync::Mutex<std::collections::HashMap<u64, (String, CancellationToken)>>>,
+}
+
+impl OpenRequest {
+    fn register(st: &AppState, n: u64, key: &str) -> OpenRequest {
+        let cancel = CancellationToken::new();
+        if let Ok(mut m) = st.open.lock() {
+            m.insert(n, (key.to_string(), cancel.clone()));
+        }
+        OpenRequest {
+            n,
+            cancel,
+            open: st.open.clone(),
+        }
+    }
+}
+
+impl Drop for OpenRequest {
+    fn drop(&mut self) {
+        if let Ok(mut m) = self.open.lock() {
+            m.remove(&self.n);
+        }
+    }
+}
+
+/// The report of a turn whose request was cancelled (the worker's own report
+/// cannot reach a closed reply stream).
+fn cancelled_report() -> TurnReport {
+    TurnReport {
+        end: EndKind::Cancelled,
+        answer: String::new(),
+        message: Some("cancelled".into()),
+    }
+}
+
+/// The next event of a turn, or (once `open` is cancelled) the closed stream's
+/// buffered rest: closing the reply stream is what tells the worker to stop.
+async fn next_event(
+    rx: &mut tokio::sync::mpsc::UnboundedReceiver<TurnEvent>,
+    open: &OpenRequest,
+) -> Option<TurnEvent> {
+    if !open.cancel.is_cancelled() {
+        tokio::select! {
+            ev = rx.recv() => return ev,
+            _ = open.cancel.cancelled() => {}
+        }
+    }
+    // Closing is idempotent; what is buffered still drains.
+    rx.close();
+    match rx.recv().await {
+        Some(ev) => Some(ev),
+        None => Some(TurnEvent::Finished(cancelled_report())),
+    }
+}
+
 fn stream_response(
     rx: tokio::sync::mpsc::UnboundedReceiver<TurnEvent>,
     id: String,
     created: i64,
     key: String,
+    keepalive: Option<std::time::Duration>,
+    open: OpenRequest,
 ) -> Response {
+    use futures_util::StreamExt;
+    let s =
+        sse_frames(rx, id, created, key, keepalive, open).map(Ok::<_, std::convert::Infallible>);
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .header(header::CACHE_CONTROL, "no-cache")
+        .header("x-accel-buffering", "no")
+        .body(Body::from_stream(s))
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
+/// The SSE frames of one streamed turn: the role chunk, the turn's events, a
+/// `: keep-alive` comment after each `keepalive` of silence, the end chunk, `[DONE]`.
+fn sse_frames(
+    rx: tokio::sync::mpsc::UnboundedReceiver<TurnEvent>,
+    id: String,
+    created: i64,
+    key: String,
+    keepalive: Option<std::time::Duration>,
+    open: OpenRequest,
+) -> impl futures_util::Stream<Item = String> {
+    let open = Arc::new(open);
     enum St {
         Start,
         Events,
@@ -381,21 +511,29 @@ fn stream_response(
         None,
         None,
     );
-    let s = futures_util::stream::unfold((St::Start, rx, first), move |(state, mut rx, first)| {
+    futures_util::stream::unfold((St::Start, rx, first), move |(state, mut rx, first)| {
         let id = id.clone();
         let key = key.clone();
+        let open = open.clone();
         async move {
             let frame = match state {
                 St::Start => {
                     let f = sse(&first);
-                    return Some((
-                        Ok::<_, std::convert::Infallible>(f),
-                        (St::Events, rx, first),
-                    ));
+                    return Some((f, (St::Events, rx, first)));
                 }
-                St::Done => return Some((Ok(sse("[DONE]")), (St::End, rx, first))),
+                St::Done => return Some((sse("[DONE]"), (St::End, rx, first))),
                 St::End => return None,
-                St::Events => rx.recv().await,
+                St::Events => match keepalive {
+                    None => next_event(&mut rx, &open).await,
+                    Some(every) => {
+                        match tokio::time::timeout(every, next_event(&mut rx, &open)).await {
+                            Ok(ev) => ev,
+                            Err(_) => {
+                                return Some((SSE_KEEPALIVE.to_string(), (St::Events, rx, first)));
+                            }
+                        }
+                    }
+                },
             };
             let (data, next) = match frame {
                 Some(TurnEvent::Text(t)) => (
@@ -436,16 +574,9 @@ fn stream_response(
                     St::Done,
                 ),
             };
-            Some((Ok(sse(&data)), (next, rx, first)))
+            Some((sse(&data), (next, rx, first)))
         }
-    });
-    Response::builder()
-        .status(StatusCode::OK)
-        .header(header::CONTENT_TYPE, "text/event-stream")
-        .header(header::CACHE_CONTROL, "no-cache")
-        .header("x-accel-buffering", "no")
-        .body(Body::from_stream(s))
-        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+    })
 }
 
 fn end_chunk(id: &str, created: i64, r: &TurnReport, key: &str) -> String {
@@ -463,10 +594,11 @@ async fn collect_response(
     id: String,
     created: i64,
     key: String,
+    open: OpenRequest,
 ) -> Response {
     let mut tools = Vec::new();
     let report = loop {
-        match rx.recv().await {
+        match next_event(&mut rx, &open).await {
             Some(TurnEvent::Finished(r)) => break r,
             Some(TurnEvent::Tool(t)) => tools.push(t),
             Some(_) => {}
@@ -548,6 +680,21 @@ async fn session_subagents(UrlPath(key): UrlPath<String>) -> Response {
     Json(json!({"object": "list", "session": key, "data": list})).into_response()
 }
 
+/// `POST /v1/sessions/{key}/cancel`: cancel the session's open chat requests
+/// (the running turn stops, keeping what was said; queued ones never start).
+async fn cancel_session(State(st): State<Shared>, UrlPath(key): UrlPath<String>) -> Response {
+    let mut n = 0;
+    if let Ok(m) = st.open.lock() {
+        for (k, c) in m.values() {
+            if *k == key && !c.is_cancelled() {
+                c.cancel();
+                n += 1;
+            }
+        }
+    }
+    Json(json!({"session": key, "cancelled": n})).into_response()
+}
+
 // ---- memory ---------------------------------------------------------------------
 
 /// `POST /v1/memory/search`: the CLI's flags as JSON.
@@ -602,28 +749,44 @@ fn service_error(e: &ServiceError) -> Response {
     error(status, kind, msg)
 }
 
+/// A memory endpoint's inputs: the warm engine (503 when it did not open) and
+/// the parsed JSON body (400 naming what is wrong).
+struct MemoryCall<B> {
+    hub: Arc<MemoryHub>,
+    body: B,
+}
+
+impl<B: serde::de::DeserializeOwned> axum::extract::FromRequest<Shared> for MemoryCall<B> {
+    type Rejection = Response;
+
+    async fn from_request(req: Request, st: &Shared) -> Result<Self, Response> {
+        let Some(hub) = st.memory.clone() else {
+            return Err(error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "no_memory",
+                "the memory engine did not open",
+            ));
+        };
+        let bytes = axum::body::Bytes::from_request(req, st)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        let body = serde_json::from_slice(&bytes).map_err(|e| {
+            error(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                e.to_string(),
+            )
+        })?;
+        Ok(MemoryCall { hub, body })
+    }
+}
+
 fn json_bytes(bytes: Vec<u8>) -> Response {
     ([(header::CONTENT_TYPE, "application/json")], bytes).into_response()
 }
 
-async fn memory_search(State(st): State<Shared>, body: axum::body::Bytes) -> Response {
-    let Some(hub) = st.memory.clone() else {
-        return error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "no_memory",
-            "the memory engine did not open",
-        );
-    };
-    let b: SearchBody = match serde_json::from_slice(&body) {
-        Ok(b) => b,
-        Err(e) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                "invalid_request_error",
-                e.to_string(),
-            );
-        }
-    };
+async fn memory_search(call: MemoryCall<SearchBody>) -> Response {
+    let MemoryCall { hub, body: b } = call;
     let mode = match b.mode.as_deref().unwrap_or("hybrid") {
         "hybrid" => Mode::Hybrid,
         "fts" => Mode::Fts,
@@ -671,24 +834,8 @@ async fn memory_search(State(st): State<Shared>, body: axum::body::Bytes) -> Res
     }
 }
 
-async fn memory_get(State(st): State<Shared>, body: axum::body::Bytes) -> Response {
-    let Some(hub) = st.memory.clone() else {
-        return error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "no_memory",
-            "the memory engine did not open",
-        );
-    };
-    let b: GetBody = match serde_json::from_slice(&body) {
-        Ok(b) => b,
-        Err(e) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                "invalid_request_error",
-                e.to_string(),
-            );
-        }
-    };
+async fn memory_get(call: MemoryCall<GetBody>) -> Response {
+    let MemoryCall { hub, body: b } = call;
     let req = GetRequest {
         path: b.path,
         from: b.from.unwrap_or(1).max(1),
@@ -711,6 +858,84 @@ async fn memory_get(State(st): State<Shared>, body: axum::body::Bytes) -> Respon
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn test_open() -> OpenRequest {
+        OpenRequest {
+            n: 0,
+            cancel: CancellationToken::new(),
+            open: Default::default(),
+        }
+    }
+
+    /// A cancelled request closes the reply stream (the worker's signal to stop)
+    /// and ends with a `cancelled` end chunk and `[DONE]`.
+    #[tokio::test]
+    async fn cancelling_closes_the_reply_stream_and_ends_cancelled() {
+        use futures_util::StreamExt;
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let open = test_open();
+        let cancel = open.cancel.clone();
+        let frames = sse_frames(rx, "x".into(), 1, "k".into(), None, open);
+        futures_util::pin_mut!(frames);
+        frames.next().await.expect("role chunk");
+        tx.send(TurnEvent::Text("partial".into())).expect("send");
+        assert!(frames.next().await.expect("text").contains("partial"));
+        cancel.cancel();
+        let end = frames.next().await.expect("end chunk");
+        assert!(end.contains("\"end\":\"cancelled\""), "{end}");
+        assert!(tx.is_closed(), "the worker sees the closed stream");
+        assert_eq!(frames.next().await.as_deref(), Some("data: [DONE]\n\n"));
+    }
+
+    /// A quiet turn gets a `: keep-alive` comment per interval of silence, and
+    /// none once events flow; the stream still ends with the end chunk and `[DONE]`.
+    #[tokio::test(start_paused = true)]
+    async fn quiet_streams_send_keep_alive_comments() {
+        use futures_util::StreamExt;
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let every = std::time::Duration::from_secs(15);
+        let frames = sse_frames(rx, "x".into(), 1, "k".into(), Some(every), test_open());
+        futures_util::pin_mut!(frames);
+        let t0 = tokio::time::Instant::now();
+        let first = frames.next().await.expect("role chunk");
+        assert!(first.starts_with("data: ") && first.contains("\"role\":\"assistant\""));
+        // The model is slow: 31 s without a token → two keep-alives, 15 s apart.
+        assert_eq!(frames.next().await.as_deref(), Some(SSE_KEEPALIVE));
+        assert_eq!(t0.elapsed(), every);
+        assert_eq!(frames.next().await.as_deref(), Some(SSE_KEEPALIVE));
+        assert_eq!(t0.elapsed(), every * 2);
+        tokio::time::advance(std::time::Duration::from_secs(1)).await;
+        tx.send(TurnEvent::Text("hello".into())).expect("send");
+        let text = frames.next().await.expect("text chunk");
+        assert!(text.contains("\"content\":\"hello\""), "{text}");
+        assert_eq!(t0.elapsed(), std::time::Duration::from_secs(31));
+        tx.send(TurnEvent::Finished(TurnReport {
+            end: EndKind::Answered,
+            answer: "hello".into(),
+            message: None,
+        }))
+        .expect("send");
+        let end = frames.next().await.expect("end chunk");
+        assert!(end.contains("\"finish_reason\":\"stop\""), "{end}");
+        assert_eq!(frames.next().await.as_deref(), Some("data: [DONE]\n\n"));
+        assert_eq!(frames.next().await, None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn no_keep_alives_when_disabled() {
+        use futures_util::StreamExt;
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let frames = sse_frames(rx, "x".into(), 1, "k".into(), None, test_open());
+        futures_util::pin_mut!(frames);
+        frames.next().await.expect("role chunk");
+        let sender = tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_secs(60)).await;
+            tx.send(TurnEvent::Text("late".into())).expect("send");
+        });
+        let next = frames.next().await.expect("text chunk");
+        assert!(next.contains("late"), "{next}");
+        sender.await.expect("sender");
+    }
 
     #[test]
     fn last_user_message_is_the_input() {

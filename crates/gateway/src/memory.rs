@@ -52,7 +52,8 @@ pub enum MemoryHubError {
 
 /// The memory engine of a running gateway.
 pub struct MemoryHub {
-    service: MemoryService<'static>,
+    /// Shared with the `/mcp` server (one engine, one model).
+    service: Arc<MemoryService<'static>>,
     /// The loaded model (None: keyword-only, by choice or failure).
     embedder: Option<SharedEmbedder>,
     /// Why the configured model did not load.
@@ -90,7 +91,7 @@ impl MemoryHub {
         let given: Option<&'static dyn Embedder> = embedder
             .clone()
             .map(|e| &*Box::leak(Box::new(e)) as &'static dyn Embedder);
-        let service = MemoryService::with_store(mem, store, given);
+        let service = Arc::new(MemoryService::with_store(mem, store, given));
         Ok(MemoryHub {
             service,
             embedder,
@@ -128,6 +129,11 @@ impl MemoryHub {
     /// The model the index was built with ("" keyword-only or never built).
     pub fn index_model(&self) -> &str {
         &self.index_model
+    }
+
+    /// The engine itself, for the `/mcp` server to share.
+    pub fn service(&self) -> Arc<MemoryService<'static>> {
+        self.service.clone()
     }
 
     /// The settings the engine runs with.

@@ -47,6 +47,8 @@ pub struct GatewayOptions {
     pub subagents: claw_agent::subagents::SubagentConfig,
     /// The user's hooks (`hooks` config section, compiled by the binary).
     pub hooks: Option<Arc<claw_agent::hooks::Hooks>>,
+    /// `mcp.read_only`: `/mcp` offers no `memory_append`.
+    pub mcp_read_only: bool,
 }
 
 /// What the scheduler and the heartbeat need.
@@ -411,7 +413,14 @@ pub async fn run(
         stop.clone(),
         status,
         opts.mem.clock,
-    );
+    )
+    .with_mcp(claw_mcp::ServerOptions {
+        mem: opts.mem.clone(),
+        read_only: opts.mcp_read_only,
+        jail: opts.agent.as_ref().map_or(true, |a| a.jail_to_workspace),
+        utc_offset: opts.utc_offset,
+    })
+    .with_sse_keepalive(opts.gateway.sse_keepalive);
     let recent = state.recent.clone();
     let app = http::router(Arc::new(state));
     if let (Some(sch), true) = (&opts.schedule, chat_on) {

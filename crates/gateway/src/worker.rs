@@ -4,7 +4,8 @@
 //! turn at once (a busy session queues its messages, it never drops one). Each
 //! worker keeps its session's [`Driver`] open between turns (history in memory,
 //! transcript appended as records complete). Tool activity and answer text reach
-//! the message's reply stream through a per-session sink.
+//! the message's reply stream through a per-session sink. A turn whose caller
+//! closed its reply stream is cancelled (or, still queued, never started).
 //!
 //! Shutdown: once `stop` fires, messages that have not started are answered
 //! [`EndKind::Rejected`]; running turns finish, or are cancelled when `hard` fires.
@@ -385,6 +386,14 @@ async fn run_one(
     tools: &Arc<ObservedTools>,
     driver: &mut Option<Driver<ProviderChain, ObservedTools>>,
 ) -> TurnReport {
+    if msg.reply.as_ref().is_some_and(|tx| tx.is_closed()) {
+        // Cancelled while queued: never started.
+        return TurnReport {
+            end: EndKind::Cancelled,
+            answer: String::new(),
+            message: Some("cancelled before it started".into()),
+        };
+    }
     sink.set(msg.reply.clone());
     tools.allow.store(msg.yes, Ordering::SeqCst);
     if driver.is_none() {
@@ -422,7 +431,19 @@ async fn run_one(
         };
     };
     let cancel = ctx.hard.child_token();
+    // The caller went away (closed its stream, or `POST /v1/sessions/{key}/cancel`):
+    // cancel the turn; the driver keeps what was said and the session goes on.
+    let gone = msg.reply.clone().map(|tx| {
+        let c = cancel.clone();
+        tokio::spawn(async move {
+            tx.closed().await;
+            c.cancel();
+        })
+    });
     let outcome = d.run_turn(&msg.content, &cancel).await;
+    if let Some(g) = gone {
+        g.abort();
+    }
     sink.set(None);
     match outcome {
         Ok(o) => report(&o.end),

@@ -20,4 +20,4 @@ pub mod status;
 
 pub use client::{McpClients, ServerState, ServerSummary};
 pub use config::{McpConfig, ServerSpec};
-pub use server::{MemoryServer, ServerOptions, http_service, serve_stdio};
+pub use server::{MemoryServer, ServerOptions, http_service, http_service_until, serve_stdio};

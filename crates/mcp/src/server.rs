@@ -23,7 +23,6 @@ use crate::append::{self, Target};
 use crate::status;
 use chrono::FixedOffset;
 use claw_memory::config::MemoryConfig;
-use claw_memory::freshness::SyncReport;
 use claw_memory::search::{GetRequest, Mode, SearchError, SearchRequest, SourceFilter};
 use claw_memory::service::{MemoryService, ServiceError, SyncPolicy};
 use rmcp::model::{
@@ -67,7 +66,8 @@ pub struct MemoryServer {
 
 struct Inner {
     opts: ServerOptions,
-    service: OnceLock<MemoryService<'static>>,
+    /// The engine: opened on first use, or given (the gateway's warm one).
+    service: OnceLock<Arc<MemoryService<'static>>>,
     /// One append at a time (appends to the same note must not interleave).
     append_lock: Mutex<()>,
 }
@@ -261,6 +261,20 @@ impl MemoryServer {
             inner: Arc::new(Inner {
                 opts,
                 service: OnceLock::new(),
+                append_lock: Mutex::new(()),
+            }),
+        }
+    }
+
+    /// A server over an engine that is already open (the gateway's warm
+    /// `MemoryHub`): no second database handle, no second model.
+    pub fn with_service(opts: ServerOptions, service: Arc<MemoryService<'static>>) -> MemoryServer {
+        let cell = OnceLock::new();
+        let _ = cell.set(service);
+        MemoryServer {
+            inner: Arc::new(Inner {
+                opts,
+                service: cell,
                 append_lock: Mutex::new(()),
             }),
         }
@@ -476,7 +490,7 @@ impl Inner {
         if let Some(s) = self.service.get() {
             return Ok(s);
         }
-        let opened = MemoryService::open(self.opts.mem.clone())?;
+        let opened = Arc::new(MemoryService::open(self.opts.mem.clone())?);
         Ok(self.service.get_or_init(|| opened))
     }
 }
@@ -504,31 +518,10 @@ fn render_search(o: &claw_memory::service::SearchOutcome) -> String {
     if let Some(fb) = &r.fallback {
         s.push_str(&format!("\n[fallback: {fb}]"));
     }
-    if let Some(note) = describe_sync(&o.sync) {
+    if let Some(note) = o.sync.note() {
         s.push_str(&format!("\n[{note}]"));
     }
     s
-}
-
-/// What the inline sync did, for the readable block (none when it was fresh).
-fn describe_sync(r: &SyncReport) -> Option<String> {
-    match r {
-        SyncReport::Fresh { .. } | SyncReport::Skipped => None,
-        SyncReport::Synced {
-            reindexed,
-            removed,
-            elapsed_ms,
-        } => Some(format!(
-            "synced {} changed and {} removed file(s) before searching ({elapsed_ms} ms)",
-            reindexed.len(),
-            removed.len()
-        )),
-        SyncReport::Stale {
-            pending, reason, ..
-        } => Some(format!(
-            "index is stale: {pending} file(s) changed on disk are not indexed yet ({reason})"
-        )),
-    }
 }
 
 const URI_PREFIX: &str = "memory://";
@@ -681,9 +674,20 @@ pub async fn serve_stdio(server: MemoryServer) -> Result<(), std::io::Error> {
 pub fn http_service(
     server: MemoryServer,
 ) -> StreamableHttpService<MemoryServer, LocalSessionManager> {
+    http_service_until(server, tokio_util::sync::CancellationToken::new())
+}
+
+/// [`http_service`] whose sessions end when `stop` is cancelled (the gateway's
+/// shutdown: open SSE streams must not hold the process past its grace period).
+pub fn http_service_until(
+    server: MemoryServer,
+    stop: tokio_util::sync::CancellationToken,
+) -> StreamableHttpService<MemoryServer, LocalSessionManager> {
+    let mut config = StreamableHttpServerConfig::default();
+    config.cancellation_token = stop;
     StreamableHttpService::new(
         move || Ok(server.clone()),
         Arc::new(LocalSessionManager::default()),
-        StreamableHttpServerConfig::default(),
+        config,
     )
 }

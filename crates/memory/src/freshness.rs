@@ -195,6 +195,31 @@ pub enum SyncReport {
     Skipped,
 }
 
+impl SyncReport {
+    /// One command-free line about what the inline sync did, for readable
+    /// output (None when there is nothing worth saying: fresh or skipped).
+    /// Front ends append their own hint (which command fixes a stale index).
+    pub fn note(&self) -> Option<String> {
+        match self {
+            SyncReport::Fresh { .. } | SyncReport::Skipped => None,
+            SyncReport::Synced {
+                reindexed,
+                removed,
+                elapsed_ms,
+            } => Some(format!(
+                "synced {} changed and {} removed file(s) before searching ({elapsed_ms} ms)",
+                reindexed.len(),
+                removed.len()
+            )),
+            SyncReport::Stale {
+                pending, reason, ..
+            } => Some(format!(
+                "index is stale: {pending} file(s) changed on disk are not indexed yet ({reason})"
+            )),
+        }
+    }
+}
+
 /// Why an inline sync left the index stale. `Display` says what happened and
 /// names no command; serialised as that sentence. What to do about it (run the
 /// indexer, the watcher) is the binary's to say.
@@ -537,6 +562,33 @@ pub struct SyncOutcome {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn sync_notes_name_no_command() {
+        use super::{StaleReason, SyncReport};
+        assert_eq!(SyncReport::Skipped.note(), None);
+        let synced = SyncReport::Synced {
+            reindexed: vec![],
+            removed: vec![],
+            elapsed_ms: 7,
+        };
+        assert_eq!(
+            synced.note().as_deref(),
+            Some("synced 0 changed and 0 removed file(s) before searching (7 ms)")
+        );
+        let reason = StaleReason::Backlog { limit: 20 };
+        let stale = SyncReport::Stale {
+            pending: 42,
+            reason: reason.clone(),
+            sample: vec![],
+        };
+        let note = stale.note().expect("a stale index is worth a note");
+        assert_eq!(
+            note,
+            format!("index is stale: 42 file(s) changed on disk are not indexed yet ({reason})")
+        );
+        assert!(!note.contains("claw "), "{note}");
+    }
+
     use super::*;
     use crate::walk::DiskFile;
 

@@ -9,6 +9,8 @@
 //! as the call's error, stderr a hint) unless `--yes` or
 //! `agent.confirm_side_effects: false` allows them.
 
+mod gateway_client;
+
 use super::output::Exit;
 use crate::config::Settings;
 use anyhow::Context;
@@ -459,9 +461,11 @@ fn via_gateway(
         Ok(exit) => Routed::Done(Ok(exit)),
     };
     if let Some(message) = &args.message {
+        let _ctrl_c = gateway_client::CancelOnCtrlC::new(client, &args.session);
         return routed(gateway_turn(client, &ui, &args.session, message, args.yes));
     }
     // The REPL: each line is a turn of the gateway's session.
+    let mut session = args.session.clone();
     if client.request("GET", "/healthz", None).is_err() {
         return Routed::Unreachable;
     }
@@ -505,12 +509,15 @@ fn via_gateway(
             "/help" => println!("{HELP}"),
             "/stop" => ui.status("nothing is running"),
             "/new" => {
-                ui.status("/new is not available through the gateway: run `claw --local` for it")
+                session = gateway_client::new_session_key(&session, chrono::Utc::now());
+                ui.status(&format!("new session {session}"));
             }
             cmd if cmd.starts_with('/') => {
                 ui.status(&format!("unknown command {cmd}; /help lists them"))
             }
-            message => match gateway_turn(client, &ui, &args.session, message, args.yes) {
+            message => match gateway_client::with_cancel_on_ctrl_c(client, &session, || {
+                gateway_turn(client, &ui, &session, message, args.yes)
+            }) {
                 Ok(_) => {}
                 Err(ClientError::Connect { .. }) => {
                     ui.status("error: the gateway is gone; restart claw to continue");

@@ -131,6 +131,7 @@ async fn run_gateway(settings: Settings, port: Option<u16>, watch: bool) -> anyh
         channels,
         subagents: settings.agents.clone(),
         hooks: super::chat::build_hooks(&settings)?,
+        mcp_read_only: settings.mcp.read_only,
     };
     let stop = CancellationToken::new();
     server::cancel_on_signals(stop.clone()).context("cannot install signal handlers")?;

@@ -159,24 +159,23 @@ pub fn stale_reason(r: &StaleReason) -> String {
 /// One `note:` line for the text output about the inline sync (None when there
 /// is nothing worth saying).
 pub fn describe_sync(r: &SyncReport) -> Option<String> {
-    match r {
-        SyncReport::Fresh { .. } | SyncReport::Skipped => None,
-        SyncReport::Synced {
-            reindexed,
-            removed,
-            elapsed_ms,
-        } => Some(format!(
-            "synced {} changed and {} removed file(s) before searching ({elapsed_ms} ms)",
-            reindexed.len(),
-            removed.len()
-        )),
-        SyncReport::Stale {
-            pending, reason, ..
-        } => Some(format!(
-            "index is stale: {pending} file(s) changed on disk are not indexed yet ({}); run `claw memory index` or `claw memory watch`",
-            stale_reason(reason)
-        )),
-    }
+    let note = r.note()?;
+    Some(match r {
+        SyncReport::Stale { reason, .. } => {
+            // The engine's note names no command; the CLI says which one helps
+            // (inside the reason for a changed model, after it in every case).
+            let note = match reason {
+                StaleReason::Identity(_) => note.replacen(
+                    &format!("({reason})"),
+                    &format!("({})", stale_reason(reason)),
+                    1,
+                ),
+                _ => note,
+            };
+            format!("{note}; run `claw memory index` or `claw memory watch`")
+        }
+        _ => note,
+    })
 }
 
 /// `claw memory search --json`: the engine's response flattened beside `sync`.

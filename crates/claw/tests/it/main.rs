@@ -19,6 +19,8 @@ mod eval_smoke;
 mod exec_env;
 mod gateway;
 mod hooks_cli;
+mod gateway_mcp;
+mod gateway_repl;
 mod index_cli;
 mod jail_agent_cli;
 mod jail_memory_cli;

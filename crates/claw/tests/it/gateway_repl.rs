@@ -1,0 +1,160 @@
+//! The REPL and `claw -m` through a running gateway, against a slow scripted LLM
+//! (`claw_testkit::echo_llm`): `POST /v1/sessions/{key}/cancel` (what Ctrl-C
+//! sends) stops the running turn — the stream ends `cancelled` long before the
+//! LLM would have answered, what was said stays in the transcript and the next
+//! message is answered; `/new` in the REPL moves to a fresh session key, leaving
+//! the old transcript as it was.
+
+use super::gateway::{Gateway, claw};
+use claw_gateway::client::ChatEvent;
+use claw_testkit::echo_llm::{EchoLlm, answer_for};
+use serde_json::Value;
+use std::io::Write;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+/// (role, content) of a transcript's messages.
+fn messages(ws: &Path, key: &str) -> Vec<(String, String)> {
+    let path = ws
+        .join("sessions")
+        .join(claw_agent::session::file_name_for_key(key));
+    std::fs::read_to_string(&path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).expect("every line parses"))
+        .filter(|v| v["type"] == "message")
+        .map(|m| {
+            (
+                m["role"].as_str().unwrap_or_default().to_string(),
+                m["content"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn cancel_stops_the_remote_turn_and_the_session_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    // Every answer takes 4 s to start: a turn is surely running when we cancel.
+    let llm = EchoLlm::start(Duration::from_secs(4), Duration::ZERO, 1);
+    let gw = Gateway::start(ws, Some(&llm.url()));
+    let client = gw.client();
+    let key = "repl:cancel";
+
+    let c2 = client.clone();
+    let t0 = Instant::now();
+    let turn = std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        let r = c2.chat(key, "first question", false, "cli", |ev| {
+            if let ChatEvent::Text(t) = ev {
+                seen.push(t.clone());
+            }
+        });
+        (r, seen, t0.elapsed())
+    });
+    // Wait until the turn runs (the LLM is thinking), then cancel.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let st = client.request("GET", "/v1/status", None).unwrap();
+        let st: Value = serde_json::from_slice(&st.body).unwrap();
+        if st["queues"]["running"] == 1 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the turn never ran: {st}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let r = client
+        .request("POST", "/v1/sessions/repl:cancel/cancel", None)
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let body: Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(body["cancelled"], 1, "{body}");
+    let (result, seen, took) = turn.join().unwrap();
+    let (end, _) = result.expect("the stream ends cleanly");
+    assert_eq!(end, "cancelled");
+    assert!(seen.is_empty(), "{seen:?}");
+    assert!(took < Duration::from_secs(4), "cancel took {took:?}");
+
+    // Nothing left to cancel; the next message is answered in the same session.
+    let r = client
+        .request("POST", "/v1/sessions/repl:cancel/cancel", None)
+        .unwrap();
+    let body: Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(body["cancelled"], 0, "{body}");
+    let (end, why) = client
+        .chat(key, "second question", false, "cli", |_| {})
+        .unwrap();
+    assert_eq!(end, "answered", "{why:?}");
+    let msgs = messages(ws, key);
+    assert_eq!(
+        msgs.first(),
+        Some(&("user".to_string(), "first question".to_string())),
+        "what was said is kept: {msgs:?}"
+    );
+    assert_eq!(
+        msgs[msgs.len() - 2..],
+        [
+            ("user".to_string(), "second question".to_string()),
+            ("assistant".to_string(), answer_for("second question")),
+        ],
+        "{msgs:?}"
+    );
+    // Without the token, no cancelling.
+    let mut raw = std::net::TcpStream::connect(("127.0.0.1", gw.client().info.port)).unwrap();
+    write!(
+        raw,
+        "POST /v1/sessions/x/cancel HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut raw, &mut out).unwrap();
+    assert!(out.starts_with("HTTP/1.1 401"), "{out}");
+}
+
+#[test]
+fn new_in_the_repl_starts_a_fresh_session_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    let llm = EchoLlm::start(Duration::ZERO, Duration::ZERO, 1);
+    let _gw = Gateway::start(ws, Some(&llm.url()));
+    let mut child = claw(ws, Some(&llm.url()))
+        .args(["--session", "repl:new"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"hello there\n/new\nagain please\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("through the gateway"), "{stderr}");
+    let new_key = stderr
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("new session "))
+        .unwrap_or_else(|| panic!("no new session line: {stderr}"))
+        .trim()
+        .to_string();
+    assert!(new_key.starts_with("repl:new~"), "{new_key}");
+    assert_eq!(
+        messages(ws, "repl:new"),
+        [
+            ("user".to_string(), "hello there".to_string()),
+            ("assistant".to_string(), answer_for("hello there")),
+        ]
+    );
+    assert_eq!(
+        messages(ws, &new_key),
+        [
+            ("user".to_string(), "again please".to_string()),
+            ("assistant".to_string(), answer_for("again please")),
+        ]
+    );
+}
