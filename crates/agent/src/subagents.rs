@@ -362,11 +362,16 @@ impl<M: Model> Job<M> {
 /// `GET /v1/sessions/<key>/subagents`).
 pub trait SubagentList: Send + Sync {
     fn list(&self) -> Vec<SubagentInfo>;
+    /// Cancel every queued and running child (the gateway's `/stop`).
+    fn cancel_all(&self);
 }
 
 impl<M: Model> SubagentList for Subagents<M> {
     fn list(&self) -> Vec<SubagentInfo> {
         Subagents::list(self)
+    }
+    fn cancel_all(&self) {
+        Subagents::cancel_all(self)
     }
 }
 
@@ -391,6 +396,22 @@ pub fn register(session: &str, manager: &Arc<dyn SubagentList>) {
 pub fn listed(session: &str) -> Option<Vec<SubagentInfo>> {
     let dir = directory().lock().unwrap_or_else(|p| p.into_inner());
     dir.get(session).and_then(|w| w.upgrade()).map(|m| m.list())
+}
+
+/// Cancels the unfinished children of `session`; how many there were.
+pub fn cancel_children(session: &str) -> usize {
+    let manager = {
+        let dir = directory().lock().unwrap_or_else(|p| p.into_inner());
+        dir.get(session).and_then(|w| w.upgrade())
+    };
+    match manager {
+        Some(m) => {
+            let open = m.list().iter().filter(|c| !c.state.is_finished()).count();
+            m.cancel_all();
+            open
+        }
+        None => 0,
+    }
 }
 
 #[cfg(test)]

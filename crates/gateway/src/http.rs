@@ -681,7 +681,8 @@ async fn session_subagents(UrlPath(key): UrlPath<String>) -> Response {
 }
 
 /// `POST /v1/sessions/{key}/cancel`: cancel the session's open chat requests
-/// (the running turn stops, keeping what was said; queued ones never start).
+/// (the running turn stops, keeping what was said; queued ones never start)
+/// and its unfinished sub-agents (each announced as cancelled).
 async fn cancel_session(State(st): State<Shared>, UrlPath(key): UrlPath<String>) -> Response {
     let mut n = 0;
     if let Ok(m) = st.open.lock() {
@@ -692,7 +693,8 @@ async fn cancel_session(State(st): State<Shared>, UrlPath(key): UrlPath<String>)
             }
         }
     }
-    Json(json!({"session": key, "cancelled": n})).into_response()
+    let subagents = claw_agent::subagents::cancel_children(&key);
+    Json(json!({"session": key, "cancelled": n, "subagents_cancelled": subagents})).into_response()
 }
 
 // ---- memory ---------------------------------------------------------------------

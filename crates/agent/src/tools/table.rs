@@ -450,6 +450,9 @@ mod tests {
             .filter(|d| d.reach.outside_workspace())
             .map(|d| d.name)
             .collect();
-        assert_eq!(outside, ["exec", "web_fetch", "web_search", "message", "spawn"]);
+        assert_eq!(
+            outside,
+            ["exec", "web_fetch", "web_search", "message", "spawn"]
+        );
     }
 }

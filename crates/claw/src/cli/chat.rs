@@ -507,7 +507,8 @@ fn via_gateway(
             "" => {}
             "/exit" | "/quit" => break,
             "/help" => println!("{HELP}"),
-            "/stop" => ui.status("nothing is running"),
+            // No turn runs between prompts, but the session's sub-agents may.
+            "/stop" => ui.status(&gateway_client::stop(client, &session)),
             "/new" => {
                 session = gateway_client::new_session_key(&session, chrono::Utc::now());
                 ui.status(&format!("new session {session}"));

@@ -317,26 +317,37 @@ fn one_shot_waits_for_children_queues_beyond_the_cap_and_restricts_their_tools()
 fn repl_fan_out_done_failed_timed_out_and_stopped_each_announced() {
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path();
+    // Spawns in one message start in parallel, so which of them would queue is
+    // a race: the three first ones fit the cap, and `hang` is spawned by the
+    // parent's turn for slow's timeout, so it runs a whole budget after slow
+    // started and /stop reaches it long before its own budget ends.
     let spawns = vec![
         json!({"task": "TASK-OK", "label": "ok"}),
         json!({"task": "TASK-FAIL", "label": "fail"}),
         json!({"task": "TASK-SLOW", "label": "slow"}),
-        json!({"task": "TASK-HANG", "label": "hang"}),
     ];
-    let route: Route = Arc::new(move |req: &Value| match last_user(req).as_str() {
-        // ok and fail hold their slots for 2.5 s, so hang starts well after slow
-        // and its own 3 s budget is still far off when /stop arrives.
-        "TASK-OK" => R::Text(2_500, "ok result".into()),
-        "TASK-FAIL" => R::Error(2_500, 400),
-        "TASK-SLOW" => R::Text(8_000, "too late".into()),
-        "TASK-HANG" => R::Text(60_000, "never".into()),
-        _ => parent(req, &spawns),
+    let hang = vec![json!({"task": "TASK-HANG", "label": "hang"})];
+    let route: Route = Arc::new(move |req: &Value| {
+        let user = last_user(req);
+        match user.as_str() {
+            "TASK-OK" => R::Text(1_000, "ok result".into()),
+            "TASK-FAIL" => R::Error(1_000, 400),
+            "TASK-SLOW" => R::Text(60_000, "too late".into()),
+            "TASK-HANG" => R::Text(60_000, "never".into()),
+            _ if user.starts_with("[system: sub-agent")
+                && user.contains("\"slow\" failed")
+                && !has_tool_result(req) =>
+            {
+                R::Spawns(hang.clone())
+            }
+            _ => parent(req, &spawns),
+        }
     });
     let llm = Router::start(route);
     let mut child = claw(
         ws,
         &llm.url,
-        &json!({"agents": {"max_subagents": 3, "subagent_timeout_secs": 3}}),
+        &json!({"agents": {"max_subagents": 3, "subagent_timeout_secs": 6}}),
     )
     .arg("--yes")
     .stdin(Stdio::piped())
@@ -351,20 +362,17 @@ fn repl_fan_out_done_failed_timed_out_and_stopped_each_announced() {
             .filter(|r| last_user(r).starts_with("[system: sub-agent"))
             .count()
     };
-    // ok, fail and the timeout (3 s) are announced; hang runs once a slot frees.
+    // ok, fail and the timeout (6 s) are announced, and hang runs.
     let announced = |s: &[Value], what: &str| {
         s.iter()
             .any(|r| last_user(r).starts_with("[system: sub-agent") && last_user(r).contains(what))
     };
-    llm.wait_for(
-        "ok, fail and slow announced, and the queued child running",
-        |s| {
-            announced(s, "\"ok\" done")
-                && announced(s, "\"fail\" failed")
-                && announced(s, "\"slow\" failed")
-                && s.iter().any(|r| last_user(r) == "TASK-HANG")
-        },
-    );
+    llm.wait_for("ok, fail and slow announced, and hang running", |s| {
+        announced(s, "\"ok\" done")
+            && announced(s, "\"fail\" failed")
+            && announced(s, "\"slow\" failed")
+            && s.iter().any(|r| last_user(r) == "TASK-HANG")
+    });
     writeln!(stdin, "/stop").unwrap();
     llm.wait_for("the cancellation's announcement", |s| announcements(s) >= 4);
     // Let the announcement turn finish before listing.
@@ -376,18 +384,6 @@ fn repl_fan_out_done_failed_timed_out_and_stopped_each_announced() {
     let stderr = String::from_utf8_lossy(&out.stderr);
 
     let seen = llm.seen();
-    let after = seen
-        .iter()
-        .find(|r| !is_child(r) && has_tool_result(r))
-        .unwrap();
-    let queued = after["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .filter(|m| m["content"].as_str().unwrap_or("").contains("is queued"))
-        .count();
-    assert_eq!(queued, 1, "the fourth spawn waits for a slot");
     let texts: Vec<String> = seen
         .iter()
         .filter(|r| last_user(r).starts_with("[system: sub-agent"))
@@ -403,14 +399,17 @@ fn repl_fan_out_done_failed_timed_out_and_stopped_each_announced() {
     assert!(find("ok").contains("\"ok\" done") && find("ok").contains("ok result"));
     assert!(find("fail").contains("\"fail\" failed"), "{}", find("fail"));
     assert!(
-        find("slow").contains("\"slow\" failed") && find("slow").contains("timed out after 3 s"),
+        find("slow").contains("\"slow\" failed") && find("slow").contains("timed out after 6 s"),
         "{}",
         find("slow")
     );
     assert!(
         find("hang").contains("\"hang\" cancelled"),
-        "{}",
-        find("hang")
+        "{}\nrequests: {:#?}\nstdout: {stdout}\nstderr: {stderr}",
+        find("hang"),
+        seen.iter()
+            .map(|r| (last_user(r), is_child(r)))
+            .collect::<Vec<_>>()
     );
     for (label, state) in [
         ("ok", "done"),
@@ -482,4 +481,64 @@ fn the_gateway_runs_children_in_its_session_worker_and_lists_them() {
         .unwrap();
     let v: Value = serde_json::from_slice(&none.body).unwrap();
     assert_eq!(v["data"], json!([]));
+}
+
+#[test]
+fn the_gateway_cancel_endpoint_stops_a_sessions_children() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    std::fs::write(
+        ws.join("config.json"),
+        json!({"agents": {"max_subagents": 2, "subagent_timeout_secs": 120}}).to_string(),
+    )
+    .unwrap();
+    let spawns = vec![json!({"task": "TASK-SLOW think for a long time", "label": "slow"})];
+    let route: Route = Arc::new(move |req: &Value| {
+        if last_user(req).starts_with("TASK-SLOW") {
+            R::Text(60_000, "too late".into())
+        } else {
+            parent(req, &spawns)
+        }
+    });
+    let llm = Router::start(route);
+    let gw = crate::gateway::Gateway::start(ws, Some(&llm.url));
+    let client = gw.client();
+    let (end, why) = client
+        .chat("api:slow", "fan out", true, "http", |_| {})
+        .expect("chat through the gateway");
+    assert_eq!(end, "answered", "{why:?}");
+    llm.wait_for("the child's request", |s| {
+        s.iter().any(|r| last_user(r).starts_with("TASK-SLOW"))
+    });
+    let r = client
+        .request("POST", "/v1/sessions/api:slow/cancel", None)
+        .expect("cancel");
+    assert_eq!(r.status, 200);
+    let v: Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(v["subagents_cancelled"], 1, "{v}");
+    let start = Instant::now();
+    loop {
+        let r = client
+            .request("GET", "/v1/sessions/api:slow/subagents", None)
+            .expect("list sub-agents");
+        let v: Value = serde_json::from_slice(&r.body).unwrap();
+        if v["data"][0]["state"] == "cancelled" {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "{v}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Announced back into the parent, never lost.
+    llm.wait_for("the cancellation announced", |s| {
+        s.iter().any(|r| {
+            let u = last_user(r);
+            u.starts_with("[system: sub-agent") && u.contains("cancel")
+        })
+    });
+    // Nothing left to cancel.
+    let r = client
+        .request("POST", "/v1/sessions/api:slow/cancel", None)
+        .unwrap();
+    let v: Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(v["subagents_cancelled"], 0, "{v}");
 }

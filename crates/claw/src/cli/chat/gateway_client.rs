@@ -39,6 +39,26 @@ pub fn with_cancel_on_ctrl_c<T>(client: &Client, session: &str, turn: impl FnOnc
     turn()
 }
 
+/// `/stop` between turns: cancels the session's sub-agents in the gateway; the
+/// status line to show.
+pub fn stop(client: &Client, session: &str) -> String {
+    match client.request("POST", &cancel_path(session), None) {
+        Ok(r) if r.status == 200 => {
+            let n = serde_json::from_slice::<serde_json::Value>(&r.body)
+                .ok()
+                .and_then(|v| v["subagents_cancelled"].as_u64())
+                .unwrap_or(0);
+            match n {
+                0 => "nothing is running".to_string(),
+                1 => "cancelled 1 sub-agent".to_string(),
+                n => format!("cancelled {n} sub-agents"),
+            }
+        }
+        Ok(r) => format!("the gateway refused /stop (HTTP {})", r.status),
+        Err(e) => format!("could not reach the gateway: {e}"),
+    }
+}
+
 /// `/v1/sessions/{key}/cancel` with the key percent-encoded.
 pub fn cancel_path(session: &str) -> String {
     let mut key = String::new();
