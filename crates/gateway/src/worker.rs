@@ -250,6 +250,7 @@ pub struct WorkerContext {
 /// still queued as rejected and wait for every worker to end.
 pub async fn dispatch(mut inbound: mpsc::Receiver<Inbound>, ctx: WorkerContext) {
     let mut sessions: HashMap<String, mpsc::UnboundedSender<Inbound>> = HashMap::new();
+    let mut turns: HashMap<String, RunningTurn> = HashMap::new();
     let mut workers = JoinSet::new();
     loop {
         let msg = tokio::select! {
@@ -260,10 +261,22 @@ pub async fn dispatch(mut inbound: mpsc::Receiver<Inbound>, ctx: WorkerContext) 
                 None => break,
             },
         };
+        if msg.content.trim() == STOP {
+            // Not queued behind the turn it is meant to stop.
+            stop_session(&msg, turns.get(&msg.session), &ctx).await;
+            continue;
+        }
         let tx = sessions.entry(msg.session.clone()).or_insert_with(|| {
             let (tx, rx) = mpsc::unbounded_channel();
             ctx.stats.sessions.fetch_add(1, Ordering::SeqCst);
-            workers.spawn(session_worker(msg.session.clone(), rx, ctx.clone()));
+            let running = RunningTurn::default();
+            turns.insert(msg.session.clone(), running.clone());
+            workers.spawn(session_worker(
+                msg.session.clone(),
+                rx,
+                ctx.clone(),
+                running,
+            ));
             tx
         });
         if let Err(mpsc::error::SendError(msg)) = tx.send(msg) {
@@ -290,7 +303,72 @@ pub async fn dispatch(mut inbound: mpsc::Receiver<Inbound>, ctx: WorkerContext) 
     while workers.join_next().await.is_some() {}
 }
 
-async fn session_worker(key: String, mut rx: mpsc::UnboundedReceiver<Inbound>, ctx: WorkerContext) {
+/// A message that is a command, not a turn: cancel the session's running turn
+/// and its sub-agents (from any channel, the HTTP API or WebChat).
+pub const STOP: &str = "/stop";
+
+/// The cancel token of a session's running turn, shared by its worker (which
+/// sets it while a turn runs) and the dispatcher (which serves `/stop`).
+#[derive(Clone, Default)]
+struct RunningTurn(Arc<std::sync::Mutex<Option<CancellationToken>>>);
+
+impl RunningTurn {
+    fn set(&self, token: Option<CancellationToken>) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = token;
+    }
+
+    /// Cancels the running turn; whether there was one.
+    fn cancel(&self) -> bool {
+        match self.0.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            Some(t) if !t.is_cancelled() => {
+                t.cancel();
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Serves `/stop`: answers at once with what was stopped.
+async fn stop_session(msg: &Inbound, turn: Option<&RunningTurn>, ctx: &WorkerContext) {
+    ctx.stats.queued.fetch_sub(1, Ordering::SeqCst);
+    let turn = turn.is_some_and(RunningTurn::cancel);
+    let children = claw_agent::subagents::cancel_children(&msg.session);
+    let answer = match (turn, children) {
+        (false, 0) => "Nothing is running.".to_string(),
+        (true, 0) => "Stopped the running turn.".to_string(),
+        (false, n) => format!("Stopped {n} sub-agent(s)."),
+        (true, n) => format!("Stopped the running turn and {n} sub-agent(s)."),
+    };
+    let _ = ctx
+        .outbound
+        .send(Outbound {
+            channel: msg.channel.clone(),
+            session: msg.session.clone(),
+            content: answer.clone(),
+            end: EndKind::Answered,
+        })
+        .await;
+    if let Some(tx) = &msg.reply {
+        let _ = tx.send(TurnEvent::Text(answer.clone()));
+        let _ = tx.send(TurnEvent::EndAnswer);
+    }
+    finish(
+        msg,
+        TurnReport {
+            end: EndKind::Answered,
+            answer,
+            message: None,
+        },
+    );
+}
+
+async fn session_worker(
+    key: String,
+    mut rx: mpsc::UnboundedReceiver<Inbound>,
+    ctx: WorkerContext,
+    running: RunningTurn,
+) {
     let sink = Arc::new(Sink::default());
     // Sub-agents of this session: children run through the same model and the
     // session's confirming tool context (no one can confirm for them, so side
@@ -361,7 +439,7 @@ async fn session_worker(key: String, mut rx: mpsc::UnboundedReceiver<Inbound>, c
         };
         ctx.stats.queued.fetch_sub(1, Ordering::SeqCst);
         ctx.stats.running.fetch_add(1, Ordering::SeqCst);
-        let r = run_one(&key, &msg, &ctx, &sink, &tools, &mut driver).await;
+        let r = run_one(&key, &msg, &ctx, &sink, &tools, &mut driver, &running).await;
         ctx.stats.running.fetch_sub(1, Ordering::SeqCst);
         ctx.stats.finished.fetch_add(1, Ordering::SeqCst);
         let _ = ctx
@@ -385,6 +463,7 @@ async fn run_one(
     sink: &Arc<Sink>,
     tools: &Arc<ObservedTools>,
     driver: &mut Option<Driver<ProviderChain, ObservedTools>>,
+    running: &RunningTurn,
 ) -> TurnReport {
     if msg.reply.as_ref().is_some_and(|tx| tx.is_closed()) {
         // Cancelled while queued: never started.
@@ -440,7 +519,9 @@ async fn run_one(
             c.cancel();
         })
     });
+    running.set(Some(cancel.clone()));
     let outcome = d.run_turn(&msg.content, &cancel).await;
+    running.set(None);
     if let Some(g) = gone {
         g.abort();
     }

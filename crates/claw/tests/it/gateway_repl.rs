@@ -158,3 +158,57 @@ fn new_in_the_repl_starts_a_fresh_session_key() {
         ]
     );
 }
+
+/// `/stop` sent as a message (what a Matrix or Telegram user types, or any
+/// OpenAI client) is a command, not a turn: it is served at once, not queued
+/// behind the turn it stops, and that turn ends `cancelled`.
+#[test]
+fn stop_as_a_message_cancels_the_running_turn_from_any_channel() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    let llm = EchoLlm::start(Duration::from_secs(4), Duration::ZERO, 1);
+    let gw = Gateway::start(ws, Some(&llm.url()));
+    let client = gw.client();
+    let key = "chat:stop";
+
+    let c2 = client.clone();
+    let t0 = Instant::now();
+    let turn = std::thread::spawn(move || {
+        let r = c2.chat(key, "a long question", false, "telegram", |_| {});
+        (r, t0.elapsed())
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let st = client.request("GET", "/v1/status", None).unwrap();
+        let st: Value = serde_json::from_slice(&st.body).unwrap();
+        if st["queues"]["running"] == 1 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the turn never ran: {st}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut reply = String::new();
+    let (end, why) = client
+        .chat(key, "/stop", false, "telegram", |ev| {
+            if let ChatEvent::Text(t) = ev {
+                reply.push_str(t);
+            }
+        })
+        .unwrap();
+    assert_eq!(end, "answered", "{why:?}");
+    let (result, took) = turn.join().unwrap();
+    let (end, _) = result.expect("the stream ends cleanly");
+    assert_eq!(end, "cancelled");
+    assert!(took < Duration::from_secs(4), "the stop took {took:?}");
+    // Nothing runs now; `/stop` says so and never reaches the model.
+    let (end, _) = client
+        .chat(key, "/stop", false, "telegram", |_| {})
+        .unwrap();
+    assert_eq!(end, "answered");
+    assert!(
+        messages(ws, key).iter().all(|(_, c)| c != "/stop"),
+        "{:?}",
+        messages(ws, key)
+    );
+    assert_eq!(reply, "Stopped the running turn.");
+}
