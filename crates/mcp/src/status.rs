@@ -11,6 +11,9 @@ use serde::Serialize;
 /// `claw memory status --json` shape.
 #[derive(Debug, Serialize)]
 pub struct StatusJson {
+    /// Where the index lives: `sqlite` here (`postgres` for `memory.backend`
+    /// `{"kind": "postgres"}`, whose status the PostgreSQL path builds).
+    pub backend: &'static str,
     pub workspace: String,
     pub db_path: String,
     pub db_bytes: u64,
@@ -74,6 +77,7 @@ impl StatusJson {
     /// built (`claw memory status --json` and MCP's `memory_status`).
     pub fn new(mem: &MemoryConfig, st: &ServiceStatus) -> StatusJson {
         StatusJson {
+            backend: "sqlite",
             workspace: mem.workspace.display().to_string(),
             db_path: mem.db_path().display().to_string(),
             db_bytes: st.stats.db_bytes,
