@@ -7,6 +7,7 @@ use claw_agent::tools::memory::{MemoryBackend, MemoryBackendError};
 use claw_memory::chunk::TokenCounter;
 use claw_memory::config::MemoryConfig;
 use claw_memory::embed::{self, EmbedError, Embedder, Loaded};
+use claw_memory::freshness::SyncReport;
 use claw_memory::search::{GetRequest, GetResponse, SearchRequest};
 use claw_memory::service::{MemoryService, SearchOutcome, ServiceError, SyncPolicy};
 use claw_memory::store::{Store, StoreError};
@@ -114,6 +115,12 @@ impl MemoryHub {
         self.service.get(req)
     }
 
+    /// The inline sync without trusting the watcher's vouch (after the
+    /// assistant's own write, which the watcher may not have seen yet).
+    pub fn sync_walk(&self, limit: usize) -> Result<SyncReport, ServiceError> {
+        self.service.sync_walk(limit)
+    }
+
     /// The shared model, for the watcher's sink.
     pub fn embedder(&self) -> Option<Box<dyn Embedder>> {
         self.embedder
@@ -144,14 +151,47 @@ impl MemoryHub {
 
 /// The assistant's memory tools over the warm engine, with the CLI's inline
 /// sync (cheap while the gateway's idle watcher vouches for the index).
-pub struct HubBackend(pub Arc<MemoryHub>);
+pub struct HubBackend {
+    hub: Arc<MemoryHub>,
+    /// Set by [`MemoryBackend::note_write`], cleared by the next search.
+    wrote: std::sync::atomic::AtomicBool,
+}
+
+impl HubBackend {
+    pub fn new(hub: Arc<MemoryHub>) -> HubBackend {
+        HubBackend {
+            hub,
+            wrote: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+}
 
 impl MemoryBackend for HubBackend {
+    /// After this session's own write, walks even though the gateway's watcher
+    /// vouches (it may not have been told yet), like the CLI's engine backend.
     fn search(&self, req: &SearchRequest) -> Result<SearchOutcome, MemoryBackendError> {
-        Ok(self.0.search(req, SyncPolicy::DEFAULT)?)
+        let walked = match SyncPolicy::DEFAULT {
+            SyncPolicy::Inline { limit }
+                if self.wrote.swap(false, std::sync::atomic::Ordering::SeqCst) =>
+            {
+                Some(self.hub.sync_walk(limit)?)
+            }
+            _ => None,
+        };
+        let mut outcome = self.hub.search(req, SyncPolicy::DEFAULT)?;
+        if let Some(report) = walked
+            && matches!(outcome.sync, SyncReport::Fresh { .. })
+        {
+            outcome.sync = report;
+        }
+        Ok(outcome)
     }
 
     fn get(&self, req: &GetRequest) -> Result<GetResponse, MemoryBackendError> {
-        Ok(self.0.get(req)?)
+        Ok(self.hub.get(req)?)
+    }
+
+    fn note_write(&self) {
+        self.wrote.store(true, std::sync::atomic::Ordering::SeqCst);
     }
 }

@@ -132,7 +132,7 @@ fn tool_registry(
     ctx.net.allow_private = a.allow_private;
     ctx.sandbox = a.sandbox.clone();
     ctx.memory = hub.map(|h| {
-        Arc::new(HubBackend(h.clone())) as Arc<dyn claw_agent::tools::memory::MemoryBackend>
+        Arc::new(HubBackend::new(h.clone())) as Arc<dyn claw_agent::tools::memory::MemoryBackend>
     });
     ctx.cron = cron;
     ctx.messenger = messenger;
