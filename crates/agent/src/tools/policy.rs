@@ -86,15 +86,7 @@ pub fn is_read_only(name: &str) -> bool {
 /// True when every call of the tool needs confirmation, whatever its arguments:
 /// confirmation is on and the tool is not read-only.
 pub fn always_confirms(tool: &ToolDescriptor, confirm: bool) -> bool {
-    confirm && !tool.read_only && !consented_by_allow_list(tool)
-}
-
-/// `message` reaches only chats an allowed user opened (`allow_from`, checked by
-/// the tool against the channel's own state), so that allow-list is the
-/// user's consent: asking again would only make the tool useless where no one
-/// can answer (a chat turn in the gateway).
-fn consented_by_allow_list(tool: &ToolDescriptor) -> bool {
-    tool.id == ToolId::Message
+    confirm && !tool.read_only
 }
 
 /// The policy for one parsed call, from the table's flags only: with
@@ -280,7 +272,7 @@ mod tests {
         for d in TOOLS {
             let call = inv(d.name, args(d.name));
             let expected = match d.name {
-                "write_file" | "edit_file" | "exec" | "cron" | "spawn" => {
+                "write_file" | "edit_file" | "exec" | "cron" | "message" | "spawn" => {
                     Gate::Confirm(Grant::Tool(d.id))
                 }
                 "web_fetch" => Gate::Confirm(Grant::Host("example.org".into())),
@@ -289,12 +281,7 @@ mod tests {
             assert_eq!(gate(&call, true, false), expected, "{}", d.name);
             assert_eq!(gate(&call, false, false), Gate::Free, "{}", d.name);
             assert_eq!(is_read_only(d.name), d.read_only);
-            assert_eq!(
-                always_confirms(d, true),
-                !d.read_only && d.name != "message",
-                "{}",
-                d.name
-            );
+            assert_eq!(always_confirms(d, true), !d.read_only, "{}", d.name);
             seen.push(d.name);
         }
         assert_eq!(seen.len(), 12);

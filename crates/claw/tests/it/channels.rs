@@ -486,8 +486,8 @@ fn telegram_message_tool_reaches_allowed_chats_only() {
     let tg = FakeTelegram::start(token);
     std::fs::write(
         ws.join("config.json"),
-        // Confirmation stays on (the default): the allow-list is the consent.
         serde_json::to_vec(&json!({
+            "agent": {"confirm_side_effects": false},
             "channels": {"telegram": {"token_env": "CLAW_TG_TOKEN", "allow_from": ["42"], "base_url": tg.url()}}
         }))
         .unwrap(),
