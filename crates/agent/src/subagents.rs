@@ -202,6 +202,23 @@ fn set_running(table: &Mutex<Table>, id: &str) {
     }
 }
 
+/// A sub-agent id unique across this process's sessions and across restarts:
+/// the process's start time (ms) and pid, then a process-wide counter. Ids name
+/// transcript files (`subagent:<id>`), so two sessions' children — or a restarted
+/// gateway's, even under the same pid — never share one.
+fn next_id() -> String {
+    static START: std::sync::OnceLock<u128> = std::sync::OnceLock::new();
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let start = START.get_or_init(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis())
+            .unwrap_or(0)
+    });
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+    format!("{start:x}-{}-{n}", std::process::id())
+}
+
 impl<M: Model> Spawner for Subagents<M> {
     fn spawn(&self, args: SpawnArgs) -> Result<Spawned, String> {
         let runtime = tokio::runtime::Handle::try_current()
@@ -209,7 +226,7 @@ impl<M: Model> Spawner for Subagents<M> {
         let (id, label, session, state) = {
             let mut t = lock(&self.table);
             t.next += 1;
-            let id = format!("{}-{}", std::process::id(), t.next);
+            let id = next_id();
             let label = args
                 .label
                 .clone()

@@ -253,6 +253,30 @@ impl Core {
         }
         self.add_chat(&msg.chat);
         self.persist();
+        if msg.text.trim() == STOP_COMMAND {
+            // Not queued behind the turn it is meant to stop: straight to the
+            // runner (the gateway serves it at once), answer in the chat.
+            let core = self.clone();
+            let turn = ChatTurn {
+                channel: self.name().to_string(),
+                session: session_key(self.name(), &msg.chat),
+                sender: msg.sender.clone(),
+                text: msg.text.clone(),
+            };
+            let chat = msg.chat.clone();
+            tokio::spawn(async move {
+                let text = match core.runner.run(turn).await {
+                    Ok(answer) => answer,
+                    Err(why) => format!("Sorry, I could not stop it: {why}"),
+                };
+                if !text.trim().is_empty()
+                    && let Err(e) = core.send_text(&chat, &text).await
+                {
+                    (core.log)(format!("{}: cannot answer in {chat}: {e}", core.name()));
+                }
+            });
+            return Accepted::Queued;
+        }
         let mut queues = self.queues.lock().unwrap_or_else(|p| p.into_inner());
         let tx = queues.entry(msg.chat.clone()).or_insert_with(|| {
             let (tx, rx) = mpsc::unbounded_channel();
@@ -279,6 +303,11 @@ impl Core {
         Ok(parts.len())
     }
 }
+
+/// A message that stops the chat's running turn and its sub-agents: served
+/// beside the chat's queue, never behind it (the gateway's dispatcher answers
+/// it at once).
+pub const STOP_COMMAND: &str = "/stop";
 
 /// The session key of a chat.
 pub fn session_key(channel: &str, chat: &str) -> String {

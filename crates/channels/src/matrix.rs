@@ -248,8 +248,10 @@ pub fn messages(sync: &Value, me: &str) -> Vec<Incoming> {
             if e.pointer("/content/m.relates_to/rel_type") == Some(&json!("m.replace")) {
                 continue;
             }
+            // Not `m.notice`: that is what bots send, and answering it lets two
+            // bots talk to each other forever.
             let msgtype = e.pointer("/content/msgtype").and_then(|m| m.as_str());
-            if !matches!(msgtype, Some("m.text") | Some("m.notice") | Some("m.emote")) {
+            if !matches!(msgtype, Some("m.text") | Some("m.emote")) {
                 continue;
             }
             out.push(Incoming {

@@ -520,6 +520,9 @@ impl claw_channels::TurnRunner for BusRunner {
                         crate::bus::EndKind::Answered | crate::bus::EndKind::MaxIterations => {
                             Ok(r.answer)
                         }
+                        // Stopped on purpose (`/stop`, which answers for itself):
+                        // nothing more to say in the chat.
+                        crate::bus::EndKind::Cancelled => Ok(String::new()),
                         _ => Err(r
                             .message
                             .unwrap_or_else(|| format!("the turn ended: {:?}", r.end))),

@@ -402,8 +402,6 @@ async fn session_worker(
         sink: sink.clone(),
     });
     let mut driver: Option<Driver<ProviderChain, ObservedTools>> = None;
-    // Announcements go back where the session's last message came from.
-    let mut last_channel = "subagent".to_string();
     loop {
         let msg = tokio::select! {
             m = rx.recv() => match m {
@@ -413,8 +411,10 @@ async fn session_worker(
             Some(a) = announcements.recv() => {
                 // A finished child: a turn of the parent, queued like any message.
                 ctx.stats.queued.fetch_add(1, Ordering::SeqCst);
+                // Nobody holds a reply stream for it: its answer is a delivery
+                // to the session (sent into the chat for `<channel>:<chat>`).
                 Inbound {
-                    channel: last_channel.clone(),
+                    channel: crate::server::DELIVERY_CHANNEL.to_string(),
                     session: key.clone(),
                     sender: format!("subagent:{}", a.id),
                     content: a.message(),
@@ -424,7 +424,6 @@ async fn session_worker(
                 }
             }
         };
-        last_channel = msg.channel.clone();
         if ctx.stop.is_cancelled() {
             reject(&msg, &ctx.stats);
             continue;
@@ -440,6 +439,7 @@ async fn session_worker(
         ctx.stats.queued.fetch_sub(1, Ordering::SeqCst);
         ctx.stats.running.fetch_add(1, Ordering::SeqCst);
         let r = run_one(&key, &msg, &ctx, &sink, &tools, &mut driver, &running).await;
+        running.set(None);
         ctx.stats.running.fetch_sub(1, Ordering::SeqCst);
         ctx.stats.finished.fetch_add(1, Ordering::SeqCst);
         let _ = ctx
@@ -473,6 +473,10 @@ async fn run_one(
             message: Some("cancelled before it started".into()),
         };
     }
+    // Registered before the session opens: a `/stop` arriving while the driver
+    // opens still finds the turn (it then ends cancelled at its first step).
+    let cancel = ctx.hard.child_token();
+    running.set(Some(cancel.clone()));
     sink.set(msg.reply.clone());
     tools.allow.store(msg.yes, Ordering::SeqCst);
     if driver.is_none() {
@@ -509,7 +513,6 @@ async fn run_one(
             message: Some("no session".into()),
         };
     };
-    let cancel = ctx.hard.child_token();
     // The caller went away (closed its stream, or `POST /v1/sessions/{key}/cancel`):
     // cancel the turn; the driver keeps what was said and the session goes on.
     let gone = msg.reply.clone().map(|tx| {
@@ -519,9 +522,7 @@ async fn run_one(
             c.cancel();
         })
     });
-    running.set(Some(cancel.clone()));
     let outcome = d.run_turn(&msg.content, &cancel).await;
-    running.set(None);
     if let Some(g) = gone {
         g.abort();
     }

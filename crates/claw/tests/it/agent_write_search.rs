@@ -51,7 +51,7 @@ fn vouch(ws: &Path, pid: u32) {
         .unwrap()
         .as_secs() as i64;
     c.execute(
-        "INSERT INTO watcher (pid, started_at, heartbeat, pending) VALUES (?1, ?2, ?2, 0)",
+        "INSERT OR REPLACE INTO watcher (pid, started_at, heartbeat, pending) VALUES (?1, ?2, ?2, 0)",
         rusqlite::params![pid as i64, now],
     )
     .unwrap();
@@ -85,6 +85,9 @@ async fn a_written_fact_is_found_in_the_same_turn_despite_a_vouching_watcher() {
     // Control: a note written behind the assistant's back is not seen while the
     // watcher vouches (the walk is skipped), so the case below tests something.
     write_tree(ws, &[("memory/outside.md", "# Outside\nThe quillword.\n")]);
+    // (The heartbeat is refreshed before each search that expects the vouch: a
+    // row older than 15 s would no longer count as a live watcher.)
+    vouch(ws, stand_in.id());
     let (hits, sync) = search(&reg, "quillword").await;
     assert_eq!(sync, "fresh");
     assert!(hits.is_empty(), "the vouch was not trusted: {hits:?}");
@@ -108,6 +111,7 @@ async fn a_written_fact_is_found_in_the_same_turn_despite_a_vouching_watcher() {
     let (hits, _) = search(&reg, "quillword").await;
     assert_eq!(hits, ["memory/outside.md"]);
     // Back to trusting the watcher once the write is accounted for.
+    vouch(ws, stand_in.id());
     let (_, sync) = search(&reg, "anchorword").await;
     assert_eq!(sync, "fresh");
 

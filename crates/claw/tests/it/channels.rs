@@ -9,7 +9,7 @@
 //! saved `since` token rewound) answered once, a cron job delivering into the
 //! room, and the round-trip overhead (claw's part, p50) printed.
 
-use claw_testkit::scripted_server::{ScriptedServer, openai};
+use claw_testkit::scripted_server::{Reply, ScriptedServer, Step, openai};
 use claw_testkit::synapse::Synapse;
 use claw_testkit::telegram_api::{FakeTelegram, parse_markdown_v2};
 use serde_json::{Value, json};
@@ -569,4 +569,51 @@ fn telegram_errors_are_retried_with_backoff_not_fatal() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("CLAW_TG_TOKEN"), "{err}");
+}
+
+/// `/stop` typed in a chat is not queued behind the turn it stops: the chat's
+/// running turn is cancelled at once and the chat is told so.
+#[test]
+fn telegram_stop_cancels_the_running_turn_from_the_chat() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    let token = "555:stop-token";
+    let tg = FakeTelegram::start(token);
+    write_config(
+        ws,
+        json!({"telegram": {"token_env": "CLAW_TG_TOKEN", "allow_from": ["@ann"], "base_url": tg.url()}}),
+    );
+    // The first answer would take 20 s to start.
+    let mut slow = vec![Step::delay_ms(20_000)];
+    slow.extend(openai::text_steps(&["far too late"]));
+    let llm = ScriptedServer::start([Reply::sse(slow), openai::text(&["after the stop"])]);
+    let gw = Gw::start(ws, &llm.url(), &[("CLAW_TG_TOKEN", token)]);
+
+    tg.push_text(42, Some("ann"), "a long question");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while llm.requests().is_empty() {
+        assert!(Instant::now() < deadline, "the turn never reached the LLM");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let stopped_at = Instant::now();
+    tg.push_text(42, Some("ann"), "/stop");
+    let sent = tg.wait_sent(1, Duration::from_secs(15));
+    let first = parse_markdown_v2(sent[0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(first, "Stopped the running turn.");
+    assert!(
+        stopped_at.elapsed() < Duration::from_secs(15),
+        "answered before the slow turn could have ended"
+    );
+    // The chat goes on: the next message is answered (the stop never reached
+    // the model, which was asked twice in all).
+    tg.push_text(42, Some("ann"), "and now?");
+    let sent = tg.wait_sent(2, Duration::from_secs(30));
+    let texts: Vec<String> = sent
+        .iter()
+        .map(|b| parse_markdown_v2(b["text"].as_str().unwrap()).unwrap())
+        .collect();
+    assert!(texts.iter().any(|t| t == "after the stop"), "{texts:?}");
+    assert!(!texts.iter().any(|t| t == "far too late"), "{texts:?}");
+    assert_eq!(llm.requests().len(), 2);
+    gw.stop();
 }

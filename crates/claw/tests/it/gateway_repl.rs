@@ -44,7 +44,6 @@ fn cancel_stops_the_remote_turn_and_the_session_goes_on() {
     let key = "repl:cancel";
 
     let c2 = client.clone();
-    let t0 = Instant::now();
     let turn = std::thread::spawn(move || {
         let mut seen = Vec::new();
         let r = c2.chat(key, "first question", false, "cli", |ev| {
@@ -52,7 +51,7 @@ fn cancel_stops_the_remote_turn_and_the_session_goes_on() {
                 seen.push(t.clone());
             }
         });
-        (r, seen, t0.elapsed())
+        (r, seen, Instant::now())
     });
     // Wait until the turn runs (the LLM is thinking), then cancel.
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -65,17 +64,21 @@ fn cancel_stops_the_remote_turn_and_the_session_goes_on() {
         assert!(Instant::now() < deadline, "the turn never ran: {st}");
         std::thread::sleep(Duration::from_millis(20));
     }
+    let cancelled_at = Instant::now();
     let r = client
         .request("POST", "/v1/sessions/repl:cancel/cancel", None)
         .unwrap();
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     let body: Value = serde_json::from_slice(&r.body).unwrap();
     assert_eq!(body["cancelled"], 1, "{body}");
-    let (result, seen, took) = turn.join().unwrap();
+    let (result, seen, ended_at) = turn.join().unwrap();
+    // Measured from the cancel, not from the request (queueing and start-up
+    // under load are not the cancel's latency): well before the LLM's 4 s.
+    let took = ended_at.duration_since(cancelled_at);
     let (end, _) = result.expect("the stream ends cleanly");
     assert_eq!(end, "cancelled");
     assert!(seen.is_empty(), "{seen:?}");
-    assert!(took < Duration::from_secs(4), "cancel took {took:?}");
+    assert!(took < Duration::from_secs(3), "cancel took {took:?}");
 
     // Nothing left to cancel; the next message is answered in the same session.
     let r = client
@@ -172,10 +175,9 @@ fn stop_as_a_message_cancels_the_running_turn_from_any_channel() {
     let key = "chat:stop";
 
     let c2 = client.clone();
-    let t0 = Instant::now();
     let turn = std::thread::spawn(move || {
         let r = c2.chat(key, "a long question", false, "telegram", |_| {});
-        (r, t0.elapsed())
+        (r, Instant::now())
     });
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
@@ -187,6 +189,7 @@ fn stop_as_a_message_cancels_the_running_turn_from_any_channel() {
         assert!(Instant::now() < deadline, "the turn never ran: {st}");
         std::thread::sleep(Duration::from_millis(20));
     }
+    let stopped_at = Instant::now();
     let mut reply = String::new();
     let (end, why) = client
         .chat(key, "/stop", false, "telegram", |ev| {
@@ -196,10 +199,11 @@ fn stop_as_a_message_cancels_the_running_turn_from_any_channel() {
         })
         .unwrap();
     assert_eq!(end, "answered", "{why:?}");
-    let (result, took) = turn.join().unwrap();
+    let (result, ended_at) = turn.join().unwrap();
+    let took = ended_at.duration_since(stopped_at);
     let (end, _) = result.expect("the stream ends cleanly");
     assert_eq!(end, "cancelled");
-    assert!(took < Duration::from_secs(4), "the stop took {took:?}");
+    assert!(took < Duration::from_secs(3), "the stop took {took:?}");
     // Nothing runs now; `/stop` says so and never reaches the model.
     let (end, _) = client
         .chat(key, "/stop", false, "telegram", |_| {})
