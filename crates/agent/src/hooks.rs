@@ -373,6 +373,11 @@ impl Hooks {
         let stdout = child.stdout.take();
         let stderr = child.stderr.take();
         let body = input.to_string();
+        // Readers run on their own, so the answer is the shell's exit, not the
+        // pipes closing: a hook that leaves a background process (`notify … &`)
+        // holding stdout must not run into its timeout.
+        let out_task = tokio::spawn(read_capped(stdout));
+        let err_task = tokio::spawn(read_capped(stderr));
         let work = async {
             let write = async {
                 if let Some(mut w) = stdin.take() {
@@ -381,24 +386,27 @@ impl Hooks {
                     let _ = w.shutdown().await;
                 }
             };
-            let (_, out, err, status) = tokio::join!(
-                write,
-                read_capped(stdout),
-                read_capped(stderr),
-                child.wait()
-            );
-            (out, err, status)
+            let (_, status) = tokio::join!(write, child.wait());
+            status
         };
         let timeout_ms = hook.timeout.as_millis() as u64;
-        let (out, err, status) = match tokio::time::timeout(hook.timeout, work).await {
+        let status = match tokio::time::timeout(hook.timeout, work).await {
             Ok(r) => r,
             Err(_) => {
                 kill_group(pid);
+                out_task.abort();
+                err_task.abort();
                 return Err(HookFailure::Timeout(timeout_ms));
             }
         };
-        // The group may outlive `sh` (background children): end it.
+        // The group may outlive `sh` (background children): end it, which closes
+        // the pipes; what the shell wrote is still in them for the readers.
         kill_group(pid);
+        let collect = async { (out_task.await, err_task.await) };
+        let (out, err) = match tokio::time::timeout(PIPE_GRACE, collect).await {
+            Ok((o, e)) => (o.unwrap_or_default(), e.unwrap_or_default()),
+            Err(_) => (Vec::new(), Vec::new()),
+        };
         let status = status.map_err(|e| HookFailure::Spawn(e.to_string()))?;
         use std::os::unix::process::ExitStatusExt;
         interpret(
@@ -423,6 +431,9 @@ fn kill_group(pid: Option<u32>) {
 }
 
 /// Reads everything, keeping the first [`OUTPUT_CAP`] bytes.
+/// How long the output readers may take once the hook's group is gone.
+const PIPE_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
 async fn read_capped<R: AsyncRead + Unpin>(reader: Option<R>) -> Vec<u8> {
     let mut kept = Vec::new();
     let Some(mut r) = reader else { return kept };
@@ -613,5 +624,32 @@ mod tests {
         assert!(started.elapsed() < Duration::from_secs(3));
         assert_eq!(runs[0].result, Err(HookFailure::Timeout(200)));
         assert_eq!(runs[1].result, Ok(HookAnswer::Context("|fine".into())));
+    }
+
+    #[tokio::test]
+    async fn a_background_process_holding_the_pipes_does_not_time_the_hook_out() {
+        let config: HooksConfig = serde_json::from_value(json!({
+            "user_prompt": [{
+                "command": "sleep 30 & printf '{\"context\":\"answered\"}'",
+                "timeout_ms": 5000
+            }]
+        }))
+        .expect("parses");
+        let hooks = Hooks::new(&config, std::env::temp_dir(), &|_| None).expect("compiles");
+        let started = std::time::Instant::now();
+        let (runs, _) = hooks
+            .run(
+                HookEvent::UserPrompt {
+                    prompt: "hi".into(),
+                },
+                "s",
+            )
+            .await;
+        assert_eq!(runs[0].result, Ok(HookAnswer::Context("answered".into())));
+        assert!(
+            started.elapsed() < Duration::from_secs(4),
+            "waited for the background process: {:?}",
+            started.elapsed()
+        );
     }
 }

@@ -18,8 +18,16 @@ impl CancelOnCtrlC {
         let path = cancel_path(session);
         CancelOnCtrlC(Some(rt.spawn(async move {
             if tokio::signal::ctrl_c().await.is_ok() {
-                let _ =
-                    tokio::task::spawn_blocking(move || client.request("POST", &path, None)).await;
+                let cancel = client.clone();
+                let path = path.clone();
+                // The cancel runs beside the listener: a gateway that does not
+                // answer must not leave Ctrl-C dead.
+                tokio::task::spawn_blocking(move || cancel.request("POST", &path, None));
+            }
+            // A second Ctrl-C while the turn has not ended: leave now, as a
+            // process interrupted by SIGINT does.
+            if tokio::signal::ctrl_c().await.is_ok() {
+                std::process::exit(130);
             }
         })))
     }
