@@ -107,7 +107,7 @@ pub fn check(settings: &MemoryConfig, store: &Store) -> Result<Staleness, StoreE
     let known: BTreeSet<&str> = sources.iter().map(|s| s.name.as_str()).collect();
     for name in store.indexed_sources()? {
         if !known.contains(name.as_str()) {
-            let mut paths: Vec<_> = store.file_records(&name)?.into_keys().collect();
+            let mut paths: Vec<_> = store.file_stamps(&name)?.into_keys().collect();
             paths.sort();
             out.deleted
                 .extend(paths.into_iter().map(|p| FileRef::new(name.clone(), p)));
@@ -119,18 +119,79 @@ pub fn check(settings: &MemoryConfig, store: &Store) -> Result<Staleness, StoreE
 
 /// Compare one source with the index. Files remembered as skipped (too big,
 /// binary) with an unchanged stat are not dirty.
+///
+/// The cheap path walks with [`walk::walk_stamps`] (one stat per listed file,
+/// relative to its directory) in a helper thread while this one reads the lean
+/// stat listing of the index ([`Store::file_stamps`]), then compares them
+/// ([`compare_stamps`]); a source holding symbolic links is compared by the
+/// full walk and [`diff`] instead. Both give the same answer.
 pub fn check_source(
     settings: &MemoryConfig,
     src: &SourceRoot,
     store: &Store,
 ) -> Result<Staleness, StoreError> {
     let start = Instant::now();
-    let (disk, _issues) = walk::walk_source(src);
-    let records = store.file_records(&src.name)?;
-    let skipped = indexer::skipped_records(store, &src.name, settings.memory.max_file_bytes)?;
-    let mut out = diff(&src.name, &disk, &records, &skipped);
+    let (disk, listing) = std::thread::scope(|s| {
+        let walker = std::thread::Builder::new()
+            .name("claw-walk".into())
+            .spawn_scoped(s, || stamps_on_disk(src));
+        let listing = indexer::skipped_records(store, &src.name, settings.memory.max_file_bytes)
+            .and_then(|skipped| Ok((skipped, store.file_stamps(&src.name)?)));
+        let disk = match walker {
+            Ok(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+            // No thread to be had: walk here.
+            Err(_) => stamps_on_disk(src),
+        };
+        (disk, listing)
+    });
+    let (skipped, stamps) = listing?;
+    let mut out = match disk {
+        Some(disk) => compare_stamps(&src.name, disk, stamps, &skipped),
+        None => {
+            let (disk, _issues) = walk::walk_source(src);
+            let records = store.file_records(&src.name)?;
+            diff(&src.name, &disk, &records, &skipped)
+        }
+    };
     out.elapsed_ms = start.elapsed().as_millis() as u64;
     Ok(out)
+}
+
+/// The files [`walk::walk_stamps`] lists, or `None` when the source needs the
+/// full walk (it holds symbolic links).
+fn stamps_on_disk(src: &SourceRoot) -> Option<Vec<(String, walk::Stamp)>> {
+    let mut disk = Vec::new();
+    let walked = walk::walk_stamps(src, |rel, stamp| disk.push((rel.to_owned(), stamp)));
+    (walked == walk::StampWalk::Complete).then_some(disk)
+}
+
+/// [`diff`] for the cheap walk: `disk` (walk order) against the index's stat
+/// listing `stamps` and the files remembered as skipped. Each file on disk is
+/// taken out of `stamps` by its relative path; what is left was deleted.
+pub fn compare_stamps(
+    source: &str,
+    disk: Vec<(String, walk::Stamp)>,
+    mut stamps: HashMap<String, walk::Stamp>,
+    skipped: &HashMap<String, SkippedRecord>,
+) -> Staleness {
+    let mut out = Staleness {
+        scanned: disk.len(),
+        ..Staleness::default()
+    };
+    for (rel, on_disk) in disk {
+        match stamps.remove(&rel) {
+            Some(stored) if stored == on_disk => {}
+            Some(_) => out.changed.push(FileRef::new(source, rel)),
+            None => match skipped.get(&rel) {
+                Some(s) if s.mtime_ns == on_disk.mtime_ns && s.size == on_disk.size => {}
+                _ => out.new.push(FileRef::new(source, rel)),
+            },
+        }
+    }
+    let mut gone: Vec<String> = stamps.into_keys().collect();
+    gone.sort_unstable();
+    out.deleted = gone.into_iter().map(|p| FileRef::new(source, p)).collect();
+    out
 }
 
 /// Pure comparison of a source's disk listing with its stored records and

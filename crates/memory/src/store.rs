@@ -642,6 +642,26 @@ impl Store {
         Ok(out)
     }
 
+    /// The stat of every stored file of one source, keyed by relative path:
+    /// the lean listing the freshness check compares the disk with (no hash,
+    /// no per-row source string).
+    pub fn file_stamps(&self, source: &str) -> Result<HashMap<String, crate::walk::Stamp>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT path, mtime, size FROM files WHERE source = ?1")?;
+        let mut rows = stmt.query([source])?;
+        let mut out = HashMap::new();
+        while let Some(r) = rows.next()? {
+            let path = r.get_ref(0)?.as_str().map_err(rusqlite::Error::from)?;
+            let stamp = crate::walk::Stamp {
+                mtime_ns: r.get(1)?,
+                size: r.get(2)?,
+            };
+            out.insert(path.to_owned(), stamp);
+        }
+        Ok(out)
+    }
+
     /// One stored file state.
     pub fn file_record(&self, source: &str, path: &str) -> Result<Option<FileRecord>> {
         Ok(self

@@ -179,8 +179,11 @@ pub fn builtin_sources(settings: &MemoryConfig) -> Vec<SourceRoot> {
 
 /// Whether a file name is indexed Markdown.
 pub fn is_markdown(name: &str) -> bool {
-    let lower = name.to_ascii_lowercase();
-    lower.ends_with(".md") || lower.ends_with(".markdown")
+    let ends_with = |suffix: &str| {
+        name.len() >= suffix.len()
+            && name.as_bytes()[name.len() - suffix.len()..].eq_ignore_ascii_case(suffix.as_bytes())
+    };
+    ends_with(".md") || ends_with(".markdown")
 }
 
 /// Whether a directory entry name is skipped during walks.
@@ -189,22 +192,27 @@ pub fn is_skipped_dir(name: &str) -> bool {
 }
 
 /// Whether `rel` (relative to the source root) belongs to the source.
+/// Allocation-free: the freshness walk asks it once per file.
 pub fn belongs(kind: SourceKind, rel: &str) -> bool {
-    let parts: Vec<&str> = rel.split('/').collect();
-    if parts.iter().any(|p| p.is_empty() || *p == "..") {
+    let (dirs, name) = match rel.rsplit_once('/') {
+        Some((dirs, name)) => (Some(dirs), name),
+        None => (None, rel),
+    };
+    // Empty parts and `..` are refused; `..` also starts with a dot.
+    if name.is_empty() || name.starts_with('.') {
         return false;
     }
-    let (dirs, name) = parts.split_at(parts.len() - 1);
-    let name = name[0];
-    if dirs.iter().any(|d| is_skipped_dir(d)) || name.starts_with('.') {
+    if let Some(dirs) = dirs
+        && dirs.split('/').any(|d| d.is_empty() || is_skipped_dir(d))
+    {
         return false;
     }
     match kind {
-        SourceKind::Workspace => {
-            (dirs.is_empty() && name == "MEMORY.md")
-                || (dirs.first() == Some(&"memory") && is_markdown(name))
-        }
-        SourceKind::Sessions => dirs == ["sessions"] && name.ends_with(".jsonl"),
+        SourceKind::Workspace => match dirs {
+            None => name == "MEMORY.md",
+            Some(dirs) => dirs.split('/').next() == Some("memory") && is_markdown(name),
+        },
+        SourceKind::Sessions => dirs == Some("sessions") && name.ends_with(".jsonl"),
         SourceKind::Notes => is_markdown(name),
     }
 }
@@ -331,6 +339,204 @@ pub fn walk_source(src: &SourceRoot) -> (Vec<DiskFile>, Vec<WalkIssue>) {
         }
     }
     (files, issues)
+}
+
+/// A file's stat as the freshness check compares it with the index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stamp {
+    /// Modification time, ns since the epoch.
+    pub mtime_ns: i64,
+    /// Size in bytes.
+    pub size: i64,
+}
+
+impl Stamp {
+    fn of(md: &std::fs::Metadata) -> Stamp {
+        Stamp {
+            mtime_ns: mtime_ns(md),
+            size: md.len() as i64,
+        }
+    }
+}
+
+/// How [`walk_stamps`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub enum StampWalk {
+    /// Every file [`walk_source`] lists was visited, in the same order, with
+    /// the same stat.
+    Complete,
+    /// A symbolic link was met that the full walk would have to judge (follow
+    /// it, check that it stays beneath the root, detect a loop): the visits
+    /// so far are incomplete; use [`walk_source`] instead.
+    NeedsFullWalk,
+}
+
+/// The freshness check's walk: calls `visit(rel, stamp)` for every file
+/// [`walk_source`] lists, in its order and with its stat, but cheaply: one
+/// `statx` per listed file relative to its directory (no absolute path is
+/// built or resolved per file), names checked without allocating, files that
+/// do not belong never stat'ed, at most one directory open at a time.
+///
+/// It handles trees of plain directories and files only. A symbolic link
+/// that could list a file (any link whose name is UTF-8 and does not start
+/// with a dot, or a top-level link such as a linked source root) ends it with
+/// [`StampWalk::NeedsFullWalk`]: links are [`walk_source`]'s to follow, check
+/// against the root and loop-detect, so the two walks never disagree.
+/// Unreadable directories and files are left out, as [`walk_source`] leaves
+/// them out of its listing (it also reports them; this walk does not).
+pub fn walk_stamps(src: &SourceRoot, mut visit: impl FnMut(&str, Stamp)) -> StampWalk {
+    let (tops, max_depth): (&[&str], usize) = match src.kind {
+        SourceKind::Workspace => (&["MEMORY.md", "memory"], usize::MAX),
+        SourceKind::Sessions => (&["sessions"], 1),
+        SourceKind::Notes => (&[""], usize::MAX),
+    };
+    let mut rel = String::with_capacity(256);
+    for top in tops {
+        let path = if top.is_empty() {
+            src.root.clone()
+        } else {
+            src.root.join(top)
+        };
+        let Ok(md) = std::fs::symlink_metadata(&path) else {
+            // Missing (a missing notes root is an issue of the full walk, with no files).
+            continue;
+        };
+        if md.file_type().is_symlink() {
+            return StampWalk::NeedsFullWalk;
+        }
+        rel.clear();
+        rel.push_str(top);
+        if md.is_file() {
+            if belongs(src.kind, &rel) {
+                visit(&rel, Stamp::of(&md));
+            }
+        } else if md.is_dir() {
+            if !rel.is_empty() {
+                rel.push('/');
+            }
+            if stamp_dir(&path, &mut rel, 1, max_depth, src.kind, &mut visit)
+                == StampWalk::NeedsFullWalk
+            {
+                return StampWalk::NeedsFullWalk;
+            }
+        }
+    }
+    StampWalk::Complete
+}
+
+/// One directory of [`walk_stamps`]: `rel` is its path relative to the source
+/// root with a trailing `/` (empty for the root), `depth` that of its entries.
+fn stamp_dir(
+    dir: &Path,
+    rel: &mut String,
+    depth: usize,
+    max_depth: usize,
+    kind: SourceKind,
+    visit: &mut impl FnMut(&str, Stamp),
+) -> StampWalk {
+    enum Kind {
+        File(Stamp),
+        /// Listed, stat pending (or failed: then left out).
+        Stat,
+        Dir,
+    }
+    let base = rel.len();
+    let Ok(read) = std::fs::read_dir(dir) else {
+        return StampWalk::Complete;
+    };
+    // Stat while the directory is open (relative to its fd), close it, then
+    // visit in name order (the full walk's order) and descend.
+    let mut entries: Vec<(std::ffi::OsString, Kind)> = Vec::new();
+    let mut pending: Vec<(usize, std::fs::DirEntry)> = Vec::new();
+    for entry in read {
+        let Ok(entry) = entry else { continue };
+        let Ok(ft) = entry.file_type() else { continue };
+        let name = entry.file_name();
+        // A name that is not UTF-8 lists no file, nor does anything under it.
+        let Some(utf8) = name.to_str() else { continue };
+        if ft.is_symlink() {
+            // A dot-named link lists nothing (a hidden file, or a skipped
+            // directory); any other is the full walk's to judge.
+            if utf8.starts_with('.') {
+                continue;
+            }
+            return StampWalk::NeedsFullWalk;
+        }
+        let kind_of = if ft.is_dir() {
+            if depth >= max_depth || is_skipped_dir(utf8) {
+                continue;
+            }
+            Kind::Dir
+        } else if ft.is_file() {
+            rel.push_str(utf8);
+            let listed = belongs(kind, rel);
+            rel.truncate(base);
+            if !listed {
+                continue;
+            }
+            pending.push((entries.len(), entry));
+            Kind::Stat
+        } else {
+            continue;
+        };
+        entries.push((name, kind_of));
+    }
+    for (i, stamp) in stat_entries(&pending) {
+        entries[i].1 = Kind::File(stamp);
+    }
+    drop(pending);
+    entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    for (name, entry) in &entries {
+        let Some(name) = name.to_str() else { continue };
+        rel.push_str(name);
+        match entry {
+            Kind::File(stamp) => visit(rel, *stamp),
+            Kind::Stat => {}
+            Kind::Dir => {
+                rel.push('/');
+                let walked = stamp_dir(&dir.join(name), rel, depth + 1, max_depth, kind, visit);
+                if walked == StampWalk::NeedsFullWalk {
+                    return walked;
+                }
+            }
+        }
+        rel.truncate(base);
+    }
+    StampWalk::Complete
+}
+
+/// A directory with at least this many files to stat has them stat'ed by two
+/// threads (the stat is most of the walk's cost, and it is kernel time).
+const PARALLEL_STAT_MIN: usize = 512;
+
+/// `(index, stamp)` of each entry whose stat succeeded (relative to its
+/// directory's fd); a large batch is split over two threads.
+fn stat_entries(pending: &[(usize, std::fs::DirEntry)]) -> Vec<(usize, Stamp)> {
+    let stat = |part: &[(usize, std::fs::DirEntry)]| -> Vec<(usize, Stamp)> {
+        part.iter()
+            .filter_map(|(i, e)| e.metadata().ok().map(|md| (*i, Stamp::of(&md))))
+            .collect()
+    };
+    if pending.len() < PARALLEL_STAT_MIN {
+        return stat(pending);
+    }
+    let (first, second) = pending.split_at(pending.len() / 2);
+    std::thread::scope(|s| {
+        let helper = std::thread::Builder::new()
+            .name("claw-stat".into())
+            .spawn_scoped(s, || stat(second));
+        let mut out = stat(first);
+        match helper {
+            Ok(h) => match h.join() {
+                Ok(rest) => out.extend(rest),
+                Err(panic) => std::panic::resume_unwind(panic),
+            },
+            // No thread to be had: stat the rest here.
+            Err(_) => out.extend(stat(second)),
+        }
+        out
+    })
 }
 
 /// Stat one file of a source (for targeted re-index by the watcher and search sync).
@@ -505,6 +711,88 @@ mod tests {
             issues.iter().any(|i| i.message.contains("loop")),
             "{issues:?}"
         );
+    }
+
+    #[test]
+    fn the_stamp_walk_lists_what_the_full_walk_lists() {
+        use std::os::unix::ffi::OsStrExt;
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        for p in [
+            "MEMORY.md",
+            "notes.md",
+            "memory/b.md",
+            "memory/a/z.md",
+            "memory/a.md",
+            "memory/A.markdown",
+            "memory/x.txt",
+            "memory/.git/h.md",
+            "memory/target/t.md",
+            "sessions/s1.jsonl",
+            "sessions/s0.jsonl",
+            "sessions/sub/deeper.jsonl",
+            "sessions/.tmp.jsonl",
+            "n/Z.md",
+            "n/a b/c.MD",
+            "n/a-b.md",
+            "n/node_modules/m.md",
+        ] {
+            let f = root.join(p);
+            std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+            std::fs::write(f, p).unwrap();
+        }
+        std::fs::write(
+            root.join(std::ffi::OsStr::from_bytes(b"memory/\xff.md")),
+            "x",
+        )
+        .unwrap();
+        // A dot-named link lists nothing: the stamp walk passes it by.
+        std::os::unix::fs::symlink(root, root.join("memory/.loop")).unwrap();
+        let src = |kind, root: &Path| SourceRoot {
+            name: "s".into(),
+            root: root.to_path_buf(),
+            kind,
+            follow_symlinks_outside: false,
+        };
+        let notes = root.join("n");
+        for s in [
+            src(SourceKind::Workspace, root),
+            src(SourceKind::Sessions, root),
+            src(SourceKind::Notes, &notes),
+            src(SourceKind::Notes, &root.join("missing")),
+        ] {
+            let (files, _) = walk_source(&s);
+            let full: Vec<(String, Stamp)> = files
+                .iter()
+                .map(|f| {
+                    let stamp = Stamp {
+                        mtime_ns: f.mtime_ns,
+                        size: f.size,
+                    };
+                    (f.rel.clone(), stamp)
+                })
+                .collect();
+            let mut cheap = Vec::new();
+            let walked = walk_stamps(&s, |rel, st| cheap.push((rel.to_string(), st)));
+            assert_eq!(walked, StampWalk::Complete);
+            assert_eq!(cheap, full, "{:?}", s.kind);
+        }
+        let (ws, _) = walk_source(&src(SourceKind::Workspace, root));
+        let rels: Vec<_> = ws.iter().map(|f| f.rel.as_str()).collect();
+        assert_eq!(
+            rels,
+            [
+                "MEMORY.md",
+                "memory/A.markdown",
+                "memory/a/z.md",
+                "memory/a.md",
+                "memory/b.md"
+            ]
+        );
+        // Any other link is the full walk's to judge.
+        std::os::unix::fs::symlink(notes.join("Z.md"), notes.join("a b/link.md")).unwrap();
+        let walked = walk_stamps(&src(SourceKind::Notes, &notes), |_, _| {});
+        assert_eq!(walked, StampWalk::NeedsFullWalk);
     }
 
     #[test]

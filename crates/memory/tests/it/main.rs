@@ -3,6 +3,7 @@
 
 mod chunk_model;
 mod embed_runtime;
+mod fresh_walk;
 mod lock_process;
 mod search_engine;
 mod search_sanitiser;
