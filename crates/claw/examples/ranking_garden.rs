@@ -60,4 +60,5 @@ fn main() {
         &garden::measure(&ws, e, "hybrid"),
     );
     garden::print_sweep("hybrid", &garden::sweep(&ws, e));
+    garden::print_fusion_sweep("hybrid", &garden::fusion_sweep(&ws, e));
 }

@@ -13,6 +13,7 @@ pub use claw_memory::config::{
     ENV_EMBED_MODEL_DIR, ENV_ORT_DYLIB_PATH, EmbedProvider, LocalRuntime, MemoryConfig,
     MemorySettings,
 };
+use claw_memory::search::score::Fusion;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -132,6 +133,11 @@ pub struct MemorySection {
     pub max_file_bytes: Option<u64>,
     pub chunk_tokens: Option<usize>,
     pub chunk_overlap_tokens: Option<usize>,
+    /// How the keyword and vector stages are fused: `adaptive` (default),
+    /// `linear` or `rrf`.
+    pub fusion: Option<String>,
+    /// Adaptive fusion's gain (default `score::ADAPTIVE_GAIN`; 0 = linear).
+    pub fusion_gain: Option<f64>,
     /// Where the index lives: `{"kind": "sqlite"}` (default) or
     /// `{"kind": "postgres", "url_env": "CLAW_PG_URL", "namespace": "team"}`.
     pub backend: Option<BackendSection>,
@@ -527,7 +533,23 @@ fn resolve_memory(
             message: "must be > 0".into(),
         });
     }
+    let fusion = match cfg.fusion.as_deref() {
+        None => d.fusion,
+        Some(name) => Fusion::parse(name).ok_or_else(|| ConfigError::Invalid {
+            name: "memory.fusion".into(),
+            message: format!("{name:?} is not one of adaptive, linear, rrf"),
+        })?,
+    };
+    let fusion_gain = cfg.fusion_gain.unwrap_or(d.fusion_gain);
+    if !(fusion_gain.is_finite() && fusion_gain >= 0.0) {
+        return Err(ConfigError::Invalid {
+            name: "memory.fusion_gain".into(),
+            message: "must be a number ≥ 0".into(),
+        });
+    }
     Ok(MemorySettings {
+        fusion,
+        fusion_gain,
         // Normalised to sum 1.
         vector_weight: vw / (vw + tw),
         text_weight: tw / (vw + tw),
@@ -687,6 +709,25 @@ mod tests {
         let s = Settings::resolve(&input(&[(ENV_CONFIG, cfg.to_str().unwrap())])).unwrap();
         assert!((s.mem.memory.vector_weight - 0.75).abs() < 1e-12);
         assert!((s.mem.memory.text_weight - 0.25).abs() < 1e-12);
+    }
+
+    #[test]
+    fn fusion_is_configurable() {
+        let s = resolve_with("{}", &[]).unwrap();
+        assert_eq!(s.mem.memory.fusion, Fusion::default());
+        for (name, f) in [
+            ("adaptive", Fusion::Adaptive),
+            ("linear", Fusion::Linear),
+            ("rrf", Fusion::Rrf),
+        ] {
+            let cfg = format!(r#"{{"memory": {{"fusion": "{name}", "fusion_gain": 1.5}}}}"#);
+            let s = resolve_with(&cfg, &[]).unwrap();
+            assert_eq!(s.mem.memory.fusion, f);
+            assert_eq!(s.mem.memory.fusion_gain, 1.5);
+        }
+        let err = resolve_with(r#"{"memory": {"fusion": "max"}}"#, &[]).unwrap_err();
+        assert!(err.to_string().contains("memory.fusion"), "{err}");
+        assert!(resolve_with(r#"{"memory": {"fusion_gain": -1}}"#, &[]).is_err());
     }
 
     #[test]

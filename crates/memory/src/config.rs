@@ -4,6 +4,7 @@
 //! value; nothing in this crate reads the environment, `$HOME` or the terminal.
 
 use crate::clock::Clock;
+use crate::search::score::{ADAPTIVE_GAIN, Fusion};
 use std::path::PathBuf;
 
 /// Environment variable naming the local embedding model directory (for messages).
@@ -91,6 +92,10 @@ pub struct MemorySettings {
     pub chunk_tokens: usize,
     pub chunk_overlap_tokens: usize,
     pub embed_batch_size: usize,
+    /// How the keyword and vector stages are fused (`memory.fusion`).
+    pub fusion: Fusion,
+    /// Adaptive fusion's gain (`memory.fusion_gain`; see `score::ADAPTIVE_GAIN`).
+    pub fusion_gain: f64,
 }
 
 impl Default for MemorySettings {
@@ -107,6 +112,8 @@ impl Default for MemorySettings {
             chunk_tokens: 200,
             chunk_overlap_tokens: 32,
             embed_batch_size: 1,
+            fusion: Fusion::default(),
+            fusion_gain: ADAPTIVE_GAIN,
         }
     }
 }

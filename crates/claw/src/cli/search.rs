@@ -81,6 +81,10 @@ pub struct GetArgs {
     /// Read in this process even when a gateway runs for the workspace.
     #[arg(long)]
     pub local: bool,
+    /// `memory.backend: postgres` only: the file as the workspace with this id
+    /// (another machine sharing the namespace) indexed it; `claw memory status` prints the id.
+    #[arg(long, value_name = "ID")]
+    pub workspace_id: Option<String>,
 }
 
 /// Ask the running gateway (if any) for `path` with `body`: its JSON bytes and
@@ -290,8 +294,9 @@ fn print_embedder_note(settings: &Settings, err: &str) {
 }
 
 /// Print a search outcome; `json_bytes` are the gateway's bytes of the same
-/// object (printed verbatim, so the output is identical either way).
-fn render_search(
+/// object (printed verbatim, so the output is identical either way). Every
+/// backend prints through it (`cli/pg.rs` too).
+pub fn render_search(
     outcome: &SearchOutcome,
     json_bytes: Option<&[u8]>,
     output: Output,
@@ -330,11 +335,15 @@ fn render_search(
                 writeln!(out, "{}", sanitize(&hit.snippet))?;
                 if let Some(x) = &hit.explain {
                     let f = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.3}"));
-                    // score = relevance × decay; the minimum score tests relevance.
+                    // score = fused × decay; the minimum score tests relevance.
                     writeln!(
                         out,
-                        "  [relevance {:.3}  vector {} (calibrated {})  keyword {}  decay {:.3}  mmr {}{}]",
+                        "  [relevance {:.3}  fused {:.3} ({} {:.2}/{:.2})  vector {} (calibrated {})  keyword {}  decay {:.3}  mmr {}{}]",
                         x.relevance,
+                        x.blended,
+                        x.fusion.name(),
+                        x.fusion_weights.0,
+                        x.fusion_weights.1,
                         f(x.vector),
                         f(x.vector_calibrated),
                         f(x.keyword),
@@ -358,6 +367,10 @@ fn render_search(
 }
 
 pub fn run_get(settings: &Settings, args: GetArgs) -> anyhow::Result<Exit> {
+    anyhow::ensure!(
+        args.workspace_id.is_none(),
+        "--workspace-id reads another machine's file from a shared index: it needs memory.backend postgres"
+    );
     let routed = if args.local {
         None
     } else {

@@ -147,8 +147,9 @@ pub fn search_in(
         min_score: req.min_score.unwrap_or(params.min_score),
         limit,
     };
+    let fused = score::fuse(&cands, weights, params.fusion, params.fusion_gain);
     let terms = highlight_terms(&pq);
-    let results = score::rank(&cands, &rp, now_unix)
+    let results = score::rank_fused(&cands, &rp, &fused.scores, now_unix)
         .into_iter()
         .map(|r| {
             let (row, c) = (&cand_rows[r.index], &cands[r.index]);
@@ -159,13 +160,16 @@ pub fn search_in(
                 vector_calibrated: c.vector.map(round6),
                 keyword: c.keyword.map(round6),
                 blended: round6(r.blended),
-                relevance: round6(r.blended),
+                relevance: round6(r.relevance),
                 score: round6(r.score),
                 decay: round6(r.decay),
                 mmr_rank: r.mmr_rank,
                 pinned: r.pinned,
                 weights,
                 note_time: c.note_time,
+                fusion: params.fusion,
+                fusion_weights: (round6(fused.weights.0), round6(fused.weights.1)),
+                decisiveness: (round6(fused.decisiveness.0), round6(fused.decisiveness.1)),
             });
             hit
         })

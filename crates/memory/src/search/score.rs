@@ -246,6 +246,178 @@ pub fn blend(vector: Option<f64>, keyword: Option<f64>, weights: (f64, f64)) -> 
     weights.0 * vector.unwrap_or(0.0) + weights.1 * keyword.unwrap_or(0.0)
 }
 
+/// How the two stages' scores become one relevance per candidate (`memory.fusion`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Fusion {
+    /// The configured weights, re-weighted per query by how decisive each stage's
+    /// own score distribution is ([`adaptive_weights`]).
+    #[default]
+    Adaptive,
+    /// The configured weights as they are: `w_v × vector + w_t × keyword`.
+    Linear,
+    /// Reciprocal rank fusion, `Σ 1 / (RRF_K + rank)` over the stages, scaled so a
+    /// candidate first in both stages scores 1 ([`rrf_scores`]).
+    Rrf,
+}
+
+impl Fusion {
+    /// The config / JSON name (`adaptive`, `linear`, `rrf`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Fusion::Adaptive => "adaptive",
+            Fusion::Linear => "linear",
+            Fusion::Rrf => "rrf",
+        }
+    }
+
+    /// Parse a config name.
+    pub fn parse(s: &str) -> Option<Fusion> {
+        match s {
+            "adaptive" => Some(Fusion::Adaptive),
+            "linear" => Some(Fusion::Linear),
+            "rrf" => Some(Fusion::Rrf),
+            _ => None,
+        }
+    }
+}
+
+/// The `k` of reciprocal rank fusion (the usual 60).
+pub const RRF_K: f64 = 60.0;
+/// How many runner-up scores a stage's best score is compared with to judge how
+/// decisive the stage is for a query ([`stage_decisiveness`]). Fixed (not the
+/// candidate count), so the weights do not depend on the result limit.
+pub const DECISIVE_WINDOW: usize = 5;
+/// Adaptive fusion's gain: a stage's weight is multiplied by `1 + gain × d`, `d`
+/// its decisiveness in [0,1], before the two weights are renormalised. 0 = linear.
+/// Chosen on the notes-garden rare-pair set (BENCHMARKS.md, "Fusion: adaptive
+/// stage weights"): 4 is the smallest gain tried that finds all 25 dated notes
+/// with default decay (linear 20, gain 2 23).
+pub const ADAPTIVE_GAIN: f64 = 4.0;
+
+/// How decisive one stage is for a query, in [0,1]: how far its best score stands
+/// above the mean of the next [`DECISIVE_WINDOW`] scores, as a fraction of the best
+/// score's height above `floor` (the score of no evidence: 0 for keywords, the
+/// calibrated background for vectors). Missing runners-up count as `floor` (a
+/// keyword stage with one hit is fully decisive); no score above `floor` = 0.
+/// `scores` may be in any order; non-finite scores are ignored.
+pub fn stage_decisiveness(scores: &[f64], floor: f64) -> f64 {
+    let mut s: Vec<f64> = scores.iter().copied().filter(|x| x.is_finite()).collect();
+    s.sort_by(|a, b| b.total_cmp(a));
+    let Some(&top) = s.first() else {
+        return 0.0;
+    };
+    if top <= floor {
+        return 0.0;
+    }
+    let rest: f64 = (1..=DECISIVE_WINDOW)
+        .map(|i| s.get(i).copied().unwrap_or(floor).max(floor))
+        .sum::<f64>()
+        / DECISIVE_WINDOW as f64;
+    ((top - rest) / (top - floor)).clamp(0.0, 1.0)
+}
+
+/// The per-query weights of adaptive fusion: each stage's configured weight
+/// (`weights` = effective (vector, keyword)) times `1 + gain × decisiveness`,
+/// renormalised to the configured total. A stage without hits keeps decisiveness 0;
+/// a stage with weight 0 stays at 0. Returns (weights, (vector, keyword)
+/// decisiveness).
+pub fn adaptive_weights(
+    cands: &[Candidate],
+    weights: (f64, f64),
+    gain: f64,
+) -> ((f64, f64), (f64, f64)) {
+    let vs: Vec<f64> = cands.iter().filter_map(|c| c.vector).collect();
+    let ks: Vec<f64> = cands.iter().filter_map(|c| c.keyword).collect();
+    let dv = stage_decisiveness(&vs, CALIBRATED_BACKGROUND_SCORE);
+    let dk = stage_decisiveness(&ks, 0.0);
+    let g = if gain.is_finite() { gain.max(0.0) } else { 0.0 };
+    let (wv, wt) = (weights.0 * (1.0 + g * dv), weights.1 * (1.0 + g * dk));
+    let total = weights.0 + weights.1;
+    let w = if wv + wt > 0.0 {
+        (total * wv / (wv + wt), total * wt / (wv + wt))
+    } else {
+        weights
+    };
+    (w, (dv, dk))
+}
+
+/// Reciprocal rank fusion of the candidates: each stage ranks the candidates it
+/// scored (best = rank 1, ties by input order); a candidate's score is
+/// `Σ 1/(RRF_K + rank)` over the stages with a non-zero weight, divided by what
+/// first place in all of them would give, so it lies in [0,1].
+pub fn rrf_scores(cands: &[Candidate], weights: (f64, f64)) -> Vec<f64> {
+    let mut out = vec![0.0f64; cands.len()];
+    let mut stages = 0usize;
+    let mut add = |get: &dyn Fn(&Candidate) -> Option<f64>| {
+        let mut idx: Vec<(usize, f64)> = cands
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| get(c).filter(|x| x.is_finite()).map(|x| (i, x)))
+            .collect();
+        idx.sort_by(|a, b| b.1.total_cmp(&a.1));
+        for (rank, (i, _)) in idx.iter().enumerate() {
+            out[*i] += 1.0 / (RRF_K + rank as f64 + 1.0);
+        }
+        stages += 1;
+    };
+    if weights.0 > 0.0 {
+        add(&|c: &Candidate| c.vector);
+    }
+    if weights.1 > 0.0 {
+        add(&|c: &Candidate| c.keyword);
+    }
+    let best = stages as f64 / (RRF_K + 1.0);
+    if best > 0.0 {
+        for x in &mut out {
+            *x /= best;
+        }
+    }
+    out
+}
+
+/// The fused scores of one query's candidates and the weights behind them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fused {
+    /// Per candidate (input order): the score results are ordered by, before decay.
+    pub scores: Vec<f64>,
+    /// The (vector, keyword) weights applied for this query (the configured ones for
+    /// `linear`; the adaptive ones; for `rrf`, the configured ones, which only say
+    /// which stages take part).
+    pub weights: (f64, f64),
+    /// How decisive each stage's score distribution was, (vector, keyword)
+    /// ([`stage_decisiveness`]); computed for every fusion.
+    pub decisiveness: (f64, f64),
+}
+
+/// Fuse the candidates' stage scores with `fusion` (`weights` = effective
+/// configured weights; `gain` = adaptive gain, see [`ADAPTIVE_GAIN`]).
+pub fn fuse(cands: &[Candidate], weights: (f64, f64), fusion: Fusion, gain: f64) -> Fused {
+    let (adaptive, decisiveness) = adaptive_weights(cands, weights, gain);
+    let (scores, weights) = match fusion {
+        Fusion::Linear => (
+            cands
+                .iter()
+                .map(|c| blend(c.vector, c.keyword, weights))
+                .collect(),
+            weights,
+        ),
+        Fusion::Adaptive => (
+            cands
+                .iter()
+                .map(|c| blend(c.vector, c.keyword, adaptive))
+                .collect(),
+            adaptive,
+        ),
+        Fusion::Rrf => (rrf_scores(cands, weights), weights),
+    };
+    Fused {
+        scores,
+        weights,
+        decisiveness,
+    }
+}
+
 /// Temporal decay factor `exp(−ln2 / half_life × age_days)` for a chunk dated
 /// `note_time` (unix seconds). Evergreen (`None`) and future dates give 1; so does a
 /// non-positive or non-finite half-life.
@@ -472,8 +644,12 @@ pub struct Ranked {
     pub index: usize,
     /// `blended × decay`: the final score results are ordered by.
     pub score: f64,
-    /// The relevance: the weighted blend, before decay (what `min_score` tests).
+    /// The fused score before decay ([`fuse`]; with linear fusion, the weighted
+    /// blend, equal to `relevance`).
     pub blended: f64,
+    /// The relevance: the blend with the configured weights, before decay (what
+    /// `min_score` tests, whatever the fusion).
+    pub relevance: f64,
     /// The bounded recency factor applied ([`recency_factor`]; 1 = evergreen).
     pub decay: f64,
     /// Position chosen by MMR (0-based), `None` when MMR is off or the hit was pinned in.
@@ -482,21 +658,45 @@ pub struct Ranked {
     pub pinned: bool,
 }
 
-/// The whole pure pipeline: blend (relevance) → min-score filter on relevance →
-/// bounded decay → MMR (or score order) → identifier pins into the top 3 →
-/// truncate to `limit`.
+/// The whole pure pipeline with linear fusion: blend (relevance) → min-score filter
+/// on relevance → bounded decay → MMR (or score order) → identifier pins into the
+/// top 3 → truncate to `limit`.
 pub fn rank(cands: &[Candidate], p: &RankParams, now_unix: i64) -> Vec<Ranked> {
+    let linear: Vec<f64> = cands
+        .iter()
+        .map(|c| blend(c.vector, c.keyword, p.weights))
+        .collect();
+    rank_fused(cands, p, &linear, now_unix)
+}
+
+/// [`rank`] with the order taken from `fused` (one score per candidate, e.g.
+/// [`fuse`]'s): the minimum score still tests the relevance (the blend with
+/// `p.weights`, before decay), so the fusion reorders hits but never changes which
+/// pass the threshold; the final score is `fused × decay`. A missing fused score
+/// counts as the relevance.
+pub fn rank_fused(
+    cands: &[Candidate],
+    p: &RankParams,
+    fused: &[f64],
+    now_unix: i64,
+) -> Vec<Ranked> {
     let scored: Vec<Ranked> = cands
         .iter()
         .enumerate()
         .map(|(i, c)| {
-            let blended = blend(c.vector, c.keyword, p.weights);
+            let relevance = blend(c.vector, c.keyword, p.weights);
+            let blended = fused
+                .get(i)
+                .copied()
+                .filter(|x| x.is_finite())
+                .unwrap_or(relevance);
             let decay =
                 recency_factor(c.note_time, now_unix, p.half_life_days, MAX_RECENCY_PENALTY);
             Ranked {
                 index: i,
                 score: blended * decay,
                 blended,
+                relevance,
                 decay,
                 mmr_rank: None,
                 pinned: c.pinned,
@@ -506,7 +706,7 @@ pub fn rank(cands: &[Candidate], p: &RankParams, now_unix: i64) -> Vec<Ranked> {
     // Filter on relevance (before decay: age never hides a hit), then order by the
     // decayed score (stable on input order for ties).
     let mut kept: Vec<usize> = (0..scored.len())
-        .filter(|&i| scored[i].pinned || scored[i].blended >= p.min_score)
+        .filter(|&i| scored[i].pinned || scored[i].relevance >= p.min_score)
         .collect();
     kept.sort_by(|&a, &b| scored[b].score.total_cmp(&scored[a].score));
     let order: Vec<usize> = match p.mmr_lambda {
@@ -919,5 +1119,129 @@ mod tests {
         assert!(b.mean.abs() < 1e-12);
         assert!((b.std - 0.5f64.sqrt()).abs() < 1e-12);
         assert!(background(&q, &[]).is_none());
+    }
+    #[test]
+    fn decisiveness_of_a_stage() {
+        // One keyword hit: nothing else comes close.
+        assert_eq!(stage_decisiveness(&[0.9], 0.0), 1.0);
+        // A flat list: not decisive at all.
+        assert_eq!(stage_decisiveness(&[1.0; 8], 0.0), 0.0);
+        // A rare pair: the note with both words scores twice the notes with one.
+        let pair = [0.5, 1.0, 0.5, 0.5, 0.5, 0.5, 0.5];
+        assert!((stage_decisiveness(&pair, 0.0) - 0.5).abs() < 1e-12);
+        // Heights count above the floor: a vector list near the background is
+        // judged on what stands above it; nothing above it = 0.
+        let bg = CALIBRATED_BACKGROUND_SCORE;
+        assert_eq!(stage_decisiveness(&[bg, bg - 0.1], bg), 0.0);
+        let v = [bg + 0.4, bg + 0.1, bg + 0.1, bg + 0.1, bg + 0.1, bg + 0.1];
+        assert!((stage_decisiveness(&v, bg) - 0.75).abs() < 1e-9);
+        // Only the next DECISIVE_WINDOW scores count (not the list length).
+        let mut long = vec![1.0, 0.5, 0.5, 0.5, 0.5, 0.5];
+        long.extend(std::iter::repeat_n(0.0, 500));
+        assert!((stage_decisiveness(&long, 0.0) - 0.5).abs() < 1e-12);
+        // Degenerate input: no NaN.
+        assert_eq!(stage_decisiveness(&[], 0.0), 0.0);
+        assert_eq!(stage_decisiveness(&[f64::NAN, 1.0], 0.0), 1.0);
+    }
+
+    #[test]
+    fn adaptive_weights_follow_the_decisive_stage() {
+        let c = |v: f64, k: Option<f64>| cand(Some(v), k, None, "x", false);
+        // Keyword decisive (one clear hit), vector flat: keyword gains weight.
+        let mut cands = vec![c(0.40, Some(1.0))];
+        cands.extend((0..8).map(|i| c(0.70 - 0.001 * i as f64, Some(0.3))));
+        let ((wv, wt), (dv, dk)) = adaptive_weights(&cands, (0.7, 0.3), 2.0);
+        assert!(dk > 0.6 && dv < 0.05, "{dv} {dk}");
+        assert!(wt > 0.45 && (wv + wt - 1.0).abs() < 1e-12, "{wv} {wt}");
+        // Vector decisive, keyword flat: vector keeps (and gains) its lead.
+        let mut cands = vec![c(0.90, Some(1.0))];
+        cands.extend((0..8).map(|_| c(0.40, Some(1.0))));
+        let ((wv, wt), _) = adaptive_weights(&cands, (0.7, 0.3), 2.0);
+        assert!(wv > 0.7 && wt < 0.3, "{wv} {wt}");
+        // Gain 0 (or nonsense) = the configured weights; weights 0 stay 0.
+        assert_eq!(adaptive_weights(&cands, (0.7, 0.3), 0.0).0, (0.7, 0.3));
+        assert_eq!(adaptive_weights(&cands, (0.7, 0.3), f64::NAN).0, (0.7, 0.3));
+        assert_eq!(adaptive_weights(&cands, (0.0, 1.0), 2.0).0, (0.0, 1.0));
+        // No keyword hits: keyword decisiveness 0, weights still sum to the total.
+        let only_v: Vec<Candidate> = (0..5).map(|i| c(0.5 + 0.1 * i as f64, None)).collect();
+        let ((wv, wt), (_, dk)) = adaptive_weights(&only_v, (0.7, 0.3), 2.0);
+        assert_eq!(dk, 0.0);
+        assert!((wv + wt - 1.0).abs() < 1e-12 && wv > 0.7);
+    }
+
+    /// Issue 11/17: a rare-word-pair note (both words, so far ahead in BM25) with
+    /// a weak vector score loses to unrelated strong vector hits under the fixed
+    /// 0.7/0.3 blend, and wins under adaptive fusion; the threshold is unchanged.
+    #[test]
+    fn adaptive_fusion_keeps_a_decisive_keyword_match() {
+        let mut cands = vec![cand(Some(0.35), Some(1.0), None, "rare pair note", false)];
+        for i in 0..6 {
+            cands.push(cand(
+                Some(0.79 - 0.005 * i as f64),
+                None,
+                None,
+                &format!("unrelated vector hit {i}"),
+                false,
+            ));
+        }
+        for i in 0..5 {
+            cands.push(cand(
+                Some(0.33),
+                Some(0.4),
+                None,
+                &format!("one of the words {i}"),
+                false,
+            ));
+        }
+        // A limit above the candidate count, so only the threshold decides the set.
+        let p = RankParams {
+            limit: 20,
+            ..params(0.35)
+        };
+        let linear = rank(&cands, &p, NOW);
+        assert_ne!(linear[0].index, 0, "{linear:?}");
+        let f = fuse(&cands, p.weights, Fusion::Adaptive, ADAPTIVE_GAIN);
+        let adaptive = rank_fused(&cands, &p, &f.scores, NOW);
+        assert_eq!(adaptive[0].index, 0, "{adaptive:?}");
+        // The same hits pass the threshold (it tests the configured blend).
+        let set = |r: &[Ranked]| {
+            let mut v: Vec<usize> = r.iter().map(|x| x.index).collect();
+            v.sort_unstable();
+            v
+        };
+        assert_eq!(set(&linear), set(&adaptive));
+        assert!(adaptive.iter().all(|r| {
+            (r.relevance - blend(cands[r.index].vector, cands[r.index].keyword, p.weights)).abs()
+                < 1e-12
+        }));
+        // Linear fusion through `fuse` is exactly `rank`.
+        let fl = fuse(&cands, p.weights, Fusion::Linear, ADAPTIVE_GAIN);
+        assert_eq!(rank_fused(&cands, &p, &fl.scores, NOW), linear);
+        assert_eq!(fl.weights, p.weights);
+    }
+
+    #[test]
+    fn rrf_scores_by_rank() {
+        let cands = vec![
+            cand(Some(0.9), Some(1.0), None, "a", false), // first in both
+            cand(Some(0.8), None, None, "b", false),      // second in vector only
+            cand(Some(0.1), Some(0.5), None, "c", false), // last vector, second keyword
+        ];
+        let s = rrf_scores(&cands, (0.7, 0.3));
+        assert!((s[0] - 1.0).abs() < 1e-12);
+        let half = |r: f64| 1.0 / (RRF_K + r) / (2.0 / (RRF_K + 1.0));
+        assert!((s[1] - half(2.0)).abs() < 1e-12);
+        assert!((s[2] - (half(3.0) + half(2.0))).abs() < 1e-12);
+        assert!(s[2] > s[1]);
+        // One stage only: first place = 1.
+        let s = rrf_scores(&cands, (0.0, 1.0));
+        assert!((s[0] - 1.0).abs() < 1e-12 && s[1] == 0.0);
+        assert!(rrf_scores(&[], (0.7, 0.3)).is_empty());
+        assert_eq!(Fusion::parse("rrf"), Some(Fusion::Rrf));
+        assert_eq!(
+            Fusion::parse(Fusion::Adaptive.name()),
+            Some(Fusion::Adaptive)
+        );
+        assert_eq!(Fusion::parse("max"), None);
     }
 }

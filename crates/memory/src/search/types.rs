@@ -205,6 +205,18 @@ pub struct Explain {
     pub weights: (f64, f64),
     /// Chunk time used for decay (unix seconds), null = evergreen.
     pub note_time: Option<i64>,
+    /// How the stages were fused (`memory.fusion`: `adaptive`, `linear`, `rrf`);
+    /// `blended` is the fused score, `relevance` the blend with `weights`.
+    #[serde(default)]
+    pub fusion: super::score::Fusion,
+    /// The (vector, keyword) weights applied to this query's fused score: the
+    /// adaptive ones (`score::adaptive_weights`), else equal to `weights`.
+    #[serde(default)]
+    pub fusion_weights: (f64, f64),
+    /// How decisive each stage's score distribution was for this query, (vector,
+    /// keyword) in [0,1] (`score::stage_decisiveness`).
+    #[serde(default)]
+    pub decisiveness: (f64, f64),
 }
 
 /// `path#L12-L20`: how a hit (or a span of lines) is cited everywhere — in the

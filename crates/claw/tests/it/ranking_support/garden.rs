@@ -9,7 +9,7 @@
 //! hybrid run.
 #![allow(dead_code)]
 
-use super::queries::{NOW, load_queries, open_store, rank_of, repo, search};
+use super::queries::{NOW, load_queries, open_store, rank_of, repo, search, search_with};
 use claw_memory::config::{EmbedProvider, MemoryConfig as Settings, MemorySettings};
 use claw_memory::embed::Embedder;
 use claw_memory::indexer::{self, IndexOptions};
@@ -150,6 +150,8 @@ pub fn sweep(ws: &Path, e: Option<&dyn Embedder>) -> Vec<SweepRow> {
                 .iter()
                 .filter_map(|h| {
                     let x = h.explain.as_ref().expect("explain");
+                    // `blended` is the fused score results are ordered by;
+                    // `relevance` what the minimum score tests.
                     let (s, kept) = match alpha {
                         None => {
                             let s = x.relevance
@@ -157,7 +159,7 @@ pub fn sweep(ws: &Path, e: Option<&dyn Embedder>) -> Vec<SweepRow> {
                             (s, s >= p.min_score || x.pinned)
                         }
                         Some(a) => (
-                            x.relevance
+                            x.blended
                                 * score::recency_factor(x.note_time, NOW, p.half_life_days, *a),
                             x.relevance >= p.min_score || x.pinned,
                         ),
@@ -189,5 +191,67 @@ pub fn print_sweep(label: &str, rows: &[SweepRow]) {
     println!("|---|---:|---:|");
     for (l, d, nd, u, nu) in rows {
         println!("| {l} | {d}/{nd} | {u}/{nu} |");
+    }
+}
+
+/// Fusion variants compared by [`fusion_sweep`]: (label, fusion, adaptive gain).
+pub const FUSIONS: &[(&str, score::Fusion, f64)] = &[
+    ("linear 0.7/0.3", score::Fusion::Linear, 0.0),
+    ("rrf (k = 60)", score::Fusion::Rrf, 0.0),
+    ("adaptive, gain 1", score::Fusion::Adaptive, 1.0),
+    ("adaptive, gain 2", score::Fusion::Adaptive, 2.0),
+    ("adaptive, gain 3", score::Fusion::Adaptive, 3.0),
+    ("adaptive, gain 4", score::Fusion::Adaptive, 4.0),
+];
+
+/// One [`fusion_sweep`] row: (label, dated found with default decay, undated
+/// found with default decay, dated found without decay, undated found without
+/// decay, queries per kind).
+pub type FusionRow = (&'static str, usize, usize, usize, usize, usize);
+
+/// For each [`FUSIONS`] variant, the expected notes in the top 6 through the
+/// engine itself (default settings but the fusion; decay default and off).
+pub fn fusion_sweep(ws: &Path, e: Option<&dyn Embedder>) -> Vec<FusionRow> {
+    let store = open_store(ws);
+    let qs = load_queries(QUERIES);
+    let n = qs.iter().filter(|q| q.kind == "dated").count();
+    FUSIONS
+        .iter()
+        .map(|(label, fusion, gain)| {
+            let mut row = (*label, 0, 0, 0, 0, n);
+            for (decay_on, half_life) in [
+                (true, MemorySettings::default().half_life_days),
+                (false, f64::INFINITY),
+            ] {
+                let p = MemorySettings {
+                    fusion: *fusion,
+                    fusion_gain: *gain,
+                    half_life_days: half_life,
+                    ..MemorySettings::default()
+                };
+                for q in &qs {
+                    let r = search_with(&store, e, &q.text, Mode::Hybrid, &p);
+                    let hit = rank_of(&r, q.expected.as_deref().unwrap_or("-")).is_some();
+                    let slot = match (decay_on, q.kind == "dated") {
+                        (true, true) => &mut row.1,
+                        (true, false) => &mut row.2,
+                        (false, true) => &mut row.3,
+                        (false, false) => &mut row.4,
+                    };
+                    *slot += usize::from(hit);
+                }
+            }
+            row
+        })
+        .collect()
+}
+
+pub fn print_fusion_sweep(label: &str, rows: &[FusionRow]) {
+    println!(
+        "| garden, {label}: fusion | dated, default decay | undated, default decay | dated, decay off | undated, decay off |"
+    );
+    println!("|---|---:|---:|---:|---:|");
+    for (l, d, u, d0, u0, n) in rows {
+        println!("| {l} | {d}/{n} | {u}/{n} | {d0}/{n} | {u0}/{n} |");
     }
 }

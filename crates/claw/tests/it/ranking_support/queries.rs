@@ -59,6 +59,21 @@ pub fn search(store: &Store, e: Option<&dyn Embedder>, q: &str, mode: Mode) -> S
     engine::search(store, e, &MemorySettings::default(), &req, NOW).expect("search")
 }
 
+/// [`search`] with other settings (the fusion sweeps).
+pub fn search_with(
+    store: &Store,
+    e: Option<&dyn Embedder>,
+    q: &str,
+    mode: Mode,
+    p: &MemorySettings,
+) -> SearchResponse {
+    let req = SearchRequest {
+        mode,
+        ..SearchRequest::new(q)
+    };
+    engine::search(store, e, p, &req, NOW).expect("search")
+}
+
 /// 1-based rank of `path` in the results, if present.
 pub fn rank_of(r: &SearchResponse, path: &str) -> Option<usize> {
     r.results.iter().position(|h| h.path == path).map(|i| i + 1)
