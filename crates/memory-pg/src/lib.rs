@@ -15,11 +15,13 @@
 //! so a lost connection leaves every file fully old or fully new.
 #![warn(missing_docs)]
 
+mod indexed;
 mod migrate;
 mod search;
 mod store;
 mod workspace;
 
+pub use indexed::{IndexedFile, reassemble};
 pub use migrate::{MigrateReport, copy_sqlite};
 pub use store::{PgConfig, PgError, PgStats, PgStore, SCHEMA_VERSION};
 pub use workspace::{WORKSPACE_ID_FILE, workspace_id};

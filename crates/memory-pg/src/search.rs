@@ -11,8 +11,8 @@
 
 use crate::store::{PgError, PgStore};
 use claw_memory::index_storage::IndexStorage;
-use claw_memory::search::keyword::RARE_IDENT_MAX;
-use claw_memory::search::query::{ParsedQuery, contains_verbatim};
+use claw_memory::search::keyword::{KEYWORD_RANK_BUDGET, RARE_IDENT_MAX};
+use claw_memory::search::query::{ParsedQuery, TermPlan, contains_verbatim, plan_terms};
 use claw_memory::search::rows::ChunkRow;
 use claw_memory::search::score::{self, KeywordNorm};
 use claw_memory::search::storage::{ChunkId, SearchStorage};
@@ -23,23 +23,27 @@ use pgvector::Vector;
 use std::collections::HashMap;
 
 /// The BM25 word stage (see `PgStore::word_stage`): `$1` the terms (raw), `$2` the
-/// namespaces, `$3` the source filter, `$4` k. `claw_words` and `chunk_stats` come
-/// from migration 0002. Each candidate's tsvector is unnested once (`lt`: the query's
-/// lexemes with their counts); a phrase term's tf is its rarest token's count, in
-/// chunks that match the phrase.
+/// namespaces, `$3` the source filter, `$4` k, `$5` rank the conjunction of the terms
+/// (else any term), `$6` the oldest rowid ranked (the bounded window), `$7` take each
+/// term's document count from the whole index (else from the candidates, which hold
+/// every chunk with the term when neither bound applies). `claw_words` and
+/// `chunk_stats` come from migration 0002. Each candidate's tsvector is unnested once
+/// (`lt`: the query's lexemes with their counts); a phrase term's tf is its rarest
+/// token's count, in chunks that match the phrase.
 const BM25_SQL: &str = "
 WITH t AS (
   SELECT i, phraseto_tsquery('simple', regexp_replace(w, '[^[:alnum:]]+', ' ', 'g')) AS tq,
          tsvector_to_array(claw_words(w)) AS lex
   FROM unnest($1::text[]) WITH ORDINALITY AS x(w, i)
 ), tt AS (SELECT i, tq, lex, cardinality(lex) AS nlex FROM t WHERE numnode(tq) > 0),
-q AS (SELECT string_agg('(' || tq::text || ')', ' | ')::tsquery AS q,
+q AS (SELECT string_agg('(' || tq::text || ')', CASE WHEN $5 THEN ' & ' ELSE ' | ' END)::tsquery AS q,
              array_agg(DISTINCT l) AS lex FROM tt, unnest(tt.lex) l),
 st AS (SELECT coalesce(sum(n), 0)::float8 AS n, coalesce(sum(total_dl), 0)::float8 AS tot
        FROM chunk_stats WHERE namespace = ANY($2) AND ($3::text IS NULL OR source = $3)),
 cand AS MATERIALIZED (
   SELECT c.rowid, c.tsv, c.dl FROM chunks c, q
-  WHERE c.tsv @@ q.q AND c.namespace = ANY($2) AND ($3::text IS NULL OR c.source = $3)),
+  WHERE c.tsv @@ q.q AND c.namespace = ANY($2) AND ($3::text IS NULL OR c.source = $3)
+    AND c.rowid >= $6::bigint),
 lt AS (
   SELECT c.rowid, u.lexeme, coalesce(array_length(u.positions, 1), 1) AS tf
   FROM cand c, q, unnest(c.tsv) u WHERE u.lexeme = ANY(q.lex)),
@@ -49,13 +53,50 @@ hit AS (
         GROUP BY lt.rowid, tt.i, tt.nlex HAVING count(*) = tt.nlex) h
   JOIN cand c ON c.rowid = h.rowid JOIN tt ON tt.i = h.i
   WHERE tt.nlex = 1 OR c.tsv @@ tt.tq),
-df AS (SELECT i, count(*)::float8 AS df FROM hit GROUP BY i)
+df AS (
+  SELECT i, count(*)::float8 AS df FROM hit WHERE NOT $7 GROUP BY i
+  UNION ALL
+  SELECT tt.i, (SELECT count(*) FROM chunks c WHERE c.tsv @@ tt.tq AND c.namespace = ANY($2)
+                  AND ($3::text IS NULL OR c.source = $3))::float8
+  FROM tt WHERE $7)
 SELECT h.rowid,
   sum(greatest(ln((st.n - df.df + 0.5) / (df.df + 0.5)), 1e-6)
       * h.tf * 2.2 / (h.tf + 1.2 * (0.25 + 0.75 * h.dl / greatest(st.tot / greatest(st.n, 1), 1))))::float8
     AS score
 FROM hit h JOIN df USING (i) CROSS JOIN st
 GROUP BY h.rowid ORDER BY score DESC, h.rowid LIMIT $4";
+
+/// The chunks (at most `$4`) matching term `$1` (raw, as in [`BM25_SQL`]); `$5`
+/// true = every one of the terms `$1` (the conjunction).
+const CAPPED_COUNT_SQL: &str = "
+WITH q AS (
+  SELECT string_agg('(' || tq::text || ')', CASE WHEN $5 THEN ' & ' ELSE ' | ' END)::tsquery AS q
+  FROM (SELECT phraseto_tsquery('simple', regexp_replace(w, '[^[:alnum:]]+', ' ', 'g')) AS tq
+        FROM unnest($1::text[]) AS x(w)) t WHERE numnode(tq) > 0)
+SELECT count(*) FROM (SELECT 1 FROM chunks c, q WHERE c.tsv @@ q.q AND c.namespace = ANY($2)
+  AND ($3::text IS NULL OR c.source = $3) LIMIT $4::bigint) x";
+
+/// The rowid of the `$4`-th newest chunk matching the terms `$1` (conjunction when `$5`).
+const NEWEST_BOUND_SQL: &str = "
+WITH q AS (
+  SELECT string_agg('(' || tq::text || ')', CASE WHEN $5 THEN ' & ' ELSE ' | ' END)::tsquery AS q
+  FROM (SELECT phraseto_tsquery('simple', regexp_replace(w, '[^[:alnum:]]+', ' ', 'g')) AS tq
+        FROM unnest($1::text[]) AS x(w)) t WHERE numnode(tq) > 0)
+SELECT c.rowid FROM chunks c, q WHERE c.tsv @@ q.q AND c.namespace = ANY($2)
+  AND ($3::text IS NULL OR c.source = $3) ORDER BY c.rowid DESC OFFSET $4::bigint - 1 LIMIT 1";
+
+/// How the word stage bounds its ranking work (as SQLite's `keyword::keyword_plan`).
+#[derive(Debug, Clone, PartialEq)]
+struct WordPlan {
+    /// The terms ranked.
+    terms: Vec<String>,
+    /// Rank chunks with every term (else any).
+    conjunction: bool,
+    /// Rank only rows at or above this rowid (the newest `budget`).
+    min_rowid: i64,
+    /// Document counts from the whole index (the candidates are a window).
+    exact_df: bool,
+}
 
 /// pgvector's default `hnsw.ef_search`; raised per query to at least `k`.
 pub const DEFAULT_EF_SEARCH: usize = 40;
@@ -92,9 +133,20 @@ impl PgStore {
         source: Option<&str>,
         norm: KeywordNorm,
     ) -> Result<Vec<(i64, f64)>, PgError> {
-        let words: Vec<String> = terms.iter().map(|t| t.to_string()).collect();
+        let plan = self.word_plan(terms, source, KEYWORD_RANK_BUDGET)?;
         let rows = self.with_client(|c| {
-            Ok(c.query(BM25_SQL, &[&words, &self.namespaces, &source, &(k as i64)])?)
+            Ok(c.query(
+                BM25_SQL,
+                &[
+                    &plan.terms,
+                    &self.namespaces,
+                    &source,
+                    &(k as i64),
+                    &plan.conjunction,
+                    &plan.min_rowid,
+                    &plan.exact_df,
+                ],
+            )?)
         })?;
         let ids: Vec<i64> = rows.iter().map(|r| r.get(0)).collect();
         // normalize_bm25 takes FTS5-style ranks (lower = better).
@@ -103,6 +155,89 @@ impl PgStore {
             .into_iter()
             .zip(score::normalize_bm25(&ranks, norm))
             .collect())
+    }
+
+    /// Bound the BM25 work as SQLite does (`claw_memory::search::keyword::keyword_plan`,
+    /// [`KEYWORD_RANK_BUDGET`] rows): an index or a query within the budget is ranked
+    /// exactly; else the rarest terms whose document counts fit it together (the most
+    /// frequent act as stop words); when every term is common, the conjunction (when
+    /// no chunk has every term, any term), only its newest `budget` rows when it
+    /// matches more. `budget == usize::MAX`: always exact.
+    fn word_plan(
+        &self,
+        terms: &[&str],
+        source: Option<&str>,
+        budget: usize,
+    ) -> Result<WordPlan, PgError> {
+        let all: Vec<String> = terms.iter().map(|t| t.to_string()).collect();
+        let exact = |terms: Vec<String>| WordPlan {
+            terms,
+            conjunction: false,
+            min_rowid: i64::MIN,
+            exact_df: false,
+        };
+        if budget == usize::MAX || self.visible_chunk_count(source)? <= budget as i64 {
+            return Ok(exact(all));
+        }
+        let cap = budget as i64 + 1;
+        let count = |ts: &[String], conj: bool| -> Result<usize, PgError> {
+            let n: i64 = self.with_client(|c| {
+                Ok(c.query_one(
+                    CAPPED_COUNT_SQL,
+                    &[&ts, &self.namespaces, &source, &cap, &conj],
+                )?
+                .get(0))
+            })?;
+            Ok(n.max(0) as usize)
+        };
+        let mut counts = Vec::with_capacity(all.len());
+        for t in &all {
+            counts.push(count(std::slice::from_ref(t), false)?);
+        }
+        Ok(match plan_terms(&counts, budget) {
+            TermPlan::All => exact(all),
+            TermPlan::Subset(keep) => exact(keep.iter().map(|&i| all[i].clone()).collect()),
+            TermPlan::AllCommon => {
+                let both = count(&all, true)?;
+                let conjunction = both > 0;
+                let min_rowid = if conjunction && both <= budget {
+                    i64::MIN
+                } else {
+                    self.with_client(|c| {
+                        Ok(c.query_opt(
+                            NEWEST_BOUND_SQL,
+                            &[
+                                &all,
+                                &self.namespaces,
+                                &source,
+                                &(budget as i64),
+                                &conjunction,
+                            ],
+                        )?
+                        .map(|r| r.get::<_, i64>(0)))
+                    })?
+                    .unwrap_or(i64::MIN)
+                };
+                WordPlan {
+                    terms: all,
+                    conjunction,
+                    min_rowid,
+                    exact_df: true,
+                }
+            }
+        })
+    }
+
+    /// Chunks a search sees (from `chunk_stats`: no scan).
+    fn visible_chunk_count(&self, source: Option<&str>) -> Result<i64, PgError> {
+        self.with_client(|c| {
+            Ok(c.query_one(
+                "SELECT coalesce(sum(n), 0)::bigint FROM chunk_stats
+                 WHERE namespace = ANY($1) AND ($2::text IS NULL OR source = $2)",
+                &[&self.namespaces, &source],
+            )?
+            .get(0))
+        })
     }
 
     /// The substring stage (CJK runs, short terms): how many of the runs a chunk

@@ -325,6 +325,18 @@ impl PgStore {
         Ok(())
     }
 
+    /// Point this workspace's source `name` at `root` (a folder moved or copied:
+    /// its files' rows are relative to the root and stay). False when unknown.
+    pub fn set_source_root(&self, name: &str, root: &std::path::Path) -> Result<bool, StoreError> {
+        let root = root.to_string_lossy().to_string();
+        Ok(self.with_client(|c| {
+            Ok(c.execute(
+                "UPDATE sources SET root = $4 WHERE namespace = $1 AND workspace = $2 AND name = $3",
+                &[&self.ns(), &self.ws(), &name, &root],
+            )? > 0)
+        })?)
+    }
+
     /// Drop one of this workspace's sources and its rows. Returns (files, chunks)
     /// removed, or None when unknown.
     pub fn remove_source(&self, name: &str) -> Result<Option<(usize, usize)>, StoreError> {

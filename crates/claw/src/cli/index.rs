@@ -5,6 +5,7 @@ use super::output::{Exit, Output, print_json, sanitize, sanitize_path, show_prog
 use crate::config::Settings;
 use anyhow::Context;
 use claw_memory::embed::{self, EmbedError, Loaded};
+use claw_memory::index_storage::IndexStorage;
 use claw_memory::indexer::{self, IndexIssue, IndexOptions, IndexReport, Progress};
 use claw_memory::lock::WriterLock;
 use claw_memory::service::MemoryService;
@@ -166,8 +167,23 @@ struct IndexJson<'a> {
 }
 
 pub fn run_index(settings: &Settings, args: IndexArgs) -> anyhow::Result<Exit> {
-    let output = Output::from_flag(args.json);
     let mut store = open_store(settings)?;
+    let db_path = settings.db_path().display().to_string();
+    index_into(settings, args, &mut store, &db_path, None)
+}
+
+/// `claw memory index` on any backend (the store opened by the caller: SQLite
+/// here, PostgreSQL in `cli/pg.rs`): the writer lock, the embedder, progress, the
+/// indexer, the report. `location` is the JSON's `db_path`; `text_header`, when
+/// given, is printed before the text report.
+pub fn index_into(
+    settings: &Settings,
+    args: IndexArgs,
+    store: &mut dyn IndexStorage,
+    location: &str,
+    text_header: Option<&str>,
+) -> anyhow::Result<Exit> {
+    let output = Output::from_flag(args.json);
     let lock = WriterLock::acquire(
         &settings.state_dir(),
         "claw memory index",
@@ -185,7 +201,7 @@ pub fn run_index(settings: &Settings, args: IndexArgs) -> anyhow::Result<Exit> {
         }
     };
     let report = indexer::run(
-        &mut store,
+        store,
         &settings.mem,
         loaded.embedder(),
         &IndexOptions { force: args.force },
@@ -199,9 +215,14 @@ pub fn run_index(settings: &Settings, args: IndexArgs) -> anyhow::Result<Exit> {
         Output::Json => print_json(&IndexJson {
             report: &report,
             keyword_only: keyword_only_reason(&loaded),
-            db_path: settings.db_path().display().to_string(),
+            db_path: location.to_string(),
         })?,
-        Output::Text => print_index_report(&report, keyword_only_reason(&loaded))?,
+        Output::Text => {
+            if let Some(h) = text_header {
+                writeln!(std::io::stdout().lock(), "{}", sanitize(h))?;
+            }
+            print_index_report(&report, keyword_only_reason(&loaded))?
+        }
     }
     Ok(Exit::Ok)
 }

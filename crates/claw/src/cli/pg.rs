@@ -4,7 +4,7 @@
 //! `claw memory migrate --to postgres`, which copies the workspace's SQLite index
 //! (vectors included) into its rows of the configured namespace.
 
-use super::index::{IndexArgs, StatusArgs, load_embedder, open_store};
+use super::index::{IndexArgs, StatusArgs, open_store};
 use super::output::{Exit, Output, print_json, sanitize};
 use super::search::{GetArgs, SearchArgs};
 use crate::config::{PgBackend, Settings};
@@ -12,10 +12,10 @@ use anyhow::Context;
 use claw_memory::embed::Loaded;
 use claw_memory::freshness::{FileRef, StaleReason, SyncReport};
 use claw_memory::index_storage::{IndexStorage, source_roots};
-use claw_memory::indexer::{self, IndexOptions};
+use claw_memory::indexer;
 use claw_memory::lock::WriterLock;
 use claw_memory::search::engine::{self, search_in};
-use claw_memory::search::{GetRequest, Mode, SearchRequest, SourceFilter};
+use claw_memory::search::{GetRequest, Mode, SearchError, SearchRequest, SourceFilter};
 use claw_memory::service::SearchOutcome;
 use claw_memory_pg::{PgConfig, PgStore};
 use serde::Serialize;
@@ -72,69 +72,19 @@ pub fn location(settings: &Settings) -> String {
         .unwrap_or_default()
 }
 
-#[derive(Serialize)]
-struct IndexJson<'a> {
-    #[serde(flatten)]
-    report: &'a indexer::IndexReport,
-    keyword_only: Option<String>,
-    db_path: String,
-}
-
-fn keyword_only_reason(loaded: &Loaded) -> Option<String> {
-    match loaded {
-        Loaded::Ready(_) => None,
-        Loaded::Disabled => Some("embedding provider is `none`".into()),
-        Loaded::Unavailable(e) => Some(super::index::embed_error_with_hint(e)),
-    }
-}
-
+/// `claw memory index` on PostgreSQL: the shared path (`index::index_into`) over
+/// this workspace's rows. The local writer lock keeps one writer per workspace;
+/// rows are serialised per source by PostgreSQL advisory locks.
 pub fn run_index(settings: &Settings, args: IndexArgs) -> anyhow::Result<Exit> {
-    let output = Output::from_flag(args.json);
     let mut pg = open_pg(settings)?;
-    // The local lock keeps one writer per workspace; rows are serialised per
-    // source by PostgreSQL advisory locks.
-    let lock = WriterLock::acquire(
-        &settings.state_dir(),
-        "claw memory index",
-        Duration::from_secs(args.lock_timeout),
-    )?;
-    let loaded = load_embedder(settings, output);
-    let report = indexer::run(
+    let loc = location(settings);
+    super::index::index_into(
+        settings,
+        args,
         &mut pg,
-        &settings.mem,
-        loaded.embedder(),
-        &IndexOptions { force: args.force },
-        &lock,
-        &|_| {},
+        &loc,
+        Some(&format!("index: {loc}")),
     )
-    .context("indexing failed")?;
-    match output {
-        Output::Json => print_json(&IndexJson {
-            report: &report,
-            keyword_only: keyword_only_reason(&loaded),
-            db_path: location(settings),
-        })?,
-        Output::Text => {
-            let mut out = std::io::stdout().lock();
-            writeln!(
-                out,
-                "indexed into {}: {} changed, {} unchanged, {} removed, {} skipped; {} chunks added, {} embedded, {} cache hits ({} ms)",
-                location(settings),
-                report.files_changed,
-                report.files_unchanged,
-                report.files_removed,
-                report.files_skipped,
-                report.chunks_added,
-                report.embeddings_computed,
-                report.cache_hits,
-                report.elapsed_ms
-            )?;
-            for i in &report.issues {
-                writeln!(out, "  {}: {}", sanitize(&i.path), sanitize(&i.message))?;
-            }
-        }
-    }
-    Ok(Exit::Ok)
 }
 
 /// The bounded inline sync before a search, as on SQLite: stat the sources,
@@ -263,38 +213,76 @@ pub fn run_search(settings: &Settings, args: SearchArgs) -> anyhow::Result<Exit>
         response,
         sync: sync_report,
     };
-    if output == Output::Text
-        && let Some(line) = super::search::describe_sync(&outcome.sync)
-    {
-        eprintln!("note: {}", sanitize(&line));
-    }
-    let resp = &outcome.response;
-    match output {
-        Output::Json => print_json(&outcome)?,
-        Output::Text => {
-            let mut out = std::io::stdout().lock();
-            if resp.results.is_empty() {
-                writeln!(out, "No matches.")?;
-            }
-            for hit in &resp.results {
-                writeln!(
-                    out,
-                    "{:.3}  {}:{}-{}  [{}]",
-                    hit.score,
-                    sanitize(&hit.path),
-                    hit.start_line,
-                    hit.end_line,
-                    sanitize(&hit.source)
-                )?;
-                writeln!(out, "{}\n", sanitize(&hit.snippet))?;
-            }
+    super::search::render_search(&outcome, None, output, args.explain)
+}
+
+/// `claw memory get --json` of another workspace's file: the usual object plus
+/// the owning workspace and `from_index: true` (served from the stored chunks).
+#[derive(Serialize)]
+struct SharedGetJson<'a> {
+    #[serde(flatten)]
+    resp: &'a claw_memory::search::GetResponse,
+    workspace: &'a str,
+    from_index: bool,
+}
+
+/// `req.path` as a path relative to a source root (`./` and repeated `/` dropped),
+/// or None when it cannot name another workspace's file (absolute, `..`).
+fn relative_request_path(raw: &str) -> Option<String> {
+    let p = std::path::Path::new(raw.trim());
+    let mut parts = Vec::new();
+    for c in p.components() {
+        match c {
+            std::path::Component::Normal(s) => parts.push(s.to_string_lossy().into_owned()),
+            std::path::Component::CurDir => {}
+            _ => return None,
         }
     }
-    Ok(if resp.results.is_empty() {
-        Exit::NoMatch
-    } else {
-        Exit::Ok
-    })
+    (!parts.is_empty()).then(|| parts.join("/"))
+}
+
+/// `get` of a file that is not this workspace's: another workspace sharing the
+/// namespace indexed it (a search here can return it). Served from its stored
+/// chunks, redacted at index time, reassembled by line range. `Ok(None)` when no
+/// other workspace has it either.
+fn get_from_shared_index(
+    pg: &PgStore,
+    req: &GetRequest,
+    workspace: Option<&str>,
+) -> Result<Option<(claw_memory::search::GetResponse, String)>, claw_memory::store::StoreError> {
+    let Some(rel) = relative_request_path(&req.path) else {
+        return Ok(None);
+    };
+    Ok(pg.indexed_file(&rel, workspace)?.map(|f| {
+        (
+            engine::slice_lines(&f.text, &f.path, &f.source, req),
+            f.workspace,
+        )
+    }))
+}
+
+/// This workspace's file from disk, else another workspace's from the index
+/// (with the owning workspace's id). `workspace` names another workspace to
+/// read from (its file even when this workspace has one of the same path).
+fn get_here_or_shared(
+    pg: &PgStore,
+    sources: &[claw_memory::walk::SourceRoot],
+    req: &GetRequest,
+    workspace: Option<&str>,
+) -> Result<(claw_memory::search::GetResponse, Option<String>), SearchError> {
+    let workspace = workspace.filter(|w| *w != pg.config().workspace);
+    let here = match workspace {
+        None => engine::get_lines_in(pg, sources, req),
+        Some(_) => Err(SearchError::NotIndexed(req.path.clone())),
+    };
+    match here {
+        Ok(r) => Ok((r, None)),
+        Err(SearchError::NotIndexed(p)) => match get_from_shared_index(pg, req, workspace)? {
+            Some((r, ws)) => Ok((r, Some(ws))),
+            None => Err(SearchError::NotIndexed(p)),
+        },
+        Err(e) => Err(e),
+    }
 }
 
 pub fn run_get(settings: &Settings, args: GetArgs) -> anyhow::Result<Exit> {
@@ -306,10 +294,24 @@ pub fn run_get(settings: &Settings, args: GetArgs) -> anyhow::Result<Exit> {
         lines: args.lines.max(1),
         max_chars: engine::GET_MAX_CHARS,
     };
-    let resp = claw_memory::search::engine::get_lines_in(&pg, &sources, &req)?;
+    let (resp, owner) = get_here_or_shared(&pg, &sources, &req, args.workspace_id.as_deref())?;
     if args.json {
-        print_json(&resp)?;
+        match &owner {
+            None => print_json(&resp)?,
+            Some(ws) => print_json(&SharedGetJson {
+                resp: &resp,
+                workspace: ws,
+                from_index: true,
+            })?,
+        }
     } else {
+        if let Some(ws) = &owner {
+            eprintln!(
+                "note: {} is not a file of this workspace: served from the shared index as workspace {} indexed it (secrets redacted; lines between chunks may be blank)",
+                sanitize(&resp.path),
+                sanitize(ws)
+            );
+        }
         std::io::stdout()
             .lock()
             .write_all(sanitize(&resp.text).as_bytes())?;
@@ -331,6 +333,8 @@ struct StatusJson {
     vectors: i64,
     visible_chunks: i64,
     model: Option<String>,
+    /// This workspace's id (what `memory get --workspace-id` on another machine takes).
+    workspace: String,
 }
 
 pub fn run_status(settings: &Settings, args: StatusArgs) -> anyhow::Result<Exit> {
@@ -345,6 +349,7 @@ pub fn run_status(settings: &Settings, args: StatusArgs) -> anyhow::Result<Exit>
         vectors: st.vectors,
         visible_chunks: st.visible_chunks,
         model: pg.meta("model")?,
+        workspace: pg.config().workspace.clone(),
     };
     if args.json {
         print_json(&s)?;
@@ -458,7 +463,9 @@ pub enum EvalBackend {
 /// Run the evaluation on `backend`: SQLite through `memory::eval::runner`, or
 /// PostgreSQL with the same steps (one note per document, the real indexer, the
 /// same search requests through `search_in`, the same metrics) in a throw-away
-/// namespace of the configured `memory.backend`, dropped afterwards.
+/// namespace of the configured `memory.backend`, dropped afterwards. With
+/// `--work-dir` holding a SQLite index of the corpus, PostgreSQL starts from a
+/// copy of it (vectors included: nothing is embedded again).
 #[allow(clippy::too_many_arguments)]
 pub fn eval_run(
     backend: EvalBackend,
@@ -501,7 +508,25 @@ fn eval_postgres(
     let mut cfg = PgConfig::new(&b.url, &namespace, "eval");
     cfg.schema = b.schema.clone();
     let mut pg = PgStore::connect(cfg).context("cannot open the PostgreSQL memory index")?;
-    let result = run_on(&mut pg, &corpus, data, loaded, opts, progress);
+    // A kept work dir holding a SQLite index of this corpus (a `--work-dir` run on
+    // SQLite): copy it, vectors and embedding cache included, so the indexer below
+    // finds every note unchanged and nothing is embedded again.
+    let kept = corpus.settings.db_path();
+    let seeded = if opts.work_dir.is_some() && kept.is_file() {
+        let sqlite = claw_memory::store::Store::open(&kept)
+            .with_context(|| format!("cannot open the kept index {}", kept.display()))?;
+        // The kept dir may be a copy of another's: its corpus is where it is now.
+        Some(claw_memory_pg::copy_sqlite(&sqlite, &mut pg).and_then(|r| {
+            pg.set_source_root(claw_memory::eval::EVAL_SOURCE, &corpus.corpus_dir)
+                .map(|_| r)
+        }))
+    } else {
+        None
+    };
+    let result = match seeded {
+        Some(Err(e)) => Err(e.into()),
+        _ => run_on(&mut pg, &corpus, data, loaded, opts, progress),
+    };
     pg.drop_namespace()
         .context("dropping the evaluation namespace")?;
     Ok(result?)
@@ -686,7 +711,9 @@ impl PgMemory {
         let sources = source_roots(&self.settings.mem, pg)
             .map_err(claw_memory::search::types::SearchError::from)
             .map_err(claw_memory::service::ServiceError::from)?;
-        Ok(engine::get_lines_in(pg, &sources, req)
+        // Another workspace's file (a search here can return it) comes from the index.
+        Ok(get_here_or_shared(pg, &sources, req, None)
+            .map(|(r, _)| r)
             .map_err(claw_memory::service::ServiceError::from)?)
     }
 }

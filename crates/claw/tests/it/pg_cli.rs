@@ -169,3 +169,157 @@ fn two_workspaces_share_a_namespace_and_migrate_copies_vectors() {
     assert_eq!(s["results"][0]["path"], "memory/trip.md", "{s}");
     drop_schema(&url, &schema);
 }
+
+/// Runs `claw` and returns (exit code, stdout, stderr).
+fn run(ws: &Path, cfg: &Path, url: &str, args: &[&str]) -> (Option<i32>, String, String) {
+    let out = claw(ws)
+        .env("CLAW_PG_URL", url)
+        .env("CLAW_CONFIG", cfg)
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn get_serves_another_workspaces_file_from_the_shared_index() {
+    let Some(url) = pg_url() else { return };
+    let schema = format!("cliget_{}", std::process::id());
+    drop_schema(&url, &schema);
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = config(tmp.path(), &schema, "team");
+    let (wa, wb) = (tmp.path().join("a"), tmp.path().join("b"));
+    // Long enough for several chunks (200 tokens, 32 of overlap), with a secret.
+    let mut notes: String = (1..=40)
+        .map(|i| {
+            format!(
+                "Orchard log line {i}: the kiwi vines on terrace {i} were pruned and tied to the wire.\n"
+            )
+        })
+        .collect();
+    notes.push_str("deploy token sk-ant-abcdefghijklmnopqrstuvwxyz0123 for the orchard bot\n");
+    write_tree(&wa, &[("MEMORY.md", "# A\nLaptop: the kiwi vault key.\n")]);
+    write_tree(
+        &wb,
+        &[
+            ("MEMORY.md", "# B\nServer: the kiwi gateway restarts.\n"),
+            ("memory/orchard.md", &notes),
+        ],
+    );
+    run_json(&wa, Some(&cfg), &url, &["memory", "index", "--json"]);
+    run_json(&wb, Some(&cfg), &url, &["memory", "index", "--json"]);
+    let wb_id = run_json(&wb, Some(&cfg), &url, &["memory", "status", "--json"])["workspace"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let wa_id = run_json(&wa, Some(&cfg), &url, &["memory", "status", "--json"])["workspace"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(!wb_id.is_empty() && wb_id != wa_id);
+
+    // A search in a finds b's notes; get serves them from the index, naming b.
+    let s = run_json(
+        &wa,
+        Some(&cfg),
+        &url,
+        &["memory", "search", "kiwi vines terrace pruned", "--json"],
+    );
+    assert_eq!(s["results"][0]["path"], "memory/orchard.md", "{s}");
+    let g = run_json(
+        &wa,
+        Some(&cfg),
+        &url,
+        &["memory", "get", "memory/orchard.md", "--json"],
+    );
+    assert_eq!(g["workspace"], wb_id.as_str(), "{g}");
+    assert_eq!(g["from_index"], true);
+    assert_eq!(g["source"], "memory");
+    assert_eq!(
+        (g["from"].as_u64(), g["total_lines"].as_u64()),
+        (Some(1), Some(41))
+    );
+    let text = g["text"].as_str().unwrap();
+    // Every line once (chunk overlap is not repeated), secrets redacted as indexed.
+    let want: Vec<&str> = notes.lines().take(40).collect();
+    let got: Vec<&str> = text.lines().collect();
+    assert_eq!(&got[..40], &want[..], "{text}");
+    assert_eq!(got.len(), 41);
+    assert!(
+        got[40].starts_with("deploy token ") && !text.contains("sk-ant-abcdef"),
+        "{text}"
+    );
+    // A window, as for a local file.
+    let g = run_json(
+        &wa,
+        Some(&cfg),
+        &url,
+        &[
+            "memory",
+            "get",
+            "./memory/orchard.md",
+            "--from",
+            "7",
+            "--lines",
+            "2",
+            "--json",
+        ],
+    );
+    assert_eq!(g["text"], format!("{}\n{}\n", want[6], want[7]));
+    assert_eq!(g["next_from"], 9);
+
+    // Both machines have a MEMORY.md: this workspace's own by default (the JSON
+    // unchanged), b's with --workspace-id.
+    let g = run_json(
+        &wa,
+        Some(&cfg),
+        &url,
+        &["memory", "get", "MEMORY.md", "--json"],
+    );
+    assert!(g["text"].as_str().unwrap().contains("Laptop"), "{g}");
+    assert!(
+        g.get("workspace").is_none() && g.get("from_index").is_none(),
+        "{g}"
+    );
+    let g = run_json(
+        &wa,
+        Some(&cfg),
+        &url,
+        &[
+            "memory",
+            "get",
+            "MEMORY.md",
+            "--workspace-id",
+            &wb_id,
+            "--json",
+        ],
+    );
+    assert!(g["text"].as_str().unwrap().contains("Server"), "{g}");
+    assert_eq!(g["workspace"], wb_id.as_str());
+
+    // Text mode says where the lines come from.
+    let (code, out, err) = run(
+        &wa,
+        &cfg,
+        &url,
+        &["memory", "get", "memory/orchard.md", "--lines", "1"],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(out, format!("{}\n", want[0]));
+    assert!(
+        err.contains("served from the shared index") && err.contains(&wb_id),
+        "{err}"
+    );
+    // A file no workspace indexed is still refused.
+    let (code, _, err) = run(&wa, &cfg, &url, &["memory", "get", "memory/none.md"]);
+    assert_ne!(code, Some(0));
+    assert!(
+        err.contains("not an indexed file") || err.contains("not indexed"),
+        "{err}"
+    );
+    drop_schema(&url, &schema);
+}

@@ -1,247 +1,24 @@
-//! The engine's core search cases run on both backends (parameterised over
-//! `SearchStorage`): a vector-only paraphrase, a pinned identifier, bounded
-//! decay, CJK substring search, a keyword-only index, the source filter, and
-//! `get` of an indexed file — the same assertions for SQLite and PostgreSQL.
+//! The shared engine suite (`claw_testkit::engine_suite`, the same cases
+//! `claw-memory`'s tests run on SQLite) on PostgreSQL, plus what needs both
+//! backends at once (the same hybrid scores for the same chunks) or only
+//! PostgreSQL (schema versions, a dropped connection retried).
 
-use crate::support::{self, Doc, Schema};
+use crate::support::{self, Schema};
 use claw_memory::config::MemorySettings;
-use claw_memory::embed::Embedder;
 use claw_memory::index_storage::IndexStorage;
-use claw_memory::search::engine::{
-    self, Fallback, GetRequest, Mode, SearchRequest, SourceFilter, get_lines_in, search_in,
-};
-use claw_memory::search::storage::SearchStorage;
-use claw_memory::store::Store;
-use claw_memory::walk::{SourceKind, SourceRoot};
+use claw_memory::search::engine::search_in;
+use claw_testkit::engine_suite::{self, DOCS, NOW, paths, req};
 
-/// 2026-12-01.
-const NOW: i64 = 1_796_083_200;
-
-const DOCS: &[Doc<'static>] = &[
-    (
-        "memory",
-        "MEMORY.md",
-        "Preferences: I drink my coffee black, no sugar.\nMy editor is Helix.",
-    ),
-    (
-        "memory",
-        "memory/projects.md",
-        "The billing migration is tracked as ticket ZX-4471.\nIt moves invoices to the new ledger.",
-    ),
-    (
-        "memory",
-        "memory/ticket-a.md",
-        "The billing export is tracked as ticket ZX-4417.\nIt moves invoices to the old ledger.",
-    ),
-    (
-        "memory",
-        "memory/2026-11-28.md",
-        "Went hiking in the Alps with Marta on Saturday; the weather was clear.",
-    ),
-    (
-        "memory",
-        "memory/2026-06-01.md",
-        "Dentist appointment moved to Thursday afternoon.",
-    ),
-    (
-        "memory",
-        "memory/dentist.md",
-        "Dentist appointment moved to Thursday afternoon.",
-    ),
-    (
-        "memory",
-        "memory/rust.md",
-        "Rust lifetimes: a reference must not outlive the data it borrows.",
-    ),
-    (
-        "memory",
-        "memory/db.md",
-        "Postgres vacuum settings: autovacuum_vacuum_scale_factor 0.05 on large tables.",
-    ),
-    (
-        "memory",
-        "memory/zh.md",
-        "我们在东京塔附近吃了拉面。猫很可爱。",
-    ),
-    (
-        "sessions",
-        "sessions/s1.jsonl",
-        "{\"role\":\"user\",\"text\":\"remind me to renew the passport\"}",
-    ),
-];
-
-fn req(q: &str) -> SearchRequest {
-    SearchRequest {
-        explain: true,
-        ..SearchRequest::new(q)
-    }
-}
-
-fn paths(r: &engine::SearchResponse) -> Vec<String> {
-    r.results.iter().map(|h| h.path.clone()).collect()
-}
-
-/// The cases every backend must pass.
-fn core_cases(name: &str, s: &dyn SearchStorage, e: &dyn Embedder) {
-    let p = MemorySettings::default();
-    // A paraphrase sharing no word: vector stage only.
-    let q = "what did I do in the mountains at the weekend";
-    let kw = search_in(
-        s,
-        None,
-        &p,
-        &SearchRequest {
-            mode: Mode::Fts,
-            ..req(q)
-        },
-        NOW,
-    )
-    .unwrap();
-    assert!(
-        !paths(&kw).contains(&"memory/2026-11-28.md".to_string()),
-        "{name}: {kw:?}"
-    );
-    let r = search_in(s, Some(e), &p, &req(q), NOW).unwrap();
-    assert_eq!(r.fallback, None, "{name}");
-    assert_eq!(
-        paths(&r).first().map(String::as_str),
-        Some("memory/2026-11-28.md"),
-        "{name}: {r:#?}"
-    );
-    let x = r.results[0].explain.as_ref().unwrap();
-    assert!(
-        x.keyword.is_none() && x.vector.unwrap() > 0.3,
-        "{name}: {x:?}"
-    );
-
-    // An identifier: keyword stage, pinned, first, keyword score 1.
-    let r = search_in(s, Some(e), &p, &req("ZX-4471"), NOW).unwrap();
-    assert_eq!(r.results[0].path, "memory/projects.md", "{name}: {r:#?}");
-    let x = r.results[0].explain.as_ref().unwrap();
-    assert!(x.pinned, "{name}");
-    assert_eq!(x.keyword, Some(1.0), "{name}");
-    assert_eq!(r.results[0].citation, "memory/projects.md#L1-L2");
-    let kw = search_in(
-        s,
-        None,
-        &p,
-        &SearchRequest {
-            mode: Mode::Fts,
-            ..req("ZX-4471")
-        },
-        NOW,
-    )
-    .unwrap();
-    assert_eq!(paths(&kw), vec!["memory/projects.md"], "{name}");
-
-    // Same text, six months old vs evergreen: the evergreen one ranks higher.
-    let r = search_in(
-        s,
-        Some(e),
-        &p,
-        &SearchRequest {
-            limit: 20,
-            min_score: Some(0.0),
-            mmr: false,
-            ..req("dentist appointment")
-        },
-        NOW,
-    )
-    .unwrap();
-    let pos = |f: &str| paths(&r).iter().position(|p| p == f).unwrap();
-    assert!(
-        pos("memory/dentist.md") < pos("memory/2026-06-01.md"),
-        "{name}: {r:#?}"
-    );
-
-    // CJK: a two-character run found by substring.
-    let r = search_in(
-        s,
-        None,
-        &p,
-        &SearchRequest {
-            mode: Mode::Fts,
-            ..req("拉面")
-        },
-        NOW,
-    )
-    .unwrap();
-    assert_eq!(paths(&r), vec!["memory/zh.md"], "{name}");
-    let r = search_in(
-        s,
-        None,
-        &p,
-        &SearchRequest {
-            mode: Mode::Fts,
-            ..req("东京塔")
-        },
-        NOW,
-    )
-    .unwrap();
-    assert_eq!(paths(&r), vec!["memory/zh.md"], "{name}");
-
-    // Source filter: sessions only; an unknown source is refused.
-    let r = search_in(
-        s,
-        Some(e),
-        &p,
-        &SearchRequest {
-            source: SourceFilter::parse("sessions"),
-            min_score: Some(0.0),
-            ..req("passport")
-        },
-        NOW,
-    )
-    .unwrap();
-    assert!(!r.results.is_empty(), "{name}");
-    assert!(
-        r.results.iter().all(|h| h.source == "sessions"),
-        "{name}: {r:#?}"
-    );
-    let err = search_in(
-        s,
-        Some(e),
-        &p,
-        &SearchRequest {
-            source: SourceFilter::parse("nope"),
-            ..req("passport")
-        },
-        NOW,
-    );
-    assert!(err.is_err(), "{name}");
-
-    // Keyword-only words with a word from the middle of a note.
-    let r = search_in(
-        s,
-        None,
-        &p,
-        &SearchRequest {
-            mode: Mode::Fts,
-            ..req("autovacuum_vacuum_scale_factor")
-        },
-        NOW,
-    )
-    .unwrap();
-    assert_eq!(
-        paths(&r).first().map(String::as_str),
-        Some("memory/db.md"),
-        "{name}"
-    );
-}
+claw_testkit::engine_suite!(support::postgres);
 
 #[test]
-fn core_search_cases_on_both_backends() {
+fn same_hybrid_scores_as_sqlite() {
     let Some(schema) = Schema::new("core") else {
         return;
     };
-    let e = support::embedder();
-    let dir = tempfile::tempdir().unwrap();
-    let mut sqlite = Store::open(&dir.path().join(".claw/memory.sqlite")).unwrap();
-    support::fill(&mut sqlite, DOCS, Some(&e));
-    core_cases("sqlite", &sqlite, &e);
+    let (sqlite, e) = engine_suite::setup(engine_suite::sqlite, "core", true).unwrap();
     let mut pg = schema.store("core", "ws-a");
-    support::fill(&mut pg, DOCS, Some(&e));
-    core_cases("postgres", &pg, &e);
+    engine_suite::fill(&mut pg, DOCS, Some(&e));
     assert!(pg.check_consistency().unwrap().is_empty());
 
     // The same hybrid scores on both backends (scoring is the shared pure core).
@@ -250,8 +27,10 @@ fn core_search_cases_on_both_backends() {
         "coffee preferences",
         "ledger invoices",
         "borrow checker rules",
+        "dentist appointment",
+        "ZX-4471",
     ] {
-        let a = search_in(&sqlite, Some(&e), &p, &req(q), NOW).unwrap();
+        let a = search_in(sqlite.search(), Some(&e), &p, &req(q), NOW).unwrap();
         let b = search_in(&pg, Some(&e), &p, &req(q), NOW).unwrap();
         assert_eq!(paths(&a), paths(&b), "{q}");
         for (x, y) in a.results.iter().zip(&b.results) {
@@ -263,45 +42,10 @@ fn core_search_cases_on_both_backends() {
             );
         }
     }
-
-    // get serves lines of an indexed file; an unindexed one is refused.
-    support::fill(&mut pg, DOCS, Some(&e));
-    for (_, path, text) in DOCS {
-        let f = dir.path().join(path);
-        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
-        std::fs::write(f, text).unwrap();
-    }
-    let roots = vec![SourceRoot {
-        name: "memory".into(),
-        root: dir.path().to_path_buf(),
-        kind: SourceKind::Workspace,
-        follow_symlinks_outside: false,
-    }];
-    let g = get_lines_in(&pg, &roots, &GetRequest::new("memory/rust.md")).unwrap();
-    assert!(g.text.contains("lifetimes"), "{g:?}");
-    std::fs::write(dir.path().join("memory/other.md"), "x").unwrap();
-    assert!(get_lines_in(&pg, &roots, &GetRequest::new("memory/other.md")).is_err());
-}
-
-#[test]
-fn keyword_only_index_falls_back_on_postgres() {
-    let Some(schema) = Schema::new("kwonly") else {
-        return;
-    };
-    let e = support::embedder();
-    let mut pg = schema.store("kw", "ws-a");
-    support::fill(&mut pg, DOCS, None);
-    assert_eq!(pg.meta("model").unwrap().as_deref(), Some(""));
-    let r = search_in(
-        &pg,
-        Some(&e),
-        &MemorySettings::default(),
-        &req("hiking Alps"),
-        NOW,
-    )
-    .unwrap();
-    assert_eq!(r.fallback, Some(Fallback::NoVectors));
-    assert_eq!(r.results[0].path, "memory/2026-11-28.md");
+    // Rewriting every file leaves the index consistent.
+    engine_suite::fill(&mut pg, DOCS, Some(&e));
+    assert!(pg.check_consistency().unwrap().is_empty());
+    assert_eq!(pg.stats().unwrap().files, DOCS.len() as i64);
 }
 
 #[test]

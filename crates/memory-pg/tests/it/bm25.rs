@@ -197,3 +197,107 @@ fn chunk_stats_follow_writes_rewrites_and_deletes() {
     let (kept, counted) = stats(&schema);
     assert!(kept.is_empty() && counted.is_empty(), "{kept:?}");
 }
+
+/// keyword_candidates by start line (one file of many one-line chunks): score.
+fn by_line(s: &dyn SearchStorage, q: &str) -> BTreeMap<i64, f64> {
+    let pq = ParsedQuery::parse(q);
+    let hits = s
+        .keyword_candidates(&pq, 50, None, KeywordNorm::MaxScaled)
+        .unwrap();
+    let ids: Vec<i64> = hits.keys().copied().collect();
+    s.rows(&ids, false)
+        .unwrap()
+        .into_iter()
+        .map(|(id, row)| (row.start_line, hits[&id]))
+        .collect()
+}
+
+/// Above `KEYWORD_RANK_BUDGET` rows PostgreSQL bounds the ranking as SQLite does:
+/// the rarest terms are ranked (a common one acts as a stop word), a query of
+/// common terms ranks the conjunction's newest window — the same chunks and
+/// scores on both backends.
+#[test]
+fn keyword_ranking_is_bounded_like_sqlite() {
+    use claw_memory::search::keyword::KEYWORD_RANK_BUDGET;
+    let Some(schema) = Schema::new("bm25bound") else {
+        return;
+    };
+    let n = KEYWORD_RANK_BUDGET + 500;
+    let chunks: Vec<NewChunk> = (0..n)
+        .map(|i| {
+            let mut text = format!("common filler{} words", i % 50);
+            if i % 2 == 0 {
+                text.push_str(" often");
+            }
+            if i % 1500 == 7 {
+                text.push_str(" zanzibar zanzibar");
+            }
+            NewChunk {
+                id: format!("c{i}"),
+                start_line: i + 1,
+                end_line: i + 1,
+                hash: format!("{i}"),
+                text,
+                note_time: None,
+                embedding: None,
+            }
+        })
+        .collect();
+    let file = FileRecord {
+        source: "memory".into(),
+        path: "memory/big.md".into(),
+        sha256: "x".into(),
+        mtime_ns: 1,
+        size: 1,
+        indexed_bytes: 0,
+        indexed_lines: 0,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut sqlite = Store::open(&dir.path().join(".claw/memory.sqlite")).unwrap();
+    let mut pg = schema.store("bound", "ws-a");
+    for s in [&mut sqlite as &mut dyn IndexStorage, &mut pg] {
+        s.reset_index("", 0, "test").unwrap();
+        s.write_file(&file, &chunks, WriteMode::Replace, "")
+            .unwrap();
+    }
+    // A common term beside a rare one: only the rare one is ranked.
+    let b = by_line(&pg, "common zanzibar");
+    assert_eq!(b.keys().copied().collect::<Vec<_>>(), vec![8, 1508, 3008]);
+    // Every term common: the conjunction's newest rows only.
+    let w = by_line(&pg, "common words");
+    assert_eq!(w.len(), 50);
+    assert!(w.keys().all(|l| *l > 500), "{w:?}");
+    // Many chunks tie on score (equal lengths): compare the scores ranked, and the
+    // chunks where the scores single them out.
+    for q in [
+        "common zanzibar",
+        "common words",
+        "often common",
+        "often zanzibar",
+        "words",
+    ] {
+        let a = by_line(&sqlite, q);
+        let b = by_line(&pg, q);
+        let ranked = |m: &BTreeMap<i64, f64>| {
+            let mut v: Vec<f64> = m.values().copied().collect();
+            v.sort_by(|x, y| y.total_cmp(x));
+            v
+        };
+        let (ra, rb) = (ranked(&a), ranked(&b));
+        assert_eq!(ra.len(), rb.len(), "{q}");
+        for (x, y) in ra.iter().zip(&rb) {
+            assert!((x - y).abs() < 1e-9, "{q}: {ra:?} vs {rb:?}");
+        }
+        if q.contains("zanzibar") {
+            let top3 = |m: &BTreeMap<i64, f64>| {
+                let mut v: Vec<(i64, f64)> = m.iter().map(|(l, s)| (*l, *s)).collect();
+                v.sort_by(|x, y| y.1.total_cmp(&x.1).then(x.0.cmp(&y.0)));
+                let mut top: Vec<i64> = v.iter().take(3).map(|x| x.0).collect();
+                top.sort_unstable();
+                top
+            };
+            assert_eq!(top3(&a), vec![8, 1508, 3008], "{q}");
+            assert_eq!(top3(&b), top3(&a), "{q}");
+        }
+    }
+}

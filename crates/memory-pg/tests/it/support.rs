@@ -1,12 +1,11 @@
 //! Helpers: the server URL (failing under CI when missing), a private schema
-//! per test (dropped at the end), the real embedding model, the fixture docs.
+//! per test (dropped at the end), and the PostgreSQL factory for the shared
+//! engine suite (whose fixtures — docs, `fill`, the model — live in
+//! `claw_testkit::engine_suite`).
 #![allow(dead_code)]
 
-use claw_memory::dates::note_time_from_path;
-use claw_memory::embed::{Embedder, LocalEmbedder};
-use claw_memory::index_storage::IndexStorage;
-use claw_memory::store::{FileRecord, NewChunk, WriteMode};
 use claw_memory_pg::{PgConfig, PgStore};
+pub use claw_testkit::engine_suite::{Doc, Fixture, embedder, fill};
 
 /// `CLAW_PG_URL`, or None (with a loud message) outside CI; under `CI=true` a
 /// missing server is a failure, never a silent skip.
@@ -67,50 +66,15 @@ impl Drop for Schema {
     }
 }
 
-/// The real local model.
-pub fn embedder() -> LocalEmbedder {
-    let (dir, ort) = claw_testkit::model_paths();
-    LocalEmbedder::load(Some(&dir), Some(&ort), 8).expect("load the local model")
-}
-
-/// One indexed document: (source, path, text), one chunk each.
-pub type Doc<'a> = (&'a str, &'a str, &'a str);
-
-/// Reset the index for `embedder` and write `docs` through the IndexStorage boundary.
-pub fn fill(store: &mut dyn IndexStorage, docs: &[Doc<'_>], embedder: Option<&dyn Embedder>) {
-    let (model, dims) = match embedder {
-        Some(e) => (e.model_id().to_string(), e.dims()),
-        None => (String::new(), 0),
-    };
-    store.reset_index(&model, dims, "test").unwrap();
-    let vectors: Vec<Option<Vec<f32>>> = match embedder {
-        Some(e) => {
-            let texts: Vec<&str> = docs.iter().map(|d| d.2).collect();
-            e.embed(&texts).unwrap().into_iter().map(Some).collect()
-        }
-        None => vec![None; docs.len()],
-    };
-    for ((source, path, text), emb) in docs.iter().zip(vectors) {
-        let file = FileRecord {
-            source: source.to_string(),
-            path: path.to_string(),
-            sha256: format!("sha-{path}"),
-            mtime_ns: 1,
-            size: text.len() as i64,
-            indexed_bytes: 0,
-            indexed_lines: 0,
-        };
-        let chunk = NewChunk {
-            id: format!("{source}:{path}"),
-            start_line: 1,
-            end_line: text.lines().count().max(1),
-            hash: format!("h-{source}-{path}"),
-            text: text.to_string(),
-            note_time: note_time_from_path(path),
-            embedding: emb,
-        };
-        store
-            .write_file(&file, &[chunk], WriteMode::Replace, &model)
-            .unwrap();
-    }
+/// The PostgreSQL backend for the shared engine suite (`claw_testkit::engine_suite`):
+/// an empty store in a private schema (dropped after the store), namespace `suite`.
+pub fn postgres(tag: &str) -> Option<Fixture> {
+    let schema = Schema::new(&format!("s_{tag}"))?;
+    let store = schema.store("suite", "ws-a");
+    Some(Fixture {
+        backend: "postgres",
+        store: Box::new(store),
+        dir: tempfile::tempdir().unwrap(),
+        guard: Some(Box::new(schema)),
+    })
 }
