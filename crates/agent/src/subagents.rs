@@ -9,6 +9,12 @@
 //! done, failed (an error, the iteration cap, the budget) or cancelled — so no
 //! result is lost; the front end turns it into a parent turn.
 //! [`Subagents::cancel_all`] (`/stop`) cancels the running and queued children.
+//!
+//! Bounded for a long-running gateway: when a child is spawned, finished children
+//! older than [`FINISHED_KEEP`] are forgotten, and only the newest
+//! [`MAX_FINISHED`] finished ones are kept (queued and running ones always stay);
+//! the process-wide directory drops the entries of ended sessions whenever one
+//! registers.
 
 use crate::core::TurnEnd;
 use crate::driver::{ConfirmRequest, Driver, DriverOptions, Model, Ui};
@@ -16,7 +22,7 @@ use crate::hooks::Hooks;
 use crate::tools::{Answer, DynamicTools, SpawnArgs, Spawned, Spawner, ToolContext, ToolRegistry};
 use serde::{Deserialize, Serialize};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio_util::sync::CancellationToken;
@@ -131,10 +137,61 @@ impl Ui for ChildUi {
     }
 }
 
+/// How long a finished child stays listed.
+pub const FINISHED_KEEP: Duration = Duration::from_secs(6 * 3600);
+
+/// How many finished children stay listed per parent (the newest).
+pub const MAX_FINISHED: usize = 200;
+
 #[derive(Default)]
 struct Table {
     next: usize,
     list: Vec<SubagentInfo>,
+    /// When each finished child finished (by id).
+    finished_at: std::collections::HashMap<String, Instant>,
+}
+
+impl Table {
+    /// Mark `id` finished at `now`.
+    fn finish(&mut self, id: &str, state: SubagentState, text: String, now: Instant) {
+        if let Some(i) = self.list.iter_mut().find(|i| i.id == id) {
+            i.state = state;
+            i.result = Some(text);
+            self.finished_at.insert(id.to_string(), now);
+        }
+    }
+
+    /// Forget finished children older than `keep`, then all but the newest
+    /// `max` finished ones. Unfinished children are never dropped.
+    fn prune(&mut self, now: Instant, keep: Duration, max: usize) {
+        let at = &self.finished_at;
+        let fresh = |i: &SubagentInfo| {
+            !i.state.is_finished()
+                || at
+                    .get(&i.id)
+                    .is_none_or(|t| now.saturating_duration_since(*t) <= keep)
+        };
+        self.list.retain(fresh);
+        let mut finished: Vec<(Instant, String)> = self
+            .list
+            .iter()
+            .filter(|i| i.state.is_finished())
+            .map(|i| (at.get(&i.id).copied().unwrap_or(now), i.id.clone()))
+            .collect();
+        if finished.len() > max {
+            let excess = finished.len() - max;
+            finished.sort();
+            let drop: std::collections::HashSet<String> = finished
+                .into_iter()
+                .take(excess)
+                .map(|(_, id)| id)
+                .collect();
+            self.list.retain(|i| !drop.contains(&i.id));
+        }
+        let ids: std::collections::HashSet<&str> =
+            self.list.iter().map(|i| i.id.as_str()).collect();
+        self.finished_at.retain(|id, _| ids.contains(id.as_str()));
+    }
 }
 
 /// The sub-agents of one parent session.
@@ -225,6 +282,7 @@ impl<M: Model> Spawner for Subagents<M> {
             .map_err(|_| "no async runtime to run the sub-agent on".to_string())?;
         let (id, label, session, state) = {
             let mut t = lock(&self.table);
+            t.prune(Instant::now(), FINISHED_KEEP, MAX_FINISHED);
             t.next += 1;
             let id = next_id();
             let label = args
@@ -297,10 +355,7 @@ impl<M: Model> Job<M> {
         // One step under the lock: whoever sees the child finished finds its
         // announcement already on the channel.
         let mut t = lock(&self.table);
-        if let Some(i) = t.list.iter_mut().find(|i| i.id == self.id) {
-            i.state = state;
-            i.result = Some(text.clone());
-        }
+        t.finish(&self.id, state, text.clone(), Instant::now());
         let _ = self.announce.send(Announcement {
             id: self.id.clone(),
             label: self.label.clone(),
@@ -401,12 +456,16 @@ fn directory() -> &'static Directory {
     DIR.get_or_init(Default::default)
 }
 
-/// Makes `manager` the one listed for `session`.
+/// Makes `manager` the one listed for `session` (and forgets the sessions
+/// whose manager is gone).
 pub fn register(session: &str, manager: &Arc<dyn SubagentList>) {
-    directory()
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .insert(session.to_string(), Arc::downgrade(manager));
+    register_in(directory(), session, manager);
+}
+
+fn register_in(dir: &Directory, session: &str, manager: &Arc<dyn SubagentList>) {
+    let mut dir = dir.lock().unwrap_or_else(|p| p.into_inner());
+    dir.retain(|_, w| w.strong_count() > 0);
+    dir.insert(session.to_string(), Arc::downgrade(manager));
 }
 
 /// The children of `session`, when a live manager is registered for it.
@@ -478,6 +537,73 @@ mod tests {
         let m = a.message();
         assert!(m.starts_with("[system: sub-agent 7-1 \"notes\" failed]\ntimed out after 3 s"));
         assert!(m.contains("not a message from the user"));
+    }
+
+    fn info(id: &str, state: SubagentState) -> SubagentInfo {
+        SubagentInfo {
+            id: id.into(),
+            label: id.into(),
+            task: "t".into(),
+            state,
+            session: format!("subagent:{id}"),
+            result: None,
+        }
+    }
+
+    #[test]
+    fn finished_children_are_forgotten_after_a_while_and_beyond_the_cap() {
+        let t0 = Instant::now();
+        let mut t = Table::default();
+        for i in 0..6 {
+            t.list.push(info(&format!("c{i}"), SubagentState::Running));
+        }
+        t.list.push(info("q", SubagentState::Queued));
+        // c0 finished long ago; c1..c5 recently, one second apart.
+        t.finish("c0", SubagentState::Done, "old".into(), t0);
+        for i in 1..6 {
+            t.finish(
+                &format!("c{i}"),
+                SubagentState::Failed,
+                "x".into(),
+                t0 + Duration::from_secs(3600 + i),
+            );
+        }
+        let now = t0 + Duration::from_secs(3600 + 10);
+        t.prune(now, Duration::from_secs(1800), 3);
+        let ids: Vec<&str> = t.list.iter().map(|i| i.id.as_str()).collect();
+        assert_eq!(
+            ids,
+            ["c3", "c4", "c5", "q"],
+            "too old: c0; beyond 3 finished: c1, c2"
+        );
+        assert_eq!(t.finished_at.len(), 3);
+        // Unfinished children stay however many there are.
+        let mut u = Table::default();
+        for i in 0..10 {
+            u.list.push(info(&format!("r{i}"), SubagentState::Running));
+        }
+        u.prune(now, Duration::ZERO, 0);
+        assert_eq!(u.list.len(), 10);
+    }
+
+    struct Empty;
+    impl SubagentList for Empty {
+        fn list(&self) -> Vec<SubagentInfo> {
+            vec![]
+        }
+        fn cancel_all(&self) {}
+    }
+
+    #[test]
+    fn the_directory_drops_ended_sessions_when_one_registers() {
+        let dir: Directory = Default::default();
+        let gone: Arc<dyn SubagentList> = Arc::new(Empty);
+        register_in(&dir, "old", &gone);
+        drop(gone);
+        let live: Arc<dyn SubagentList> = Arc::new(Empty);
+        register_in(&dir, "new", &live);
+        let keys: Vec<String> = dir.lock().expect("lock").keys().cloned().collect();
+        assert_eq!(keys, ["new"]);
     }
 
     struct NoSpawn;

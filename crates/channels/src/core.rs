@@ -3,18 +3,39 @@
 //! refusal, de-duplication of redelivered events, one queue (and one session,
 //! `<channel>:<chat id>`) per chat, typing indicators while a turn runs, and long
 //! answers split at the network's limit on paragraph or line boundaries.
+//!
+//! The state is written only when it changed, off the async runtime: a small
+//! writer task coalesces the changes of a burst (a batch of updates, a refused
+//! sender writing a hundred messages) into one atomic write (temp file + rename,
+//! mode 0600) on a blocking thread. An accepted message is written at once (its
+//! event id is on disk before its turn runs); [`Core::flush`] waits for the
+//! writer (the poll loops flush when they stop) and a change still unwritten
+//! when the core is dropped is written then. Nothing grows without bound: seen event ids keep the last
+//! [`SEEN_CAPACITY`], refused senders the last [`REFUSED_CAPACITY`] (a sender
+//! dropped from that list is told once more that it is not allowed, should it
+//! write again), and a chat's queue ends after [`CHAT_IDLE`] without messages.
 
 use crate::{ChannelError, ChatTurn, Log, TurnRunner};
 use futures_util::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 /// How many delivered event ids are remembered per channel.
 pub const SEEN_CAPACITY: usize = 2000;
+
+/// How many refused senders are remembered per channel (oldest dropped first).
+pub const REFUSED_CAPACITY: usize = 1000;
+
+/// A chat's queue (and its worker task) ends after this long without a message.
+pub const CHAT_IDLE: Duration = Duration::from_secs(300);
+
+/// Changes within this window after the first are written together.
+pub const WRITE_COALESCE: Duration = Duration::from_millis(200);
 
 /// The network side of a channel: sending one message part, typing.
 pub trait Transport: Send + Sync + 'static {
@@ -72,8 +93,10 @@ impl ChannelState {
         }
     }
 
-    /// Write atomically (temp file + rename).
+    /// Write atomically (temp file + rename), mode 0600.
     pub fn save(&self, path: &Path) -> Result<(), ChannelError> {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
         let err = |e: std::io::Error| ChannelError::State {
             path: path.to_path_buf(),
             message: e.to_string(),
@@ -86,8 +109,34 @@ impl ChannelState {
             path: path.to_path_buf(),
             message: e.to_string(),
         })?;
-        std::fs::write(&tmp, bytes).map_err(err)?;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)
+            .map_err(err)?;
+        // A temp file left by a crash keeps its old mode: set it.
+        f.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .map_err(err)?;
+        f.write_all(&bytes).map_err(err)?;
+        f.sync_all().map_err(err)?;
+        drop(f);
         std::fs::rename(&tmp, path).map_err(err)
+    }
+
+    /// Remember `sender` as refused; false when it already was. Keeps the last
+    /// [`REFUSED_CAPACITY`].
+    pub fn refuse(&mut self, sender: &str) -> bool {
+        if self.refused.iter().any(|r| r == sender) {
+            return false;
+        }
+        self.refused.push(sender.to_string());
+        if self.refused.len() > REFUSED_CAPACITY {
+            let excess = self.refused.len() - REFUSED_CAPACITY;
+            self.refused.drain(..excess);
+        }
+        true
     }
 }
 
@@ -119,15 +168,120 @@ pub fn is_allowed(allow_from: &[String], sender: &str) -> bool {
     allow_from.iter().any(|a| a == "*" || a == sender)
 }
 
+/// The state and its writer's bookkeeping, shared by the core and the writer task.
+struct Persisted {
+    state: Mutex<ChannelState>,
+    path: PathBuf,
+    /// Changes made so far (each `persist` counts one).
+    changes: AtomicU64,
+    /// The change count the file reflects.
+    written: watch::Sender<u64>,
+    /// Files written (for tests and the log).
+    writes: AtomicU64,
+    log: Log,
+}
+
+impl Persisted {
+    fn snapshot(&self) -> (u64, ChannelState) {
+        let g = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        (self.changes.load(Ordering::SeqCst), g.clone())
+    }
+
+    fn dirty(&self) -> bool {
+        self.changes.load(Ordering::SeqCst) != *self.written.borrow()
+    }
+
+    fn record(&self, upto: u64, r: Result<(), ChannelError>) {
+        match r {
+            Ok(()) => {
+                self.writes.fetch_add(1, Ordering::SeqCst);
+                self.written.send_if_modified(|w| {
+                    let newer = upto > *w;
+                    if newer {
+                        *w = upto;
+                    }
+                    newer
+                });
+            }
+            Err(e) => (self.log)(format!("channel state not saved: {e}")),
+        }
+    }
+
+    /// Write the current state on a blocking thread (nothing when unchanged).
+    async fn write(self: &Arc<Self>) {
+        if !self.dirty() {
+            return;
+        }
+        let (upto, snapshot) = self.snapshot();
+        let me = self.clone();
+        let r = tokio::task::spawn_blocking(move || snapshot.save(&me.path)).await;
+        match r {
+            Ok(r) => self.record(upto, r),
+            Err(e) => (self.log)(format!("channel state not saved: {e}")),
+        }
+    }
+}
+
+impl Drop for Persisted {
+    /// A change the writer did not get to (the runtime shut down first) is
+    /// written here, once, at the very end.
+    fn drop(&mut self) {
+        if self.dirty() {
+            let (upto, snapshot) = self.snapshot();
+            let r = snapshot.save(&self.path);
+            self.record(upto, r);
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wake {
+    Changed,
+    Flush,
+}
+
+/// The writer task: waits for a change, lets the burst settle for
+/// [`WRITE_COALESCE`] (or less when a flush is asked for), writes once.
+async fn state_writer(p: Arc<Persisted>, mut rx: mpsc::UnboundedReceiver<Wake>) {
+    while let Some(first) = rx.recv().await {
+        if first == Wake::Changed {
+            let settle = tokio::time::sleep(WRITE_COALESCE);
+            tokio::pin!(settle);
+            loop {
+                tokio::select! {
+                    _ = &mut settle => break,
+                    w = rx.recv() => match w {
+                        Some(Wake::Changed) => {}
+                        Some(Wake::Flush) | None => break,
+                    },
+                }
+            }
+        }
+        while rx.try_recv().is_ok() {}
+        p.write().await;
+    }
+    // The core is gone: write what is left.
+    p.write().await;
+}
+
+/// One chat's queue: its sender and the id of the worker reading it.
+struct ChatQueue {
+    tx: mpsc::UnboundedSender<Incoming>,
+    worker: u64,
+}
+
 /// The shared half of a channel (see the module doc).
 pub struct Core {
     pub transport: Arc<dyn Transport>,
     allow_from: Vec<String>,
-    state: Mutex<ChannelState>,
-    state_path: PathBuf,
+    persisted: Arc<Persisted>,
+    /// Wakes the writer task (None outside a runtime: writes happen inline).
+    wake: Option<mpsc::UnboundedSender<Wake>>,
     runner: Arc<dyn TurnRunner>,
     pub log: Log,
-    queues: Mutex<HashMap<String, mpsc::UnboundedSender<Incoming>>>,
+    queues: Mutex<HashMap<String, ChatQueue>>,
+    next_worker: AtomicU64,
+    chat_idle: Duration,
 }
 
 impl Core {
@@ -138,16 +292,43 @@ impl Core {
         runner: Arc<dyn TurnRunner>,
         log: Log,
     ) -> Result<Arc<Core>, ChannelError> {
+        Core::with_chat_idle(transport, allow_from, state_dir, runner, log, CHAT_IDLE)
+    }
+
+    /// [`Core::new`] with another idle period for chat queues (tests).
+    pub fn with_chat_idle(
+        transport: Arc<dyn Transport>,
+        allow_from: Vec<String>,
+        state_dir: &Path,
+        runner: Arc<dyn TurnRunner>,
+        log: Log,
+        chat_idle: Duration,
+    ) -> Result<Arc<Core>, ChannelError> {
         let state_path = ChannelState::path(state_dir, transport.name());
         let state = ChannelState::load(&state_path)?;
+        let persisted = Arc::new(Persisted {
+            state: Mutex::new(state),
+            path: state_path,
+            changes: AtomicU64::new(0),
+            written: watch::channel(0).0,
+            writes: AtomicU64::new(0),
+            log: log.clone(),
+        });
+        let wake = tokio::runtime::Handle::try_current().ok().map(|rt| {
+            let (tx, rx) = mpsc::unbounded_channel();
+            rt.spawn(state_writer(persisted.clone(), rx));
+            tx
+        });
         Ok(Arc::new(Core {
             transport,
             allow_from,
-            state: Mutex::new(state),
-            state_path,
+            persisted,
+            wake,
             runner,
             log,
             queues: Mutex::new(HashMap::new()),
+            next_worker: AtomicU64::new(0),
+            chat_idle,
         }))
     }
 
@@ -160,15 +341,69 @@ impl Core {
     }
 
     fn with_state<T>(&self, f: impl FnOnce(&mut ChannelState) -> T) -> T {
-        let mut g = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut g = self
+            .persisted
+            .state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         f(&mut g)
     }
 
+    /// Note a change of the state: the writer task saves it soon (coalescing a
+    /// burst of changes into one write).
     fn persist(&self) {
-        let snapshot = self.with_state(|s| s.clone());
-        if let Err(e) = snapshot.save(&self.state_path) {
-            (self.log)(format!("{}: {e}", self.name()));
+        self.persist_as(Wake::Changed)
+    }
+
+    /// Note a change and have it written now (still off the runtime, without
+    /// waiting): an accepted message's event id is on disk before its turn runs,
+    /// so a crash during the turn does not answer it twice after a restart.
+    fn persist_now(&self) {
+        self.persist_as(Wake::Flush)
+    }
+
+    fn persist_as(&self, wake: Wake) {
+        self.persisted.changes.fetch_add(1, Ordering::SeqCst);
+        match &self.wake {
+            Some(tx) if tx.send(wake).is_ok() => {}
+            _ => {
+                let (upto, snapshot) = self.persisted.snapshot();
+                let r = snapshot.save(&self.persisted.path);
+                self.persisted.record(upto, r);
+            }
         }
+    }
+
+    /// Wait until every change so far is on disk (or its write failed and was logged).
+    pub async fn flush(&self) {
+        let target = self.persisted.changes.load(Ordering::SeqCst);
+        let mut written = self.persisted.written.subscribe();
+        let Some(tx) = &self.wake else { return };
+        if *written.borrow() >= target {
+            return;
+        }
+        if tx.send(Wake::Flush).is_err() {
+            return;
+        }
+        // A failed write is logged and not retried until the next change: give up
+        // waiting after a while rather than hang a shutdown.
+        let _ =
+            tokio::time::timeout(Duration::from_secs(10), written.wait_for(|w| *w >= target)).await;
+    }
+
+    /// How many times the state file was written (for tests).
+    pub fn state_writes(&self) -> u64 {
+        self.persisted.writes.load(Ordering::SeqCst)
+    }
+
+    /// A copy of the state as it is in memory.
+    pub fn state(&self) -> ChannelState {
+        self.with_state(|s| s.clone())
+    }
+
+    /// Chats with a live queue (a worker waiting for or running their turns).
+    pub fn queued_chats(&self) -> usize {
+        self.queues.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 
     /// The saved poll position (`since` / offset).
@@ -176,10 +411,19 @@ impl Core {
         self.with_state(|s| s.position.clone())
     }
 
-    /// Remember the poll position (persisted at once).
+    /// Remember the poll position (saved soon when it changed).
     pub fn set_position(&self, position: String) {
-        self.with_state(|s| s.position = Some(position));
-        self.persist();
+        let changed = self.with_state(|s| {
+            if s.position.as_deref() == Some(position.as_str()) {
+                false
+            } else {
+                s.position = Some(position);
+                true
+            }
+        });
+        if changed {
+            self.persist();
+        }
     }
 
     /// Record `chat` as reachable by the `message` tool.
@@ -215,6 +459,11 @@ impl Core {
             }
             false
         });
+        if !duplicate {
+            // The seen list changed (this also covers the refusal and the chat
+            // list below: one change, written once with the rest of the burst).
+            self.persist();
+        }
         if duplicate {
             (self.log)(format!(
                 "{}: event {} delivered again; already handled",
@@ -224,15 +473,7 @@ impl Core {
             return Accepted::Duplicate;
         }
         if !self.is_allowed(&msg.sender) && !msg.aliases.iter().any(|a| self.is_allowed(a)) {
-            let first = self.with_state(|s| {
-                if s.refused.contains(&msg.sender) {
-                    false
-                } else {
-                    s.refused.push(msg.sender.clone());
-                    true
-                }
-            });
-            self.persist();
+            let first = self.with_state(|s| s.refuse(&msg.sender));
             (self.log)(format!(
                 "{}: refused a message from {} (not in allow_from)",
                 self.name(),
@@ -252,7 +493,7 @@ impl Core {
             return Accepted::Refused { replied: first };
         }
         self.add_chat(&msg.chat);
-        self.persist();
+        self.persist_now();
         if msg.text.trim() == STOP_COMMAND {
             // Not queued behind the turn it is meant to stop: straight to the
             // runner (the gateway serves it at once), answer in the chat.
@@ -278,19 +519,35 @@ impl Core {
             return Accepted::Queued;
         }
         let mut queues = self.queues.lock().unwrap_or_else(|p| p.into_inner());
-        let tx = queues.entry(msg.chat.clone()).or_insert_with(|| {
-            let (tx, rx) = mpsc::unbounded_channel();
-            tokio::spawn(chat_worker(self.clone(), msg.chat.clone(), rx));
-            tx
-        });
-        if let Err(mpsc::error::SendError(m)) = tx.send(msg) {
-            let (tx, rx) = mpsc::unbounded_channel();
-            let chat = m.chat.clone();
-            let _ = tx.send(m);
-            tokio::spawn(chat_worker(self.clone(), chat.clone(), rx));
-            queues.insert(chat, tx);
-        }
+        let msg = match queues.get(&msg.chat) {
+            Some(q) => match q.tx.send(msg) {
+                Ok(()) => return Accepted::Queued,
+                // Its worker is gone (it panicked): start a new one below.
+                Err(mpsc::error::SendError(m)) => m,
+            },
+            None => msg,
+        };
+        let (tx, rx) = mpsc::unbounded_channel();
+        let worker = self.next_worker.fetch_add(1, Ordering::SeqCst);
+        let chat = msg.chat.clone();
+        let _ = tx.send(msg);
+        tokio::spawn(chat_worker(self.clone(), chat.clone(), worker, rx));
+        queues.insert(chat, ChatQueue { tx, worker });
         Accepted::Queued
+    }
+
+    /// A chat worker idle for [`CHAT_IDLE`] asks to end: granted (its queue
+    /// removed) when nothing is waiting in it. Decided under the queues' lock,
+    /// which `accept` holds while queueing, so no message can slip in between.
+    fn retire(&self, chat: &str, worker: u64, rx: &mpsc::UnboundedReceiver<Incoming>) -> bool {
+        let mut queues = self.queues.lock().unwrap_or_else(|p| p.into_inner());
+        if !rx.is_empty() {
+            return false;
+        }
+        if queues.get(chat).is_some_and(|q| q.worker == worker) {
+            queues.remove(chat);
+        }
+        true
     }
 
     /// Send `text` to `chat`, split at the network's limit. Returns the parts sent.
@@ -314,8 +571,25 @@ pub fn session_key(channel: &str, chat: &str) -> String {
     format!("{channel}:{chat}")
 }
 
-async fn chat_worker(core: Arc<Core>, chat: String, mut rx: mpsc::UnboundedReceiver<Incoming>) {
-    while let Some(msg) = rx.recv().await {
+async fn chat_worker(
+    core: Arc<Core>,
+    chat: String,
+    worker: u64,
+    mut rx: mpsc::UnboundedReceiver<Incoming>,
+) {
+    loop {
+        let msg = tokio::select! {
+            m = rx.recv() => match m {
+                Some(m) => m,
+                None => return,
+            },
+            _ = tokio::time::sleep(core.chat_idle) => {
+                if core.retire(&chat, worker, &rx) {
+                    return;
+                }
+                continue;
+            }
+        };
         let started = std::time::Instant::now();
         let turn = ChatTurn {
             channel: core.name().to_string(),
@@ -504,6 +778,193 @@ mod tests {
         assert_eq!(ChannelState::load(&p).expect("load"), s);
         std::fs::write(&p, "{not json").expect("write");
         assert!(ChannelState::load(&p).is_err());
+    }
+
+    /// A network that records what is sent.
+    #[derive(Default)]
+    struct FakeNet {
+        sent: Mutex<Vec<(String, String)>>,
+    }
+
+    impl Transport for FakeNet {
+        fn name(&self) -> &'static str {
+            "fake"
+        }
+        fn send<'a>(
+            &'a self,
+            chat: &'a str,
+            text: &'a str,
+        ) -> BoxFuture<'a, Result<(), ChannelError>> {
+            self.sent
+                .lock()
+                .unwrap()
+                .push((chat.to_string(), text.to_string()));
+            Box::pin(async { Ok(()) })
+        }
+        fn typing<'a>(&'a self, _: &'a str, _: bool) -> BoxFuture<'a, Result<(), ChannelError>> {
+            Box::pin(async { Ok(()) })
+        }
+        fn limit(&self) -> usize {
+            1000
+        }
+        fn typing_refresh(&self) -> Duration {
+            Duration::from_secs(4)
+        }
+    }
+
+    /// Answers each turn with "re: <text>".
+    struct Echo;
+    impl TurnRunner for Echo {
+        fn run(&self, turn: ChatTurn) -> BoxFuture<'static, Result<String, String>> {
+            Box::pin(async move { Ok(format!("re: {}", turn.text)) })
+        }
+    }
+
+    fn core(dir: &Path, chat_idle: Duration) -> (Arc<Core>, Arc<FakeNet>) {
+        let net = Arc::new(FakeNet::default());
+        let core = Core::with_chat_idle(
+            net.clone(),
+            vec!["owner".into()],
+            dir,
+            Arc::new(Echo),
+            Arc::new(|_: String| {}),
+            chat_idle,
+        )
+        .expect("core");
+        (core, net)
+    }
+
+    fn msg(id: usize, chat: &str, sender: &str) -> Incoming {
+        Incoming {
+            event_id: format!("e{id}"),
+            chat: chat.into(),
+            sender: sender.into(),
+            aliases: vec![],
+            text: format!("hello {id}"),
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_refused_sender_writing_100_messages_causes_one_state_write() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (core, net) = core(dir.path(), CHAT_IDLE);
+        for i in 0..100 {
+            let r = core.accept(msg(i, "c1", "stranger")).await;
+            assert_eq!(r, Accepted::Refused { replied: i == 0 });
+        }
+        core.flush().await;
+        assert_eq!(core.state_writes(), 1, "one write for the whole burst");
+        assert_eq!(net.sent.lock().unwrap().len(), 1, "refused once");
+        let path = ChannelState::path(dir.path(), "fake");
+        let saved = ChannelState::load(&path).expect("saved");
+        assert_eq!(saved.refused, ["stranger"]);
+        assert_eq!(saved.seen.len(), 100);
+        let mode = std::fs::metadata(&path).expect("meta").permissions();
+        assert_eq!(
+            std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777,
+            0o600
+        );
+        // Nothing changed: no write. The same position again: no write either.
+        core.flush().await;
+        core.set_position("9".into());
+        core.flush().await;
+        core.set_position("9".into());
+        core.flush().await;
+        assert_eq!(core.state_writes(), 2);
+        // A redelivered event changes nothing.
+        assert_eq!(
+            core.accept(msg(5, "c1", "stranger")).await,
+            Accepted::Duplicate
+        );
+        core.flush().await;
+        assert_eq!(core.state_writes(), 2);
+    }
+
+    /// Never answers (a turn still running).
+    struct Stuck;
+    impl TurnRunner for Stuck {
+        fn run(&self, _: ChatTurn) -> BoxFuture<'static, Result<String, String>> {
+            Box::pin(std::future::pending())
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_accepted_message_is_on_disk_before_its_turn_ends() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let core = Core::new(
+            Arc::new(FakeNet::default()),
+            vec!["owner".into()],
+            dir.path(),
+            Arc::new(Stuck),
+            Arc::new(|_: String| {}),
+        )
+        .expect("core");
+        assert_eq!(core.accept(msg(1, "c", "owner")).await, Accepted::Queued);
+        // Well inside the coalescing window: written without waiting for it.
+        for _ in 0..10 {
+            if core.state_writes() == 1 {
+                break;
+            }
+            tokio::time::sleep(WRITE_COALESCE / 20).await;
+        }
+        assert_eq!(core.state_writes(), 1);
+        let saved = ChannelState::load(&ChannelState::path(dir.path(), "fake")).expect("load");
+        assert_eq!(saved.seen, ["e1"]);
+        assert_eq!(saved.chats, ["c"]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_change_left_unwritten_is_saved_when_the_core_goes() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (core, _net) = core(dir.path(), CHAT_IDLE);
+        core.set_position("41".into());
+        drop(core);
+        // The writer task ends with its final write.
+        for _ in 0..50 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            tokio::task::yield_now().await;
+        }
+        let saved = ChannelState::load(&ChannelState::path(dir.path(), "fake")).expect("load");
+        assert_eq!(saved.position.as_deref(), Some("41"));
+    }
+
+    #[test]
+    fn the_refused_list_keeps_the_last_thousand() {
+        let mut s = ChannelState::default();
+        for i in 0..REFUSED_CAPACITY + 5 {
+            assert!(s.refuse(&format!("u{i}")));
+        }
+        assert_eq!(s.refused.len(), REFUSED_CAPACITY);
+        assert_eq!(s.refused[0], "u5", "the oldest five were dropped");
+        assert!(
+            !s.refuse(&format!("u{}", REFUSED_CAPACITY + 4)),
+            "still known"
+        );
+        assert!(
+            s.refuse("u0"),
+            "a dropped sender is refused (and told) again"
+        );
+        assert_eq!(s.refused.len(), REFUSED_CAPACITY);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn idle_chat_queues_end_and_a_new_message_starts_another() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (core, net) = core(dir.path(), Duration::from_secs(60));
+        for (i, chat) in ["a", "b", "a"].iter().enumerate() {
+            assert_eq!(core.accept(msg(i, chat, "owner")).await, Accepted::Queued);
+        }
+        assert_eq!(core.queued_chats(), 2);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(net.sent.lock().unwrap().len(), 3, "all answered");
+        tokio::time::sleep(Duration::from_secs(61)).await;
+        assert_eq!(core.queued_chats(), 0, "idle queues are gone");
+        assert_eq!(core.accept(msg(9, "a", "owner")).await, Accepted::Queued);
+        assert_eq!(core.queued_chats(), 1);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let sent = net.sent.lock().unwrap().clone();
+        assert_eq!(sent.len(), 4);
+        assert_eq!(sent[3], ("a".to_string(), "re: hello 9".to_string()));
     }
 
     #[test]

@@ -296,7 +296,7 @@ pub async fn run(mx: Arc<Matrix>, core: Arc<Core>, stop: CancellationToken) {
         let since = core.position();
         let timeout = if since.is_some() { SYNC_TIMEOUT_MS } else { 0 };
         let res = tokio::select! {
-            _ = stop.cancelled() => return,
+            _ = stop.cancelled() => break,
             r = mx.sync(since.as_deref(), timeout) => r,
         };
         let sync = match res {
@@ -311,7 +311,7 @@ pub async fn run(mx: Arc<Matrix>, core: Arc<Core>, stop: CancellationToken) {
                     wait.as_secs()
                 ));
                 tokio::select! {
-                    _ = stop.cancelled() => return,
+                    _ = stop.cancelled() => break,
                     _ = tokio::time::sleep(wait) => continue,
                 }
             }
@@ -329,6 +329,8 @@ pub async fn run(mx: Arc<Matrix>, core: Arc<Core>, stop: CancellationToken) {
             None => (core.log)("matrix: sync answer without next_batch".into()),
         }
     }
+    // Stopping: whatever the last batch changed is written before the task ends.
+    core.flush().await;
 }
 
 #[cfg(test)]

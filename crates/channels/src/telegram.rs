@@ -184,13 +184,13 @@ pub fn incoming(update: &Value) -> Option<Incoming> {
 }
 
 /// Poll until `stop`: each batch is handed to the core, then the offset past it
-/// is saved.
+/// is saved (the state is flushed when it stops).
 pub async fn run(tg: Arc<Telegram>, core: Arc<Core>, stop: CancellationToken) {
     let mut backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(30));
     loop {
         let offset = core.position().and_then(|p| p.parse::<i64>().ok());
         let batch = tokio::select! {
-            _ = stop.cancelled() => return,
+            _ = stop.cancelled() => break,
             b = tg.get_updates(offset) => b,
         };
         let updates = match batch {
@@ -205,7 +205,7 @@ pub async fn run(tg: Arc<Telegram>, core: Arc<Core>, stop: CancellationToken) {
                     wait.as_secs()
                 ));
                 tokio::select! {
-                    _ = stop.cancelled() => return,
+                    _ = stop.cancelled() => break,
                     _ = tokio::time::sleep(wait) => continue,
                 }
             }
@@ -228,6 +228,8 @@ pub async fn run(tg: Arc<Telegram>, core: Arc<Core>, stop: CancellationToken) {
             core.set_position(n.to_string());
         }
     }
+    // Stopping: whatever the last batch changed is written before the task ends.
+    core.flush().await;
 }
 
 #[cfg(test)]

@@ -817,11 +817,26 @@ async fn memory_search(call: MemoryCall<SearchBody>) -> Response {
         SyncPolicy::DEFAULT
     };
     let h = hub.clone();
-    let r = tokio::task::spawn_blocking(move || h.search(&req, policy)).await;
+    let started = std::time::Instant::now();
+    let r = tokio::task::spawn_blocking(move || {
+        let t = std::time::Instant::now();
+        let r = h.search(&req, policy);
+        (r, t.elapsed())
+    })
+    .await;
     match r {
-        Ok(Ok(outcome)) => match serde_json::to_vec(&outcome) {
+        Ok((Ok(outcome), searched)) => match serde_json::to_vec(&outcome) {
             Ok(bytes) => {
                 let mut resp = json_bytes(bytes);
+                // Where the gateway's time went (not part of the JSON contract).
+                let timing = format!(
+                    "search;dur={:.2}, total;dur={:.2}",
+                    searched.as_secs_f64() * 1e3,
+                    started.elapsed().as_secs_f64() * 1e3
+                );
+                if let Ok(v) = HeaderValue::from_str(&timing) {
+                    resp.headers_mut().insert("server-timing", v);
+                }
                 if let Some(e) = hub.embedder_error()
                     && let Ok(v) = HeaderValue::from_str(&e.replace(['\r', '\n'], " "))
                 {
@@ -831,7 +846,7 @@ async fn memory_search(call: MemoryCall<SearchBody>) -> Response {
             }
             Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, "encode", e.to_string()),
         },
-        Ok(Err(e)) => service_error(&e),
+        Ok((Err(e), _)) => service_error(&e),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, "task", e.to_string()),
     }
 }

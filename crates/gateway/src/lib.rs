@@ -10,6 +10,7 @@
 pub mod bus;
 pub mod client;
 pub mod config;
+pub mod delivery;
 pub mod discovery;
 pub mod http;
 pub mod memory;

@@ -330,14 +330,37 @@ pub async fn run(
             log("channels not started: chat is disabled");
         }
     }
-    // Deliveries: HTTP callers read their own stream; answers of cron jobs and
-    // the heartbeat arrive here as `delivery` messages for their target session
-    // (sent to the chat when the session is a channel's `<channel>:<chat>`;
-    // logged and listed in the status).
+    // Deliveries: HTTP callers read their own stream; answers of cron jobs, the
+    // heartbeat and sub-agent announcements arrive here as `delivery` messages
+    // for their target session (sent to the chat when the session is a channel's
+    // `<channel>:<chat>`; logged and listed in the status). Each session has its
+    // own sender task (`delivery`), so a slow chat delays only itself.
     let sched = Arc::new(std::sync::Mutex::new(ScheduleState::default()));
     let mut outbound = receivers.outbound;
     let sched_d = sched.clone();
     let channels_d = channels_cell.clone();
+    let send: crate::delivery::Send = Arc::new(move |session: String, content: String| {
+        let channels = channels_d.get().cloned();
+        Box::pin(async move {
+            match channels {
+                Some(ch) => match ch.deliver(&session, &content).await {
+                    Ok(Some(n)) => log(&format!(
+                        "delivered an answer to session {session} (sent to the chat, {n} message(s))"
+                    )),
+                    Ok(None) => log(&format!("delivered an answer to session {session}")),
+                    Err(e) => log(&format!("cannot deliver to {session}: {e}")),
+                },
+                None => log(&format!("delivered an answer to session {session}")),
+            }
+        })
+    });
+    let (route_tx, route_rx) = tokio::sync::mpsc::channel(opts.gateway.queue_capacity.max(1));
+    let router = crate::delivery::Router::new(
+        send,
+        crate::delivery::DeliveryOptions::default(),
+        Arc::new(|line: &str| log(line)),
+    );
+    let routing = tokio::spawn(router.run(route_rx));
     let delivery = tokio::spawn(async move {
         while let Some(Outbound {
             channel,
@@ -349,16 +372,6 @@ pub async fn run(
             if channel != DELIVERY_CHANNEL {
                 continue;
             }
-            match channels_d.get() {
-                Some(ch) => match ch.deliver(&session, &content).await {
-                    Ok(Some(n)) => log(&format!(
-                        "delivered an answer to session {session} (sent to the chat, {n} message(s))"
-                    )),
-                    Ok(None) => log(&format!("delivered an answer to session {session}")),
-                    Err(e) => log(&format!("cannot deliver to {session}: {e}")),
-                },
-                None => log(&format!("delivered an answer to session {session}")),
-            }
             if let Ok(mut st) = sched_d.lock() {
                 st.deliveries
                     .push(json!({"session": session, "content": content}));
@@ -367,7 +380,12 @@ pub async fn run(
                     st.deliveries.drain(..n - 20);
                 }
             }
+            if route_tx.send((session, content)).await.is_err() {
+                break;
+            }
         }
+        drop(route_tx);
+        let _ = routing.await;
     });
 
     let started = opts.mem.clock.now();

@@ -10,6 +10,8 @@
 )]
 
 pub mod echo_llm;
+pub mod engine_suite;
+pub mod gateway_proc;
 pub mod llama;
 pub mod mcp_peers;
 pub mod route_server;
@@ -92,6 +94,21 @@ pub fn claw_keyword_only(workspace: &Path) -> Command {
         .env("CLAW_WORKSPACE", workspace)
         .env("CLAW_NOW", TEST_NOW)
         .env("CLAW_EMBED_PROVIDER", "none");
+    c
+}
+
+/// A keyword-only `claw` ([`claw_keyword_only`]) with `TZ=UTC`, talking to the
+/// OpenAI-compatible server at `llm` (model `scripted-model`), with `config`
+/// written to `<ws>/config.json` and named by `CLAW_CONFIG`.
+pub fn claw_scripted(workspace: &Path, llm: &str, config: &serde_json::Value) -> Command {
+    let cfg = workspace.join("config.json");
+    std::fs::write(&cfg, config.to_string()).unwrap();
+    let mut c = claw_keyword_only(workspace);
+    c.env("CLAW_CONFIG", &cfg)
+        .env("TZ", "UTC")
+        .env("CLAW_LLM_API", "openai")
+        .env("CLAW_LLM_BASE_URL", llm)
+        .env("CLAW_LLM_MODEL", "scripted-model");
     c
 }
 

@@ -20,6 +20,8 @@ struct St {
     /// The next getUpdates also returns the last update below the offset.
     redeliver: bool,
     closed: bool,
+    /// `sendMessage` to these chats answers only after the delay.
+    slow_chats: Vec<(i64, Duration)>,
 }
 
 /// The running fake; stops accepting when dropped.
@@ -107,6 +109,12 @@ impl FakeTelegram {
     /// (a redelivery).
     pub fn redeliver_next(&self) {
         self.st.0.lock().unwrap().redeliver = true;
+    }
+
+    /// Every `sendMessage` to `chat_id` answers only after `delay` (a chat whose
+    /// sends stall); other chats are served at once.
+    pub fn delay_sends_to(&self, chat_id: i64, delay: Duration) {
+        self.st.0.lock().unwrap().slow_chats.push((chat_id, delay));
     }
 
     /// Every call so far: (method, JSON body).
@@ -227,6 +235,19 @@ fn serve(conn: TcpStream, st: &Arc<(Mutex<St>, Condvar)>, token: &str) {
             }
         }
         "sendMessage" => {
+            let delay = {
+                let g = m.lock().unwrap();
+                g.slow_chats
+                    .iter()
+                    .find(|(c, _)| {
+                        body["chat_id"].as_i64() == Some(*c)
+                            || body["chat_id"].as_str() == Some(&c.to_string())
+                    })
+                    .map(|(_, d)| *d)
+            };
+            if let Some(d) = delay {
+                std::thread::sleep(d);
+            }
             let text = body["text"].as_str().unwrap_or("");
             let shown = if body["parse_mode"] == "MarkdownV2" {
                 match parse_markdown_v2(text) {

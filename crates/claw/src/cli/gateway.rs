@@ -77,7 +77,24 @@ pub async fn run(settings: Settings, args: GatewayArgs) -> anyhow::Result<Exit> 
     }
 }
 
-async fn run_gateway(settings: Settings, port: Option<u16>, watch: bool) -> anyhow::Result<Exit> {
+/// Benchmark-only: `1` runs the gateway's model with ONNX Runtime's own defaults
+/// (every core, arena on, spinning on) instead of claw's measured settings, so
+/// `scripts/bench-gateway-rss.sh` can show the before and after in one build.
+pub const ENV_ORT_DEFAULTS: &str = "CLAW_EMBED_ORT_DEFAULTS";
+
+async fn run_gateway(
+    mut settings: Settings,
+    port: Option<u16>,
+    watch: bool,
+) -> anyhow::Result<Exit> {
+    if std::env::var_os(ENV_ORT_DEFAULTS).is_some_and(|v| v == "1")
+        && let claw_memory::config::EmbedProvider::Local { runtime, .. } = &mut settings.mem.embed
+    {
+        *runtime = claw_memory::config::LocalRuntime::ort_defaults();
+        server::log(
+            "benchmark: the model runs with ONNX Runtime's defaults (CLAW_EMBED_ORT_DEFAULTS=1)",
+        );
+    }
     let env = |name: &str| std::env::var(name).ok();
     let agent = agent_settings::resolve(&settings.assistant, &Overrides::default(), &env)
         .map_err(|e| e.to_string());

@@ -23,7 +23,7 @@ use claw_memory::store::Store;
 use claw_memory::walk::SOURCE_SESSIONS;
 use claw_memory::watch::{self, ApplyChanges, BATCH_LOCK_WAIT, WatchEvent, WatchOptions, Watcher};
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// What the REPL's watcher says it is doing in the writer lock.
@@ -88,15 +88,30 @@ pub fn other_keeper(backend: &EngineBackend) -> Result<Option<NotStarted>, anyho
 }
 
 /// The session transcript as a file of the `sessions` source, if it lies in
-/// the workspace.
+/// the workspace. Both paths are canonicalised first (the transcript may not
+/// exist yet: then its directory is), so a workspace reached through a symlink
+/// or a `..` still finds its own transcript.
 fn own_transcript(workspace: &Path, session_file: &Path) -> Option<FileRef> {
-    let rel = session_file.strip_prefix(workspace).ok()?;
+    let workspace = canonical(workspace);
+    let session_file = match session_file.canonicalize() {
+        Ok(p) => p,
+        Err(_) => match (session_file.parent(), session_file.file_name()) {
+            (Some(dir), Some(name)) => canonical(dir).join(name),
+            _ => session_file.to_path_buf(),
+        },
+    };
+    let rel = session_file.strip_prefix(&workspace).ok()?;
     let rel = rel
         .components()
         .map(|c| c.as_os_str().to_str())
         .collect::<Option<Vec<_>>>()?
         .join("/");
     Some(FileRef::new(SOURCE_SESSIONS, rel))
+}
+
+/// `path` with symlinks and `..` resolved, or as given when it cannot be.
+fn canonical(path: &Path) -> PathBuf {
+    path.canonicalize().unwrap_or_else(|_| path.to_path_buf())
 }
 
 /// Start the watcher unless another process keeps the index (`Ok(None)`);
@@ -199,5 +214,26 @@ mod tests {
             Some(FileRef::new("sessions", "sessions/cli_default.jsonl"))
         );
         assert_eq!(own_transcript(ws, Path::new("/elsewhere/s.jsonl")), None);
+    }
+
+    #[test]
+    fn a_symlinked_or_dotted_workspace_still_finds_its_transcript() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let real = dir.path().join("real");
+        std::fs::create_dir_all(real.join("sessions")).expect("mkdir");
+        std::fs::create_dir_all(real.join("sub")).expect("mkdir");
+        std::os::unix::fs::symlink(&real, dir.path().join("link")).expect("symlink");
+        let want = Some(FileRef::new("sessions", "sessions/cli_default.jsonl"));
+        // The transcript named through the real path, the workspace through the link.
+        let file = real.join("sessions/cli_default.jsonl");
+        assert_eq!(own_transcript(&dir.path().join("link"), &file), want);
+        // The other way round, with a `..`, and before the file exists.
+        let ws = dir.path().join("link/sub/..");
+        assert_eq!(
+            own_transcript(&real, &ws.join("sessions/cli_default.jsonl")),
+            want
+        );
+        std::fs::write(&file, "").expect("write");
+        assert_eq!(own_transcript(&ws, &file), want);
     }
 }

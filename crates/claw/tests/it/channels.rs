@@ -9,20 +9,17 @@
 //! saved `since` token rewound) answered once, a cron job delivering into the
 //! room, and the round-trip overhead (claw's part, p50) printed.
 
+use claw_testkit::gateway_proc::GatewayProc;
 use claw_testkit::scripted_server::{Reply, ScriptedServer, Step, openai};
 use claw_testkit::synapse::Synapse;
 use claw_testkit::telegram_api::{FakeTelegram, parse_markdown_v2};
 use serde_json::{Value, json};
-use std::io::Read;
 use std::path::Path;
-use std::process::{Child, Stdio};
-use std::sync::{Arc, Mutex};
+
 use std::time::{Duration, Instant};
 
-struct Gw {
-    child: Child,
-    stderr: Arc<Mutex<String>>,
-}
+/// The gateway with the scripted LLM and the channel tokens in its env.
+struct Gw(GatewayProc);
 
 impl Gw {
     fn start(ws: &Path, llm: &str, env: &[(&str, &str)]) -> Gw {
@@ -33,69 +30,22 @@ impl Gw {
         for (k, v) in env {
             c.env(k, v);
         }
-        let mut child = c
-            .args(["gateway", "--port", "0"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn claw gateway");
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let mut err = child.stderr.take().unwrap();
-        let sink = stderr.clone();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = err.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                sink.lock()
-                    .unwrap()
-                    .push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        });
-        let gw = Gw { child, stderr };
+        let gw = GatewayProc::spawn(c);
         gw.wait_log("started", Duration::from_secs(60));
-        gw
+        Gw(gw)
     }
 
     fn log(&self) -> String {
-        self.stderr.lock().unwrap().clone()
+        self.0.log()
     }
 
     fn wait_log(&self, needle: &str, limit: Duration) {
-        let t = Instant::now();
-        while !self.log().contains(needle) {
-            assert!(
-                t.elapsed() < limit,
-                "no `{needle}` in the gateway log: {}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        self.0.wait_log(needle, limit)
     }
 
     /// SIGTERM and wait for the exit.
     fn stop(mut self) {
-        // SAFETY: a signal to the child this test started.
-        unsafe {
-            libc::kill(self.child.id() as i32, libc::SIGTERM);
-        }
-        let t = Instant::now();
-        while self.child.try_wait().unwrap().is_none() {
-            assert!(
-                t.elapsed() < Duration::from_secs(30),
-                "gateway did not exit"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Gw {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.0.stop();
     }
 }
 
@@ -553,7 +503,7 @@ fn telegram_errors_are_retried_with_backoff_not_fatal() {
     let mut gw = Gw::start(ws, &llm.url(), &[("CLAW_TG_TOKEN", "1:wrong-secret")]);
     gw.wait_log("retrying in 1 s", Duration::from_secs(20));
     gw.wait_log("retrying in 2 s", Duration::from_secs(20));
-    assert!(gw.child.try_wait().unwrap().is_none(), "still running");
+    assert!(gw.0.try_wait().is_none(), "still running");
     assert!(gw.log().contains("Unauthorized"), "{}", gw.log());
     assert!(
         !gw.log().contains("wrong-secret"),

@@ -13,11 +13,10 @@ use claw_gateway::client::{ChatEvent, Client};
 use claw_gateway::discovery::{self, GatewayInfo};
 use claw_gateway::token::Token;
 use claw_testkit::echo_llm::{EchoLlm, answer_for};
+use claw_testkit::gateway_proc::GatewayProc;
 use serde_json::{Value, json};
-use std::io::Read;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// `claw` with a clean environment, keyword-only memory, the echo LLM.
@@ -53,12 +52,12 @@ pub fn claw_env(ws: &Path, llm: Option<&str>, model: bool) -> Command {
     c
 }
 
-/// A running `claw gateway`; killed when dropped.
+/// A running `claw gateway` (`claw_testkit::gateway_proc`) with its discovery
+/// info and token; killed when dropped.
 pub struct Gateway {
-    child: Child,
-    info: GatewayInfo,
-    token: String,
-    stderr: Arc<Mutex<String>>,
+    proc: GatewayProc,
+    pub info: GatewayInfo,
+    pub token: String,
 }
 
 impl Gateway {
@@ -68,58 +67,16 @@ impl Gateway {
 
     /// `model`: with the real embedding model (warm in the gateway).
     pub fn start_with(ws: &Path, llm: Option<&str>, model: bool) -> Gateway {
-        let mut child = claw_env(ws, llm, model)
-            .args(["gateway", "--port", "0"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn claw gateway");
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let mut err = child.stderr.take().unwrap();
-        let sink = stderr.clone();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = err.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                sink.lock()
-                    .unwrap()
-                    .push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        });
+        let mut proc = GatewayProc::spawn(claw_env(ws, llm, model));
         let state = ws.join(".claw");
-        let deadline = Instant::now() + Duration::from_secs(60);
-        let info = loop {
-            if let Some(i) = discovery::read_live(&state)
-                && i.pid == child.id()
-            {
-                break i;
-            }
-            if let Some(status) = child.try_wait().unwrap() {
-                panic!(
-                    "the gateway exited ({status}) before listening: {}",
-                    stderr.lock().unwrap()
-                );
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the gateway did not start: {}",
-                stderr.lock().unwrap()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        };
+        let info = proc.wait_until("listening", Duration::from_secs(60), |p| {
+            discovery::read_live(&state).filter(|i| i.pid == p.pid())
+        });
         let token = std::fs::read_to_string(state.join("gateway.token"))
             .unwrap()
             .trim()
             .to_string();
-        Gateway {
-            child,
-            info,
-            token,
-            stderr,
-        }
+        Gateway { proc, info, token }
     }
 
     pub fn client(&self) -> Client {
@@ -133,37 +90,16 @@ impl Gateway {
     }
 
     fn signal(&self, sig: i32) {
-        // SAFETY: a signal to the child this test started.
-        unsafe {
-            libc::kill(self.child.id() as i32, sig);
-        }
+        self.proc.signal(sig)
     }
 
     /// Wait for the process to exit; its status code and how long it took.
     fn wait_exit(&mut self, limit: Duration) -> (i32, Duration) {
-        let t = Instant::now();
-        loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                return (s.code().unwrap_or(-1), t.elapsed());
-            }
-            assert!(
-                t.elapsed() < limit,
-                "the gateway did not exit within {limit:?}: {}",
-                self.stderr.lock().unwrap()
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        self.proc.wait_exit(limit)
     }
 
     fn log(&self) -> String {
-        self.stderr.lock().unwrap().clone()
-    }
-}
-
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.proc.log()
     }
 }
 
@@ -423,7 +359,7 @@ fn per_session_order_and_the_cli_through_the_gateway() {
     );
     for (sock, text) in pending.iter_mut().zip(&inputs) {
         let mut raw = String::new();
-        sock.read_to_string(&mut raw).unwrap();
+        std::io::Read::read_to_string(sock, &mut raw).unwrap();
         let body = &raw[raw.find("\r\n\r\n").unwrap() + 4..];
         let v: Value = serde_json::from_str(body).unwrap();
         assert_eq!(v["choices"][0]["message"]["content"], answer_for(text));

@@ -8,7 +8,6 @@
 
 use super::gateway::{Gateway, claw};
 use claw_gateway::client::Client;
-use claw_gateway::discovery;
 use claw_gateway::token::Token;
 use claw_testkit::{mcp_peers, write_tree};
 use serde_json::Value;
@@ -101,13 +100,8 @@ fn the_python_sdk_searches_memory_through_the_gateways_mcp() {
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path();
     fixture(ws);
-    let _gw = Gateway::start(ws, None);
-    let state = ws.join(".claw");
-    let info = discovery::read_live(&state).expect("the gateway is running");
-    let token = std::fs::read_to_string(state.join("gateway.token"))
-        .unwrap()
-        .trim()
-        .to_string();
+    let gw = Gateway::start(ws, None);
+    let (info, token) = (gw.info.clone(), gw.token.clone());
 
     // Without the token, or with a wrong one: 401, before any MCP work.
     assert!(raw_status(info.port, None).contains(" 401 "));

@@ -11,21 +11,8 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 fn claw(ws: &Path, llm: &str, config: &Value) -> Command {
-    let cfg = ws.join("config.json");
-    std::fs::write(&cfg, config.to_string()).unwrap();
-    let mut c = Command::new(claw_testkit::claw_bin());
-    c.env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", ws.join("home"))
-        .env("CLAW_WORKSPACE", ws)
-        .env("CLAW_CONFIG", &cfg)
-        .env("CLAW_EMBED_PROVIDER", "none")
-        .env("CLAW_NOW", claw_testkit::TEST_NOW)
-        .env("TZ", "UTC")
-        .env("CLAW_LLM_API", "openai")
-        .env("CLAW_LLM_BASE_URL", llm)
-        .env("CLAW_LLM_MODEL", "scripted-model")
-        .stdin(Stdio::null());
+    let mut c = claw_testkit::claw_scripted(ws, llm, config);
+    c.stdin(Stdio::null());
     c
 }
 

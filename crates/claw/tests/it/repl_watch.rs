@@ -6,7 +6,8 @@
 //! it stays untouched, and an outside search reports `{"status": "fresh",
 //! "checked_ms": 0, "watcher": REPL_PID}`), appending to the REPL's own
 //! transcript does not stop the vouching, and after `/exit` or Ctrl-D (end of
-//! input) the heartbeat row is gone and the writer lock is free. With a
+//! input) the heartbeat row is gone and the writer lock is free — also with the
+//! workspace named through a symlink and a `..`. With a
 //! `claw memory watch` already running, the REPL starts no watcher of its own.
 
 use claw_testkit::scripted_server::{ScriptedServer, openai};
@@ -171,7 +172,11 @@ fn writer_lock_is_free(ws: &Path) -> bool {
 
 fn indexed_workspace() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path();
+    index_workspace(dir.path());
+    dir
+}
+
+fn index_workspace(ws: &Path) {
     write_tree(
         ws,
         &[
@@ -184,13 +189,28 @@ fn indexed_workspace() -> tempfile::TempDir {
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
-    dir
 }
 
 #[test]
 fn the_repl_watcher_keeps_memory_fresh_and_search_skips_the_walk() {
     let dir = indexed_workspace();
-    let ws = dir.path();
+    fresh_and_vouching(dir.path());
+}
+
+/// The workspace reached through a symlink and a `..`: the REPL's own
+/// transcript appends are still its own (the watcher keeps vouching, the
+/// assistant's search walks nothing).
+#[test]
+fn through_a_symlinked_workspace_the_repls_own_transcript_is_still_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let real = dir.path().join("real");
+    std::fs::create_dir_all(real.join("sub")).unwrap();
+    index_workspace(&real);
+    std::os::unix::fs::symlink(&real, dir.path().join("link")).unwrap();
+    fresh_and_vouching(&dir.path().join("link/sub/.."));
+}
+
+fn fresh_and_vouching(ws: &Path) {
     let server = ScriptedServer::start([
         openai::tool_call("s1", "memory_search", &[r#"{"query": "freshword"}"#]),
         openai::text(&["It is in memory/new.md."]),
