@@ -23,9 +23,18 @@ if [ ! -f "$NPM_DIR/node_modules/@modelcontextprotocol/server-everything/package
   echo "setup-mcp: npm MCP servers $MCP_NPM_VERSION into $NPM_DIR" >&2
   mkdir -p "$NPM_DIR"
   (cd "$NPM_DIR" && [ -f package.json ] || echo '{"private": true}' > "$NPM_DIR/package.json")
-  npm install --silent --no-audit --no-fund --prefix "$NPM_DIR" \
-    "@modelcontextprotocol/server-everything@$MCP_NPM_VERSION" \
-    "@modelcontextprotocol/server-filesystem@$MCP_NPM_VERSION" >&2
+  # Errors stay visible (a failed install once ended CI with no word); a registry
+  # hiccup gets two more tries.
+  for try in 1 2 3; do
+    if npm install --loglevel=error --no-audit --no-fund --prefix "$NPM_DIR" \
+      "@modelcontextprotocol/server-everything@$MCP_NPM_VERSION" \
+      "@modelcontextprotocol/server-filesystem@$MCP_NPM_VERSION" >&2; then
+      break
+    fi
+    [ "$try" = 3 ] && { echo "setup-mcp: npm install failed 3 times" >&2; exit 1; }
+    echo "setup-mcp: npm install failed (try $try of 3); retrying in 5 s" >&2
+    sleep 5
+  done
 fi
 export CLAW_MCP_PYTHON="$MCP_CACHE/venv/bin/python"
 export CLAW_MCP_NODE_MODULES="$NPM_DIR/node_modules"
