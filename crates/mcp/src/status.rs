@@ -11,8 +11,8 @@ use serde::Serialize;
 /// `claw memory status --json` shape.
 #[derive(Debug, Serialize)]
 pub struct StatusJson {
-    /// Where the index lives: `sqlite` here (`postgres` for `memory.backend`
-    /// `{"kind": "postgres"}`, whose status the PostgreSQL path builds).
+    /// Where the index lives: `sqlite`, or `postgres` for `memory.backend`
+    /// `{"kind": "postgres"}` (whose status the CLI fills into this same struct).
     pub backend: &'static str,
     pub workspace: String,
     pub db_path: String,
@@ -26,6 +26,8 @@ pub struct StatusJson {
     pub cache_entries: i64,
     /// `vec0 <version>` or `unavailable: <reason>`.
     pub vector_backend: String,
+    /// The keyword stage's tokenizers (`unicode61`, `trigram` on SQLite;
+    /// `tsvector simple`, `pg_trgm` on PostgreSQL).
     pub fts_tokenizers: Vec<&'static str>,
     pub chunker_version: Option<String>,
     /// Unix seconds of the last index run.
@@ -38,6 +40,18 @@ pub struct StatusJson {
     /// Files remembered as skipped for cause (too big, binary): not indexed,
     /// not "behind" either until they change.
     pub skipped_files: i64,
+    /// Where the rows live: the database file on SQLite,
+    /// `postgres:SCHEMA/NAMESPACE` on PostgreSQL.
+    pub location: String,
+    /// The namespaces a search sees (PostgreSQL; empty on SQLite).
+    pub namespaces: Vec<String>,
+    /// Chunks a search can return: this workspace's on SQLite, every searched
+    /// namespace's (all workspaces) on PostgreSQL.
+    pub visible_chunks: i64,
+    /// The workspace's stable id (`<state dir>/workspace-id`, what `memory get
+    /// --workspace-id` on another machine takes); null until a shared backend
+    /// has created it.
+    pub workspace_id: Option<String>,
 }
 
 /// Stat-level difference between disk and index.
@@ -102,6 +116,12 @@ impl StatusJson {
             sources: st.sources.clone(),
             watcher: st.watcher.clone(),
             skipped_files: st.skipped_files,
+            location: mem.db_path().display().to_string(),
+            namespaces: Vec::new(),
+            visible_chunks: st.stats.chunks,
+            workspace_id: claw_memory::workspace_id::existing_workspace_id(&mem.state_dir())
+                .ok()
+                .flatten(),
         }
     }
 }

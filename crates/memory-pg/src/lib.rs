@@ -19,9 +19,8 @@ mod indexed;
 mod migrate;
 mod search;
 mod store;
-mod workspace;
 
+pub use claw_memory::workspace_id::{WORKSPACE_ID_FILE, workspace_id};
 pub use indexed::{IndexedFile, reassemble};
 pub use migrate::{MigrateReport, copy_sqlite};
 pub use store::{PgConfig, PgError, PgStats, PgStore, SCHEMA_VERSION};
-pub use workspace::{WORKSPACE_ID_FILE, workspace_id};

@@ -430,11 +430,13 @@ impl SearchStorage for PgStore {
 impl claw_memory::eval::runner::EvalStorage for PgStore {
     fn ensure_eval_source(&mut self, root: &std::path::Path) -> Result<(), StoreError> {
         let name = claw_memory::eval::EVAL_SOURCE;
-        if !IndexStorage::sources(self)?
-            .iter()
-            .any(|s| s.name == name && s.root == root)
-        {
-            self.add_source(name, root)?;
+        // A kept work dir that was moved or copied still names its old root.
+        match IndexStorage::sources(self)?.iter().find(|s| s.name == name) {
+            Some(s) if s.root == root => {}
+            Some(_) => {
+                self.set_source_root(name, root)?;
+            }
+            None => self.add_source(name, root)?,
         }
         Ok(())
     }

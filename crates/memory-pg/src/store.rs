@@ -153,6 +153,12 @@ pub struct PgStats {
     pub vectors: i64,
     /// Chunks in every searched namespace (all workspaces).
     pub visible_chunks: i64,
+    /// Embedding-cache entries of this namespace.
+    pub cache_entries: i64,
+    /// On-disk size of the schema's tables and indexes (every namespace).
+    pub db_bytes: i64,
+    /// The installed pgvector version (`extversion`).
+    pub pgvector: String,
 }
 
 /// The memory index in a PostgreSQL database.
@@ -383,7 +389,12 @@ impl PgStore {
                         (SELECT count(*) FROM chunks WHERE namespace = $1 AND workspace = $2),
                         (SELECT count(*) FROM chunks WHERE namespace = $1 AND workspace = $2
                             AND embedding IS NOT NULL),
-                        (SELECT count(*) FROM chunks WHERE namespace = ANY($3))",
+                        (SELECT count(*) FROM chunks WHERE namespace = ANY($3)),
+                        (SELECT count(*) FROM embedding_cache WHERE namespace = $1),
+                        (SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint
+                           FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                          WHERE n.nspname = current_schema() AND c.relkind = 'r'),
+                        (SELECT coalesce(extversion, '') FROM pg_extension WHERE extname = 'vector')",
                 &[&self.ns(), &self.ws(), &self.namespaces],
             )?;
             Ok(PgStats {
@@ -391,6 +402,9 @@ impl PgStore {
                 chunks: r.get(1),
                 vectors: r.get(2),
                 visible_chunks: r.get(3),
+                cache_entries: r.get(4),
+                db_bytes: r.get(5),
+                pgvector: r.get::<_, Option<String>>(6).unwrap_or_default(),
             })
         })?)
     }

@@ -26,3 +26,4 @@ pub mod store;
 pub mod transcript;
 pub mod walk;
 pub mod watch;
+pub mod workspace_id;

@@ -959,6 +959,18 @@ impl Store {
         Ok(())
     }
 
+    /// Point a registered source at another folder (its files' paths are
+    /// relative to the root, so they stay valid when the folder moved).
+    /// Returns false when no source has that name.
+    pub fn set_source_root(&self, name: &str, root: &Path) -> Result<bool> {
+        let n = self.conn.execute(
+            "UPDATE sources SET root = ?2 WHERE name = ?1",
+            params![name, root.to_string_lossy()],
+        )?;
+        crate::sidecar::save(self)?;
+        Ok(n > 0)
+    }
+
     /// Let a registered source follow symlinks that resolve outside its root.
     /// Returns false when no source has that name.
     pub fn set_source_follow_symlinks_outside(&self, name: &str, follow: bool) -> Result<bool> {

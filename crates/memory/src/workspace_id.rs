@@ -1,8 +1,8 @@
 //! The stable workspace id: a random-enough hex id created once in the
 //! workspace's state dir (`.claw/workspace-id`, mode 0600) and read back ever
-//! after. It is part of every PostgreSQL row's owner, so two machines (two
-//! workspaces) indexing into one namespace never overwrite each other's
-//! `memory` and `sessions` sources.
+//! after. It is part of every row's owner on a shared backend (PostgreSQL), so
+//! two machines (two workspaces) indexing into one namespace never overwrite
+//! each other's `memory` and `sessions` sources; `memory status` shows it.
 
 use sha2::{Digest, Sha256};
 use std::io::Write;
@@ -19,7 +19,7 @@ pub fn workspace_id(state_dir: &Path) -> std::io::Result<String> {
     if let Some(id) = read_id(&path)? {
         return Ok(id);
     }
-    claw_memory::private::create_dir_all(state_dir)?;
+    crate::private::create_dir_all(state_dir)?;
     let id = fresh_id(state_dir);
     use std::os::unix::fs::OpenOptionsExt;
     match std::fs::OpenOptions::new()
@@ -48,6 +48,12 @@ pub fn workspace_id(state_dir: &Path) -> std::io::Result<String> {
         }
         Err(e) => Err(e),
     }
+}
+
+/// The id kept in `state_dir` if one was ever created (reads only; a file that
+/// holds no id counts as none).
+pub fn existing_workspace_id(state_dir: &Path) -> std::io::Result<Option<String>> {
+    read_id(&state_dir.join(WORKSPACE_ID_FILE))
 }
 
 fn read_id(path: &Path) -> std::io::Result<Option<String>> {
@@ -99,7 +105,9 @@ mod tests {
             .permissions()
             .mode();
         assert_eq!(mode & 0o777, 0o600);
+        assert_eq!(existing_workspace_id(&state).unwrap(), Some(a.clone()));
         let other = tempfile::tempdir().unwrap();
+        assert_eq!(existing_workspace_id(other.path()).unwrap(), None);
         assert_ne!(a, workspace_id(other.path()).unwrap());
     }
 }

@@ -14,6 +14,7 @@ pub mod engine_suite;
 pub mod gateway_proc;
 pub mod llama;
 pub mod mcp_peers;
+pub mod pg;
 pub mod route_server;
 pub mod scripted_server;
 pub mod synapse;

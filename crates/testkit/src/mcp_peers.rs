@@ -5,6 +5,26 @@
 
 use std::path::PathBuf;
 
+/// The notes both MCP suites (stdio `claw mcp` and the gateway's `/mcp`)
+/// index and search: a dated incident note that answers [`MCP_QUERY`], a
+/// dated budget note and MEMORY.md.
+pub const MCP_NOTES: &[(&str, &str)] = &[
+    (
+        "memory/2026-11-02.md",
+        "# 2026-11-02\n\n## Payments incident\n\nThe payment webhook kept retrying \
+         because the handler returned HTTP 500 on duplicate events.\nWe fixed it by \
+         returning 200 and queueing the event for the worker.\n",
+    ),
+    (
+        "memory/2026-10-20.md",
+        "# 2026-10-20\n\nBudget review: the offsite budget is capped at 12k.\n",
+    ),
+    ("MEMORY.md", "# Memory\n\nAlice prefers green tea.\n"),
+];
+
+/// The query whose best hit is the incident note of [`MCP_NOTES`].
+pub const MCP_QUERY: &str = "why did the payment webhook keep retrying";
+
 const SETUP: &str = "run `source scripts/setup-mcp.sh` (scripts/test.sh does it)";
 
 fn home_cache() -> Option<PathBuf> {

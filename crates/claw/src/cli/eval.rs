@@ -205,6 +205,7 @@ pub fn report_json(r: &EvalReport, model: Option<String>) -> serde_json::Value {
         "model": model,
         "modes": modes,
         "index_seconds": round(r.index_seconds, 2),
+        "embeddings_computed": r.embeddings_computed,
     })
 }
 

@@ -295,20 +295,42 @@ use claw_mcp::status::StatusJson;
 pub fn run_status(settings: &Settings, args: StatusArgs) -> anyhow::Result<Exit> {
     let service = MemoryService::with_store(settings.mem.clone(), open_store(settings)?, None);
     let st = service.status()?;
-    let staleness = &st.staleness;
-    let status = StatusJson::new(&settings.mem, &st);
-    if args.json {
-        print_json(&status)?;
+    print_status(&StatusJson::new(&settings.mem, &st), args.json)
+}
+
+/// `claw memory status` output on either backend: the one JSON object, or
+/// readable lines made from it.
+pub fn print_status(status: &StatusJson, json: bool) -> anyhow::Result<Exit> {
+    if json {
+        print_json(status)?;
         return Ok(Exit::Ok);
     }
     let mut out = std::io::stdout().lock();
     writeln!(out, "workspace:  {}", sanitize(&status.workspace))?;
-    writeln!(
-        out,
-        "database:   {} ({})",
-        sanitize(&status.db_path),
-        human_bytes(status.db_bytes)
-    )?;
+    if status.backend == "sqlite" {
+        writeln!(
+            out,
+            "database:   {} ({})",
+            sanitize(&status.db_path),
+            human_bytes(status.db_bytes)
+        )?;
+    } else {
+        writeln!(
+            out,
+            "database:   {} ({} for the schema, every namespace)",
+            sanitize(&status.location),
+            human_bytes(status.db_bytes)
+        )?;
+        writeln!(
+            out,
+            "namespaces: {} ({} chunks visible to a search, all workspaces)",
+            sanitize(&status.namespaces.join(", ")),
+            status.visible_chunks
+        )?;
+    }
+    if let Some(id) = &status.workspace_id {
+        writeln!(out, "id:         {}", sanitize(id))?;
+    }
     writeln!(
         out,
         "indexed:    {} files, {} chunks, {} vectors",
@@ -326,9 +348,14 @@ pub fn run_status(settings: &Settings, args: StatusArgs) -> anyhow::Result<Exit>
     }
     writeln!(out, "cache:      {} embeddings", status.cache_entries)?;
     writeln!(out, "vectors:    {}", status.vector_backend)?;
+    let engine = if status.backend == "sqlite" {
+        "FTS5 "
+    } else {
+        ""
+    };
     writeln!(
         out,
-        "keywords:   FTS5 {}",
+        "keywords:   {engine}{}",
         status.fts_tokenizers.join(" + ")
     )?;
     match status.last_index_at {
@@ -336,7 +363,7 @@ pub fn run_status(settings: &Settings, args: StatusArgs) -> anyhow::Result<Exit>
         None => writeln!(out, "last index: never (run `claw memory index`)")?,
     }
     let c = &status.changed_on_disk;
-    if staleness.is_fresh() {
+    if c.new + c.modified + c.deleted == 0 {
         writeln!(out, "freshness:  up to date with the disk")?;
     } else {
         writeln!(
@@ -352,11 +379,13 @@ pub fn run_status(settings: &Settings, args: StatusArgs) -> anyhow::Result<Exit>
             status.skipped_files
         )?;
     }
-    writeln!(
-        out,
-        "watcher:    {}",
-        describe_watcher(status.watcher.as_ref(), claw_memory::store::now_unix())
-    )?;
+    if status.backend == "sqlite" {
+        writeln!(
+            out,
+            "watcher:    {}",
+            describe_watcher(status.watcher.as_ref(), claw_memory::store::now_unix())
+        )?;
+    }
     for s in &status.sources {
         writeln!(
             out,

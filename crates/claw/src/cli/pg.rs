@@ -9,6 +9,7 @@ use super::output::{Exit, Output, print_json, sanitize};
 use super::search::{GetArgs, SearchArgs};
 use crate::config::{PgBackend, Settings};
 use anyhow::Context;
+use claw_mcp::status::{ChangedOnDisk, StatusJson};
 use claw_memory::embed::Loaded;
 use claw_memory::freshness::{FileRef, StaleReason, SyncReport};
 use claw_memory::index_storage::{IndexStorage, source_roots};
@@ -87,6 +88,36 @@ pub fn run_index(settings: &Settings, args: IndexArgs) -> anyhow::Result<Exit> {
     )
 }
 
+/// Where this workspace's sources differ from its rows (stat-level, as the
+/// SQLite freshness check): `(source, path)` of new and modified files, and
+/// the files gone from disk.
+struct Behind {
+    new: Vec<(String, String)>,
+    modified: Vec<(String, String)>,
+    removed: Vec<FileRef>,
+}
+
+fn behind_disk(settings: &Settings, pg: &PgStore) -> anyhow::Result<Behind> {
+    let mut b = Behind {
+        new: Vec::new(),
+        modified: Vec::new(),
+        removed: Vec::new(),
+    };
+    for src in source_roots(&settings.mem, pg)? {
+        let (disk, _) = claw_memory::walk::walk_source(&src);
+        let stored = pg.file_records(&src.name)?;
+        let p = claw_memory::plan::plan(&disk, &stored, false);
+        let named = |f: &claw_memory::walk::DiskFile| (src.name.clone(), f.rel.clone());
+        b.new.extend(p.add.iter().map(named));
+        b.modified.extend(p.check.iter().map(named));
+        b.removed.extend(p.remove.into_iter().map(|path| FileRef {
+            source: src.name.clone(),
+            path,
+        }));
+    }
+    Ok(b)
+}
+
 /// The bounded inline sync before a search, as on SQLite: stat the sources,
 /// re-index up to [`SYNC_LIMIT`] changed files without waiting for the writer
 /// lock, else answer from the index and say it is stale.
@@ -96,23 +127,11 @@ fn sync(
     embedder: Option<&dyn claw_memory::embed::Embedder>,
 ) -> anyhow::Result<SyncReport> {
     let started = Instant::now();
-    let mut dirty: Vec<(String, String)> = Vec::new();
-    let mut gone: Vec<FileRef> = Vec::new();
-    for src in source_roots(&settings.mem, pg)? {
-        let (disk, _) = claw_memory::walk::walk_source(&src);
-        let stored = pg.file_records(&src.name)?;
-        let p = claw_memory::plan::plan(&disk, &stored, false);
-        for f in p.add.iter().chain(&p.check) {
-            dirty.push((src.name.clone(), f.rel.clone()));
-        }
-        for r in p.remove {
-            gone.push(FileRef {
-                source: src.name.clone(),
-                path: r.clone(),
-            });
-            dirty.push((src.name.clone(), r));
-        }
-    }
+    let behind = behind_disk(settings, pg)?;
+    let gone = behind.removed;
+    let mut dirty = behind.new;
+    dirty.extend(behind.modified);
+    dirty.extend(gone.iter().map(|g| (g.source.clone(), g.path.clone())));
     if dirty.is_empty() {
         return Ok(SyncReport::Fresh {
             checked_ms: started.elapsed().as_millis() as u64,
@@ -217,12 +236,13 @@ pub fn run_search(settings: &Settings, args: SearchArgs) -> anyhow::Result<Exit>
 }
 
 /// `claw memory get --json` of another workspace's file: the usual object plus
-/// the owning workspace and `from_index: true` (served from the stored chunks).
+/// the owning workspace's id (`workspace_id`, as in `memory status --json`)
+/// and `from_index: true` (served from the stored chunks).
 #[derive(Serialize)]
 struct SharedGetJson<'a> {
     #[serde(flatten)]
     resp: &'a claw_memory::search::GetResponse,
-    workspace: &'a str,
+    workspace_id: &'a str,
     from_index: bool,
 }
 
@@ -300,7 +320,7 @@ pub fn run_get(settings: &Settings, args: GetArgs) -> anyhow::Result<Exit> {
             None => print_json(&resp)?,
             Some(ws) => print_json(&SharedGetJson {
                 resp: &resp,
-                workspace: ws,
+                workspace_id: ws,
                 from_index: true,
             })?,
         }
@@ -323,49 +343,43 @@ pub fn run_get(settings: &Settings, args: GetArgs) -> anyhow::Result<Exit> {
     })
 }
 
-#[derive(Serialize)]
-struct StatusJson {
-    backend: &'static str,
-    location: String,
-    namespaces: Vec<String>,
-    files: i64,
-    chunks: i64,
-    vectors: i64,
-    visible_chunks: i64,
-    model: Option<String>,
-    /// This workspace's id (what `memory get --workspace-id` on another machine takes).
-    workspace: String,
-}
-
+/// `claw memory status` on PostgreSQL: the SQLite status's JSON object (one
+/// struct, so the shapes cannot drift), filled from this workspace's rows.
 pub fn run_status(settings: &Settings, args: StatusArgs) -> anyhow::Result<Exit> {
     let pg = open_pg(settings)?;
     let st = pg.stats()?;
-    let s = StatusJson {
+    let behind = behind_disk(settings, &pg)?;
+    let loc = location(settings);
+    let status = StatusJson {
         backend: "postgres",
-        location: location(settings),
-        namespaces: pg.namespaces().to_vec(),
+        workspace: settings.mem.workspace.display().to_string(),
+        db_path: loc.clone(),
+        db_bytes: u64::try_from(st.db_bytes).unwrap_or(0),
         files: st.files,
         chunks: st.chunks,
         vectors: st.vectors,
+        model: IndexStorage::meta(&pg, "model")?.unwrap_or_default(),
+        dims: pg.vec_dims()?.unwrap_or(0),
+        cache_entries: st.cache_entries,
+        vector_backend: format!("pgvector {} (HNSW, cosine)", st.pgvector),
+        fts_tokenizers: vec!["tsvector simple", "pg_trgm"],
+        chunker_version: IndexStorage::meta(&pg, "chunker_version")?,
+        last_index_at: IndexStorage::meta(&pg, "last_index_at")?.and_then(|v| v.parse().ok()),
+        changed_on_disk: ChangedOnDisk {
+            new: behind.new.len(),
+            modified: behind.modified.len(),
+            deleted: behind.removed.len(),
+        },
+        sources: source_roots(&settings.mem, &pg)?,
+        // `claw memory watch` is SQLite's; skipped files are re-examined by each index run.
+        watcher: None,
+        skipped_files: 0,
+        location: loc,
+        namespaces: pg.namespaces().to_vec(),
         visible_chunks: st.visible_chunks,
-        model: pg.meta("model")?,
-        workspace: pg.config().workspace.clone(),
+        workspace_id: Some(pg.config().workspace.clone()),
     };
-    if args.json {
-        print_json(&s)?;
-    } else {
-        println!(
-            "{}: {} files, {} chunks ({} with vectors) from this workspace; {} chunks visible in {}; model {}",
-            s.location,
-            s.files,
-            s.chunks,
-            s.vectors,
-            s.visible_chunks,
-            s.namespaces.join(", "),
-            s.model.as_deref().unwrap_or("(never indexed)")
-        );
-    }
-    Ok(Exit::Ok)
+    super::index::print_status(&status, args.json)
 }
 
 #[derive(Serialize)]
@@ -515,11 +529,9 @@ fn eval_postgres(
     let seeded = if opts.work_dir.is_some() && kept.is_file() {
         let sqlite = claw_memory::store::Store::open(&kept)
             .with_context(|| format!("cannot open the kept index {}", kept.display()))?;
-        // The kept dir may be a copy of another's: its corpus is where it is now.
-        Some(claw_memory_pg::copy_sqlite(&sqlite, &mut pg).and_then(|r| {
-            pg.set_source_root(claw_memory::eval::EVAL_SOURCE, &corpus.corpus_dir)
-                .map(|_| r)
-        }))
+        // (A moved or copied kept dir names its old corpus root: `run_on`
+        // re-roots the `eval` source before indexing.)
+        Some(claw_memory_pg::copy_sqlite(&sqlite, &mut pg))
     } else {
         None
     };

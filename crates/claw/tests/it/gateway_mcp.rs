@@ -15,25 +15,10 @@ use std::io::{Read, Write};
 use std::path::Path;
 use std::process::Command;
 
-const QUERY: &str = "why did the payment webhook keep retrying";
+const QUERY: &str = mcp_peers::MCP_QUERY;
 
 fn fixture(ws: &Path) {
-    write_tree(
-        ws,
-        &[
-            (
-                "memory/2026-11-02.md",
-                "# 2026-11-02\n\n## Payments incident\n\nThe payment webhook kept retrying \
-                 because the handler returned HTTP 500 on duplicate events.\nWe fixed it by \
-                 returning 200 and queueing the event for the worker.\n",
-            ),
-            (
-                "memory/2026-10-20.md",
-                "# 2026-10-20\n\nBudget review: the offsite budget is capped at 12k.\n",
-            ),
-            ("MEMORY.md", "# Memory\n\nAlice prefers green tea.\n"),
-        ],
-    );
+    write_tree(ws, mcp_peers::MCP_NOTES);
     let out = claw(ws, None).args(["memory", "index"]).output().unwrap();
     assert!(
         out.status.success(),

@@ -5,20 +5,9 @@
 //! Needs `CLAW_PG_URL`; under `CI=true` a missing server fails.
 
 use claw_testkit::claw_keyword_only as claw;
+use claw_testkit::pg::TestSchema;
 use claw_testkit::scripted_server::{ScriptedServer, openai};
 use std::path::Path;
-
-fn pg_url() -> Option<String> {
-    match std::env::var("CLAW_PG_URL") {
-        Ok(u) if !u.is_empty() => Some(u),
-        _ => {
-            let msg = "CLAW_PG_URL is not set: start PostgreSQL with `. scripts/setup-postgres.sh`";
-            assert!(std::env::var("CI").as_deref() != Ok("true"), "{msg}");
-            eprintln!("NOT RUN: {msg}");
-            None
-        }
-    }
-}
 
 fn index(ws: &Path, cfg: &Path, url: &str) {
     let out = claw(ws)
@@ -36,19 +25,12 @@ fn index(ws: &Path, cfg: &Path, url: &str) {
 
 #[test]
 fn memory_tools_search_the_shared_postgres_namespace() {
-    let Some(url) = pg_url() else {
+    let Some(pgs) = TestSchema::new("pgagent") else {
         return;
     };
-    let schema = format!("pgagent_{}", std::process::id());
+    let url = pgs.url.clone();
     let dir = tempfile::tempdir().unwrap();
-    let cfg = dir.path().join("config.json");
-    std::fs::write(
-        &cfg,
-        format!(
-            r#"{{"memory": {{"backend": {{"kind": "postgres", "url_env": "CLAW_PG_URL", "namespace": "team", "schema": "{schema}"}}}}}}"#
-        ),
-    )
-    .unwrap();
+    let cfg = pgs.claw_config(dir.path(), "team");
     let (a, b) = (dir.path().join("laptop"), dir.path().join("server"));
     for ws in [&a, &b] {
         std::fs::create_dir_all(ws.join("memory")).unwrap();
@@ -89,9 +71,6 @@ fn memory_tools_search_the_shared_postgres_namespace() {
         .output()
         .unwrap();
     let reqs = server.requests();
-    let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
-    c.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
-        .unwrap();
     assert!(
         out.status.success(),
         "{}",

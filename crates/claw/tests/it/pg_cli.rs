@@ -5,34 +5,10 @@
 //! Needs `CLAW_PG_URL` (`. scripts/setup-postgres.sh`); under `CI=true` a
 //! missing server fails.
 
+use claw_testkit::pg::TestSchema;
 use claw_testkit::{claw, write_tree};
 use serde_json::Value;
 use std::path::Path;
-
-fn pg_url() -> Option<String> {
-    match std::env::var("CLAW_PG_URL") {
-        Ok(u) if !u.is_empty() => Some(u),
-        _ => {
-            let msg = "CLAW_PG_URL is not set: start PostgreSQL with `. scripts/setup-postgres.sh`";
-            assert!(std::env::var("CI").as_deref() != Ok("true"), "{msg}");
-            eprintln!("NOT RUN: {msg}");
-            None
-        }
-    }
-}
-
-/// A config file selecting the PostgreSQL backend in a schema private to this test.
-fn config(dir: &Path, schema: &str, namespace: &str) -> std::path::PathBuf {
-    let p = dir.join("config.json");
-    std::fs::write(
-        &p,
-        format!(
-            r#"{{"memory": {{"backend": {{"kind": "postgres", "url_env": "CLAW_PG_URL", "namespace": "{namespace}", "schema": "{schema}"}}}}}}"#
-        ),
-    )
-    .unwrap();
-    p
-}
 
 fn run_json(ws: &Path, cfg: Option<&Path>, url: &str, args: &[&str]) -> Value {
     let mut c = claw(ws);
@@ -50,19 +26,14 @@ fn run_json(ws: &Path, cfg: Option<&Path>, url: &str, args: &[&str]) -> Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
-fn drop_schema(url: &str, schema: &str) {
-    let mut c = postgres::Client::connect(url, postgres::NoTls).unwrap();
-    c.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
-        .unwrap();
-}
-
 #[test]
 fn two_workspaces_share_a_namespace_and_migrate_copies_vectors() {
-    let Some(url) = pg_url() else { return };
-    let schema = format!("cli_{}", std::process::id());
-    drop_schema(&url, &schema);
+    let Some(pgs) = TestSchema::new("cli") else {
+        return;
+    };
+    let (url, schema) = (pgs.url.clone(), pgs.name.clone());
     let tmp = tempfile::tempdir().unwrap();
-    let cfg = config(tmp.path(), &schema, "team");
+    let cfg = pgs.claw_config(tmp.path(), "team");
     let (wa, wb, wc) = (
         tmp.path().join("a"),
         tmp.path().join("b"),
@@ -167,7 +138,76 @@ fn two_workspaces_share_a_namespace_and_migrate_copies_vectors() {
         &["memory", "search", "mountain walk with a friend", "--json"],
     );
     assert_eq!(s["results"][0]["path"], "memory/trip.md", "{s}");
-    drop_schema(&url, &schema);
+
+    // `memory status --json`: one shape on both backends (same keys, same
+    // types), and the same figures for the same copied index.
+    let lite = run_json(&wc, None, &url, &["memory", "status", "--json"]);
+    let pg = run_json(&wc, Some(&cfg), &url, &["memory", "status", "--json"]);
+    let (lo, po) = (lite.as_object().unwrap(), pg.as_object().unwrap());
+    assert_eq!(
+        lo.keys().collect::<Vec<_>>(),
+        po.keys().collect::<Vec<_>>(),
+        "{lite}\n{pg}"
+    );
+    let kind = |v: &Value| match v {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    };
+    for (k, v) in lo {
+        if !v.is_null() && !po[k].is_null() {
+            assert_eq!(kind(v), kind(&po[k]), "{k}: {v} vs {}", po[k]);
+        }
+    }
+    assert_eq!(
+        (lite["backend"].as_str(), pg["backend"].as_str()),
+        (Some("sqlite"), Some("postgres"))
+    );
+    for k in [
+        "workspace",
+        "files",
+        "chunks",
+        "vectors",
+        "model",
+        "dims",
+        "changed_on_disk",
+        "chunker_version",
+    ] {
+        assert_eq!(lite[k], pg[k], "{k}");
+    }
+    assert_eq!(pg["changed_on_disk"]["new"], 0, "{pg}");
+    assert_eq!(pg["db_path"], format!("postgres:{schema}/team"));
+    assert_eq!(pg["namespaces"], serde_json::json!(["team"]));
+    assert!(pg["db_bytes"].as_u64().unwrap() > 0, "{pg}");
+    assert!(
+        pg["vector_backend"]
+            .as_str()
+            .unwrap()
+            .starts_with("pgvector 0."),
+        "{pg}"
+    );
+    // The id the PostgreSQL backend created is the workspace's, on both.
+    assert!(
+        pg["workspace_id"].as_str().is_some_and(|id| id.len() == 16),
+        "{pg}"
+    );
+    assert_eq!(lite["workspace_id"], pg["workspace_id"]);
+    // A new file is behind the disk on PostgreSQL as on SQLite.
+    write_tree(
+        &wc,
+        &[(
+            "memory/more.md",
+            "# More
+A new page.\n",
+        )],
+    );
+    let lite = run_json(&wc, None, &url, &["memory", "status", "--json"]);
+    let pg = run_json(&wc, Some(&cfg), &url, &["memory", "status", "--json"]);
+    assert_eq!(pg["changed_on_disk"]["new"], 1, "{pg}");
+    assert_eq!(lite["changed_on_disk"], pg["changed_on_disk"]);
 }
 
 /// Runs `claw` and returns (exit code, stdout, stderr).
@@ -187,11 +227,12 @@ fn run(ws: &Path, cfg: &Path, url: &str, args: &[&str]) -> (Option<i32>, String,
 
 #[test]
 fn get_serves_another_workspaces_file_from_the_shared_index() {
-    let Some(url) = pg_url() else { return };
-    let schema = format!("cliget_{}", std::process::id());
-    drop_schema(&url, &schema);
+    let Some(pgs) = TestSchema::new("cliget") else {
+        return;
+    };
+    let url = pgs.url.clone();
     let tmp = tempfile::tempdir().unwrap();
-    let cfg = config(tmp.path(), &schema, "team");
+    let cfg = pgs.claw_config(tmp.path(), "team");
     let (wa, wb) = (tmp.path().join("a"), tmp.path().join("b"));
     // Long enough for several chunks (200 tokens, 32 of overlap), with a secret.
     let mut notes: String = (1..=40)
@@ -212,11 +253,11 @@ fn get_serves_another_workspaces_file_from_the_shared_index() {
     );
     run_json(&wa, Some(&cfg), &url, &["memory", "index", "--json"]);
     run_json(&wb, Some(&cfg), &url, &["memory", "index", "--json"]);
-    let wb_id = run_json(&wb, Some(&cfg), &url, &["memory", "status", "--json"])["workspace"]
+    let wb_id = run_json(&wb, Some(&cfg), &url, &["memory", "status", "--json"])["workspace_id"]
         .as_str()
         .unwrap()
         .to_string();
-    let wa_id = run_json(&wa, Some(&cfg), &url, &["memory", "status", "--json"])["workspace"]
+    let wa_id = run_json(&wa, Some(&cfg), &url, &["memory", "status", "--json"])["workspace_id"]
         .as_str()
         .unwrap()
         .to_string();
@@ -236,7 +277,7 @@ fn get_serves_another_workspaces_file_from_the_shared_index() {
         &url,
         &["memory", "get", "memory/orchard.md", "--json"],
     );
-    assert_eq!(g["workspace"], wb_id.as_str(), "{g}");
+    assert_eq!(g["workspace_id"], wb_id.as_str(), "{g}");
     assert_eq!(g["from_index"], true);
     assert_eq!(g["source"], "memory");
     assert_eq!(
@@ -299,7 +340,7 @@ fn get_serves_another_workspaces_file_from_the_shared_index() {
         ],
     );
     assert!(g["text"].as_str().unwrap().contains("Server"), "{g}");
-    assert_eq!(g["workspace"], wb_id.as_str());
+    assert_eq!(g["workspace_id"], wb_id.as_str());
 
     // Text mode says where the lines come from.
     let (code, out, err) = run(
@@ -321,5 +362,4 @@ fn get_serves_another_workspaces_file_from_the_shared_index() {
         err.contains("not an indexed file") || err.contains("not indexed"),
         "{err}"
     );
-    drop_schema(&url, &schema);
 }

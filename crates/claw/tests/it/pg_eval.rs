@@ -3,24 +3,16 @@
 //! committed `fixtures/beir-mini`, keyword-only, both backends report the same
 //! corpus, chunk count and queries, nDCG@10 within 0.01 (the parity target; the
 //! keyword stage is FTS5's BM25 on both), and the PostgreSQL run leaves no
-//! evaluation namespace behind. `claw doctor --json` names the backend of its
-//! database section. Needs `CLAW_PG_URL`; under `CI=true` a missing
+//! evaluation namespace behind; with the model, `--work-dir` holding a SQLite
+//! index of the corpus (or a copy of that dir, moved elsewhere) is copied into
+//! PostgreSQL vectors included, so nothing is embedded again and every mode
+//! scores the same. `claw doctor --json` names the backend of its database
+//! section. Needs `CLAW_PG_URL`; under `CI=true` a missing
 //! server fails.
 
+use claw_testkit::pg::TestSchema;
 use serde_json::Value;
 use std::path::Path;
-
-fn pg_url() -> Option<String> {
-    match std::env::var("CLAW_PG_URL") {
-        Ok(u) if !u.is_empty() => Some(u),
-        _ => {
-            let msg = "CLAW_PG_URL is not set: start PostgreSQL with `. scripts/setup-postgres.sh`";
-            assert!(std::env::var("CI").as_deref() != Ok("true"), "{msg}");
-            eprintln!("NOT RUN: {msg}");
-            None
-        }
-    }
-}
 
 fn eval_json(ws: &Path, url: &str, cfg: Option<&Path>, extra: &[&str]) -> Value {
     let mut c = claw_testkit::claw_keyword_only(ws);
@@ -46,19 +38,12 @@ fn eval_json(ws: &Path, url: &str, cfg: Option<&Path>, extra: &[&str]) -> Value 
 
 #[test]
 fn eval_on_postgres_matches_sqlite_and_drops_its_namespace() {
-    let Some(url) = pg_url() else {
+    let Some(pgs) = TestSchema::new("pgeval") else {
         return;
     };
-    let schema = format!("pgeval_{}", std::process::id());
+    let (url, schema) = (pgs.url.clone(), pgs.name.clone());
     let ws = tempfile::tempdir().unwrap();
-    let cfg = ws.path().join("config.json");
-    std::fs::write(
-        &cfg,
-        format!(
-            r#"{{"memory": {{"backend": {{"kind": "postgres", "url_env": "CLAW_PG_URL", "namespace": "team", "schema": "{schema}"}}}}}}"#
-        ),
-    )
-    .unwrap();
+    let cfg = pgs.claw_config(ws.path(), "team");
     let sqlite = eval_json(&ws.path().join("a"), &url, None, &[]);
     let pg = eval_json(
         &ws.path().join("b"),
@@ -88,26 +73,90 @@ fn eval_on_postgres_matches_sqlite_and_drops_its_namespace() {
         .query_one(&format!("SELECT count(*) FROM {schema}.chunk_stats"), &[])
         .unwrap()
         .get(0);
-    c.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
-        .unwrap();
     assert_eq!((left, stats), (0, 0), "the evaluation namespace is dropped");
+}
+
+/// `claw memory eval --json` with the model, in `ws`, with `args` after the data set.
+fn eval_model_json(ws: &Path, url: &str, cfg: &Path, args: &[&str]) -> Value {
+    let out = claw_testkit::claw(ws)
+        .env("CLAW_PG_URL", url)
+        .env("CLAW_CONFIG", cfg)
+        .args(["memory", "eval", "--mode", "all", "--json", "--beir"])
+        .arg(claw_testkit::repo_root().join("fixtures/beir-mini"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{args:?}: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn eval_on_postgres_from_a_kept_work_dir_embeds_nothing_again() {
+    let Some(pgs) = TestSchema::new("pgevalwd") else {
+        return;
+    };
+    let url = pgs.url.clone();
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = pgs.claw_config(tmp.path(), "team");
+    let ws = tmp.path().join("ws");
+    let kept = tmp.path().join("kept");
+    let kept = kept.to_str().unwrap();
+    // SQLite builds the kept index (the model embeds every chunk) ...
+    let sqlite = eval_model_json(&ws, &url, &cfg, &["--work-dir", kept]);
+    let computed = sqlite["embeddings_computed"].as_u64().unwrap();
+    assert!(computed >= 40, "{sqlite}");
+    assert_eq!(sqlite["embeddings_computed"], sqlite["chunks"]);
+    // ... PostgreSQL starts from a copy of it: nothing embedded, same scores.
+    let pg = eval_model_json(
+        &ws,
+        &url,
+        &cfg,
+        &["--work-dir", kept, "--backend", "postgres"],
+    );
+    // The kept dir moved elsewhere (its corpus root is no longer the stored one).
+    let moved = tmp.path().join("moved");
+    std::fs::rename(kept, &moved).unwrap();
+    let pg_moved = eval_model_json(
+        &ws,
+        &url,
+        &cfg,
+        &[
+            "--work-dir",
+            moved.to_str().unwrap(),
+            "--backend",
+            "postgres",
+        ],
+    );
+    // SQLite re-roots the moved dir's `eval` source too (it used to fail on it).
+    let sqlite_moved = eval_model_json(&ws, &url, &cfg, &["--work-dir", moved.to_str().unwrap()]);
+    for run in [&pg, &pg_moved, &sqlite_moved] {
+        assert_eq!(run["embeddings_computed"], 0, "{run}");
+        assert_eq!(run["chunks"], sqlite["chunks"], "{run}");
+        for mode in ["fts", "vector", "hybrid"] {
+            let nd = |v: &Value| v["modes"][mode]["ndcg@10"].as_f64().unwrap();
+            assert!(nd(&sqlite) > 0.3, "{mode}: {sqlite}");
+            assert!(
+                (nd(&sqlite) - nd(run)).abs() <= 0.01,
+                "{mode}: sqlite {sqlite} vs postgres {run}"
+            );
+        }
+    }
 }
 
 #[test]
 fn doctor_names_the_backend() {
-    let Some(url) = pg_url() else {
+    let Some(pgs) = TestSchema::new("pgdoctor") else {
         return;
     };
-    let schema = format!("pgdoctor_{}", std::process::id());
+    let (url, schema) = (pgs.url.clone(), pgs.name.clone());
     let ws = tempfile::tempdir().unwrap();
-    let cfg = ws.path().join("config.json");
-    std::fs::write(
-        &cfg,
-        format!(
-            r#"{{"memory": {{"backend": {{"kind": "postgres", "url_env": "CLAW_PG_URL", "namespace": "team", "schema": "{schema}"}}}}}}"#
-        ),
-    )
-    .unwrap();
+    let cfg = pgs.claw_config(ws.path(), "team");
     let db = |cfg: Option<&Path>| -> Value {
         let mut c = claw_testkit::claw_keyword_only(ws.path());
         c.env("CLAW_PG_URL", &url);
@@ -126,9 +175,6 @@ fn doctor_names_the_backend() {
     };
     let sqlite = db(None);
     let pg = db(Some(&cfg));
-    let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
-    c.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
-        .unwrap();
     assert_eq!(sqlite["details"]["backend"], "sqlite", "{sqlite}");
     assert_eq!(pg["details"]["backend"], "postgres", "{pg}");
     assert_eq!(pg["status"], "ok", "{pg}");

@@ -3,7 +3,7 @@
 //! backends at once (the same hybrid scores for the same chunks) or only
 //! PostgreSQL (schema versions, a dropped connection retried).
 
-use crate::support::{self, Schema};
+use crate::support::{self, Schema, SchemaStore};
 use claw_memory::config::MemorySettings;
 use claw_memory::index_storage::IndexStorage;
 use claw_memory::search::engine::search_in;

@@ -4,7 +4,7 @@
 //! and total length BM25 needs, kept by triggers) follows every write, rewrite
 //! and delete.
 
-use crate::support::{self, Doc, Schema};
+use crate::support::{self, Doc, Schema, SchemaStore};
 use claw_memory::index_storage::IndexStorage;
 use claw_memory::search::query::ParsedQuery;
 use claw_memory::search::score::KeywordNorm;

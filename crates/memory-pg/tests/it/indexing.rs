@@ -3,7 +3,7 @@
 //! two workspaces indexing one namespace concurrently under a search loop, and
 //! the SQLite → PostgreSQL copy (vectors included, no re-embedding).
 
-use crate::support::{self, Schema};
+use crate::support::{self, Schema, SchemaStore};
 use claw_memory::config::{EmbedProvider, MemoryConfig, MemorySettings};
 use claw_memory::embed::Embedder;
 use claw_memory::index_storage::IndexStorage;

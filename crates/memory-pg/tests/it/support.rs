@@ -1,5 +1,5 @@
-//! Helpers: the server URL (failing under CI when missing), a private schema
-//! per test (dropped at the end), and the PostgreSQL factory for the shared
+//! Helpers: the server URL and a private schema per test
+//! (`claw_testkit::pg`), its PostgreSQL store, and the PostgreSQL factory for the shared
 //! engine suite (whose fixtures — docs, `fill`, the model — live in
 //! `claw_testkit::engine_suite`).
 #![allow(dead_code)]
@@ -7,62 +7,23 @@
 use claw_memory_pg::{PgConfig, PgStore};
 pub use claw_testkit::engine_suite::{Doc, Fixture, embedder, fill};
 
-/// `CLAW_PG_URL`, or None (with a loud message) outside CI; under `CI=true` a
-/// missing server is a failure, never a silent skip.
-pub fn pg_url() -> Option<String> {
-    match std::env::var("CLAW_PG_URL") {
-        Ok(u) if !u.is_empty() => Some(u),
-        _ => {
-            let msg = "CLAW_PG_URL is not set: start PostgreSQL with `. scripts/setup-postgres.sh` \
-                       (scripts/test.sh does) to run the PostgreSQL backend tests";
-            if std::env::var("CI").as_deref() == Ok("true") {
-                panic!("{msg}");
-            }
-            eprintln!("NOT RUN: {msg}");
-            None
-        }
-    }
+pub use claw_testkit::pg::TestSchema as Schema;
+
+/// The PostgreSQL side of a test schema: a backend config and store in it.
+pub trait SchemaStore {
+    fn config(&self, namespace: &str, workspace: &str) -> PgConfig;
+    fn store(&self, namespace: &str, workspace: &str) -> PgStore;
 }
 
-/// A schema private to one test, dropped when the guard goes.
-pub struct Schema {
-    pub url: String,
-    pub name: String,
-}
-
-impl Schema {
-    pub fn new(tag: &str) -> Option<Schema> {
-        let url = pg_url()?;
-        let name = format!("t_{}_{}", tag, std::process::id());
-        let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
-        c.batch_execute(&format!("DROP SCHEMA IF EXISTS {name} CASCADE"))
-            .unwrap();
-        Some(Schema { url, name })
-    }
-
-    pub fn config(&self, namespace: &str, workspace: &str) -> PgConfig {
+impl SchemaStore for Schema {
+    fn config(&self, namespace: &str, workspace: &str) -> PgConfig {
         let mut cfg = PgConfig::new(&self.url, namespace, workspace);
         cfg.schema = self.name.clone();
         cfg
     }
 
-    pub fn store(&self, namespace: &str, workspace: &str) -> PgStore {
+    fn store(&self, namespace: &str, workspace: &str) -> PgStore {
         PgStore::connect(self.config(namespace, workspace)).unwrap()
-    }
-
-    pub fn client(&self) -> postgres::Client {
-        let mut c = postgres::Client::connect(&self.url, postgres::NoTls).unwrap();
-        c.batch_execute(&format!("SET search_path = {}, public", self.name))
-            .unwrap();
-        c
-    }
-}
-
-impl Drop for Schema {
-    fn drop(&mut self) {
-        if let Ok(mut c) = postgres::Client::connect(&self.url, postgres::NoTls) {
-            let _ = c.batch_execute(&format!("DROP SCHEMA IF EXISTS {} CASCADE", self.name));
-        }
     }
 }
 

@@ -231,6 +231,9 @@ pub struct EvalReport {
     pub chunks: usize,
     /// Indexing time (s).
     pub index_seconds: f64,
+    /// Chunk embeddings the model computed while indexing (0 when a kept work
+    /// dir, or its copy on another backend, already held every vector).
+    pub embeddings_computed: usize,
     /// Metric cut-offs.
     pub cutoffs: Cutoffs,
     /// Each variant and its outcome, in report order.
@@ -267,7 +270,8 @@ pub struct PreparedCorpus {
 /// The storage an evaluation indexes into and searches: both boundaries plus the
 /// two inherent operations it needs (SQLite's `Store`, PostgreSQL's `PgStore`).
 pub trait EvalStorage: IndexStorage + SearchStorage {
-    /// Register `root` as the `eval` source unless it already is.
+    /// Register `root` as the `eval` source unless it already is (re-rooting an
+    /// `eval` source registered elsewhere: a moved or copied work dir).
     fn ensure_eval_source(&mut self, root: &Path) -> Result<(), StoreError>;
     /// How many chunks the index holds.
     fn chunk_total(&self) -> Result<usize, StoreError>;
@@ -275,12 +279,13 @@ pub trait EvalStorage: IndexStorage + SearchStorage {
 
 impl EvalStorage for Store {
     fn ensure_eval_source(&mut self, root: &Path) -> Result<(), StoreError> {
-        if !self
-            .sources()?
-            .iter()
-            .any(|s| s.name == EVAL_SOURCE && s.root == root)
-        {
-            self.add_source(EVAL_SOURCE, root)?;
+        // A kept work dir that was moved or copied still names its old root.
+        match self.sources()?.iter().find(|s| s.name == EVAL_SOURCE) {
+            Some(s) if s.root == root => {}
+            Some(_) => {
+                self.set_source_root(EVAL_SOURCE, root)?;
+            }
+            None => self.add_source(EVAL_SOURCE, root)?,
         }
         Ok(())
     }
@@ -513,6 +518,7 @@ pub fn run_on(
         documents: data.corpus.len(),
         chunks,
         index_seconds,
+        embeddings_computed: report.embeddings_computed,
         cutoffs,
         modes,
     })
