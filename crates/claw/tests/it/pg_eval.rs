@@ -14,14 +14,15 @@ use claw_testkit::pg::TestSchema;
 use serde_json::Value;
 use std::path::Path;
 
-fn eval_json(ws: &Path, url: &str, cfg: Option<&Path>, extra: &[&str]) -> Value {
-    let mut c = claw_testkit::claw_keyword_only(ws);
+/// `claw memory eval --json --beir fixtures/beir-mini` run by `c` (keyword-only
+/// or with the model), with `extra` after the data set.
+fn eval_json(mut c: std::process::Command, url: &str, cfg: Option<&Path>, extra: &[&str]) -> Value {
     c.env("CLAW_PG_URL", url);
     if let Some(cfg) = cfg {
         c.env("CLAW_CONFIG", cfg);
     }
     let out = c
-        .args(["memory", "eval", "--mode", "fts", "--json", "--beir"])
+        .args(["memory", "eval", "--json", "--beir"])
         .arg(claw_testkit::repo_root().join("fixtures/beir-mini"))
         .args(extra)
         .output()
@@ -36,6 +37,20 @@ fn eval_json(ws: &Path, url: &str, cfg: Option<&Path>, extra: &[&str]) -> Value 
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+/// A keyword-only `eval --mode fts` in `ws`.
+fn eval_fts(ws: &Path, url: &str, cfg: Option<&Path>, extra: &[&str]) -> Value {
+    let mut args = vec!["--mode", "fts"];
+    args.extend_from_slice(extra);
+    eval_json(claw_testkit::claw_keyword_only(ws), url, cfg, &args)
+}
+
+/// `eval --mode all` in `ws` with the model.
+fn eval_model(ws: &Path, url: &str, cfg: &Path, extra: &[&str]) -> Value {
+    let mut args = vec!["--mode", "all"];
+    args.extend_from_slice(extra);
+    eval_json(claw_testkit::claw(ws), url, Some(cfg), &args)
+}
+
 #[test]
 fn eval_on_postgres_matches_sqlite_and_drops_its_namespace() {
     let Some(pgs) = TestSchema::new("pgeval") else {
@@ -44,8 +59,8 @@ fn eval_on_postgres_matches_sqlite_and_drops_its_namespace() {
     let (url, schema) = (pgs.url.clone(), pgs.name.clone());
     let ws = tempfile::tempdir().unwrap();
     let cfg = pgs.claw_config(ws.path(), "team");
-    let sqlite = eval_json(&ws.path().join("a"), &url, None, &[]);
-    let pg = eval_json(
+    let sqlite = eval_fts(&ws.path().join("a"), &url, None, &[]);
+    let pg = eval_fts(
         &ws.path().join("b"),
         &url,
         Some(&cfg),
@@ -76,26 +91,6 @@ fn eval_on_postgres_matches_sqlite_and_drops_its_namespace() {
     assert_eq!((left, stats), (0, 0), "the evaluation namespace is dropped");
 }
 
-/// `claw memory eval --json` with the model, in `ws`, with `args` after the data set.
-fn eval_model_json(ws: &Path, url: &str, cfg: &Path, args: &[&str]) -> Value {
-    let out = claw_testkit::claw(ws)
-        .env("CLAW_PG_URL", url)
-        .env("CLAW_CONFIG", cfg)
-        .args(["memory", "eval", "--mode", "all", "--json", "--beir"])
-        .arg(claw_testkit::repo_root().join("fixtures/beir-mini"))
-        .args(args)
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{args:?}: {}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
 #[test]
 fn eval_on_postgres_from_a_kept_work_dir_embeds_nothing_again() {
     let Some(pgs) = TestSchema::new("pgevalwd") else {
@@ -108,12 +103,12 @@ fn eval_on_postgres_from_a_kept_work_dir_embeds_nothing_again() {
     let kept = tmp.path().join("kept");
     let kept = kept.to_str().unwrap();
     // SQLite builds the kept index (the model embeds every chunk) ...
-    let sqlite = eval_model_json(&ws, &url, &cfg, &["--work-dir", kept]);
+    let sqlite = eval_model(&ws, &url, &cfg, &["--work-dir", kept]);
     let computed = sqlite["embeddings_computed"].as_u64().unwrap();
     assert!(computed >= 40, "{sqlite}");
     assert_eq!(sqlite["embeddings_computed"], sqlite["chunks"]);
     // ... PostgreSQL starts from a copy of it: nothing embedded, same scores.
-    let pg = eval_model_json(
+    let pg = eval_model(
         &ws,
         &url,
         &cfg,
@@ -122,7 +117,7 @@ fn eval_on_postgres_from_a_kept_work_dir_embeds_nothing_again() {
     // The kept dir moved elsewhere (its corpus root is no longer the stored one).
     let moved = tmp.path().join("moved");
     std::fs::rename(kept, &moved).unwrap();
-    let pg_moved = eval_model_json(
+    let pg_moved = eval_model(
         &ws,
         &url,
         &cfg,
@@ -134,7 +129,7 @@ fn eval_on_postgres_from_a_kept_work_dir_embeds_nothing_again() {
         ],
     );
     // SQLite re-roots the moved dir's `eval` source too (it used to fail on it).
-    let sqlite_moved = eval_model_json(&ws, &url, &cfg, &["--work-dir", moved.to_str().unwrap()]);
+    let sqlite_moved = eval_model(&ws, &url, &cfg, &["--work-dir", moved.to_str().unwrap()]);
     for run in [&pg, &pg_moved, &sqlite_moved] {
         assert_eq!(run["embeddings_computed"], 0, "{run}");
         assert_eq!(run["chunks"], sqlite["chunks"], "{run}");
