@@ -428,17 +428,12 @@ impl SearchStorage for PgStore {
 /// `claw memory eval --backend postgres` runs the same evaluation as SQLite
 /// (`claw_memory::eval::runner::run_on`) on a PostgreSQL namespace.
 impl claw_memory::eval::runner::EvalStorage for PgStore {
-    fn ensure_eval_source(&mut self, root: &std::path::Path) -> Result<(), StoreError> {
-        let name = claw_memory::eval::EVAL_SOURCE;
-        // A kept work dir that was moved or copied still names its old root.
-        match IndexStorage::sources(self)?.iter().find(|s| s.name == name) {
-            Some(s) if s.root == root => {}
-            Some(_) => {
-                self.set_source_root(name, root)?;
-            }
-            None => self.add_source(name, root)?,
-        }
-        Ok(())
+    fn add_source_root(&mut self, name: &str, root: &std::path::Path) -> Result<(), StoreError> {
+        self.add_source(name, root)
+    }
+
+    fn move_source_root(&mut self, name: &str, root: &std::path::Path) -> Result<(), StoreError> {
+        self.set_source_root(name, root).map(|_| ())
     }
 
     fn chunk_total(&self) -> Result<usize, StoreError> {

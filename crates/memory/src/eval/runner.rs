@@ -268,26 +268,33 @@ pub struct PreparedCorpus {
 }
 
 /// The storage an evaluation indexes into and searches: both boundaries plus the
-/// two inherent operations it needs (SQLite's `Store`, PostgreSQL's `PgStore`).
+/// inherent operations it needs (SQLite's `Store`, PostgreSQL's `PgStore`).
 pub trait EvalStorage: IndexStorage + SearchStorage {
-    /// Register `root` as the `eval` source unless it already is (re-rooting an
-    /// `eval` source registered elsewhere: a moved or copied work dir).
-    fn ensure_eval_source(&mut self, root: &Path) -> Result<(), StoreError>;
+    /// Register a source rooted at `root`.
+    fn add_source_root(&mut self, name: &str, root: &Path) -> Result<(), StoreError>;
+    /// Point the registered source `name` at `root`.
+    fn move_source_root(&mut self, name: &str, root: &Path) -> Result<(), StoreError>;
     /// How many chunks the index holds.
     fn chunk_total(&self) -> Result<usize, StoreError>;
+
+    /// Register `root` as the `eval` source unless it already is (re-rooting an
+    /// `eval` source registered elsewhere: a moved or copied work dir).
+    fn ensure_eval_source(&mut self, root: &Path) -> Result<(), StoreError> {
+        match self.sources()?.iter().find(|s| s.name == EVAL_SOURCE) {
+            Some(s) if s.root == root => Ok(()),
+            Some(_) => self.move_source_root(EVAL_SOURCE, root),
+            None => self.add_source_root(EVAL_SOURCE, root),
+        }
+    }
 }
 
 impl EvalStorage for Store {
-    fn ensure_eval_source(&mut self, root: &Path) -> Result<(), StoreError> {
-        // A kept work dir that was moved or copied still names its old root.
-        match self.sources()?.iter().find(|s| s.name == EVAL_SOURCE) {
-            Some(s) if s.root == root => {}
-            Some(_) => {
-                self.set_source_root(EVAL_SOURCE, root)?;
-            }
-            None => self.add_source(EVAL_SOURCE, root)?,
-        }
-        Ok(())
+    fn add_source_root(&mut self, name: &str, root: &Path) -> Result<(), StoreError> {
+        self.add_source(name, root)
+    }
+
+    fn move_source_root(&mut self, name: &str, root: &Path) -> Result<(), StoreError> {
+        self.set_source_root(name, root).map(|_| ())
     }
 
     fn chunk_total(&self) -> Result<usize, StoreError> {
