@@ -18,6 +18,8 @@ pub mod indexer;
 pub mod lock;
 pub mod plan;
 pub mod private;
+#[allow(unsafe_code)] // getdents64(2) and fstatat(2) for the freshness walk; SAFETY notes inline
+pub mod rawdir;
 pub mod redact;
 pub mod search;
 pub mod service;

@@ -359,6 +359,65 @@ impl Stamp {
     }
 }
 
+/// A list of `(relative path, stamp)` kept in one string buffer (no
+/// allocation per file): what the freshness check's walk produced, or the
+/// index's stat listing of a source ([`Store::stamp_listing`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StampList {
+    text: String,
+    rows: Vec<(u32, u32, Stamp)>,
+}
+
+impl StampList {
+    /// An empty list.
+    pub fn new() -> StampList {
+        StampList::default()
+    }
+
+    /// Append `rel` with its stamp.
+    pub fn push(&mut self, rel: &str, stamp: Stamp) {
+        let start = self.text.len();
+        self.text.push_str(rel);
+        // Paths are far below 4 GiB in total; saturate rather than wrap.
+        let at = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        self.rows.push((at(start), at(self.text.len()), stamp));
+    }
+
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// Whether it holds no entry.
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// Entry `i`: its relative path and stamp.
+    pub fn get(&self, i: usize) -> (&str, Stamp) {
+        let (start, end, stamp) = self.rows[i];
+        (&self.text[start as usize..end as usize], stamp)
+    }
+
+    /// Every entry, in insertion order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, Stamp)> + '_ {
+        (0..self.rows.len()).map(|i| self.get(i))
+    }
+
+    /// Whether the paths are in strictly ascending byte order.
+    pub fn is_sorted_by_path(&self) -> bool {
+        (1..self.rows.len()).all(|i| self.get(i - 1).0 < self.get(i).0)
+    }
+
+    /// Sort by path (byte order).
+    pub fn sort_by_path(&mut self) {
+        let text = &self.text;
+        self.rows.sort_by(|a, b| {
+            text[a.0 as usize..a.1 as usize].cmp(&text[b.0 as usize..b.1 as usize])
+        });
+    }
+}
+
 /// How [`walk_stamps`] ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[must_use]
@@ -436,26 +495,28 @@ fn stamp_dir(
     visit: &mut impl FnMut(&str, Stamp),
 ) -> StampWalk {
     enum Kind {
-        File(Stamp),
-        /// Listed, stat pending (or failed: then left out).
-        Stat,
+        /// A file to stat; then its stamp (`None`: the stat failed, left out).
+        File(Option<Stamp>),
         Dir,
     }
     let base = rel.len();
-    let Ok(read) = std::fs::read_dir(dir) else {
+    let Some(listing) = crate::rawdir::RawDir::read(dir) else {
         return StampWalk::Complete;
     };
-    // Stat while the directory is open (relative to its fd), close it, then
-    // visit in name order (the full walk's order) and descend.
-    let mut entries: Vec<(std::ffi::OsString, Kind)> = Vec::new();
-    let mut pending: Vec<(usize, std::fs::DirEntry)> = Vec::new();
-    for entry in read {
-        let Ok(entry) = entry else { continue };
-        let Ok(ft) = entry.file_type() else { continue };
-        let name = entry.file_name();
+    // Names point into the listing's buffer: nothing is allocated per entry.
+    // Stat while the directory is open (relative to its fd), then visit in
+    // name order (the full walk's order) and descend.
+    let mut entries: Vec<(&std::ffi::CStr, Kind)> = Vec::new();
+    let mut pending: Vec<usize> = Vec::new();
+    for (name, d_type) in listing.entries() {
         // A name that is not UTF-8 lists no file, nor does anything under it.
-        let Some(utf8) = name.to_str() else { continue };
-        if ft.is_symlink() {
+        let Ok(utf8) = std::str::from_utf8(name.to_bytes()) else {
+            continue;
+        };
+        let Some(ft) = listing.file_type(name, d_type) else {
+            continue;
+        };
+        if ft == libc::DT_LNK {
             // A dot-named link lists nothing (a hidden file, or a skipped
             // directory); any other is the full walk's to judge.
             if utf8.starts_with('.') {
@@ -463,36 +524,38 @@ fn stamp_dir(
             }
             return StampWalk::NeedsFullWalk;
         }
-        let kind_of = if ft.is_dir() {
+        let kind_of = if ft == libc::DT_DIR {
             if depth >= max_depth || is_skipped_dir(utf8) {
                 continue;
             }
             Kind::Dir
-        } else if ft.is_file() {
+        } else if ft == libc::DT_REG {
             rel.push_str(utf8);
             let listed = belongs(kind, rel);
             rel.truncate(base);
             if !listed {
                 continue;
             }
-            pending.push((entries.len(), entry));
-            Kind::Stat
+            pending.push(entries.len());
+            Kind::File(None)
         } else {
             continue;
         };
         entries.push((name, kind_of));
     }
-    for (i, stamp) in stat_entries(&pending) {
-        entries[i].1 = Kind::File(stamp);
+    let names: Vec<&std::ffi::CStr> = pending.iter().map(|&i| entries[i].0).collect();
+    for (k, stamp) in stat_names(listing.fd(), &names) {
+        entries[pending[k]].1 = Kind::File(Some(stamp));
     }
-    drop(pending);
-    entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    entries.sort_unstable_by(|a, b| a.0.to_bytes().cmp(b.0.to_bytes()));
     for (name, entry) in &entries {
-        let Some(name) = name.to_str() else { continue };
+        let Ok(name) = std::str::from_utf8(name.to_bytes()) else {
+            continue;
+        };
         rel.push_str(name);
         match entry {
-            Kind::File(stamp) => visit(rel, *stamp),
-            Kind::Stat => {}
+            Kind::File(Some(stamp)) => visit(rel, *stamp),
+            Kind::File(None) => {}
             Kind::Dir => {
                 rel.push('/');
                 let walked = stamp_dir(&dir.join(name), rel, depth + 1, max_depth, kind, visit);
@@ -506,34 +569,68 @@ fn stamp_dir(
     StampWalk::Complete
 }
 
+/// The stamp of a stat, as [`mtime_ns`] reads it from `Metadata`.
+fn stamp_of(st: &libc::stat) -> Stamp {
+    // A modification time before the epoch reads as 0, as `mtime_ns` has it.
+    let mtime_ns = if st.st_mtime < 0 {
+        0
+    } else {
+        (st.st_mtime as u128 * 1_000_000_000 + st.st_mtime_nsec as u128) as i64
+    };
+    Stamp {
+        mtime_ns,
+        size: st.st_size,
+    }
+}
+
 /// A directory with at least this many files to stat has them stat'ed by two
 /// threads (the stat is most of the walk's cost, and it is kernel time).
 const PARALLEL_STAT_MIN: usize = 512;
 
-/// `(index, stamp)` of each entry whose stat succeeded (relative to its
-/// directory's fd); a large batch is split over two threads.
-fn stat_entries(pending: &[(usize, std::fs::DirEntry)]) -> Vec<(usize, Stamp)> {
-    let stat = |part: &[(usize, std::fs::DirEntry)]| -> Vec<(usize, Stamp)> {
-        part.iter()
-            .filter_map(|(i, e)| e.metadata().ok().map(|md| (*i, Stamp::of(&md))))
-            .collect()
+/// Files a thread claims at a time when two stat one directory.
+const STAT_CHUNK: usize = 64;
+
+/// `(index, stamp)` of each name whose stat succeeded (relative to the
+/// directory `fd`). A large batch is shared by two threads, each claiming
+/// the next chunk as it is done with one (so a thread that is descheduled
+/// on a busy machine does not hold the other up).
+fn stat_names(fd: std::os::fd::RawFd, names: &[&std::ffi::CStr]) -> Vec<(usize, Stamp)> {
+    let stat = |range: std::ops::Range<usize>, out: &mut Vec<(usize, Stamp)>| {
+        for i in range {
+            if let Some(st) = crate::rawdir::stat_at(fd, names[i]) {
+                out.push((i, stamp_of(&st)));
+            }
+        }
     };
-    if pending.len() < PARALLEL_STAT_MIN {
-        return stat(pending);
+    if names.len() < PARALLEL_STAT_MIN {
+        let mut out = Vec::with_capacity(names.len());
+        stat(0..names.len(), &mut out);
+        return out;
     }
-    let (first, second) = pending.split_at(pending.len() / 2);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let claim = || {
+        let start = next.fetch_add(STAT_CHUNK, std::sync::atomic::Ordering::Relaxed);
+        (start < names.len()).then(|| start..(start + STAT_CHUNK).min(names.len()))
+    };
+    let work = || {
+        let mut out = Vec::with_capacity(names.len() / 2 + STAT_CHUNK);
+        while let Some(range) = claim() {
+            stat(range, &mut out);
+        }
+        out
+    };
     std::thread::scope(|s| {
+        // No thread to be had: this one claims every chunk.
         let helper = std::thread::Builder::new()
             .name("claw-stat".into())
-            .spawn_scoped(s, || stat(second));
-        let mut out = stat(first);
-        match helper {
-            Ok(h) => match h.join() {
+            .spawn_scoped(s, work)
+            .ok();
+        let mut out = work();
+        if let Some(h) = helper {
+            match h.join() {
                 Ok(rest) => out.extend(rest),
                 Err(panic) => std::panic::resume_unwind(panic),
-            },
-            // No thread to be had: stat the rest here.
-            Err(_) => out.extend(stat(second)),
+            }
         }
         out
     })
