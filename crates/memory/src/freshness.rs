@@ -835,6 +835,73 @@ mod tests {
     }
 
     #[test]
+    fn the_merge_gives_what_the_hash_compare_gives() {
+        use crate::walk::{Stamp, StampList};
+        let st = |m, s| Stamp {
+            mtime_ns: m,
+            size: s,
+        };
+        // Walk order (a directory before a name that sorts after it byte-wise).
+        let disk_rows = [
+            ("a/z.md", st(1, 1)),
+            ("a.md", st(2, 1)),
+            ("b.md", st(1, 2)),
+            ("big.md", st(5, 5)),
+            ("bin.md", st(6, 6)),
+            ("new/x.md", st(1, 1)),
+            ("same.md", st(1, 1)),
+        ];
+        let stored_rows = [
+            ("a.md", st(1, 1)),
+            ("a/z.md", st(1, 1)),
+            ("b.md", st(1, 1)),
+            ("gone.md", st(1, 1)),
+            ("same.md", st(1, 1)),
+            ("zz/gone.md", st(1, 1)),
+        ];
+        let skipped: HashMap<String, SkippedRecord> = [("big.md", 5), ("bin.md", 7)]
+            .into_iter()
+            .map(|(p, m)| {
+                let r = SkippedRecord {
+                    path: p.to_string(),
+                    mtime_ns: m,
+                    size: m,
+                    reason: "binary".into(),
+                    message: String::new(),
+                };
+                (p.to_string(), r)
+            })
+            .collect();
+        let mut disk = StampList::new();
+        disk_rows.iter().for_each(|(p, s)| disk.push(p, *s));
+        let mut listing = StampList::new();
+        stored_rows.iter().for_each(|(p, s)| listing.push(p, *s));
+        let merged = compare_sorted("n", &disk, &listing, &skipped);
+        let hashed = compare_stamps(
+            "n",
+            disk_rows.iter().map(|(p, s)| (p.to_string(), *s)).collect(),
+            stored_rows
+                .iter()
+                .map(|(p, s)| (p.to_string(), *s))
+                .collect(),
+            &skipped,
+        );
+        assert_eq!(merged, hashed);
+        let names = |v: &[FileRef]| v.iter().map(|f| f.path.clone()).collect::<Vec<_>>();
+        assert_eq!(names(&merged.new), ["bin.md", "new/x.md"]);
+        assert_eq!(names(&merged.changed), ["a.md", "b.md"]);
+        assert_eq!(names(&merged.deleted), ["gone.md", "zz/gone.md"]);
+        assert_eq!(merged.scanned, 7);
+        // Either side empty.
+        let none = StampList::new();
+        assert_eq!(
+            compare_sorted("n", &none, &listing, &skipped).deleted.len(),
+            6
+        );
+        assert_eq!(compare_sorted("n", &disk, &none, &skipped).new.len(), 6);
+    }
+
+    #[test]
     fn sync_report_json_shape() {
         let r = SyncReport::Stale {
             pending: 30,

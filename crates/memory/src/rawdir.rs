@@ -111,3 +111,40 @@ pub fn stat_at(fd: std::os::fd::RawFd, name: &std::ffi::CStr) -> Option<libc::st
     // SAFETY: `fstatat` returned 0: `st` is initialised.
     (rc == 0).then(|| unsafe { st.assume_init() })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_and_types_match_std_and_lstat() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::write(root.join("f.md"), "x").unwrap();
+        std::fs::create_dir(root.join("d")).unwrap();
+        std::os::unix::fs::symlink("f.md", root.join("l")).unwrap();
+        let raw = RawDir::read(root).unwrap();
+        let mut got: Vec<(String, u8)> = raw
+            .entries()
+            .map(|(n, t)| (n.to_str().unwrap().to_string(), t))
+            .collect();
+        got.sort();
+        let want = [
+            ("d".to_string(), libc::DT_DIR),
+            ("f.md".to_string(), libc::DT_REG),
+            ("l".to_string(), libc::DT_LNK),
+        ];
+        assert_eq!(got, want);
+        // A file system that leaves `d_type` unknown: the type comes from lstat.
+        for (name, t) in &want {
+            let c = std::ffi::CString::new(name.as_str()).unwrap();
+            assert_eq!(raw.file_type(&c, libc::DT_UNKNOWN), Some(*t), "{name}");
+        }
+        let c = std::ffi::CString::new("gone").unwrap();
+        assert_eq!(raw.file_type(&c, libc::DT_UNKNOWN), None);
+        let st = stat_at(raw.fd(), c"f.md").unwrap();
+        assert_eq!(st.st_size, 1);
+        assert!(RawDir::read(&root.join("f.md")).is_none());
+        assert!(RawDir::read(&root.join("missing")).is_none());
+    }
+}

@@ -893,6 +893,73 @@ mod tests {
     }
 
     #[test]
+    fn a_directory_larger_than_one_getdents_buffer_is_listed_whole() {
+        // 1,500 names of ~200 bytes: ~330 KB of directory records, several
+        // `getdents64` calls and buffer growths, and over the two-thread stat
+        // threshold; a subdirectory sorts between files ('.' < '/' < '0').
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let pad = "x".repeat(190);
+        for i in 0..1500 {
+            std::fs::write(root.join(format!("{pad}{i:04}.md")), format!("{i}")).unwrap();
+        }
+        std::fs::create_dir_all(root.join("a/b")).unwrap();
+        for p in ["a.md", "a/z.md", "a/b/c.md", "a0.md", "a-.md", "a/b.md"] {
+            std::fs::write(root.join(p), p).unwrap();
+        }
+        let src = SourceRoot {
+            name: "n".into(),
+            root: root.to_path_buf(),
+            kind: SourceKind::Notes,
+            follow_symlinks_outside: false,
+        };
+        let (files, _) = walk_source(&src);
+        assert_eq!(files.len(), 1506);
+        let full: Vec<(String, Stamp)> = files
+            .iter()
+            .map(|f| {
+                let stamp = Stamp {
+                    mtime_ns: f.mtime_ns,
+                    size: f.size,
+                };
+                (f.rel.clone(), stamp)
+            })
+            .collect();
+        let mut cheap = StampList::new();
+        assert_eq!(
+            walk_stamps(&src, |rel, st| cheap.push(rel, st)),
+            StampWalk::Complete
+        );
+        let cheap: Vec<(String, Stamp)> = cheap.iter().map(|(r, s)| (r.to_string(), s)).collect();
+        assert_eq!(cheap, full);
+        assert!(full.iter().all(|(_, s)| s.mtime_ns > 0 && s.size > 0));
+    }
+
+    #[test]
+    fn a_stamp_list_keeps_its_entries_and_sorts_by_bytes() {
+        let mut l = StampList::new();
+        assert!(l.is_empty() && l.is_sorted_by_path());
+        let st = |n| Stamp {
+            mtime_ns: n,
+            size: n,
+        };
+        for (i, p) in ["b.md", "a/z.md", "a.md", "\u{e9}.md", "A.md"]
+            .iter()
+            .enumerate()
+        {
+            l.push(p, st(i as i64));
+        }
+        assert_eq!(l.len(), 5);
+        assert_eq!(l.get(1), ("a/z.md", st(1)));
+        assert!(!l.is_sorted_by_path());
+        l.sort_by_path();
+        assert!(l.is_sorted_by_path());
+        let paths: Vec<&str> = l.iter().map(|(p, _)| p).collect();
+        assert_eq!(paths, ["A.md", "a.md", "a/z.md", "b.md", "\u{e9}.md"]);
+        assert_eq!(l.get(2), ("a/z.md", st(1)));
+    }
+
+    #[test]
     fn names_that_are_not_utf8_are_reported_by_a_lossy_name() {
         use std::os::unix::ffi::OsStrExt;
         let dir = tempfile::tempdir().unwrap();
