@@ -24,6 +24,7 @@ pub mod redact;
 pub mod search;
 pub mod service;
 pub mod sidecar;
+mod stampwalk;
 pub mod store;
 pub mod transcript;
 pub mod walk;

@@ -58,8 +58,9 @@ impl RawDir {
         self.dir.as_raw_fd()
     }
 
-    /// `(name, d_type)` of every entry but `.` and `..`.
-    pub fn entries(&self) -> impl Iterator<Item = (&std::ffi::CStr, u8)> + '_ {
+    /// `(offset, name, d_type)` of every entry but `.` and `..` (the offset
+    /// finds the name again: [`RawDir::name_at`]).
+    pub fn entries(&self) -> impl Iterator<Item = (usize, &std::ffi::CStr, u8)> + '_ {
         let buf = &self.buf;
         let mut at = 0usize;
         std::iter::from_fn(move || {
@@ -74,10 +75,15 @@ impl RawDir {
                 at += reclen;
                 let name = std::ffi::CStr::from_bytes_until_nul(&record[DIRENT_NAME..]).ok()?;
                 if name.to_bytes() != b"." && name.to_bytes() != b".." {
-                    return Some((name, d_type));
+                    return Some((at - reclen + DIRENT_NAME, name, d_type));
                 }
             }
         })
+    }
+
+    /// The name at `offset` (as [`RawDir::entries`] gave it).
+    pub fn name_at(&self, offset: usize) -> Option<&std::ffi::CStr> {
+        std::ffi::CStr::from_bytes_until_nul(self.buf.get(offset..)?).ok()
     }
 
     /// The entry's type: its `d_type`, or (a file system that does not fill
@@ -112,6 +118,20 @@ pub fn stat_at(fd: std::os::fd::RawFd, name: &std::ffi::CStr) -> Option<libc::st
     (rc == 0).then(|| unsafe { st.assume_init() })
 }
 
+/// The stamp of a stat, as `walk::mtime_ns` reads it from `Metadata`.
+pub fn stamp_of(st: &libc::stat) -> crate::walk::Stamp {
+    // A modification time before the epoch reads as 0, as `mtime_ns` has it.
+    let mtime_ns = if st.st_mtime < 0 {
+        0
+    } else {
+        (st.st_mtime as u128 * 1_000_000_000 + st.st_mtime_nsec as u128) as i64
+    };
+    crate::walk::Stamp {
+        mtime_ns,
+        size: st.st_size,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -126,7 +146,10 @@ mod tests {
         let raw = RawDir::read(root).unwrap();
         let mut got: Vec<(String, u8)> = raw
             .entries()
-            .map(|(n, t)| (n.to_str().unwrap().to_string(), t))
+            .map(|(off, n, t)| {
+                assert_eq!(raw.name_at(off), Some(n));
+                (n.to_str().unwrap().to_string(), t)
+            })
             .collect();
         got.sort();
         let want = [

@@ -432,10 +432,13 @@ pub enum StampWalk {
 }
 
 /// The freshness check's walk: calls `visit(rel, stamp)` for every file
-/// [`walk_source`] lists, in its order and with its stat, but cheaply: one
-/// `statx` per listed file relative to its directory (no absolute path is
-/// built or resolved per file), names checked without allocating, files that
-/// do not belong never stat'ed, at most one directory open at a time.
+/// [`walk_source`] lists, in its order and with its stat, but cheaply: each
+/// directory read whole with `getdents64`, one `fstatat` per listed file
+/// relative to its directory's descriptor (no absolute path is built or
+/// resolved per file), names checked without allocating, files that do not
+/// belong never stat'ed; the stats of a large tree are shared with a helper
+/// thread while the listing goes on (`stampwalk`). Nothing is visited until
+/// the whole tree is listed and stat'ed.
 ///
 /// It handles trees of plain directories and files only. A symbolic link
 /// that could list a file (any link whose name is UTF-8 and does not start
@@ -450,7 +453,7 @@ pub fn walk_stamps(src: &SourceRoot, mut visit: impl FnMut(&str, Stamp)) -> Stam
         SourceKind::Sessions => (&["sessions"], 1),
         SourceKind::Notes => (&[""], usize::MAX),
     };
-    let mut rel = String::with_capacity(256);
+    let mut found: Vec<(PathBuf, String, Option<Stamp>)> = Vec::with_capacity(tops.len());
     for top in tops {
         let path = if top.is_empty() {
             src.root.clone()
@@ -464,176 +467,26 @@ pub fn walk_stamps(src: &SourceRoot, mut visit: impl FnMut(&str, Stamp)) -> Stam
         if md.file_type().is_symlink() {
             return StampWalk::NeedsFullWalk;
         }
-        rel.clear();
-        rel.push_str(top);
+        let mut rel = top.to_string();
         if md.is_file() {
             if belongs(src.kind, &rel) {
-                visit(&rel, Stamp::of(&md));
+                found.push((path, rel, Some(Stamp::of(&md))));
             }
         } else if md.is_dir() {
             if !rel.is_empty() {
                 rel.push('/');
             }
-            if stamp_dir(&path, &mut rel, 1, max_depth, src.kind, &mut visit)
-                == StampWalk::NeedsFullWalk
-            {
-                return StampWalk::NeedsFullWalk;
-            }
+            found.push((path, rel, None));
         }
     }
-    StampWalk::Complete
-}
-
-/// One directory of [`walk_stamps`]: `rel` is its path relative to the source
-/// root with a trailing `/` (empty for the root), `depth` that of its entries.
-fn stamp_dir(
-    dir: &Path,
-    rel: &mut String,
-    depth: usize,
-    max_depth: usize,
-    kind: SourceKind,
-    visit: &mut impl FnMut(&str, Stamp),
-) -> StampWalk {
-    enum Kind {
-        /// A file to stat; then its stamp (`None`: the stat failed, left out).
-        File(Option<Stamp>),
-        Dir,
-    }
-    let base = rel.len();
-    let Some(listing) = crate::rawdir::RawDir::read(dir) else {
-        return StampWalk::Complete;
-    };
-    // Names point into the listing's buffer: nothing is allocated per entry.
-    // Stat while the directory is open (relative to its fd), then visit in
-    // name order (the full walk's order) and descend.
-    let mut entries: Vec<(&std::ffi::CStr, Kind)> = Vec::new();
-    let mut pending: Vec<usize> = Vec::new();
-    for (name, d_type) in listing.entries() {
-        // A name that is not UTF-8 lists no file, nor does anything under it.
-        let Ok(utf8) = std::str::from_utf8(name.to_bytes()) else {
-            continue;
-        };
-        let Some(ft) = listing.file_type(name, d_type) else {
-            continue;
-        };
-        if ft == libc::DT_LNK {
-            // A dot-named link lists nothing (a hidden file, or a skipped
-            // directory); any other is the full walk's to judge.
-            if utf8.starts_with('.') {
-                continue;
-            }
-            return StampWalk::NeedsFullWalk;
-        }
-        let kind_of = if ft == libc::DT_DIR {
-            if depth >= max_depth || is_skipped_dir(utf8) {
-                continue;
-            }
-            Kind::Dir
-        } else if ft == libc::DT_REG {
-            rel.push_str(utf8);
-            let listed = belongs(kind, rel);
-            rel.truncate(base);
-            if !listed {
-                continue;
-            }
-            pending.push(entries.len());
-            Kind::File(None)
-        } else {
-            continue;
-        };
-        entries.push((name, kind_of));
-    }
-    let names: Vec<&std::ffi::CStr> = pending.iter().map(|&i| entries[i].0).collect();
-    for (k, stamp) in stat_names(listing.fd(), &names) {
-        entries[pending[k]].1 = Kind::File(Some(stamp));
-    }
-    entries.sort_unstable_by(|a, b| a.0.to_bytes().cmp(b.0.to_bytes()));
-    for (name, entry) in &entries {
-        let Ok(name) = std::str::from_utf8(name.to_bytes()) else {
-            continue;
-        };
-        rel.push_str(name);
-        match entry {
-            Kind::File(Some(stamp)) => visit(rel, *stamp),
-            Kind::File(None) => {}
-            Kind::Dir => {
-                rel.push('/');
-                let walked = stamp_dir(&dir.join(name), rel, depth + 1, max_depth, kind, visit);
-                if walked == StampWalk::NeedsFullWalk {
-                    return walked;
-                }
-            }
-        }
-        rel.truncate(base);
-    }
-    StampWalk::Complete
-}
-
-/// The stamp of a stat, as [`mtime_ns`] reads it from `Metadata`.
-fn stamp_of(st: &libc::stat) -> Stamp {
-    // A modification time before the epoch reads as 0, as `mtime_ns` has it.
-    let mtime_ns = if st.st_mtime < 0 {
-        0
-    } else {
-        (st.st_mtime as u128 * 1_000_000_000 + st.st_mtime_nsec as u128) as i64
-    };
-    Stamp {
-        mtime_ns,
-        size: st.st_size,
-    }
-}
-
-/// A directory with at least this many files to stat has them stat'ed by two
-/// threads (the stat is most of the walk's cost, and it is kernel time).
-const PARALLEL_STAT_MIN: usize = 512;
-
-/// Files a thread claims at a time when two stat one directory.
-const STAT_CHUNK: usize = 64;
-
-/// `(index, stamp)` of each name whose stat succeeded (relative to the
-/// directory `fd`). A large batch is shared by two threads, each claiming
-/// the next chunk as it is done with one (so a thread that is descheduled
-/// on a busy machine does not hold the other up).
-fn stat_names(fd: std::os::fd::RawFd, names: &[&std::ffi::CStr]) -> Vec<(usize, Stamp)> {
-    let stat = |range: std::ops::Range<usize>, out: &mut Vec<(usize, Stamp)>| {
-        for i in range {
-            if let Some(st) = crate::rawdir::stat_at(fd, names[i]) {
-                out.push((i, stamp_of(&st)));
-            }
-        }
-    };
-    if names.len() < PARALLEL_STAT_MIN {
-        let mut out = Vec::with_capacity(names.len());
-        stat(0..names.len(), &mut out);
-        return out;
-    }
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let claim = || {
-        let start = next.fetch_add(STAT_CHUNK, std::sync::atomic::Ordering::Relaxed);
-        (start < names.len()).then(|| start..(start + STAT_CHUNK).min(names.len()))
-    };
-    let work = || {
-        let mut out = Vec::with_capacity(names.len() / 2 + STAT_CHUNK);
-        while let Some(range) = claim() {
-            stat(range, &mut out);
-        }
-        out
-    };
-    std::thread::scope(|s| {
-        // No thread to be had: this one claims every chunk.
-        let helper = std::thread::Builder::new()
-            .name("claw-stat".into())
-            .spawn_scoped(s, work)
-            .ok();
-        let mut out = work();
-        if let Some(h) = helper {
-            match h.join() {
-                Ok(rest) => out.extend(rest),
-                Err(panic) => std::panic::resume_unwind(panic),
-            }
-        }
-        out
-    })
+    let tops: Vec<crate::stampwalk::Top<'_>> = found
+        .iter()
+        .map(|(path, rel, stamp)| match stamp {
+            Some(stamp) => crate::stampwalk::Top::File(rel, *stamp),
+            None => crate::stampwalk::Top::Dir(path, rel),
+        })
+        .collect();
+    crate::stampwalk::walk(&tops, src.kind, max_depth, &mut visit)
 }
 
 /// Stat one file of a source (for targeted re-index by the watcher and search sync).
@@ -933,6 +786,58 @@ mod tests {
         let cheap: Vec<(String, Stamp)> = cheap.iter().map(|(r, s)| (r.to_string(), s)).collect();
         assert_eq!(cheap, full);
         assert!(full.iter().all(|(_, s)| s.mtime_ns > 0 && s.size > 0));
+    }
+
+    #[test]
+    fn many_directories_stat_by_two_threads_give_the_full_walks_listing() {
+        // 3,000 files in 150 directories over three levels: far more queued
+        // chunks than the queue holds (the lister stats some itself), a
+        // helper thread, unreadable and skipped directories left out.
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        for d in 0..150 {
+            let sub = root.join(format!("d{}/e{}/f{d}", d % 3, d % 7));
+            std::fs::create_dir_all(&sub).unwrap();
+            for i in 0..20 {
+                std::fs::write(sub.join(format!("n{i}.md")), format!("{d} {i}")).unwrap();
+            }
+            std::fs::write(sub.join("skip.txt"), "no").unwrap();
+        }
+        std::fs::create_dir_all(root.join("d0/node_modules")).unwrap();
+        std::fs::write(root.join("d0/node_modules/x.md"), "no").unwrap();
+        std::fs::write(root.join("d0.md"), "top").unwrap();
+        let src = SourceRoot {
+            name: "n".into(),
+            root: root.to_path_buf(),
+            kind: SourceKind::Notes,
+            follow_symlinks_outside: false,
+        };
+        let (files, _) = walk_source(&src);
+        assert_eq!(files.len(), 3001);
+        let full: Vec<(String, Stamp)> = files
+            .iter()
+            .map(|f| {
+                let stamp = Stamp {
+                    mtime_ns: f.mtime_ns,
+                    size: f.size,
+                };
+                (f.rel.clone(), stamp)
+            })
+            .collect();
+        for _ in 0..3 {
+            let mut cheap = Vec::new();
+            let walked = walk_stamps(&src, |rel, st| cheap.push((rel.to_string(), st)));
+            assert_eq!(walked, StampWalk::Complete);
+            assert_eq!(cheap, full);
+        }
+        // A link deep in the tree: the full walk's, and nothing visited.
+        std::os::unix::fs::symlink(root.join("d0.md"), root.join("d2/e5/f26/link.md")).unwrap();
+        let mut visited = 0;
+        assert_eq!(
+            walk_stamps(&src, |_, _| visited += 1),
+            StampWalk::NeedsFullWalk
+        );
+        assert_eq!(visited, 0);
     }
 
     #[test]
