@@ -303,6 +303,10 @@ pub(crate) fn walk(
                 }
             }
         }
+        if !complete {
+            // The full walk takes over: what is queued need not be stat'ed.
+            pool.lock().jobs.clear();
+        }
         // Always close the queue, so the helper ends with the scope.
         let stamps = pool.finish(lister.files);
         complete.then_some((lister.names, lister.nodes, roots, stamps))
