@@ -28,7 +28,12 @@ impl RawDir {
             .custom_flags(libc::O_DIRECTORY)
             .open(path)
             .ok()?;
-        let mut buf: Vec<u8> = Vec::with_capacity(64 * 1024);
+        // A directory's size (ext4: the bytes of its entries' blocks) is close
+        // to what `getdents64` returns for it: one allocation, no regrowth.
+        let hint = crate::beneath::fstat(dir.as_raw_fd())
+            .map(|st| st.st_size.clamp(0, 64 << 20) as usize)
+            .unwrap_or(0);
+        let mut buf: Vec<u8> = Vec::with_capacity(hint.max(32 * 1024) + 32 * 1024);
         loop {
             if buf.capacity() - buf.len() < 32 * 1024 {
                 buf.reserve(buf.capacity());
