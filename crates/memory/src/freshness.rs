@@ -95,74 +95,206 @@ pub fn vouching_watcher(store: &Store) -> Result<Option<i64>, StoreError> {
         .map(|w| w.pid))
 }
 
-/// Compare every source (built-ins and registered folders) with the index.
+/// Compare every source (built-ins and registered folders) with the index
+/// ([`start_check`] then [`PendingCheck::finish`], with nothing in between).
 pub fn check(settings: &MemoryConfig, store: &Store) -> Result<Staleness, StoreError> {
-    let start = Instant::now();
-    let sources = walk::sources(settings, store)?;
-    let mut out = Staleness::default();
-    for src in &sources {
-        out.merge(check_source(settings, src, store)?);
-    }
-    // Rows of sources that no longer exist (unregistered behind our back).
-    let known: BTreeSet<&str> = sources.iter().map(|s| s.name.as_str()).collect();
-    for name in store.indexed_sources()? {
-        if !known.contains(name.as_str()) {
-            let mut paths: Vec<_> = store.file_stamps(&name)?.into_keys().collect();
-            paths.sort();
-            out.deleted
-                .extend(paths.into_iter().map(|p| FileRef::new(name.clone(), p)));
-        }
-    }
-    out.elapsed_ms = start.elapsed().as_millis() as u64;
-    Ok(out)
+    start_check(settings, store)?.finish(store)
 }
 
 /// Compare one source with the index. Files remembered as skipped (too big,
 /// binary) with an unchanged stat are not dirty.
 ///
 /// The cheap path walks with [`walk::walk_stamps`] (one stat per listed file,
-/// relative to its directory) in a helper thread while this one reads the lean
-/// stat listing of the index ([`Store::file_stamps`]), then compares them
-/// ([`compare_stamps`]); a source holding symbolic links is compared by the
+/// relative to its directory) in a helper thread while this one reads the
+/// index's stat listing ([`Store::stamp_listing`]), then merges them
+/// ([`compare_sorted`]); a source holding symbolic links is compared by the
 /// full walk and [`diff`] instead. Both give the same answer.
 pub fn check_source(
     settings: &MemoryConfig,
     src: &SourceRoot,
     store: &Store,
 ) -> Result<Staleness, StoreError> {
-    let start = Instant::now();
-    let (disk, listing) = std::thread::scope(|s| {
+    PendingCheck::start(settings, store, vec![src.clone()], false)?.finish(store)
+}
+
+/// Start the freshness check of every source: the disk walk runs on a helper
+/// thread from here on, while this thread reads the index's stat listings
+/// (before returning) and may then do other work with the store — a search
+/// answers its query meanwhile. [`PendingCheck::finish`] waits for the walk
+/// and compares; the answer is [`check`]'s.
+pub fn start_check(settings: &MemoryConfig, store: &Store) -> Result<PendingCheck, StoreError> {
+    let sources = walk::sources(settings, store)?;
+    PendingCheck::start(settings, store, sources, true)
+}
+
+/// What the walk thread hands back: per source, its stamps in walk order (or
+/// `None`: the source needs the full walk), and when it was done.
+type WalkResult = (Vec<Option<walk::StampList>>, Instant);
+
+/// A freshness check under way (see [`start_check`]).
+pub struct PendingCheck {
+    start: Instant,
+    sources: Vec<SourceRoot>,
+    walker: Option<std::thread::JoinHandle<WalkResult>>,
+    /// Per source: the files remembered as skipped, the index's stat listing.
+    listings: Vec<(HashMap<String, SkippedRecord>, walk::StampList)>,
+    /// Rows of sources that no longer exist (unregistered behind our back).
+    orphans: Vec<FileRef>,
+    listed_at: Instant,
+}
+
+fn walk_all(sources: &[SourceRoot]) -> WalkResult {
+    let disk = sources.iter().map(stamps_on_disk).collect();
+    (disk, Instant::now())
+}
+
+impl PendingCheck {
+    fn start(
+        settings: &MemoryConfig,
+        store: &Store,
+        sources: Vec<SourceRoot>,
+        orphans: bool,
+    ) -> Result<PendingCheck, StoreError> {
+        let start = Instant::now();
+        let for_walk = sources.clone();
+        // No thread to be had: `finish` walks on the caller's thread.
         let walker = std::thread::Builder::new()
             .name("claw-walk".into())
-            .spawn_scoped(s, || stamps_on_disk(src));
-        let listing = indexer::skipped_records(store, &src.name, settings.memory.max_file_bytes)
-            .and_then(|skipped| Ok((skipped, store.file_stamps(&src.name)?)));
-        let disk = match walker {
-            Ok(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
-            // No thread to be had: walk here.
-            Err(_) => stamps_on_disk(src),
-        };
-        (disk, listing)
-    });
-    let (skipped, stamps) = listing?;
-    let mut out = match disk {
-        Some(disk) => compare_stamps(&src.name, disk, stamps, &skipped),
-        None => {
-            let (disk, _issues) = walk::walk_source(src);
-            let records = store.file_records(&src.name)?;
-            diff(&src.name, &disk, &records, &skipped)
+            .spawn(move || walk_all(&for_walk))
+            .ok();
+        let mut listings = Vec::with_capacity(sources.len());
+        for src in &sources {
+            let skipped =
+                indexer::skipped_records(store, &src.name, settings.memory.max_file_bytes)?;
+            listings.push((skipped, store.stamp_listing(&src.name)?));
         }
-    };
-    out.elapsed_ms = start.elapsed().as_millis() as u64;
-    Ok(out)
+        let mut gone = Vec::new();
+        if orphans {
+            let known: BTreeSet<&str> = sources.iter().map(|s| s.name.as_str()).collect();
+            for name in store.indexed_sources()? {
+                if !known.contains(name.as_str()) {
+                    let listing = store.stamp_listing(&name)?;
+                    gone.extend(listing.iter().map(|(p, _)| FileRef::new(name.clone(), p)));
+                }
+            }
+        }
+        Ok(PendingCheck {
+            start,
+            sources,
+            walker,
+            listings,
+            orphans: gone,
+            listed_at: Instant::now(),
+        })
+    }
+
+    /// Wait for the walk and compare it with the listings read at the start.
+    /// `elapsed_ms` is the check's own latency: from the start until both the
+    /// walk and the listings were done, plus the comparison (work the caller
+    /// did in between on its own thread is not counted).
+    pub fn finish(mut self, store: &Store) -> Result<Staleness, StoreError> {
+        let (disk, walked_at) = match self.walker.take() {
+            Some(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+            None => walk_all(&self.sources),
+        };
+        let compared = Instant::now();
+        let ready = walked_at.max(self.listed_at);
+        let mut out = Staleness::default();
+        for ((src, (skipped, listing)), disk) in self.sources.iter().zip(&self.listings).zip(disk) {
+            out.merge(match disk {
+                Some(disk) => compare_sorted(&src.name, &disk, listing, skipped),
+                None => {
+                    let (disk, _issues) = walk::walk_source(src);
+                    let records = store.file_records(&src.name)?;
+                    diff(&src.name, &disk, &records, skipped)
+                }
+            });
+        }
+        out.deleted.append(&mut self.orphans);
+        let waited = ready.saturating_duration_since(self.start);
+        out.elapsed_ms = (waited + compared.elapsed()).as_millis() as u64;
+        Ok(out)
+    }
 }
 
 /// The files [`walk::walk_stamps`] lists, or `None` when the source needs the
 /// full walk (it holds symbolic links).
-fn stamps_on_disk(src: &SourceRoot) -> Option<Vec<(String, walk::Stamp)>> {
-    let mut disk = Vec::new();
-    let walked = walk::walk_stamps(src, |rel, stamp| disk.push((rel.to_owned(), stamp)));
+fn stamps_on_disk(src: &SourceRoot) -> Option<walk::StampList> {
+    let mut disk = walk::StampList::new();
+    let walked = walk::walk_stamps(src, |rel, stamp| disk.push(rel, stamp));
     (walked == walk::StampWalk::Complete).then_some(disk)
+}
+
+/// [`diff`] for the cheap walk, by merging: `disk` (walk order) against the
+/// index's stat listing `listing` (sorted by path) and the files remembered
+/// as skipped. New and changed files come in walk order, deleted ones sorted
+/// (as [`compare_stamps`] gives them); nothing is allocated per unchanged file.
+pub fn compare_sorted(
+    source: &str,
+    disk: &walk::StampList,
+    listing: &walk::StampList,
+    skipped: &HashMap<String, SkippedRecord>,
+) -> Staleness {
+    let mut out = Staleness {
+        scanned: disk.len(),
+        ..Staleness::default()
+    };
+    // The walk lists each directory in name order, so this is nearly sorted
+    // already (a stable sort finds the runs).
+    let mut order: Vec<u32> = (0..disk.len() as u32).collect();
+    order.sort_by(|&a, &b| disk.get(a as usize).0.cmp(disk.get(b as usize).0));
+    let mut new: Vec<u32> = Vec::new();
+    let mut changed: Vec<u32> = Vec::new();
+    let is_new = |rel: &str, on_disk: walk::Stamp| match skipped.get(rel) {
+        Some(s) => !(s.mtime_ns == on_disk.mtime_ns && s.size == on_disk.size),
+        None => true,
+    };
+    let (mut i, mut j) = (0, 0);
+    while i < order.len() || j < listing.len() {
+        let d = order.get(i).map(|&k| (k, disk.get(k as usize)));
+        let l = (j < listing.len()).then(|| listing.get(j));
+        match (d, l) {
+            (Some((k, (rel, on_disk))), Some((path, stored))) => match rel.cmp(path) {
+                std::cmp::Ordering::Less => {
+                    if is_new(rel, on_disk) {
+                        new.push(k);
+                    }
+                    i += 1;
+                }
+                std::cmp::Ordering::Greater => {
+                    out.deleted.push(FileRef::new(source, path));
+                    j += 1;
+                }
+                std::cmp::Ordering::Equal => {
+                    if stored != on_disk {
+                        changed.push(k);
+                    }
+                    i += 1;
+                    j += 1;
+                }
+            },
+            (Some((k, (rel, on_disk))), None) => {
+                if is_new(rel, on_disk) {
+                    new.push(k);
+                }
+                i += 1;
+            }
+            (None, Some((path, _))) => {
+                out.deleted.push(FileRef::new(source, path));
+                j += 1;
+            }
+            (None, None) => break,
+        }
+    }
+    let refs = |mut ks: Vec<u32>| -> Vec<FileRef> {
+        ks.sort_unstable();
+        ks.into_iter()
+            .map(|k| FileRef::new(source, disk.get(k as usize).0))
+            .collect()
+    };
+    out.new = refs(new);
+    out.changed = refs(changed);
+    out
 }
 
 /// [`diff`] for the cheap walk: `disk` (walk order) against the index's stat
@@ -700,6 +832,73 @@ mod tests {
         assert_eq!(names(&st.deleted), ["gone.md"]);
         assert_eq!(st.dirty(), 4);
         assert_eq!(st.scanned, 4);
+    }
+
+    #[test]
+    fn the_merge_gives_what_the_hash_compare_gives() {
+        use crate::walk::{Stamp, StampList};
+        let st = |m, s| Stamp {
+            mtime_ns: m,
+            size: s,
+        };
+        // Walk order (a directory before a name that sorts after it byte-wise).
+        let disk_rows = [
+            ("a/z.md", st(1, 1)),
+            ("a.md", st(2, 1)),
+            ("b.md", st(1, 2)),
+            ("big.md", st(5, 5)),
+            ("bin.md", st(6, 6)),
+            ("new/x.md", st(1, 1)),
+            ("same.md", st(1, 1)),
+        ];
+        let stored_rows = [
+            ("a.md", st(1, 1)),
+            ("a/z.md", st(1, 1)),
+            ("b.md", st(1, 1)),
+            ("gone.md", st(1, 1)),
+            ("same.md", st(1, 1)),
+            ("zz/gone.md", st(1, 1)),
+        ];
+        let skipped: HashMap<String, SkippedRecord> = [("big.md", 5), ("bin.md", 7)]
+            .into_iter()
+            .map(|(p, m)| {
+                let r = SkippedRecord {
+                    path: p.to_string(),
+                    mtime_ns: m,
+                    size: m,
+                    reason: "binary".into(),
+                    message: String::new(),
+                };
+                (p.to_string(), r)
+            })
+            .collect();
+        let mut disk = StampList::new();
+        disk_rows.iter().for_each(|(p, s)| disk.push(p, *s));
+        let mut listing = StampList::new();
+        stored_rows.iter().for_each(|(p, s)| listing.push(p, *s));
+        let merged = compare_sorted("n", &disk, &listing, &skipped);
+        let hashed = compare_stamps(
+            "n",
+            disk_rows.iter().map(|(p, s)| (p.to_string(), *s)).collect(),
+            stored_rows
+                .iter()
+                .map(|(p, s)| (p.to_string(), *s))
+                .collect(),
+            &skipped,
+        );
+        assert_eq!(merged, hashed);
+        let names = |v: &[FileRef]| v.iter().map(|f| f.path.clone()).collect::<Vec<_>>();
+        assert_eq!(names(&merged.new), ["bin.md", "new/x.md"]);
+        assert_eq!(names(&merged.changed), ["a.md", "b.md"]);
+        assert_eq!(names(&merged.deleted), ["gone.md", "zz/gone.md"]);
+        assert_eq!(merged.scanned, 7);
+        // Either side empty.
+        let none = StampList::new();
+        assert_eq!(
+            compare_sorted("n", &none, &listing, &skipped).deleted.len(),
+            6
+        );
+        assert_eq!(compare_sorted("n", &disk, &none, &skipped).new.len(), 6);
     }
 
     #[test]

@@ -18,10 +18,13 @@ pub mod indexer;
 pub mod lock;
 pub mod plan;
 pub mod private;
+#[allow(unsafe_code)] // getdents64(2) and fstatat(2) for the freshness walk; SAFETY notes inline
+pub mod rawdir;
 pub mod redact;
 pub mod search;
 pub mod service;
 pub mod sidecar;
+mod stampwalk;
 pub mod store;
 pub mod transcript;
 pub mod walk;

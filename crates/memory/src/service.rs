@@ -8,7 +8,7 @@
 
 use crate::config::{MemoryConfig, MemorySettings};
 use crate::embed::{self, EmbedError, Embedder, Loaded};
-use crate::freshness::{self, Staleness, SyncReport};
+use crate::freshness::{self, StaleReason, Staleness, SyncReport};
 use crate::indexer::{self, IndexError, IndexOptions, IndexReport, Progress};
 use crate::lock::{LockError, WriterLock};
 use crate::search::engine;
@@ -233,6 +233,12 @@ impl<'e> MemoryService<'e> {
 
     /// Sync under `policy`, then search. The embedder loads when the mode needs
     /// vectors or dirty files must be re-indexed (their chunks need vectors).
+    ///
+    /// Without a vouching watcher, the stat walk runs on a helper thread while
+    /// this one answers the query from the index as it is; when the check
+    /// finds the index fresh that answer stands, otherwise the dirty files
+    /// are synced and the query runs again. The outcome is the one of syncing
+    /// first and searching after.
     pub fn search(
         &self,
         req: &SearchRequest,
@@ -246,48 +252,90 @@ impl<'e> MemoryService<'e> {
                 freshness::vouching_watcher(&store).map_err(ServiceError::Freshness)?
             }
         };
-        let staleness = match (policy, vouched) {
-            (SyncPolicy::Skip, _) | (_, Some(_)) => None,
-            (SyncPolicy::Inline { limit }, None) => Some((
-                limit,
-                freshness::check(&self.settings, &store).map_err(ServiceError::Freshness)?,
-            )),
+        let query_embedder = |embedder| {
+            if req.mode == Mode::Fts {
+                None
+            } else {
+                embedder
+            }
         };
-        let dirty = staleness.as_ref().is_some_and(|(_, s)| !s.is_fresh());
-        let embedder = if dirty || req.mode != Mode::Fts {
+        let limit = match (policy, vouched) {
+            (SyncPolicy::Inline { limit }, None) => limit,
+            _ => {
+                let embedder = if req.mode != Mode::Fts {
+                    self.embedder(&store).map_err(ServiceError::Freshness)?
+                } else {
+                    None
+                };
+                let sync = match vouched {
+                    Some(_) => SyncReport::Fresh {
+                        checked_ms: 0,
+                        watcher: vouched,
+                    },
+                    None => SyncReport::Skipped,
+                };
+                let response = self.query(&store, query_embedder(embedder), req)?;
+                return Ok(SearchOutcome { response, sync });
+            }
+        };
+        let pending =
+            freshness::start_check(&self.settings, &store).map_err(ServiceError::Freshness)?;
+        let early = if req.mode != Mode::Fts {
             self.embedder(&store).map_err(ServiceError::Freshness)?
         } else {
             None
         };
-        let sync = match staleness {
-            None if vouched.is_some() => SyncReport::Fresh {
-                checked_ms: 0,
-                watcher: vouched,
-            },
-            None => SyncReport::Skipped,
-            Some((limit, st)) => freshness::sync_checked(
-                &mut store,
-                &self.settings,
-                embedder,
-                limit,
-                st,
-                &self.holder,
-            )
-            .map_err(ServiceError::Sync)?,
+        let answer = self.query(&store, early, req);
+        let st = pending.finish(&store).map_err(ServiceError::Freshness)?;
+        if st.is_fresh() {
+            return Ok(SearchOutcome {
+                response: answer?,
+                sync: SyncReport::Fresh {
+                    checked_ms: st.elapsed_ms,
+                    watcher: None,
+                },
+            });
+        }
+        let embedder = self.embedder(&store).map_err(ServiceError::Freshness)?;
+        let sync = freshness::sync_checked(
+            &mut store,
+            &self.settings,
+            embedder,
+            limit,
+            st,
+            &self.holder,
+        )
+        .map_err(ServiceError::Sync)?;
+        // Nothing was written when the sync declined a backlog or another
+        // model's index: the answer already given stands. Otherwise the index
+        // moved (or another writer is moving it): ask again.
+        let unchanged = matches!(
+            &sync,
+            SyncReport::Stale {
+                reason: StaleReason::Backlog { .. } | StaleReason::Identity(_),
+                ..
+            }
+        );
+        let response = match answer {
+            Ok(response) if unchanged => response,
+            _ => self.query(&store, query_embedder(embedder), req)?,
         };
-        let query_embedder = if req.mode == Mode::Fts {
-            None
-        } else {
-            embedder
-        };
-        let response = engine::search(
-            &store,
-            query_embedder,
+        Ok(SearchOutcome { response, sync })
+    }
+
+    fn query(
+        &self,
+        store: &Store,
+        embedder: Option<&dyn Embedder>,
+        req: &SearchRequest,
+    ) -> Result<SearchResponse, ServiceError> {
+        Ok(engine::search(
+            store,
+            embedder,
             &self.settings.memory,
             req,
             self.settings.clock.now_unix(),
-        )?;
-        Ok(SearchOutcome { response, sync })
+        )?)
     }
 
     /// The inline sync alone (no search): at most `limit` changed files are

@@ -662,6 +662,29 @@ impl Store {
         Ok(out)
     }
 
+    /// [`Store::file_stamps`] as one buffer, sorted by path (the primary key's
+    /// order): no allocation per row, for the freshness check's merge.
+    pub fn stamp_listing(&self, source: &str) -> Result<crate::walk::StampList> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT path, mtime, size FROM files WHERE source = ?1 ORDER BY path",
+        )?;
+        let mut rows = stmt.query([source])?;
+        let mut out = crate::walk::StampList::new();
+        while let Some(r) = rows.next()? {
+            let path = r.get_ref(0)?.as_str().map_err(rusqlite::Error::from)?;
+            let stamp = crate::walk::Stamp {
+                mtime_ns: r.get(1)?,
+                size: r.get(2)?,
+            };
+            out.push(path, stamp);
+        }
+        // SQLite orders TEXT by its bytes, as `str` does; make sure of it.
+        if !out.is_sorted_by_path() {
+            out.sort_by_path();
+        }
+        Ok(out)
+    }
+
     /// One stored file state.
     pub fn file_record(&self, source: &str, path: &str) -> Result<Option<FileRecord>> {
         Ok(self

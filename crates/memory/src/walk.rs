@@ -359,6 +359,65 @@ impl Stamp {
     }
 }
 
+/// A list of `(relative path, stamp)` kept in one string buffer (no
+/// allocation per file): what the freshness check's walk produced, or the
+/// index's stat listing of a source ([`Store::stamp_listing`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StampList {
+    text: String,
+    rows: Vec<(u32, u32, Stamp)>,
+}
+
+impl StampList {
+    /// An empty list.
+    pub fn new() -> StampList {
+        StampList::default()
+    }
+
+    /// Append `rel` with its stamp.
+    pub fn push(&mut self, rel: &str, stamp: Stamp) {
+        let start = self.text.len();
+        self.text.push_str(rel);
+        // Paths are far below 4 GiB in total; saturate rather than wrap.
+        let at = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        self.rows.push((at(start), at(self.text.len()), stamp));
+    }
+
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// Whether it holds no entry.
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// Entry `i`: its relative path and stamp.
+    pub fn get(&self, i: usize) -> (&str, Stamp) {
+        let (start, end, stamp) = self.rows[i];
+        (&self.text[start as usize..end as usize], stamp)
+    }
+
+    /// Every entry, in insertion order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, Stamp)> + '_ {
+        (0..self.rows.len()).map(|i| self.get(i))
+    }
+
+    /// Whether the paths are in strictly ascending byte order.
+    pub fn is_sorted_by_path(&self) -> bool {
+        (1..self.rows.len()).all(|i| self.get(i - 1).0 < self.get(i).0)
+    }
+
+    /// Sort by path (byte order).
+    pub fn sort_by_path(&mut self) {
+        let text = &self.text;
+        self.rows.sort_by(|a, b| {
+            text[a.0 as usize..a.1 as usize].cmp(&text[b.0 as usize..b.1 as usize])
+        });
+    }
+}
+
 /// How [`walk_stamps`] ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[must_use]
@@ -373,10 +432,13 @@ pub enum StampWalk {
 }
 
 /// The freshness check's walk: calls `visit(rel, stamp)` for every file
-/// [`walk_source`] lists, in its order and with its stat, but cheaply: one
-/// `statx` per listed file relative to its directory (no absolute path is
-/// built or resolved per file), names checked without allocating, files that
-/// do not belong never stat'ed, at most one directory open at a time.
+/// [`walk_source`] lists, in its order and with its stat, but cheaply: each
+/// directory read whole with `getdents64`, one `fstatat` per listed file
+/// relative to its directory's descriptor (no absolute path is built or
+/// resolved per file), names checked without allocating, files that do not
+/// belong never stat'ed; the stats of a large tree are shared with a helper
+/// thread while the listing goes on (`stampwalk`). Nothing is visited until
+/// the whole tree is listed and stat'ed.
 ///
 /// It handles trees of plain directories and files only. A symbolic link
 /// that could list a file (any link whose name is UTF-8 and does not start
@@ -391,7 +453,7 @@ pub fn walk_stamps(src: &SourceRoot, mut visit: impl FnMut(&str, Stamp)) -> Stam
         SourceKind::Sessions => (&["sessions"], 1),
         SourceKind::Notes => (&[""], usize::MAX),
     };
-    let mut rel = String::with_capacity(256);
+    let mut found: Vec<(PathBuf, String, Option<Stamp>)> = Vec::with_capacity(tops.len());
     for top in tops {
         let path = if top.is_empty() {
             src.root.clone()
@@ -405,138 +467,26 @@ pub fn walk_stamps(src: &SourceRoot, mut visit: impl FnMut(&str, Stamp)) -> Stam
         if md.file_type().is_symlink() {
             return StampWalk::NeedsFullWalk;
         }
-        rel.clear();
-        rel.push_str(top);
+        let mut rel = top.to_string();
         if md.is_file() {
             if belongs(src.kind, &rel) {
-                visit(&rel, Stamp::of(&md));
+                found.push((path, rel, Some(Stamp::of(&md))));
             }
         } else if md.is_dir() {
             if !rel.is_empty() {
                 rel.push('/');
             }
-            if stamp_dir(&path, &mut rel, 1, max_depth, src.kind, &mut visit)
-                == StampWalk::NeedsFullWalk
-            {
-                return StampWalk::NeedsFullWalk;
-            }
+            found.push((path, rel, None));
         }
     }
-    StampWalk::Complete
-}
-
-/// One directory of [`walk_stamps`]: `rel` is its path relative to the source
-/// root with a trailing `/` (empty for the root), `depth` that of its entries.
-fn stamp_dir(
-    dir: &Path,
-    rel: &mut String,
-    depth: usize,
-    max_depth: usize,
-    kind: SourceKind,
-    visit: &mut impl FnMut(&str, Stamp),
-) -> StampWalk {
-    enum Kind {
-        File(Stamp),
-        /// Listed, stat pending (or failed: then left out).
-        Stat,
-        Dir,
-    }
-    let base = rel.len();
-    let Ok(read) = std::fs::read_dir(dir) else {
-        return StampWalk::Complete;
-    };
-    // Stat while the directory is open (relative to its fd), close it, then
-    // visit in name order (the full walk's order) and descend.
-    let mut entries: Vec<(std::ffi::OsString, Kind)> = Vec::new();
-    let mut pending: Vec<(usize, std::fs::DirEntry)> = Vec::new();
-    for entry in read {
-        let Ok(entry) = entry else { continue };
-        let Ok(ft) = entry.file_type() else { continue };
-        let name = entry.file_name();
-        // A name that is not UTF-8 lists no file, nor does anything under it.
-        let Some(utf8) = name.to_str() else { continue };
-        if ft.is_symlink() {
-            // A dot-named link lists nothing (a hidden file, or a skipped
-            // directory); any other is the full walk's to judge.
-            if utf8.starts_with('.') {
-                continue;
-            }
-            return StampWalk::NeedsFullWalk;
-        }
-        let kind_of = if ft.is_dir() {
-            if depth >= max_depth || is_skipped_dir(utf8) {
-                continue;
-            }
-            Kind::Dir
-        } else if ft.is_file() {
-            rel.push_str(utf8);
-            let listed = belongs(kind, rel);
-            rel.truncate(base);
-            if !listed {
-                continue;
-            }
-            pending.push((entries.len(), entry));
-            Kind::Stat
-        } else {
-            continue;
-        };
-        entries.push((name, kind_of));
-    }
-    for (i, stamp) in stat_entries(&pending) {
-        entries[i].1 = Kind::File(stamp);
-    }
-    drop(pending);
-    entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-    for (name, entry) in &entries {
-        let Some(name) = name.to_str() else { continue };
-        rel.push_str(name);
-        match entry {
-            Kind::File(stamp) => visit(rel, *stamp),
-            Kind::Stat => {}
-            Kind::Dir => {
-                rel.push('/');
-                let walked = stamp_dir(&dir.join(name), rel, depth + 1, max_depth, kind, visit);
-                if walked == StampWalk::NeedsFullWalk {
-                    return walked;
-                }
-            }
-        }
-        rel.truncate(base);
-    }
-    StampWalk::Complete
-}
-
-/// A directory with at least this many files to stat has them stat'ed by two
-/// threads (the stat is most of the walk's cost, and it is kernel time).
-const PARALLEL_STAT_MIN: usize = 512;
-
-/// `(index, stamp)` of each entry whose stat succeeded (relative to its
-/// directory's fd); a large batch is split over two threads.
-fn stat_entries(pending: &[(usize, std::fs::DirEntry)]) -> Vec<(usize, Stamp)> {
-    let stat = |part: &[(usize, std::fs::DirEntry)]| -> Vec<(usize, Stamp)> {
-        part.iter()
-            .filter_map(|(i, e)| e.metadata().ok().map(|md| (*i, Stamp::of(&md))))
-            .collect()
-    };
-    if pending.len() < PARALLEL_STAT_MIN {
-        return stat(pending);
-    }
-    let (first, second) = pending.split_at(pending.len() / 2);
-    std::thread::scope(|s| {
-        let helper = std::thread::Builder::new()
-            .name("claw-stat".into())
-            .spawn_scoped(s, || stat(second));
-        let mut out = stat(first);
-        match helper {
-            Ok(h) => match h.join() {
-                Ok(rest) => out.extend(rest),
-                Err(panic) => std::panic::resume_unwind(panic),
-            },
-            // No thread to be had: stat the rest here.
-            Err(_) => out.extend(stat(second)),
-        }
-        out
-    })
+    let tops: Vec<crate::stampwalk::Top<'_>> = found
+        .iter()
+        .map(|(path, rel, stamp)| match stamp {
+            Some(stamp) => crate::stampwalk::Top::File(rel, *stamp),
+            None => crate::stampwalk::Top::Dir(path, rel),
+        })
+        .collect();
+    crate::stampwalk::walk(&tops, src.kind, max_depth, &mut visit)
 }
 
 /// Stat one file of a source (for targeted re-index by the watcher and search sync).
@@ -793,6 +743,125 @@ mod tests {
         std::os::unix::fs::symlink(notes.join("Z.md"), notes.join("a b/link.md")).unwrap();
         let walked = walk_stamps(&src(SourceKind::Notes, &notes), |_, _| {});
         assert_eq!(walked, StampWalk::NeedsFullWalk);
+    }
+
+    #[test]
+    fn a_directory_larger_than_one_getdents_buffer_is_listed_whole() {
+        // 1,500 names of ~200 bytes: ~330 KB of directory records, several
+        // `getdents64` calls and buffer growths, and over the two-thread stat
+        // threshold; a subdirectory sorts between files ('.' < '/' < '0').
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let pad = "x".repeat(190);
+        for i in 0..1500 {
+            std::fs::write(root.join(format!("{pad}{i:04}.md")), format!("{i}")).unwrap();
+        }
+        std::fs::create_dir_all(root.join("a/b")).unwrap();
+        for p in ["a.md", "a/z.md", "a/b/c.md", "a0.md", "a-.md", "a/b.md"] {
+            std::fs::write(root.join(p), p).unwrap();
+        }
+        let src = SourceRoot {
+            name: "n".into(),
+            root: root.to_path_buf(),
+            kind: SourceKind::Notes,
+            follow_symlinks_outside: false,
+        };
+        let (files, _) = walk_source(&src);
+        assert_eq!(files.len(), 1506);
+        let full: Vec<(String, Stamp)> = files
+            .iter()
+            .map(|f| {
+                let stamp = Stamp {
+                    mtime_ns: f.mtime_ns,
+                    size: f.size,
+                };
+                (f.rel.clone(), stamp)
+            })
+            .collect();
+        let mut cheap = StampList::new();
+        assert_eq!(
+            walk_stamps(&src, |rel, st| cheap.push(rel, st)),
+            StampWalk::Complete
+        );
+        let cheap: Vec<(String, Stamp)> = cheap.iter().map(|(r, s)| (r.to_string(), s)).collect();
+        assert_eq!(cheap, full);
+        assert!(full.iter().all(|(_, s)| s.mtime_ns > 0 && s.size > 0));
+    }
+
+    #[test]
+    fn many_directories_stat_by_two_threads_give_the_full_walks_listing() {
+        // 3,000 files in 150 directories over three levels: far more queued
+        // chunks than the queue holds (the lister stats some itself), a
+        // helper thread, unreadable and skipped directories left out.
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        for d in 0..150 {
+            let sub = root.join(format!("d{}/e{}/f{d}", d % 3, d % 7));
+            std::fs::create_dir_all(&sub).unwrap();
+            for i in 0..20 {
+                std::fs::write(sub.join(format!("n{i}.md")), format!("{d} {i}")).unwrap();
+            }
+            std::fs::write(sub.join("skip.txt"), "no").unwrap();
+        }
+        std::fs::create_dir_all(root.join("d0/node_modules")).unwrap();
+        std::fs::write(root.join("d0/node_modules/x.md"), "no").unwrap();
+        std::fs::write(root.join("d0.md"), "top").unwrap();
+        let src = SourceRoot {
+            name: "n".into(),
+            root: root.to_path_buf(),
+            kind: SourceKind::Notes,
+            follow_symlinks_outside: false,
+        };
+        let (files, _) = walk_source(&src);
+        assert_eq!(files.len(), 3001);
+        let full: Vec<(String, Stamp)> = files
+            .iter()
+            .map(|f| {
+                let stamp = Stamp {
+                    mtime_ns: f.mtime_ns,
+                    size: f.size,
+                };
+                (f.rel.clone(), stamp)
+            })
+            .collect();
+        for _ in 0..3 {
+            let mut cheap = Vec::new();
+            let walked = walk_stamps(&src, |rel, st| cheap.push((rel.to_string(), st)));
+            assert_eq!(walked, StampWalk::Complete);
+            assert_eq!(cheap, full);
+        }
+        // A link deep in the tree: the full walk's, and nothing visited.
+        std::os::unix::fs::symlink(root.join("d0.md"), root.join("d2/e5/f26/link.md")).unwrap();
+        let mut visited = 0;
+        assert_eq!(
+            walk_stamps(&src, |_, _| visited += 1),
+            StampWalk::NeedsFullWalk
+        );
+        assert_eq!(visited, 0);
+    }
+
+    #[test]
+    fn a_stamp_list_keeps_its_entries_and_sorts_by_bytes() {
+        let mut l = StampList::new();
+        assert!(l.is_empty() && l.is_sorted_by_path());
+        let st = |n| Stamp {
+            mtime_ns: n,
+            size: n,
+        };
+        for (i, p) in ["b.md", "a/z.md", "a.md", "\u{e9}.md", "A.md"]
+            .iter()
+            .enumerate()
+        {
+            l.push(p, st(i as i64));
+        }
+        assert_eq!(l.len(), 5);
+        assert_eq!(l.get(1), ("a/z.md", st(1)));
+        assert!(!l.is_sorted_by_path());
+        l.sort_by_path();
+        assert!(l.is_sorted_by_path());
+        let paths: Vec<&str> = l.iter().map(|(p, _)| p).collect();
+        assert_eq!(paths, ["A.md", "a.md", "a/z.md", "b.md", "\u{e9}.md"]);
+        assert_eq!(l.get(2), ("a/z.md", st(1)));
     }
 
     #[test]

@@ -112,3 +112,98 @@ fn search_syncs_by_policy_and_reports_status() {
         (3, 3, 3, "The quince tree fruits in April.\n")
     );
 }
+
+/// The search answers its query while the stat walk runs: when the walk finds
+/// the index fresh, that answer stands; when it finds an edit (in place, same
+/// size, only the content and mtime moved), a new file or a deletion, the
+/// answer is the one given after the inline sync, as if the sync ran first.
+#[test]
+fn the_overlapped_search_answers_as_syncing_first_would() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    std::fs::create_dir_all(ws.join("memory")).unwrap();
+    let note = ws.join("memory/animals.md");
+    std::fs::write(&note, "# Animals\nThe wombat digs at night.\n").unwrap();
+    std::fs::write(ws.join("memory/plants.md"), "# Plants\nQuince in April.\n").unwrap();
+    let service =
+        MemoryService::open(MemoryConfig::for_workspace(ws, EmbedProvider::None)).unwrap();
+    let first = service
+        .search(&req("wombat", Mode::Fts), SyncPolicy::DEFAULT)
+        .unwrap();
+    assert!(matches!(first.sync, SyncReport::Synced { .. }), "{first:?}");
+
+    // Fresh: the answer given during the walk is the answer.
+    let fresh = service
+        .search(&req("wombat", Mode::Hybrid), SyncPolicy::DEFAULT)
+        .unwrap();
+    assert!(
+        matches!(fresh.sync, SyncReport::Fresh { watcher: None, .. }),
+        "{:?}",
+        fresh.sync
+    );
+    let skipped = service
+        .search(&req("wombat", Mode::Hybrid), SyncPolicy::Skip)
+        .unwrap();
+    assert_eq!(fresh.response, skipped.response);
+    assert_eq!(fresh.response.results[0].path, "memory/animals.md");
+
+    // In place, same size: only the content and the mtime change.
+    let before = std::fs::metadata(&note).unwrap();
+    std::fs::write(&note, "# Animals\nThe numbat digs at night.\n").unwrap();
+    assert_eq!(std::fs::metadata(&note).unwrap().len(), before.len());
+    let later = before.modified().unwrap() + std::time::Duration::from_millis(3);
+    std::fs::File::options()
+        .write(true)
+        .open(&note)
+        .unwrap()
+        .set_modified(later)
+        .unwrap();
+    // A backlog over the limit: stale, answered from the index as it is.
+    let stale = service
+        .search(&req("wombat", Mode::Fts), SyncPolicy::Inline { limit: 0 })
+        .unwrap();
+    assert!(
+        matches!(stale.sync, SyncReport::Stale { pending: 1, .. }),
+        "{:?}",
+        stale.sync
+    );
+    assert_eq!(stale.response.results[0].path, "memory/animals.md");
+    // Within the limit: the old word is gone, the new one found.
+    let gone = service
+        .search(&req("wombat", Mode::Fts), SyncPolicy::DEFAULT)
+        .unwrap();
+    match &gone.sync {
+        SyncReport::Synced { reindexed, .. } => {
+            assert_eq!(reindexed.len(), 1);
+            assert_eq!(reindexed[0].path, "memory/animals.md");
+        }
+        other => panic!("expected a sync, got {other:?}"),
+    }
+    assert!(gone.response.results.is_empty(), "{:?}", gone.response);
+    let found = service
+        .search(&req("numbat", Mode::Fts), SyncPolicy::DEFAULT)
+        .unwrap();
+    assert!(matches!(found.sync, SyncReport::Fresh { .. }), "{found:?}");
+    assert_eq!(found.response.results[0].path, "memory/animals.md");
+
+    // A new file and a deleted one, in one search.
+    std::fs::write(ws.join("memory/new.md"), "# New\nA quokka smiles.\n").unwrap();
+    std::fs::remove_file(ws.join("memory/plants.md")).unwrap();
+    let out = service
+        .search(&req("quokka", Mode::Fts), SyncPolicy::DEFAULT)
+        .unwrap();
+    match &out.sync {
+        SyncReport::Synced {
+            reindexed, removed, ..
+        } => {
+            assert_eq!(reindexed[0].path, "memory/new.md");
+            assert_eq!(removed[0].path, "memory/plants.md");
+        }
+        other => panic!("expected a sync, got {other:?}"),
+    }
+    assert_eq!(out.response.results[0].path, "memory/new.md");
+    let out = service
+        .search(&req("quince", Mode::Fts), SyncPolicy::DEFAULT)
+        .unwrap();
+    assert!(out.response.results.is_empty(), "{:?}", out.response);
+}
