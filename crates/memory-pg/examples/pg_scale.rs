@@ -120,6 +120,7 @@ fn main() {
                     end_line: i + 1,
                     hash: format!("h{f}-{i}"),
                     text: text.join(" "),
+                    context: String::new(),
                     note_time: None,
                     embedding: Some(v),
                 }

@@ -102,7 +102,7 @@ pub fn copy_sqlite(src: &Store, dst: &mut PgStore) -> Result<MigrateReport, Stor
         .map_err(sq)?;
     let mut cstmt = conn
         .prepare(
-            "SELECT id, start_line, end_line, hash, model, text, note_time, embedding
+            "SELECT id, start_line, end_line, hash, model, text, note_time, embedding, context
              FROM chunks WHERE source = ?1 AND path = ?2 ORDER BY rowid",
         )
         .map_err(sq)?;
@@ -118,6 +118,7 @@ pub fn copy_sqlite(src: &Store, dst: &mut PgStore) -> Result<MigrateReport, Stor
                         end_line: r.get::<_, i64>(2)?.max(0) as usize,
                         hash: r.get(3)?,
                         text: r.get(5)?,
+                        context: r.get(8)?,
                         note_time: r.get(6)?,
                         embedding: emb.as_deref().and_then(blob_to_vec),
                     },

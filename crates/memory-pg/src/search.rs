@@ -298,6 +298,7 @@ impl SearchStorage for PgStore {
             }
         };
         let words = pq.fts_terms();
+        let words: Vec<&str> = words.iter().map(String::as_str).collect();
         if !words.is_empty() {
             add(self.word_stage(&words, k, source, norm).map_err(se)?, sw);
         }

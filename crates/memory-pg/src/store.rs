@@ -28,6 +28,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
         2,
         include_str!("../../../migrations/postgres/0002_bm25.sql"),
     ),
+    (
+        3,
+        include_str!("../../../migrations/postgres/0003_word_index.sql"),
+    ),
 ];
 
 /// The schema version this build writes.
@@ -479,6 +483,12 @@ impl PgStore {
         let ends: Vec<i32> = chunks.iter().map(|c| c.end_line as i32).collect();
         let hashes: Vec<&str> = chunks.iter().map(|c| c.hash.as_str()).collect();
         let texts: Vec<&str> = chunks.iter().map(|c| c.text.as_str()).collect();
+        let contexts: Vec<&str> = chunks.iter().map(|c| c.context.as_str()).collect();
+        // The word index's text, as SQLite's `chunks_fts` receives it.
+        let words: Vec<String> = chunks
+            .iter()
+            .map(|c| claw_memory::words::index_words(&c.context, &c.text))
+            .collect();
         let times: Vec<Option<i64>> = chunks.iter().map(|c| c.note_time).collect();
         let dims: Vec<Option<i32>> = chunks
             .iter()
@@ -491,16 +501,18 @@ impl PgStore {
         tx.execute(
             "INSERT INTO chunks
                (namespace, workspace, source, path, id, start_line, end_line, hash, model, text,
-                updated_at, note_time, dims, embedding)
-             SELECT $1, $2, $3, $4, u.id, u.sl, u.el, u.hash, u.model, u.text, $5, u.nt, u.dims, u.emb
+                updated_at, note_time, dims, embedding, context, tsv, dl)
+             SELECT $1, $2, $3, $4, u.id, u.sl, u.el, u.hash, u.model, u.text, $5, u.nt, u.dims, u.emb,
+                    u.ctx, claw_words(u.words), claw_tsv_tokens(claw_words(u.words))
              FROM unnest($6::text[], $7::int4[], $8::int4[], $9::text[], $10::text[], $11::text[],
-                         $12::int8[], $13::int4[], $14::vector[])
-                  AS u(id, sl, el, hash, model, text, nt, dims, emb)
+                         $12::int8[], $13::int4[], $14::vector[], $15::text[], $16::text[])
+                  AS u(id, sl, el, hash, model, text, nt, dims, emb, ctx, words)
              ON CONFLICT (namespace, workspace, id) DO UPDATE SET
                source = excluded.source, path = excluded.path, start_line = excluded.start_line,
                end_line = excluded.end_line, hash = excluded.hash, model = excluded.model,
                text = excluded.text, updated_at = excluded.updated_at,
-               note_time = excluded.note_time, dims = excluded.dims, embedding = excluded.embedding",
+               note_time = excluded.note_time, dims = excluded.dims, embedding = excluded.embedding,
+               context = excluded.context, tsv = excluded.tsv, dl = excluded.dl",
             &[
                 &ns,
                 &ws,
@@ -516,6 +528,8 @@ impl PgStore {
                 &times,
                 &dims,
                 &embs,
+                &contexts,
+                &words,
             ],
         )?;
         Ok(())

@@ -125,6 +125,7 @@ fn build(n: usize) -> (Store, Vec<Vec<f32>>, Vec<String>) {
                     end_line: i * 5 + 5,
                     hash: format!("{f}-{i}"),
                     text: text.join(" "),
+                    context: String::new(),
                     note_time: None,
                     embedding: Some(near(&mut rng, c, 0.08)),
                 }
@@ -417,6 +418,7 @@ fn main() {
     for (q, _) in &queries {
         let pq = ParsedQuery::parse(q);
         let terms = pq.fts_terms();
+        let terms: Vec<&str> = terms.iter().map(String::as_str).collect();
         match keyword_plan(&store, "chunks_fts", &terms, KEYWORD_RANK_BUDGET)
             .unwrap()
             .terms
@@ -446,7 +448,9 @@ fn main() {
     let mut by_kind: [Vec<f64>; 3] = Default::default();
     for (q, _) in &queries {
         let pq = ParsedQuery::parse(q);
-        let kind = match keyword_plan(&store, "chunks_fts", &pq.fts_terms(), KEYWORD_RANK_BUDGET)
+        let terms = pq.fts_terms();
+        let terms: Vec<&str> = terms.iter().map(String::as_str).collect();
+        let kind = match keyword_plan(&store, "chunks_fts", &terms, KEYWORD_RANK_BUDGET)
             .unwrap()
             .terms
         {
@@ -599,6 +603,7 @@ fn scifact_quality() -> Result<Vec<(String, f64)>, String> {
                 end_line: 1,
                 hash: format!("{i}"),
                 text,
+                context: String::new(),
                 note_time: None,
                 embedding: None,
             };

@@ -35,8 +35,9 @@
 /// The identity of the indexed text: bumped whenever chunk boundaries change, and it
 /// carries [`crate::redact::REDACTION_VERSION`] so that new redaction rules also rebuild
 /// an index once (a secret the old rules missed must not stay searchable). A stored
-/// index with another version is rebuilt.
-pub const CHUNKER_VERSION: &str = "md-2/redact-2";
+/// index with another version is rebuilt. Its third part is [`crate::words::WORDS_VERSION`]
+/// (what the word index holds: stems behind each chunk's context).
+pub const CHUNKER_VERSION: &str = "md-2/redact-2/words-1";
 
 /// Counts tokens the way the embedding model will (word pieces for MiniLM).
 ///
@@ -126,6 +127,66 @@ pub fn chunk_markdown(text: &str, params: &ChunkParams, counter: &dyn TokenCount
     };
     packer.pack(&units);
     packer.out
+}
+
+/// Where each chunk is: the file's title, then the ATX headings enclosing the chunk's
+/// first line (that line's own heading included), joined by " › "; the word index
+/// holds it before the chunk's text (see `crate::words`). The title is the file's first
+/// level-1 heading, else `file_stem` (the file name without its extension, `-`/`_` as
+/// spaces); a first heading equal to the title is not repeated. Headings inside code
+/// fences are not headings.
+pub fn contexts(text: &str, file_stem: &str, chunks: &[Chunk]) -> Vec<String> {
+    let lines = split_lines(text);
+    let mut title: Option<String> = None;
+    // (line index, level, heading text) of every ATX heading outside fences.
+    let mut heads: Vec<(usize, usize, &str)> = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let line = lines[i];
+        if let Some((ch, len)) = fence_open(line) {
+            i += 1;
+            while i < lines.len() && !fence_close(lines[i], ch, len) {
+                i += 1;
+            }
+            i += 1;
+            continue;
+        }
+        if is_atx_heading(line) {
+            let t = line.trim_start_matches(' ');
+            let level = t.bytes().take_while(|&b| b == b'#').count();
+            let body = t[level..].trim().trim_end_matches('#').trim();
+            if level == 1 && title.is_none() && !body.is_empty() {
+                title = Some(body.to_string());
+            }
+            heads.push((i, level, body));
+        }
+        i += 1;
+    }
+    let title = title.unwrap_or_else(|| file_stem.replace(['-', '_'], " ").trim().to_string());
+    chunks
+        .iter()
+        .map(|c| {
+            let first = c.start_line.saturating_sub(1);
+            let mut path: Vec<(usize, &str)> = Vec::new();
+            for &(_, level, body) in heads.iter().take_while(|h| h.0 <= first) {
+                while path.last().is_some_and(|(l, _)| *l >= level) {
+                    path.pop();
+                }
+                path.push((level, body));
+            }
+            let mut out = title.clone();
+            for (_, body) in path {
+                if body.is_empty() || (out == title && body == title) {
+                    continue;
+                }
+                if !out.is_empty() {
+                    out.push_str(" \u{203a} ");
+                }
+                out.push_str(body);
+            }
+            out
+        })
+        .collect()
 }
 
 /// The lines of `text`: split on `\n`, a trailing `\r` stripped, no phantom empty line after
@@ -576,9 +637,37 @@ fn is_soft(units: &[Unit], k: usize) -> bool {
 mod tests {
 
     #[test]
-    fn chunker_version_carries_the_redaction_version() {
-        let (_, redaction) = CHUNKER_VERSION.split_once('/').unwrap();
-        assert_eq!(redaction, crate::redact::REDACTION_VERSION);
+    fn chunker_version_carries_the_redaction_and_words_versions() {
+        let parts: Vec<&str> = CHUNKER_VERSION.split('/').collect();
+        assert_eq!(parts[1], crate::redact::REDACTION_VERSION);
+        assert_eq!(parts[2], crate::words::WORDS_VERSION);
+    }
+
+    #[test]
+    fn contexts_are_title_and_heading_path() {
+        let text = "# Billing\n\nintro\n\n## Databases\n\nwe chose pg\n\n```sh\n# not a heading\n```\n\n### Backups\n\nnightly\n\n## Queues\n\nsqs\n";
+        let at = |line: usize| Chunk {
+            start_line: line,
+            end_line: line,
+            text: String::new(),
+        };
+        let chunks = [at(1), at(3), at(5), at(9), at(13), at(17), at(19)];
+        let got = contexts(text, "ignored", &chunks);
+        assert_eq!(
+            got,
+            [
+                "Billing",
+                "Billing",
+                "Billing \u{203a} Databases",
+                "Billing \u{203a} Databases",
+                "Billing \u{203a} Databases \u{203a} Backups",
+                "Billing \u{203a} Queues",
+                "Billing \u{203a} Queues",
+            ]
+        );
+        // No level-1 heading: the file name is the title.
+        let got = contexts("## Setup\nsteps\n", "2024-03-01_server-notes", &[at(2)]);
+        assert_eq!(got, ["2024 03 01 server notes \u{203a} Setup"]);
     }
     use super::*;
     use proptest::prelude::*;

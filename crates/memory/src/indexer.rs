@@ -143,7 +143,7 @@ impl std::fmt::Display for RebuildReason {
             }
             RebuildReason::ChunkerChanged { from, to } => write!(
                 f,
-                "chunker changed ({} -> {to})",
+                "chunker or word index changed ({} -> {to})",
                 from.as_deref().unwrap_or("none")
             ),
             RebuildReason::DimensionChanged { from, to } => {
@@ -265,6 +265,16 @@ pub fn ensure_identity(
         store.reset_index(model, dims, CHUNKER_VERSION)?;
     }
     Ok(reason)
+}
+
+/// One chunk of a file on its way to the store.
+struct Piece {
+    start: usize,
+    end: usize,
+    text: String,
+    /// File title › heading path (`chunk::contexts`); empty for transcripts.
+    context: String,
+    note_time: Option<i64>,
 }
 
 /// One indexing session over a store: holds the embedder, chunk budget and report.
@@ -617,9 +627,19 @@ impl<'a> Run<'a> {
         let text = redact(text);
         let chunks = chunk::chunk_markdown(&text, &self.params, self.counter());
         let note_time = note_time_from_path(&f.rel);
-        let pieces: Vec<(usize, usize, String, Option<i64>)> = chunks
+        let name = f.rel.rsplit('/').next().unwrap_or(&f.rel);
+        let stem = name.rsplit_once('.').map_or(name, |(s, _)| s);
+        let contexts = chunk::contexts(&text, stem, &chunks);
+        let pieces: Vec<Piece> = chunks
             .into_iter()
-            .map(|c| (c.start_line, c.end_line, c.text, note_time))
+            .zip(contexts)
+            .map(|(c, context)| Piece {
+                start: c.start_line,
+                end: c.end_line,
+                text: c.text,
+                context,
+                note_time,
+            })
             .collect();
         let record = FileRecord {
             source: src.name.clone(),
@@ -683,7 +703,13 @@ impl<'a> Run<'a> {
         let pieces = read
             .chunks
             .into_iter()
-            .map(|c| (c.start_line, c.end_line, c.text, c.time))
+            .map(|c| Piece {
+                start: c.start_line,
+                end: c.end_line,
+                text: c.text,
+                context: String::new(),
+                note_time: c.time,
+            })
             .collect();
         self.write(src, &record, pieces, mode)
     }
@@ -693,10 +719,10 @@ impl<'a> Run<'a> {
         &mut self,
         src: &SourceRoot,
         record: &FileRecord,
-        pieces: Vec<(usize, usize, String, Option<i64>)>,
+        pieces: Vec<Piece>,
         mode: WriteMode,
     ) -> Result<(), IndexError> {
-        let hashes: Vec<String> = pieces.iter().map(|p| sha256_hex(p.2.as_bytes())).collect();
+        let hashes: Vec<String> = pieces.iter().map(|p| sha256_hex(p.text.as_bytes())).collect();
         let mut vectors: HashMap<String, Vec<f32>> = HashMap::new();
         let mut embedded = 0;
         if let Some(e) = self.embedder {
@@ -707,7 +733,7 @@ impl<'a> Run<'a> {
             let mut missing: Vec<(String, &str)> = Vec::new();
             for (h, p) in hashes.iter().zip(&pieces) {
                 if !vectors.contains_key(h) && !missing.iter().any(|(m, _)| m == h) {
-                    missing.push((h.clone(), p.2.as_str()));
+                    missing.push((h.clone(), p.text.as_str()));
                 }
             }
             self.report.cache_hits += hashes.len() - missing.len();
@@ -752,14 +778,15 @@ impl<'a> Run<'a> {
         let chunks: Vec<NewChunk> = pieces
             .into_iter()
             .zip(hashes)
-            .map(|((start, end, text, note_time), hash)| NewChunk {
-                id: chunk_id(&src.name, &record.path, start, end, &hash, &self.model),
-                start_line: start,
-                end_line: end,
+            .map(|(p, hash)| NewChunk {
+                id: chunk_id(&src.name, &record.path, p.start, p.end, &hash, &self.model),
+                start_line: p.start,
+                end_line: p.end,
                 embedding: vectors.get(&hash).cloned(),
                 hash,
-                text,
-                note_time,
+                text: p.text,
+                context: p.context,
+                note_time: p.note_time,
             })
             .collect();
         let removed = if mode == WriteMode::Replace {
@@ -801,7 +828,7 @@ mod tests {
                     from: None,
                     to: "3".into(),
                 },
-                "chunker changed (none -> 3)",
+                "chunker or word index changed (none -> 3)",
             ),
             (
                 RebuildReason::DimensionChanged { from: 8, to: 384 },

@@ -29,4 +29,5 @@ pub mod store;
 pub mod transcript;
 pub mod walk;
 pub mod watch;
+pub mod words;
 pub mod workspace_id;

@@ -19,6 +19,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("../migrations/0001_init.sql")),
     (2, include_str!("../migrations/0002_source_symlinks.sql")),
     (3, include_str!("../migrations/0003_skipped_files.sql")),
+    (4, include_str!("../migrations/0004_word_index.sql")),
 ];
 
 /// The schema version this build writes.
@@ -141,6 +142,9 @@ pub struct NewChunk {
     pub hash: String,
     /// The (redacted) chunk text.
     pub text: String,
+    /// Where the chunk is: file title › heading path (`chunk::contexts`); empty for
+    /// transcripts. The word index holds it before the text.
+    pub context: String,
     /// Unix seconds used for temporal decay; `None` = evergreen.
     pub note_time: Option<i64>,
     /// Its vector, when embedded.
@@ -606,7 +610,7 @@ impl Store {
              DELETE FROM chunks;
              DELETE FROM files;
              DELETE FROM skipped_files;
-             INSERT INTO chunks_fts (chunks_fts) VALUES ('rebuild');
+             INSERT INTO chunks_fts (chunks_fts) VALUES ('delete-all');
              INSERT INTO chunks_trigram (chunks_trigram) VALUES ('rebuild');",
         )?;
         if dims > 0 && self.vec.is_loaded() {
@@ -726,9 +730,13 @@ impl Store {
         {
             let mut ins = tx.prepare_cached(
                 "INSERT OR REPLACE INTO chunks
-                 (id, source, path, start_line, end_line, hash, model, text, updated_at, note_time, embedding)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                 (id, source, path, start_line, end_line, hash, model, text, updated_at, note_time,
+                  embedding, context)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
             )?;
+            // The word index is contentless: its text is made here (see `crate::words`).
+            let mut ins_words =
+                tx.prepare_cached("INSERT INTO chunks_fts (rowid, words) VALUES (?1, ?2)")?;
             let mut ins_vec = if has_vec {
                 Some(
                     tx.prepare_cached("INSERT INTO chunks_vec (rowid, embedding) VALUES (?1, ?2)")?,
@@ -756,9 +764,11 @@ impl Store {
                     c.text,
                     now,
                     c.note_time,
-                    blob
+                    blob,
+                    c.context
                 ])?;
                 let rowid = tx.last_insert_rowid();
+                ins_words.execute(params![rowid, crate::words::index_words(&c.context, &c.text)])?;
                 if let Some(blob) = &blob {
                     if let Some(s) = ins_vec.as_mut() {
                         s.execute(params![rowid, blob])?;
@@ -1098,7 +1108,14 @@ impl Store {
         if orphans > 0 {
             problems.push(format!("{orphans} chunks without a file row"));
         }
-        // FTS5 external-content integrity: 'integrity-check' compares the index with the content table.
+        // FTS5 integrity: 'integrity-check' checks the index's own structures and, for the
+        // external-content trigram index, compares it with `chunks`; the contentless word
+        // index must hold one row per chunk.
+        let chunk_rows = count("SELECT count(*) FROM chunks")?;
+        let word_rows = count("SELECT count(*) FROM chunks_fts")?;
+        if word_rows != chunk_rows {
+            problems.push(format!("chunks_fts: {word_rows} rows for {chunk_rows} chunks"));
+        }
         for t in ["chunks_fts", "chunks_trigram"] {
             if let Err(e) = self.conn.execute(
                 &format!("INSERT INTO {t} ({t}, rank) VALUES ('integrity-check', 1)"),
@@ -1205,6 +1222,7 @@ mod tests {
             end_line: 1,
             hash: format!("h-{text}"),
             text: text.into(),
+            context: String::new(),
             note_time: None,
             embedding: emb,
         }

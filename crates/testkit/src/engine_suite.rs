@@ -160,6 +160,7 @@ pub fn fill(store: &mut dyn IndexStorage, docs: &[Doc<'_>], embedder: Option<&dy
             end_line: text.lines().count().max(1),
             hash: format!("h-{source}-{path}"),
             text: text.to_string(),
+            context: String::new(),
             note_time: note_time_from_path(path),
             embedding: emb,
         };

@@ -465,7 +465,7 @@ mod tests {
         );
         assert_eq!(
             stale_reason(&StaleReason::Identity(IdentityMismatch::Chunker)),
-            "the chunker changed since the last index; run `claw memory index`"
+            "the chunker or the word index changed since the last index; run `claw memory index`"
         );
         let line = describe_sync(&reports[2]).unwrap();
         assert!(line.starts_with("index is stale: 30 file(s)"), "{line}");

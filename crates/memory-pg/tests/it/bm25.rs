@@ -170,6 +170,7 @@ fn chunk_stats_follow_writes_rewrites_and_deletes() {
         end_line: 1,
         hash: format!("h-{id}"),
         text: text.into(),
+        context: String::new(),
         note_time: None,
         embedding: None,
     };
@@ -238,6 +239,7 @@ fn keyword_ranking_is_bounded_like_sqlite() {
                 end_line: i + 1,
                 hash: format!("{i}"),
                 text,
+                context: String::new(),
                 note_time: None,
                 embedding: None,
             }

@@ -49,6 +49,7 @@ pub fn keyword_candidates_within(
         }
     };
     let words = pq.fts_terms();
+    let words: Vec<&str> = words.iter().map(String::as_str).collect();
     if !words.is_empty() {
         add(
             bm25_stage(store, "chunks_fts", &words, k, source, norm, budget)?,
@@ -319,6 +320,7 @@ mod tests {
                     end_line: i + 1,
                     hash: format!("{i}"),
                     text,
+                    context: String::new(),
                     note_time: None,
                     embedding: None,
                 }
@@ -384,15 +386,16 @@ mod tests {
             .conn()
             .query_row("SELECT max(rowid) FROM chunks", [], |r| r.get(0))
             .unwrap();
+        // (`keyword_plan` takes the index's terms: "words" is held as its stem.)
         let plan = keyword_plan(
             &store,
             "chunks_fts",
-            &["common", "words"],
+            &["common", "word"],
             KEYWORD_RANK_BUDGET,
         )
         .unwrap();
         assert_eq!(plan.terms, TermPlan::AllCommon);
-        assert_eq!(plan.match_expr, "\"common\" AND \"words\"");
+        assert_eq!(plan.match_expr, "\"common\" AND \"word\"");
         assert_eq!(plan.min_rowid, Some(max - KEYWORD_RANK_BUDGET as i64 + 1));
         let plan = keyword_plan(&store, "chunks_fts", &["common"], KEYWORD_RANK_BUDGET).unwrap();
         assert_eq!(plan.terms, TermPlan::AllCommon);

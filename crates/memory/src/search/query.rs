@@ -129,28 +129,33 @@ impl ParsedQuery {
         self.words.is_empty() && self.cjk_long.is_empty() && self.cjk_short.is_empty()
     }
 
-    /// The terms for the word index (`chunks_fts`), unquoted. English stop words
-    /// are left out when other terms remain (they add little to BM25 and make OR
-    /// queries match nearly every chunk).
-    pub fn fts_terms(&self) -> Vec<&str> {
-        let content: Vec<&str> = self
-            .words
-            .iter()
-            .map(String::as_str)
-            .filter(|w| !is_stopword(w))
-            .collect();
-        if content.is_empty() {
-            self.words.iter().map(String::as_str).collect()
+    /// The terms for the word index (`chunks_fts`), unquoted, as it holds them:
+    /// each word's tokens stemmed ([`crate::words::query_term`]; a word with
+    /// punctuation inside is a phrase), duplicates after stemming dropped. English
+    /// stop words are left out when other terms remain (they add little to BM25 and
+    /// make OR queries match nearly every chunk).
+    pub fn fts_terms(&self) -> Vec<String> {
+        let content: Vec<&String> = self.words.iter().filter(|w| !is_stopword(w)).collect();
+        let chosen = if content.is_empty() {
+            self.words.iter().collect()
         } else {
             content
+        };
+        let mut out: Vec<String> = Vec::with_capacity(chosen.len());
+        for w in chosen {
+            let t = crate::words::query_term(w);
+            if !t.is_empty() && !out.contains(&t) {
+                out.push(t);
+            }
         }
+        out
     }
 
     /// The `MATCH` expression for the word index (`chunks_fts`): every term of
     /// [`ParsedQuery::fts_terms`] quoted, combined with OR (BM25 ranks chunks with
     /// more and rarer terms higher).
     pub fn fts_match(&self) -> Option<String> {
-        or_of(self.fts_terms().into_iter())
+        or_of(self.fts_terms().iter().map(String::as_str))
     }
 
     /// The terms for the trigram index (`chunks_trigram`), unquoted: the
@@ -433,6 +438,16 @@ mod tests {
         assert_eq!(q.fts_match().unwrap(), r#""deploy" OR "plan""#);
         let q = ParsedQuery::parse("what is it");
         assert_eq!(q.fts_match().unwrap(), r#""what" OR "is" OR "it""#);
+    }
+
+    #[test]
+    fn word_terms_are_stemmed_and_deduplicated() {
+        let q = ParsedQuery::parse("Deploying deploys the backups, INFRA-4127");
+        assert_eq!(q.fts_terms(), ["deploy", "backup", "infra 4127"]);
+        assert_eq!(
+            q.fts_match().unwrap(),
+            r#""deploy" OR "backup" OR "infra 4127""#
+        );
     }
 
     #[test]

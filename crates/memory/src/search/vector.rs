@@ -292,6 +292,7 @@ mod tests {
                     end_line: i + 1,
                     hash: format!("{f}-{i}"),
                     text: format!("chunk {f} {i}"),
+                    context: String::new(),
                     note_time: None,
                     embedding: Some((0..dims).map(|_| rnd()).collect()),
                 })
