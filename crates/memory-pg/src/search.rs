@@ -393,7 +393,7 @@ impl SearchStorage for PgStore {
             .with_client(|c| {
                 Ok(c.query(
                     "SELECT rowid, source, path, start_line, end_line, text, note_time,
-                            CASE WHEN $2 THEN embedding END
+                            CASE WHEN $2 THEN embedding END, context
                      FROM chunks WHERE rowid = ANY($1) AND namespace = ANY($3)",
                     &[&ids_v, &with_embedding, &self.namespaces],
                 )?)
@@ -410,6 +410,7 @@ impl SearchStorage for PgStore {
                     start_line: r.get::<_, i32>(3) as i64,
                     end_line: r.get::<_, i32>(4) as i64,
                     text: r.get(5),
+                    context: r.get(8),
                     note_time: r.get(6),
                     embedding: emb.map(|v| v.to_vec()),
                 },

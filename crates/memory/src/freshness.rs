@@ -516,7 +516,9 @@ impl std::fmt::Display for IdentityMismatch {
                 show(indexed),
                 show(running)
             ),
-            IdentityMismatch::Chunker => f.write_str("the chunker or the word index changed since the last index"),
+            IdentityMismatch::Chunker => {
+                f.write_str("the chunker or the word index changed since the last index")
+            }
         }
     }
 }

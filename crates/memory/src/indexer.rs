@@ -15,6 +15,7 @@ use crate::embed::{Embedder, KEYWORD_ONLY_MODEL};
 use crate::index_storage::IndexStorage;
 use crate::lock::WriterLock;
 use crate::plan::plan_with_skipped;
+use std::borrow::Cow;
 
 use crate::redact::redact;
 use crate::store::{FileRecord, NewChunk, SkippedRecord, StoreError, WriteMode};
@@ -722,7 +723,16 @@ impl<'a> Run<'a> {
         pieces: Vec<Piece>,
         mode: WriteMode,
     ) -> Result<(), IndexError> {
-        let hashes: Vec<String> = pieces.iter().map(|p| sha256_hex(p.text.as_bytes())).collect();
+        // Chunks are embedded behind their context (the stored and shown text is
+        // the chunk's own); the cache and the chunk id follow the embedded text.
+        let embed_texts: Vec<Cow<'_, str>> = pieces
+            .iter()
+            .map(|p| chunk::embed_text(&p.context, &p.text))
+            .collect();
+        let hashes: Vec<String> = embed_texts
+            .iter()
+            .map(|t| sha256_hex(t.as_bytes()))
+            .collect();
         let mut vectors: HashMap<String, Vec<f32>> = HashMap::new();
         let mut embedded = 0;
         if let Some(e) = self.embedder {
@@ -731,9 +741,9 @@ impl<'a> Run<'a> {
                 .store
                 .cached_embeddings(e.provider(), e.model_id(), &refs)?;
             let mut missing: Vec<(String, &str)> = Vec::new();
-            for (h, p) in hashes.iter().zip(&pieces) {
+            for (h, t) in hashes.iter().zip(&embed_texts) {
                 if !vectors.contains_key(h) && !missing.iter().any(|(m, _)| m == h) {
-                    missing.push((h.clone(), p.text.as_str()));
+                    missing.push((h.clone(), t.as_ref()));
                 }
             }
             self.report.cache_hits += hashes.len() - missing.len();

@@ -138,7 +138,8 @@ pub struct NewChunk {
     pub start_line: usize,
     /// Last line, inclusive.
     pub end_line: usize,
-    /// SHA-256 of the chunk text (embedding cache key).
+    /// SHA-256 of the text embedded for the chunk (`chunk::embed_text`: its context,
+    /// then its text); the embedding cache key.
     pub hash: String,
     /// The (redacted) chunk text.
     pub text: String,
@@ -768,7 +769,10 @@ impl Store {
                     c.context
                 ])?;
                 let rowid = tx.last_insert_rowid();
-                ins_words.execute(params![rowid, crate::words::index_words(&c.context, &c.text)])?;
+                ins_words.execute(params![
+                    rowid,
+                    crate::words::index_words(&c.context, &c.text)
+                ])?;
                 if let Some(blob) = &blob {
                     if let Some(s) = ins_vec.as_mut() {
                         s.execute(params![rowid, blob])?;
@@ -1114,7 +1118,9 @@ impl Store {
         let chunk_rows = count("SELECT count(*) FROM chunks")?;
         let word_rows = count("SELECT count(*) FROM chunks_fts")?;
         if word_rows != chunk_rows {
-            problems.push(format!("chunks_fts: {word_rows} rows for {chunk_rows} chunks"));
+            problems.push(format!(
+                "chunks_fts: {word_rows} rows for {chunk_rows} chunks"
+            ));
         }
         for t in ["chunks_fts", "chunks_trigram"] {
             if let Err(e) = self.conn.execute(

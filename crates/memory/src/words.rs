@@ -100,7 +100,10 @@ mod tests {
 
     #[test]
     fn context_comes_first_and_tokens_match_the_query_side() {
-        let w = index_words("Billing › Databases", "We chose PostgreSQL; it runs queries.");
+        let w = index_words(
+            "Billing › Databases",
+            "We chose PostgreSQL; it runs queries.",
+        );
         assert_eq!(w, "bill databas we chose postgresql it run queri");
         for word in ["billing", "databases", "running", "Queries"] {
             let t = query_term(word);

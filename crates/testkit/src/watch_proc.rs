@@ -142,11 +142,12 @@ pub fn db(workspace: &Path) -> Option<Connection> {
     Some(c)
 }
 
-/// Number of chunks whose FTS5 word index matches `term`.
+/// Number of chunks whose FTS5 word index matches `term` (looked up as a query
+/// would be: stemmed, see `claw_memory::words`).
 pub fn fts(c: &Connection, term: &str) -> i64 {
     c.query_row(
         "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?1",
-        [format!("\"{term}\"")],
+        [format!("\"{}\"", claw_memory::words::query_term(term))],
         |r| r.get(0),
     )
     .unwrap_or(-1)

@@ -176,10 +176,7 @@ fn incremental_index_with_the_real_model() {
         0
     );
     assert_eq!(
-        count(
-            &c,
-            "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH 'idempotency'"
-        ),
+        count(&c, &fts_sql("idempotency")),
         0,
         "deleted text still in FTS"
     );
@@ -297,20 +294,8 @@ fn bad_input_is_skipped_and_counted_without_losing_anything() {
 
     let c = db(ws);
     // What was indexed before is still there; the Latin-1 note is searchable.
-    assert_eq!(
-        count(
-            &c,
-            "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH 'quokka'"
-        ),
-        1
-    );
-    assert_eq!(
-        count(
-            &c,
-            "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH 'zanzibar'"
-        ),
-        1
-    );
+    assert_eq!(count(&c, &fts_sql("quokka")), 1);
+    assert_eq!(count(&c, &fts_sql("zanzibar")), 1);
     assert_eq!(
         count(
             &c,
@@ -440,13 +425,7 @@ fn sources_add_list_remove() {
         count(&c, "SELECT count(*) FROM chunks WHERE source = 'my-notes'"),
         0
     );
-    assert_eq!(
-        count(
-            &c,
-            "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH 'narwhals'"
-        ),
-        0
-    );
+    assert_eq!(count(&c, &fts_sql("narwhals")), 0);
     let o = support::claw_keyword_only(&ws)
         .args(["memory", "remove", "my-notes"])
         .output()
@@ -485,13 +464,7 @@ fn a_second_writer_waits_then_says_who_holds_the_lock() {
         "{err}"
     );
     // Nothing was lost, and searches still work while the lock is held.
-    assert_eq!(
-        count(
-            &db(ws),
-            "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH 'wombat'"
-        ),
-        1
-    );
+    assert_eq!(count(&db(ws), &fts_sql("wombat")), 1);
     let out = support::claw_keyword_only(ws)
         .args(["memory", "search", "wombat", "--no-sync"])
         .output()
@@ -502,11 +475,14 @@ fn a_second_writer_waits_then_says_who_holds_the_lock() {
     drop(lock);
     let r = index_json(&mut support::claw_keyword_only(ws));
     assert_eq!(r["files_changed"], 1);
-    assert_eq!(
-        count(
-            &db(ws),
-            "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH 'echidnas'"
-        ),
-        1
-    );
+    assert_eq!(count(&db(ws), &fts_sql("echidnas")), 1);
+}
+
+/// The count query for chunks whose word index holds `word` (as the index holds
+/// it: stemmed, see `claw_memory::words`).
+fn fts_sql(word: &str) -> String {
+    format!(
+        "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH '\"{}\"'",
+        claw_memory::words::query_term(word)
+    )
 }

@@ -199,12 +199,14 @@ fn secrets_corpus_nothing_stays_searchable_and_clean_text_is_untouched() {
         });
         // ... and the whole secret through both search indexes (case-insensitive there, so
         // a piece like `github_p` would match the unrelated word `GITHUB_PAT`).
+        // (The word index holds stems: the secret is looked up as a query would be.)
         let quoted = format!("\"{}\"", r.secret.replace('"', "\"\""));
-        for table in ["chunks_fts", "chunks_trigram"] {
+        let stemmed = format!("\"{}\"", claw_memory::words::query_term(&r.secret));
+        for (table, q) in [("chunks_fts", &stemmed), ("chunks_trigram", &quoted)] {
             let n: i64 = c
                 .query_row(
                     &format!("SELECT count(*) FROM {table} WHERE {table} MATCH ?1"),
-                    [&quoted],
+                    [q],
                     |x| x.get(0),
                 )
                 .unwrap_or(0);

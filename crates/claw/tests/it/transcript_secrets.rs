@@ -88,7 +88,7 @@ fn no_secret_is_searchable() {
             .query_row(
                 "SELECT count(*) FROM chunks_fts f JOIN chunks c ON c.rowid = f.rowid
                  WHERE chunks_fts MATCH ?1 AND c.source = ?2",
-                [word, source],
+                [claw_memory::words::query_term(word).as_str(), source],
                 |r| r.get(0),
             )
             .unwrap();
@@ -113,10 +113,11 @@ fn no_secret_is_searchable() {
             .unwrap();
         assert_eq!(in_text, 0, "{s} stored in a chunk");
         let quoted = format!("\"{s}\"");
+        let stemmed = format!("\"{}\"", claw_memory::words::query_term(s));
         let fts: i64 = c
             .query_row(
                 "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?1",
-                [&quoted],
+                [&stemmed],
                 |r| r.get(0),
             )
             .unwrap();

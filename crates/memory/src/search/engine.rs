@@ -129,6 +129,42 @@ pub fn search_in(
         });
         cand_rows.push(row);
     }
+    // Term coverage: with several word terms, keyword hits whose note holds more
+    // of them come first (see `score::note_coverage`, `score::apply_coverage`).
+    let word_terms = if keyword_ran {
+        pq.fts_terms()
+    } else {
+        Vec::new()
+    };
+    let has_cjk = !pq.cjk_long.is_empty() || !pq.cjk_short.is_empty();
+    let exponent = score::coverage_exponent(word_terms.len(), has_cjk);
+    let mut coverage: Vec<Option<f64>> = vec![None; cands.len()];
+    if exponent > 0.0 {
+        let mut kw: Vec<Option<f64>> = cands.iter().map(|c| c.keyword).collect();
+        let masks: Vec<u64> = cand_rows
+            .iter()
+            .zip(&kw)
+            .map(|(row, k)| match k {
+                Some(_) => score::terms_held(
+                    &word_terms,
+                    &crate::words::index_words(&row.context, &row.text),
+                ),
+                None => 0,
+            })
+            .collect();
+        let notes: Vec<(&str, &str)> = cand_rows
+            .iter()
+            .map(|r| (r.source.as_str(), r.path.as_str()))
+            .collect();
+        let cov = score::note_coverage(&masks, &notes, word_terms.len());
+        score::apply_coverage(&mut kw, &cov, exponent);
+        for ((c, k), (slot, v)) in cands.iter_mut().zip(kw).zip(coverage.iter_mut().zip(cov)) {
+            if c.keyword.is_some() {
+                *slot = Some(v);
+            }
+            c.keyword = k;
+        }
+    }
     // Weights: when the vector stage ran, the configured blend, whatever the
     // keyword stage did (matched nothing, or was off in vector mode), so a
     // vector-only hit's relevance is `vector_weight × calibrated score` in every
@@ -159,6 +195,7 @@ pub fn search_in(
                 vector: raw_vector.map(round6),
                 vector_calibrated: c.vector.map(round6),
                 keyword: c.keyword.map(round6),
+                coverage: coverage[r.index].map(round6),
                 blended: round6(r.blended),
                 relevance: round6(r.relevance),
                 score: round6(r.score),

@@ -19,6 +19,8 @@ pub struct ChunkRow {
     pub end_line: i64,
     /// The chunk's text.
     pub text: String,
+    /// Where the chunk is (file title › heading path; empty for transcripts).
+    pub context: String,
     /// The chunk's time for decay (unix seconds); `None` = evergreen.
     pub note_time: Option<i64>,
     /// The chunk's vector, when asked for and present.
@@ -56,10 +58,10 @@ pub fn fetch_rows(
 ) -> Result<Vec<(i64, ChunkRow)>, SearchError> {
     let mut out = Vec::with_capacity(ids.len());
     let sql = if with_embedding {
-        "SELECT source, path, start_line, end_line, text, note_time, embedding
+        "SELECT source, path, start_line, end_line, text, note_time, embedding, context
          FROM chunks WHERE rowid = ?1"
     } else {
-        "SELECT source, path, start_line, end_line, text, note_time, NULL
+        "SELECT source, path, start_line, end_line, text, note_time, NULL, context
          FROM chunks WHERE rowid = ?1"
     };
     let mut stmt = store.conn().prepare_cached(sql)?;
@@ -72,6 +74,7 @@ pub fn fetch_rows(
                     start_line: r.get(2)?,
                     end_line: r.get(3)?,
                     text: r.get(4)?,
+                    context: r.get(7)?,
                     note_time: r.get(5)?,
                     embedding: match r.get_ref(6)? {
                         rusqlite::types::ValueRef::Blob(b) => blob_to_vec(b),

@@ -11,6 +11,7 @@
 #![warn(missing_docs)]
 
 use crate::chunk::is_cjk;
+use std::collections::HashMap;
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 
@@ -452,6 +453,79 @@ pub fn recency_factor(
         max_penalty.clamp(0.0, 1.0)
     };
     1.0 - a * (1.0 - decay_factor(note_time, now_unix, half_life_days))
+}
+
+/// Which of a query's word terms a chunk holds, as a bit mask (bit `i` for
+/// `terms[i]`; at most 64 terms, as `query::MAX_TERMS`): `terms` as the word index
+/// holds them ([`crate::search::query::ParsedQuery::fts_terms`]: stems, a phrase's
+/// tokens space-separated), `words` the chunk's word-index text
+/// ([`crate::words::index_words`]). A phrase term counts when all its tokens are there.
+pub fn terms_held(terms: &[String], words: &str) -> u64 {
+    let held: std::collections::HashSet<&str> = words.split(' ').collect();
+    let mut mask = 0u64;
+    for (i, t) in terms.iter().take(64).enumerate() {
+        if t.split(' ').all(|tok| held.contains(tok)) {
+            mask |= 1 << i;
+        }
+    }
+    mask
+}
+
+/// Term coverage per candidate, note-level: the share of the query's `n_terms`
+/// word terms held by the candidate's note, i.e. by the union of `masks` (from
+/// [`terms_held`]) over the candidates of the same note (`note[i]` identifies
+/// candidate i's file). A rare pair whose words sit in two chunks of one note
+/// covers the query fully, as the note does.
+pub fn note_coverage<K: Eq + std::hash::Hash>(
+    masks: &[u64],
+    note: &[K],
+    n_terms: usize,
+) -> Vec<f64> {
+    let mut by_note: HashMap<&K, u64> = HashMap::new();
+    for (m, k) in masks.iter().zip(note) {
+        *by_note.entry(k).or_insert(0) |= m;
+    }
+    let n = n_terms.clamp(1, 64) as f64;
+    note.iter()
+        .map(|k| by_note.get(k).map_or(0, |m| m.count_ones()) as f64 / n)
+        .collect()
+}
+
+/// How strongly term coverage re-weights a query's keyword scores: `2 / n_terms`
+/// (a two-word query counts fully; the terms of a long natural-language query
+/// matter less one by one and BM25's own sum is left to weigh them), and not at
+/// all for a query with CJK text: its word terms are then mostly fragments of CJK
+/// runs (`20世纪70年代` → `20`, `70`), which the trigram stage searches whole.
+/// Measured on SciFact train, XQuAD-zh and the garden rare-pair set
+/// (BENCHMARKS.md, issue 17).
+pub fn coverage_exponent(n_terms: usize, has_cjk: bool) -> f64 {
+    if n_terms < 2 || has_cjk {
+        return 0.0;
+    }
+    (2.0 / n_terms as f64).min(1.0)
+}
+
+/// Keyword scores re-weighted by term coverage: `scores[i] × coverage[i]^exponent`
+/// (see [`note_coverage`], [`coverage_exponent`]), then max-scaled again. Among the
+/// keyword hits of a query with several terms, a chunk whose note has every term
+/// outranks one that matched a single term very strongly (BM25 alone lets one
+/// rare word in a short chunk beat a longer chunk with both words of a rare pair,
+/// worse once stems make rare words commoner), while the best hit still scores 1
+/// so what passes the minimum score does not depend on how many terms a query
+/// has. `None` stays `None`.
+pub fn apply_coverage(scores: &mut [Option<f64>], coverage: &[f64], exponent: f64) {
+    let mut max = 0.0f64;
+    for (s, c) in scores.iter_mut().zip(coverage) {
+        if let Some(v) = s {
+            *v *= c.powf(exponent);
+            max = max.max(*v);
+        }
+    }
+    if max > 0.0 {
+        for v in scores.iter_mut().flatten() {
+            *v /= max;
+        }
+    }
 }
 
 /// The token set used for MMR similarity: lower-cased words (runs of letters and
@@ -1243,5 +1317,42 @@ mod tests {
             Some(Fusion::Adaptive)
         );
         assert_eq!(Fusion::parse("max"), None);
+    }
+
+    #[test]
+    fn terms_held_and_note_coverage() {
+        let terms: Vec<String> = ["park", "fibonacci", "infra 4127"]
+            .iter()
+            .map(|t| t.to_string())
+            .collect();
+        let a = crate::words::index_words("2022 07 10", "We parked the car.");
+        let b = crate::words::index_words("2022 07 10", "Fibonacci numbers, INFRA-4127");
+        let c = crate::words::index_words("benford", "fibonacci and 4127 infra");
+        assert_eq!(terms_held(&terms, &a), 0b001);
+        assert_eq!(terms_held(&terms, &b), 0b110);
+        // A phrase term counts when all its tokens are held.
+        assert_eq!(terms_held(&terms, &c), 0b110);
+        assert_eq!(terms_held(&terms, ""), 0);
+        // Two chunks of one note cover the query together; another note does not.
+        let cov = note_coverage(&[0b001, 0b110, 0b010], &["n1", "n1", "n2"], 3);
+        assert_eq!(cov, vec![1.0, 1.0, 1.0 / 3.0]);
+    }
+
+    #[test]
+    fn coverage_reorders_keyword_hits_and_keeps_the_best_at_one() {
+        assert_eq!(coverage_exponent(1, false), 0.0);
+        assert_eq!(coverage_exponent(2, false), 1.0);
+        assert_eq!(coverage_exponent(8, false), 0.25);
+        assert_eq!(coverage_exponent(3, true), 0.0);
+        // A single strong term (1.0, half the query) against both terms (0.7).
+        let mut s = vec![Some(1.0), Some(0.7), None];
+        apply_coverage(&mut s, &[0.5, 1.0, 1.0], 1.0);
+        assert_eq!(s[1], Some(1.0));
+        assert!((s[0].unwrap() - 0.5 / 0.7).abs() < 1e-12);
+        assert_eq!(s[2], None);
+        // Exponent 0: unchanged.
+        let mut s = vec![Some(1.0), Some(0.7)];
+        apply_coverage(&mut s, &[0.5, 1.0], 0.0);
+        assert_eq!(s, vec![Some(1.0), Some(0.7)]);
     }
 }

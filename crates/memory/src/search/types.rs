@@ -185,8 +185,13 @@ pub struct Explain {
     /// model's background similarity (`score::calibrated_vector_score`); null when
     /// the vector stage did not run.
     pub vector_calibrated: Option<f64>,
-    /// Normalised keyword score; null when not a keyword hit.
+    /// Normalised keyword score (after the coverage re-weighting); null when not a
+    /// keyword hit.
     pub keyword: Option<f64>,
+    /// The share of the query's word terms the chunk holds, when the query has two
+    /// or more (`score::term_coverage`); null otherwise.
+    #[serde(default)]
+    pub coverage: Option<f64>,
     /// Weighted blend before decay.
     pub blended: f64,
     /// Relevance: the blend before decay, the value the minimum score is tested
