@@ -138,6 +138,9 @@ pub struct MemorySection {
     pub fusion: Option<String>,
     /// Adaptive fusion's gain (default `score::ADAPTIVE_GAIN`; 0 = linear).
     pub fusion_gain: Option<f64>,
+    /// How much term coverage re-weights keyword hits (default
+    /// `score::COVERAGE_STRENGTH`; 0 = off).
+    pub coverage: Option<f64>,
     /// Where the index lives: `{"kind": "sqlite"}` (default) or
     /// `{"kind": "postgres", "url_env": "CLAW_PG_URL", "namespace": "team"}`.
     pub backend: Option<BackendSection>,
@@ -547,9 +550,17 @@ fn resolve_memory(
             message: "must be a number ≥ 0".into(),
         });
     }
+    let coverage = cfg.coverage.unwrap_or(d.coverage);
+    if !(coverage.is_finite() && coverage >= 0.0) {
+        return Err(ConfigError::Invalid {
+            name: "memory.coverage".into(),
+            message: "must be a number ≥ 0".into(),
+        });
+    }
     Ok(MemorySettings {
         fusion,
         fusion_gain,
+        coverage,
         // Normalised to sum 1.
         vector_weight: vw / (vw + tw),
         text_weight: tw / (vw + tw),
@@ -728,6 +739,9 @@ mod tests {
         let err = resolve_with(r#"{"memory": {"fusion": "max"}}"#, &[]).unwrap_err();
         assert!(err.to_string().contains("memory.fusion"), "{err}");
         assert!(resolve_with(r#"{"memory": {"fusion_gain": -1}}"#, &[]).is_err());
+        assert!(resolve_with(r#"{"memory": {"coverage": -1}}"#, &[]).is_err());
+        let s = resolve_with(r#"{"memory": {"coverage": 0}}"#, &[]).unwrap();
+        assert_eq!(s.mem.memory.coverage, 0.0);
     }
 
     #[test]

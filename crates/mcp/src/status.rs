@@ -26,8 +26,9 @@ pub struct StatusJson {
     pub cache_entries: i64,
     /// `vec0 <version>` or `unavailable: <reason>`.
     pub vector_backend: String,
-    /// The keyword stage's tokenizers (`unicode61`, `trigram` on SQLite;
-    /// `tsvector simple`, `pg_trgm` on PostgreSQL).
+    /// The keyword stage's tokenizers (`unicode61 (stems)`, `trigram` on SQLite;
+    /// `tsvector simple (stems)`, `pg_trgm` on PostgreSQL: the word index holds
+    /// stems, see `claw_memory::words`).
     pub fts_tokenizers: Vec<&'static str>,
     pub chunker_version: Option<String>,
     /// Unix seconds of the last index run.
@@ -105,7 +106,7 @@ impl StatusJson {
                 VecBackend::Vec0 { version } => format!("vec0 {version}"),
                 VecBackend::Unavailable { reason } => format!("unavailable: {reason}"),
             },
-            fts_tokenizers: vec!["unicode61", "trigram"],
+            fts_tokenizers: vec!["unicode61 (stems)", "trigram"],
             chunker_version: st.chunker_version.clone(),
             last_index_at: st.last_index_at,
             changed_on_disk: ChangedOnDisk {

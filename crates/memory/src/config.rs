@@ -96,6 +96,9 @@ pub struct MemorySettings {
     pub fusion: Fusion,
     /// Adaptive fusion's gain (`memory.fusion_gain`; see `score::ADAPTIVE_GAIN`).
     pub fusion_gain: f64,
+    /// How much term coverage re-weights keyword hits (`memory.coverage`; see
+    /// `score::coverage_exponent`; 0 = off).
+    pub coverage: f64,
 }
 
 impl Default for MemorySettings {
@@ -114,6 +117,7 @@ impl Default for MemorySettings {
             embed_batch_size: 1,
             fusion: Fusion::default(),
             fusion_gain: ADAPTIVE_GAIN,
+            coverage: crate::search::score::COVERAGE_STRENGTH,
         }
     }
 }

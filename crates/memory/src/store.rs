@@ -1310,6 +1310,58 @@ mod tests {
     }
 
     #[test]
+    fn a_schema_3_index_migrates_to_the_contentless_word_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("memory.sqlite");
+        {
+            let c = Connection::open(&db).unwrap();
+            for (_, sql) in &MIGRATIONS[..3] {
+                c.execute_batch(sql).unwrap();
+            }
+            c.pragma_update(None, "user_version", 3).unwrap();
+            c.execute_batch(
+                "INSERT INTO files (source, path, sha256, mtime, size, indexed_at)
+                   VALUES ('memory', 'MEMORY.md', 'x', 1, 1, 1);
+                 INSERT INTO chunks (id, source, path, start_line, end_line, hash, model, text, updated_at)
+                   VALUES ('c1', 'memory', 'MEMORY.md', 1, 1, 'h', '', 'Deployments went fine', 1);
+                 INSERT INTO meta (key, value) VALUES ('model', ''), ('chunker_version', 'md-2/redact-2');",
+            )
+            .unwrap();
+        }
+        let mut s = Store::open(&db).unwrap();
+        let n = |s: &Store, q: &str| -> i64 {
+            s.conn()
+                .query_row(
+                    "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?1",
+                    [q],
+                    |r| r.get(0),
+                )
+                .unwrap()
+        };
+        // The old chunk stays findable by its words (unstemmed) until the rebuild.
+        assert_eq!(n(&s, "deployments"), 1);
+        // New writes hold stems; removing a file's chunks removes their word rows.
+        s.write_file(
+            &file("MEMORY.md"),
+            &[chunk("c2", "Deployments went fine", None)],
+            WriteMode::Replace,
+            "",
+        )
+        .unwrap();
+        assert_eq!(n(&s, "deployments"), 0);
+        assert_eq!(n(&s, "deploy"), 1);
+        let rows: i64 = s
+            .conn()
+            .query_row("SELECT count(*) FROM chunks_fts", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(rows, 1);
+        assert_eq!(s.check_consistency().unwrap(), Vec::<String>::new());
+        s.reset_index("", 0, "v").unwrap();
+        assert_eq!(n(&s, "deploy"), 0);
+        assert_eq!(s.check_consistency().unwrap(), Vec::<String>::new());
+    }
+
+    #[test]
     fn newer_schema_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("memory.sqlite");

@@ -362,7 +362,7 @@ pub fn run_status(settings: &Settings, args: StatusArgs) -> anyhow::Result<Exit>
         dims: pg.vec_dims()?.unwrap_or(0),
         cache_entries: st.cache_entries,
         vector_backend: format!("pgvector {} (HNSW, cosine)", st.pgvector),
-        fts_tokenizers: vec!["tsvector simple", "pg_trgm"],
+        fts_tokenizers: vec!["tsvector simple (stems)", "pg_trgm"],
         chunker_version: IndexStorage::meta(&pg, "chunker_version")?,
         last_index_at: IndexStorage::meta(&pg, "last_index_at")?.and_then(|v| v.parse().ok()),
         changed_on_disk: ChangedOnDisk {

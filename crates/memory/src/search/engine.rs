@@ -137,7 +137,7 @@ pub fn search_in(
         Vec::new()
     };
     let has_cjk = !pq.cjk_long.is_empty() || !pq.cjk_short.is_empty();
-    let exponent = score::coverage_exponent(word_terms.len(), has_cjk);
+    let exponent = score::coverage_exponent(word_terms.len(), has_cjk, params.coverage);
     let mut coverage: Vec<Option<f64>> = vec![None; cands.len()];
     if exponent > 0.0 {
         let mut kw: Vec<Option<f64>> = cands.iter().map(|c| c.keyword).collect();

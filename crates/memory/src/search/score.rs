@@ -491,18 +491,21 @@ pub fn note_coverage<K: Eq + std::hash::Hash>(
         .collect()
 }
 
-/// How strongly term coverage re-weights a query's keyword scores: `2 / n_terms`
-/// (a two-word query counts fully; the terms of a long natural-language query
-/// matter less one by one and BM25's own sum is left to weigh them), and not at
-/// all for a query with CJK text: its word terms are then mostly fragments of CJK
-/// runs (`20世纪70年代` → `20`, `70`), which the trigram stage searches whole.
-/// Measured on SciFact train, XQuAD-zh and the garden rare-pair set
-/// (BENCHMARKS.md, issue 17).
-pub fn coverage_exponent(n_terms: usize, has_cjk: bool) -> f64 {
+/// The default `memory.coverage`: the numerator of [`coverage_exponent`].
+pub const COVERAGE_STRENGTH: f64 = 2.0;
+
+/// How strongly term coverage re-weights a query's keyword scores: `strength /
+/// n_terms`, at most 1 (with the default 2, a two-word query counts fully; the terms
+/// of a long natural-language query matter less one by one and BM25's own sum is
+/// left to weigh them), and not at all for a query with CJK text: its word terms are
+/// then mostly fragments of CJK runs (`20世纪70年代` → `20`, `70`), which the trigram
+/// stage searches whole. Measured on SciFact train, XQuAD-zh and the garden
+/// rare-pair set (BENCHMARKS.md, issue 17).
+pub fn coverage_exponent(n_terms: usize, has_cjk: bool, strength: f64) -> f64 {
     if n_terms < 2 || has_cjk {
         return 0.0;
     }
-    (2.0 / n_terms as f64).min(1.0)
+    (strength / n_terms as f64).clamp(0.0, 1.0)
 }
 
 /// Keyword scores re-weighted by term coverage: `scores[i] × coverage[i]^exponent`
@@ -1340,10 +1343,11 @@ mod tests {
 
     #[test]
     fn coverage_reorders_keyword_hits_and_keeps_the_best_at_one() {
-        assert_eq!(coverage_exponent(1, false), 0.0);
-        assert_eq!(coverage_exponent(2, false), 1.0);
-        assert_eq!(coverage_exponent(8, false), 0.25);
-        assert_eq!(coverage_exponent(3, true), 0.0);
+        assert_eq!(coverage_exponent(1, false, 2.0), 0.0);
+        assert_eq!(coverage_exponent(2, false, 2.0), 1.0);
+        assert_eq!(coverage_exponent(8, false, 2.0), 0.25);
+        assert_eq!(coverage_exponent(3, true, 2.0), 0.0);
+        assert_eq!(coverage_exponent(3, false, 0.0), 0.0);
         // A single strong term (1.0, half the query) against both terms (0.7).
         let mut s = vec![Some(1.0), Some(0.7), None];
         apply_coverage(&mut s, &[0.5, 1.0, 1.0], 1.0);
