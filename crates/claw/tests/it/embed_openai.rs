@@ -83,9 +83,10 @@ fn openai_compatible_embeddings_index_and_search() {
         Some("Bearer sk-test-embeddings")
     );
     assert_eq!(reqs[0].json["model"], "tiny-embed");
+    // Chunks are embedded behind their context: the file's title (here its name).
     assert_eq!(
         reqs[0].json["input"][0],
-        "The ferry to the island leaves at nine."
+        "MEMORY\n\nThe ferry to the island leaves at nine."
     );
 
     // A query with no shared words: only the vector stage (via the endpoint) finds it.
