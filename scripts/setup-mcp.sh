@@ -24,11 +24,14 @@ if [ ! -f "$NPM_DIR/node_modules/@modelcontextprotocol/server-everything/package
   mkdir -p "$NPM_DIR"
   (cd "$NPM_DIR" && [ -f package.json ] || echo '{"private": true}' > "$NPM_DIR/package.json")
   # Errors stay visible (a failed install once ended CI with no word); a registry
-  # hiccup gets two more tries.
+  # hiccup gets two more tries. Installed from inside the directory, not with
+  # `--prefix`: `--prefix` also moves npm's global config to $NPM_DIR/etc/npmrc, so a
+  # machine whose registry CA is set there (`cafile` in /usr/etc/npmrc) failed with
+  # SELF_SIGNED_CERT_IN_CHAIN.
   for try in 1 2 3; do
-    if npm install --loglevel=error --no-audit --no-fund --prefix "$NPM_DIR" \
+    if (cd "$NPM_DIR" && npm install --loglevel=error --no-audit --no-fund \
       "@modelcontextprotocol/server-everything@$MCP_NPM_VERSION" \
-      "@modelcontextprotocol/server-filesystem@$MCP_NPM_VERSION" >&2; then
+      "@modelcontextprotocol/server-filesystem@$MCP_NPM_VERSION") >&2; then
       break
     fi
     [ "$try" = 3 ] && { echo "setup-mcp: npm install failed 3 times" >&2; exit 1; }
