@@ -513,9 +513,10 @@ pub fn coverage_exponent(n_terms: usize, has_cjk: bool, strength: f64) -> f64 {
 /// keyword hits of a query with several terms, a chunk whose note has every term
 /// outranks one that matched a single term very strongly (BM25 alone lets one
 /// rare word in a short chunk beat a longer chunk with both words of a rare pair,
-/// worse once stems make rare words commoner), while the best hit still scores 1
-/// so what passes the minimum score does not depend on how many terms a query
-/// has. `None` stays `None`.
+/// worse once stems make rare words commoner), while the best hit still scores 1,
+/// so a query keeps its best keyword hit whatever its coverage; a hit holding
+/// fewer of the terms than others may fall under the minimum score. `None` stays
+/// `None`.
 pub fn apply_coverage(scores: &mut [Option<f64>], coverage: &[f64], exponent: f64) {
     let mut max = 0.0f64;
     for (s, c) in scores.iter_mut().zip(coverage) {
