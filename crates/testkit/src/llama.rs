@@ -27,13 +27,13 @@ pub fn tools_dir() -> PathBuf {
     crate::repo_root().join("../shared/tools/local-llm")
 }
 
-/// Where the server is built: `LLM_DIR`, or `~/.cache/claw-local-llm`.
+/// Where the server is built: `LLM_DIR`, or `~/.cache/claw-local-llm-noamx` (where
+/// `scripts/test.sh` builds it without AMX; see there).
 pub fn llm_dir() -> PathBuf {
     match std::env::var_os("LLM_DIR") {
         Some(d) => PathBuf::from(d),
-        None => {
-            PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/claw-local-llm")
-        }
+        None => PathBuf::from(std::env::var_os("HOME").expect("HOME"))
+            .join(".cache/claw-local-llm-noamx"),
     }
 }
 

@@ -5,8 +5,9 @@
 //! shape — a tool from the offered list was called and answered, the session file
 //! holds the call, its result and a final text — never the (nonsense) content.
 //!
-//! Fails loudly when the server binary is missing: build it with
-//! `../shared/tools/local-llm/setup-local-llm.sh` (cached in ~/.cache/claw-local-llm).
+//! Fails loudly when the server binary is missing: `scripts/test.sh` builds it with
+//! `../shared/tools/local-llm/setup-local-llm.sh` (without AMX, cached in
+//! ~/.cache/claw-local-llm-noamx).
 
 use serde_json::Value;
 use std::io::Read;
