@@ -75,6 +75,118 @@ pub fn query_term(word: &str) -> String {
     out
 }
 
+/// Which of a query's word-index terms a chunk holds (for term coverage), read off
+/// its context and text without writing its word-index text: the same bits as
+/// `search::score::terms_held(terms, &index_words(context, text))`, for a fraction
+/// of the stemming. A Snowball English stem keeps its word's first letter and is
+/// never longer than the word (checked over the vocabularies of SciFact, the TWIR
+/// notes and 200k generated forms, `dying` → `die` included), so a chunk word is
+/// stemmed only when its first letter starts some query token and it is at least as
+/// long as the shortest one; every other word cannot become a query token.
+#[derive(Debug, Clone)]
+pub struct TermMatcher {
+    /// The distinct tokens of the terms (at most 64).
+    tokens: Vec<String>,
+    /// Per term, the bits of its tokens in `tokens`.
+    term_masks: Vec<u64>,
+    /// Bit `b` set when some query token starts with ASCII byte `b` (0..128).
+    firsts: u128,
+    /// The length of the shortest query token, in bytes.
+    min_len: usize,
+}
+
+impl TermMatcher {
+    /// A matcher for `terms` as the word index holds them (stems; a phrase's
+    /// tokens space-separated, as `ParsedQuery::fts_terms` makes them). `None`
+    /// when they hold more than 64 distinct tokens (the caller then compares
+    /// whole word-index texts).
+    pub fn new(terms: &[String]) -> Option<TermMatcher> {
+        let mut tokens: Vec<String> = Vec::new();
+        let mut term_masks = Vec::with_capacity(terms.len());
+        for t in terms.iter().take(64) {
+            let mut mask = 0u64;
+            for tok in t.split(' ') {
+                let i = match tokens.iter().position(|x| x == tok) {
+                    Some(i) => i,
+                    None => {
+                        tokens.push(tok.to_string());
+                        tokens.len() - 1
+                    }
+                };
+                if i >= 64 {
+                    return None;
+                }
+                mask |= 1 << i;
+            }
+            term_masks.push(mask);
+        }
+        let mut firsts = 0u128;
+        for t in &tokens {
+            if let Some(&b) = t.as_bytes().first()
+                && b < 128
+            {
+                firsts |= 1 << b;
+            }
+        }
+        let min_len = tokens.iter().map(String::len).min().unwrap_or(0);
+        Some(TermMatcher {
+            tokens,
+            term_masks,
+            firsts,
+            min_len,
+        })
+    }
+
+    /// The bit of term `i` is set when the chunk (`context`, `text`) holds all of
+    /// its tokens.
+    pub fn held(&self, context: &str, text: &str) -> u64 {
+        let all = if self.tokens.len() == 64 {
+            u64::MAX
+        } else {
+            (1u64 << self.tokens.len()) - 1
+        };
+        let mut have = 0u64;
+        let mut buf = String::new();
+        'pieces: for piece in [context, text] {
+            for tok in piece.split(|c: char| !is_token_char(c)) {
+                if tok.is_empty() {
+                    continue;
+                }
+                if let Some(i) = self.token_index(tok, &mut buf) {
+                    have |= 1 << i;
+                    if have == all {
+                        break 'pieces;
+                    }
+                }
+            }
+        }
+        let mut mask = 0u64;
+        for (i, m) in self.term_masks.iter().enumerate() {
+            if have & m == *m {
+                mask |= 1 << i;
+            }
+        }
+        mask
+    }
+
+    /// The query token that chunk token `tok` becomes in the word index, if any.
+    fn token_index(&self, tok: &str, buf: &mut String) -> Option<usize> {
+        buf.clear();
+        if tok.len() <= MAX_STEM_LEN && tok.bytes().all(|b| b.is_ascii_alphabetic()) {
+            let first = tok.as_bytes()[0].to_ascii_lowercase();
+            if tok.len() < self.min_len || self.firsts & (1 << first) == 0 {
+                return None;
+            }
+            buf.extend(tok.chars().map(|c| c.to_ascii_lowercase()));
+            let stem = STEMMER.stem(buf);
+            self.tokens.iter().position(|t| *t == stem)
+        } else {
+            buf.extend(tok.chars().flat_map(char::to_lowercase));
+            self.tokens.iter().position(|t| t == buf)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,5 +229,58 @@ mod tests {
     fn very_long_runs_are_not_stemmed() {
         let long = "s".repeat(MAX_STEM_LEN + 1);
         assert_eq!(query_term(&long), long);
+    }
+
+    #[test]
+    fn the_term_matcher_agrees_with_the_word_index_text() {
+        let terms_held = |terms: &[String], words: &str| -> u64 {
+            let held: std::collections::HashSet<&str> = words.split(' ').collect();
+            let mut mask = 0u64;
+            for (i, t) in terms.iter().enumerate() {
+                if t.split(' ').all(|tok| held.contains(tok)) {
+                    mask |= 1 << i;
+                }
+            }
+            mask
+        };
+        let chunks = [
+            (
+                "Billing › Databases",
+                "We chose PostgreSQL; it runs queries.",
+            ),
+            (
+                "",
+                "The dying tree, the skies, dies and ties: INFRA-4127 at 3f9a2c1e.",
+            ),
+            (
+                "2022-07-10",
+                "Parked the car by the Ärger café; deploys, deployed, deploying.",
+            ),
+            (
+                "Notes",
+                "数据库 迁移 and a/b tests; v1.2.3 shipped; Studies of study.",
+            ),
+            ("", ""),
+        ];
+        let queries = [
+            "billing databases running queries",
+            "die sky tie infra-4127 3f9a2c1e",
+            "parking ärger deployment caf",
+            "数据库 a/b v1.2.3 studies",
+            "nothing here at all",
+            "s",
+        ];
+        for q in queries {
+            let terms: Vec<String> = q.split(' ').map(query_term).collect();
+            let m = TermMatcher::new(&terms).expect("few tokens");
+            for (c, t) in chunks {
+                let want = terms_held(&terms, &index_words(c, t));
+                assert_eq!(m.held(c, t), want, "{q:?} in {c:?} / {t:?}");
+            }
+        }
+        // More than 64 distinct tokens (phrases): no matcher.
+        let many: Vec<String> = (0..40).map(|i| format!("a{i} b{i}")).collect();
+        assert!(TermMatcher::new(&many).is_none());
+        assert!(TermMatcher::new(&many[..32]).is_some());
     }
 }

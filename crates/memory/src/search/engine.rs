@@ -141,15 +141,17 @@ pub fn search_in(
     let mut coverage: Vec<Option<f64>> = vec![None; cands.len()];
     if exponent > 0.0 {
         let mut kw: Vec<Option<f64>> = cands.iter().map(|c| c.keyword).collect();
+        let matcher = crate::words::TermMatcher::new(&word_terms);
         let masks: Vec<u64> = cand_rows
             .iter()
             .zip(&kw)
-            .map(|(row, k)| match k {
-                Some(_) => score::terms_held(
+            .map(|(row, k)| match (k, &matcher) {
+                (None, _) => 0,
+                (Some(_), Some(m)) => m.held(&row.context, &row.text),
+                (Some(_), None) => score::terms_held(
                     &word_terms,
                     &crate::words::index_words(&row.context, &row.text),
                 ),
-                None => 0,
             })
             .collect();
         let notes: Vec<(&str, &str)> = cand_rows
