@@ -338,7 +338,7 @@ pub fn render_search(
                     // score = fused × decay; the minimum score tests relevance.
                     writeln!(
                         out,
-                        "  [relevance {:.3}  fused {:.3} ({} {:.2}/{:.2})  vector {} (calibrated {})  keyword {}  decay {:.3}  mmr {}{}]",
+                        "  [relevance {:.3}  fused {:.3} ({} {:.2}/{:.2})  vector {} (calibrated {})  keyword {}{}  decay {:.3}  mmr {}{}]",
                         x.relevance,
                         x.blended,
                         x.fusion.name(),
@@ -347,6 +347,8 @@ pub fn render_search(
                         f(x.vector),
                         f(x.vector_calibrated),
                         f(x.keyword),
+                        x.coverage
+                            .map_or(String::new(), |c| format!(" (coverage {c:.2})")),
                         x.decay,
                         x.mmr_rank.map_or("-".to_string(), |r| (r + 1).to_string()),
                         if x.pinned { "  pinned" } else { "" }

@@ -159,6 +159,8 @@ fn old_notes_rank_but_are_never_hidden() {
         .unwrap();
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.contains("[relevance 0."), "{text}");
+    // A keyword hit of a query with several words shows its term coverage.
+    assert!(text.contains("(coverage 1.00)"), "{text}");
     let floor = 1.0 - claw_memory::search::score::MAX_RECENCY_PENALTY;
     assert!(text.contains(&format!("decay {floor:.2}")), "{text}");
 }

@@ -204,6 +204,7 @@ pub fn search_in(
                 decay: round6(r.decay),
                 mmr_rank: r.mmr_rank,
                 pinned: r.pinned,
+                keyword_best: r.keyword_best,
                 weights,
                 note_time: c.note_time,
                 fusion: params.fusion,

@@ -734,11 +734,38 @@ pub struct Ranked {
     pub mmr_rank: Option<usize>,
     /// Kept as a verbatim match of a rare identifier query.
     pub pinned: bool,
+    /// The keyword stage's best hit ([`keyword_best`]), kept in the results
+    /// whatever its fused rank.
+    pub keyword_best: bool,
+}
+
+/// The keyword stage's best hit: the candidate with the highest keyword score
+/// (after coverage), ties going to the higher final score; `None` without keyword
+/// hits.
+pub fn keyword_best(cands: &[Candidate], scored: &[Ranked]) -> Option<usize> {
+    let mut best: Option<usize> = None;
+    for (i, c) in cands.iter().enumerate() {
+        let Some(k) = c.keyword.filter(|k| k.is_finite() && *k > 0.0) else {
+            continue;
+        };
+        best = match best {
+            None => Some(i),
+            Some(b) => {
+                let kb = cands[b].keyword.unwrap_or(0.0);
+                if k > kb || (k == kb && scored[i].score > scored[b].score) {
+                    Some(i)
+                } else {
+                    Some(b)
+                }
+            }
+        };
+    }
+    best
 }
 
 /// The whole pure pipeline with linear fusion: blend (relevance) → min-score filter
 /// on relevance → bounded decay → MMR (or score order) → identifier pins into the
-/// top 3 → truncate to `limit`.
+/// top 3 (or else the keyword stage's best hit into the results) → truncate to `limit`.
 pub fn rank(cands: &[Candidate], p: &RankParams, now_unix: i64) -> Vec<Ranked> {
     let linear: Vec<f64> = cands
         .iter()
@@ -778,6 +805,7 @@ pub fn rank_fused(
                 decay,
                 mmr_rank: None,
                 pinned: c.pinned,
+                keyword_best: false,
             }
         })
         .collect();
@@ -802,10 +830,24 @@ pub fn rank_fused(
     let mut pins: Vec<usize> = kept.iter().copied().filter(|&i| scored[i].pinned).collect();
     let slots = MAX_PINS.min(p.limit);
     pins.truncate(slots);
-    let mut out: Vec<Ranked> = place_pins(&order, &pins, slots)
+    let mut placed = place_pins(&order, &pins, slots);
+    // The keyword stage's best hit is never lost to the fusion: when it passed the
+    // minimum score but the fused order (a decisive-looking vector stage, decay)
+    // left it out, it takes the last place. Identifier pins already keep the
+    // keyword evidence that matters most, so they are left alone.
+    let best = keyword_best(cands, &scored);
+    if let Some(b) = best
+        && pins.is_empty()
+        && p.limit > 0
+        && kept.contains(&b)
+    {
+        placed = place_pins(&placed, &[b], p.limit);
+    }
+    let mut out: Vec<Ranked> = placed
         .into_iter()
         .map(|i| {
             let mut r = scored[i].clone();
+            r.keyword_best = Some(i) == best;
             r.mmr_rank = if mmr_on {
                 order.iter().position(|&o| o == i)
             } else {
@@ -1030,6 +1072,65 @@ mod tests {
             min_score,
             limit: 10,
         }
+    }
+
+    #[test]
+    fn the_keyword_best_hit_is_never_lost() {
+        let day = DAY_SECS as i64;
+        // Three undated vector-only hits, then an old note holding the rare words
+        // (keyword 1.0) with a weak vector score: decay sinks it below the others.
+        let mut cands = vec![
+            cand(Some(0.80), None, None, "alpha one", false),
+            cand(Some(0.78), None, None, "beta two", false),
+            cand(Some(0.76), None, None, "gamma three", false),
+            cand(
+                Some(0.30),
+                Some(1.0),
+                Some(NOW - 900 * day),
+                "rare pair",
+                false,
+            ),
+            cand(Some(0.50), Some(0.4), None, "delta four", false),
+        ];
+        let p = RankParams {
+            limit: 3,
+            ..params(0.35)
+        };
+        let r = rank(&cands, &p, NOW);
+        let order: Vec<usize> = r.iter().map(|x| x.index).collect();
+        assert_eq!(order, [0, 1, 3], "{r:?}");
+        assert!(r[2].keyword_best && !r[0].keyword_best);
+        // Already in the results: it keeps its place, the others theirs.
+        let wide = rank(&cands, &params(0.35), NOW);
+        let order: Vec<usize> = wide.iter().map(|x| x.index).collect();
+        assert_eq!(order, [0, 1, 2, 4, 3], "{wide:?}");
+        // Under the minimum score it is not brought back.
+        cands[3].vector = Some(0.0);
+        let r = rank(
+            &cands,
+            &RankParams {
+                limit: 3,
+                ..params(0.35)
+            },
+            NOW,
+        );
+        assert!(r.iter().all(|x| x.index != 3), "{r:?}");
+        // Without keyword hits nothing moves.
+        let no_kw: Vec<Candidate> = cands
+            .iter()
+            .cloned()
+            .map(|c| Candidate { keyword: None, ..c })
+            .collect();
+        let r = rank(
+            &no_kw,
+            &RankParams {
+                limit: 3,
+                ..params(0.35)
+            },
+            NOW,
+        );
+        assert!(r.iter().all(|x| !x.keyword_best));
+        assert_eq!(r.iter().map(|x| x.index).collect::<Vec<_>>(), [0, 1, 2]);
     }
 
     #[test]

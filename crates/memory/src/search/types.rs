@@ -189,7 +189,7 @@ pub struct Explain {
     /// keyword hit.
     pub keyword: Option<f64>,
     /// The share of the query's word terms the chunk holds, when the query has two
-    /// or more (`score::term_coverage`); null otherwise.
+    /// or more, held by its note's candidate chunks (`score::note_coverage`); null otherwise.
     #[serde(default)]
     pub coverage: Option<f64>,
     /// Weighted blend before decay.
@@ -206,6 +206,10 @@ pub struct Explain {
     pub mmr_rank: Option<usize>,
     /// Verbatim match of a rare identifier query (kept regardless of min-score).
     pub pinned: bool,
+    /// The keyword stage's best hit: kept in the results (in the last place if the
+    /// fused order left it out) when it passes the minimum score.
+    #[serde(default)]
+    pub keyword_best: bool,
     /// Effective (vector, keyword) weights.
     pub weights: (f64, f64),
     /// Chunk time used for decay (unix seconds), null = evergreen.
