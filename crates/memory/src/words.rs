@@ -233,16 +233,7 @@ mod tests {
 
     #[test]
     fn the_term_matcher_agrees_with_the_word_index_text() {
-        let terms_held = |terms: &[String], words: &str| -> u64 {
-            let held: std::collections::HashSet<&str> = words.split(' ').collect();
-            let mut mask = 0u64;
-            for (i, t) in terms.iter().enumerate() {
-                if t.split(' ').all(|tok| held.contains(tok)) {
-                    mask |= 1 << i;
-                }
-            }
-            mask
-        };
+        use crate::search::score::terms_held;
         let chunks = [
             (
                 "Billing › Databases",

@@ -735,7 +735,7 @@ pub struct Ranked {
     /// Kept as a verbatim match of a rare identifier query.
     pub pinned: bool,
     /// The keyword stage's best hit ([`keyword_best`]), kept in the results
-    /// whatever its fused rank.
+    /// whatever its fused rank (see [`rank_fused`]).
     pub keyword_best: bool,
 }
 

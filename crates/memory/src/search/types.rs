@@ -207,7 +207,8 @@ pub struct Explain {
     /// Verbatim match of a rare identifier query (kept regardless of min-score).
     pub pinned: bool,
     /// The keyword stage's best hit: kept in the results (in the last place if the
-    /// fused order left it out) when it passes the minimum score.
+    /// fused order left it out) when it passes the minimum score and no identifier
+    /// pin holds the top places.
     #[serde(default)]
     pub keyword_best: bool,
     /// Effective (vector, keyword) weights.
