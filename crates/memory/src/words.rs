@@ -36,17 +36,26 @@ fn is_token_char(c: char) -> bool {
     c.is_alphanumeric()
 }
 
+/// The raw tokens of `text`: its runs of token characters.
+fn raw_tokens(text: &str) -> impl Iterator<Item = &str> {
+    text.split(|c: char| !is_token_char(c))
+        .filter(|t| !t.is_empty())
+}
+
+/// Whether a raw token is stemmed (an English word: ASCII letters only, not
+/// absurdly long); every other token is only lower-cased.
+fn is_stemmed(tok: &str) -> bool {
+    tok.len() <= MAX_STEM_LEN && tok.bytes().all(|b| b.is_ascii_alphabetic())
+}
+
 /// Append the word-index tokens of `text` to `out`, space-separated.
 fn push_tokens(text: &str, out: &mut String) {
     let mut lower = String::new();
-    for tok in text.split(|c: char| !is_token_char(c)) {
-        if tok.is_empty() {
-            continue;
-        }
+    for tok in raw_tokens(text) {
         if !out.is_empty() {
             out.push(' ');
         }
-        if tok.len() <= MAX_STEM_LEN && tok.bytes().all(|b| b.is_ascii_alphabetic()) {
+        if is_stemmed(tok) {
             lower.clear();
             lower.extend(tok.chars().map(|c| c.to_ascii_lowercase()));
             out.push_str(&STEMMER.stem(&lower));
@@ -148,10 +157,7 @@ impl TermMatcher {
         let mut have = 0u64;
         let mut buf = String::new();
         'pieces: for piece in [context, text] {
-            for tok in piece.split(|c: char| !is_token_char(c)) {
-                if tok.is_empty() {
-                    continue;
-                }
+            for tok in raw_tokens(piece) {
                 if let Some(i) = self.token_index(tok, &mut buf) {
                     have |= 1 << i;
                     if have == all {
@@ -172,7 +178,7 @@ impl TermMatcher {
     /// The query token that chunk token `tok` becomes in the word index, if any.
     fn token_index(&self, tok: &str, buf: &mut String) -> Option<usize> {
         buf.clear();
-        if tok.len() <= MAX_STEM_LEN && tok.bytes().all(|b| b.is_ascii_alphabetic()) {
+        if is_stemmed(tok) {
             let first = tok.as_bytes()[0].to_ascii_lowercase();
             if tok.len() < self.min_len || self.firsts & (1 << first) == 0 {
                 return None;
