@@ -5,6 +5,9 @@
 # `claw memory watch` whose heartbeat vouches for the index (no walk), plus
 # `--no-sync` as the floor. Prints a Markdown table of median milliseconds per
 # call, with the load average at the start and the end (the machine may be shared).
+# A call is timed from its spawn to its exit (`scripts/time-calls.py`); before
+# 2026-12-02 this script timed it between two `date` processes, which added the
+# second one's start-up (~2-3 ms here) to every figure.
 #
 #   scripts/bench-search-sync.sh [CLAW_BIN] [CALLS]
 #
@@ -31,20 +34,15 @@ tar xzf "$GARDEN" -C "$WORK/garden"
 
 QUERIES=("webhook retries" "digital garden" "agora protocol" "meditation practice" "rust async")
 
-# Median ms per call over CALLS calls (cycling through the queries), after 3
-# warm-up calls; each call is timed on its own (the machine may be shared: the
-# median resists the odd slow call, the mean does not).
+# Median ms per call over CALLS calls (the queries in turn), after one warm-up
+# round, each call timed from its spawn to its exit by scripts/time-calls.py
+# (no timing process of its own inside the span; the machine may be shared:
+# the median resists the odd slow call, the mean does not).
 run() {
-  local i start end
-  for i in 1 2 3; do "$BIN" memory search "${QUERIES[0]}" "$@" >/dev/null || true; done
-  : >"$WORK/times"
-  for ((i = 0; i < CALLS; i++)); do
-    start=$(date +%s%N)
-    "$BIN" memory search "${QUERIES[i % ${#QUERIES[@]}]}" "$@" >/dev/null || true
-    end=$(date +%s%N)
-    echo $((end - start)) >>"$WORK/times"
-  done
-  sort -n "$WORK/times" | awk '{ t[NR] = $1 } END { m = (NR % 2) ? t[(NR + 1) / 2] : (t[NR / 2] + t[NR / 2 + 1]) / 2; printf "%.1f", m / 1e6 }'
+  local q cmds=()
+  for q in "${QUERIES[@]}"; do cmds+=(-- call "$BIN" memory search "$q" "$@"); done
+  python3 "$ROOT/scripts/time-calls.py" $(((CALLS + ${#QUERIES[@]} - 1) / ${#QUERIES[@]})) 1 "${cmds[@]}" |
+    awk -F'\t' '{ print $2 " | " $5 }'
 }
 sync_of() { "$BIN" memory search "${QUERIES[0]}" --json "$@" | python3 -c 'import json,sys; print(json.dumps(json.load(sys.stdin)["sync"]))'; }
 # Median `checked_ms` (the freshness check alone, as the search reports it) over 11 calls.
@@ -61,6 +59,7 @@ no_watch=$(run)
 no_watch_sync=$(sync_of)
 no_watch_checked=$(checked_median)
 no_sync=$(run --no-sync)
+spawn=$(python3 "$ROOT/scripts/time-calls.py" "$CALLS" 1 -- true /bin/true | awk -F'\t' '{ print $2 " | " $5 }')
 
 "$BIN" memory watch --json >"$WORK/watch.log" 2>&1 &
 WATCH_PID=$!
@@ -76,10 +75,11 @@ watched=$(run)
 echo "Garden: $files notes, keyword-only index; $CALLS calls per row (median); binary: $BIN"
 echo "Load average: start $LOAD_START, end $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) CPUs"
 echo
-echo "| \`claw memory search QUERY\` | median ms per call | sync reported |"
-echo "|---|---|---|"
+echo "| \`claw memory search QUERY\` | median ms per call | CPU ms per call | sync reported |"
+echo "|---|---:|---:|---|"
 echo "| no watcher (stat walk) | $no_watch | \`$no_watch_sync\` |"
 echo "| idle watcher vouches (no walk) | $watched | \`$watched_sync\` |"
 echo "| \`--no-sync\` (floor) | $no_sync | skipped |"
+echo "| (\`/bin/true\`: spawning a process that does nothing) | $spawn | |"
 echo
 echo "Freshness check alone without a watcher (median \`checked_ms\` of 11 calls): $no_watch_checked ms"
