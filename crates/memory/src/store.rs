@@ -20,7 +20,12 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (2, include_str!("../migrations/0002_source_symlinks.sql")),
     (3, include_str!("../migrations/0003_skipped_files.sql")),
     (4, include_str!("../migrations/0004_word_index.sql")),
+    (5, include_str!("../migrations/0005_file_stamps.sql")),
 ];
+
+/// A source's stat listing (`Store::stamp_listing`): read from the covering
+/// index `files_stamps` alone (schema version 5), in path order.
+const STAMP_LISTING: &str = "SELECT path, mtime, size FROM files WHERE source = ?1 ORDER BY path";
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS[MIGRATIONS.len() - 1].0;
@@ -670,9 +675,7 @@ impl Store {
     /// [`Store::file_stamps`] as one buffer, sorted by path (the primary key's
     /// order): no allocation per row, for the freshness check's merge.
     pub fn stamp_listing(&self, source: &str) -> Result<crate::walk::StampList> {
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT path, mtime, size FROM files WHERE source = ?1 ORDER BY path",
-        )?;
+        let mut stmt = self.conn.prepare_cached(STAMP_LISTING)?;
         let mut rows = stmt.query([source])?;
         let mut out = crate::walk::StampList::new();
         while let Some(r) = rows.next()? {
@@ -1307,6 +1310,25 @@ mod tests {
             "{err}"
         );
         assert_eq!(s.meta("k").unwrap().as_deref(), Some("v"));
+    }
+
+    #[test]
+    fn the_stamp_listing_reads_the_covering_index_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(&dir.path().join("memory.sqlite")).unwrap();
+        let plan: Vec<String> = s
+            .conn()
+            .prepare(&format!("EXPLAIN QUERY PLAN {STAMP_LISTING}"))
+            .unwrap()
+            .query_map(["garden"], |r| r.get(3))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        assert_eq!(
+            plan,
+            ["SEARCH files USING COVERING INDEX files_stamps (source=?)"],
+            "no table lookups and no sort step"
+        );
     }
 
     #[test]
