@@ -9,12 +9,14 @@
 #![warn(missing_docs)]
 
 use crate::config::MemoryConfig;
+use crate::dircache::DirCache;
 use crate::embed::Embedder;
 use crate::indexer;
 use crate::lock::{LockError, WriterLock};
 use crate::store::{FileRecord, SkippedRecord, Store, StoreError};
 use crate::walk::{self, SourceRoot};
 use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// One file of one source.
@@ -141,11 +143,22 @@ pub struct PendingCheck {
     /// Rows of sources that no longer exist (unregistered behind our back).
     orphans: Vec<FileRef>,
     listed_at: Instant,
+    /// Where the directory cache is kept (for a walk on the caller's thread).
+    state_dir: PathBuf,
 }
 
-fn walk_all(sources: &[SourceRoot]) -> WalkResult {
-    let disk = sources.iter().map(stamps_on_disk).collect();
-    (disk, Instant::now())
+/// Walk every source, listing directories through the state directory's
+/// directory cache (`dircache`), which is saved before returning when the
+/// walk changed it.
+fn walk_all(sources: &[SourceRoot], state_dir: &Path) -> WalkResult {
+    let mut cache = DirCache::load(state_dir);
+    let disk = sources
+        .iter()
+        .map(|src| stamps_on_disk(src, &mut cache))
+        .collect();
+    let walked = Instant::now();
+    cache.save();
+    (disk, walked)
 }
 
 impl PendingCheck {
@@ -157,10 +170,11 @@ impl PendingCheck {
     ) -> Result<PendingCheck, StoreError> {
         let start = Instant::now();
         let for_walk = sources.clone();
+        let state_dir = settings.state_dir();
         // No thread to be had: `finish` walks on the caller's thread.
         let walker = std::thread::Builder::new()
             .name("claw-walk".into())
-            .spawn(move || walk_all(&for_walk))
+            .spawn(move || walk_all(&for_walk, &state_dir))
             .ok();
         let mut listings = Vec::with_capacity(sources.len());
         for src in &sources {
@@ -185,6 +199,7 @@ impl PendingCheck {
             listings,
             orphans: gone,
             listed_at: Instant::now(),
+            state_dir: settings.state_dir(),
         })
     }
 
@@ -195,7 +210,7 @@ impl PendingCheck {
     pub fn finish(mut self, store: &Store) -> Result<Staleness, StoreError> {
         let (disk, walked_at) = match self.walker.take() {
             Some(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
-            None => walk_all(&self.sources),
+            None => walk_all(&self.sources, &self.state_dir),
         };
         let compared = Instant::now();
         let ready = walked_at.max(self.listed_at);
@@ -219,9 +234,9 @@ impl PendingCheck {
 
 /// The files [`walk::walk_stamps`] lists, or `None` when the source needs the
 /// full walk (it holds symbolic links).
-fn stamps_on_disk(src: &SourceRoot) -> Option<walk::StampList> {
+fn stamps_on_disk(src: &SourceRoot, cache: &mut DirCache) -> Option<walk::StampList> {
     let mut disk = walk::StampList::new();
-    let walked = walk::walk_stamps(src, |rel, stamp| disk.push(rel, stamp));
+    let walked = walk::walk_stamps_with(src, Some(cache), |rel, stamp| disk.push(rel, stamp));
     (walked == walk::StampWalk::Complete).then_some(disk)
 }
 

@@ -10,6 +10,7 @@ pub mod chunk;
 pub mod clock;
 pub mod config;
 pub mod dates;
+pub mod dircache;
 pub mod embed;
 pub mod eval;
 pub mod freshness;

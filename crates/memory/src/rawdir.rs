@@ -4,6 +4,7 @@
 //! entries are stat'ed relative to its descriptor. The unsafe blocks are the
 //! two system calls and the buffer they fill; each carries a SAFETY note.
 
+use crate::dircache::{DirCache, DirStamp};
 use std::os::fd::AsRawFd;
 use std::path::Path;
 
@@ -22,15 +23,34 @@ impl RawDir {
     /// Every entry of `path` (`None` when it cannot be opened; an error
     /// midway ends the listing there, as `read_dir` ends).
     pub fn read(path: &Path) -> Option<RawDir> {
+        RawDir::read_with(path, None)
+    }
+
+    /// [`RawDir::read`] through the walk's directory cache: the cached listing
+    /// when the directory's stamp is the cached one, else a fresh listing,
+    /// which the cache keeps if it can (see `dircache`).
+    pub fn read_with(path: &Path, mut cache: Option<&mut DirCache>) -> Option<RawDir> {
         use std::os::unix::fs::OpenOptionsExt;
+        // Before the stat: the listing is at least this recent.
+        let listed_at = cache.as_ref().map(|_| crate::dircache::wall_clock_ns());
         let dir = std::fs::OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_DIRECTORY)
             .open(path)
             .ok()?;
+        let st = crate::beneath::fstat(dir.as_raw_fd()).ok();
+        let stamp = st.as_ref().map(DirStamp::of);
+        if let (Some(cache), Some(stamp)) = (cache.as_deref_mut(), &stamp)
+            && let Some(listing) = cache.reuse(path, stamp)
+        {
+            return Some(RawDir {
+                dir,
+                buf: listing.to_vec(),
+            });
+        }
         // A directory's size (ext4: the bytes of its entries' blocks) is close
         // to what `getdents64` returns for it: one allocation, no regrowth.
-        let hint = crate::beneath::fstat(dir.as_raw_fd())
+        let hint = st
             .map(|st| st.st_size.clamp(0, 64 << 20) as usize)
             .unwrap_or(0);
         let mut buf: Vec<u8> = Vec::with_capacity(hint.max(32 * 1024) + 32 * 1024);
@@ -54,6 +74,9 @@ impl RawDir {
             }
             // SAFETY: the first `n` bytes of the spare capacity were written.
             unsafe { buf.set_len(buf.len() + n as usize) };
+        }
+        if let (Some(cache), Some(stamp), Some(at)) = (cache, stamp, listed_at) {
+            cache.record(path, stamp, at, &buf);
         }
         Some(RawDir { dir, buf })
     }

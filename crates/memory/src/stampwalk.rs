@@ -12,6 +12,7 @@
 //! files are queued or running, and the queue is bounded, so a tree of many
 //! directories never holds many descriptors.
 
+use crate::dircache::DirCache;
 use crate::rawdir::{self, RawDir};
 use crate::walk::{SourceKind, Stamp, StampWalk, belongs, is_skipped_dir};
 use std::collections::VecDeque;
@@ -151,8 +152,9 @@ pub(crate) enum Top<'a> {
     Dir(&'a Path, &'a str),
 }
 
-struct Lister<'s, 'e> {
+struct Lister<'s, 'e, 'c> {
     kind: SourceKind,
+    cache: Option<&'c mut DirCache>,
     max_depth: usize,
     pool: &'s Pool,
     scope: &'s std::thread::Scope<'s, 'e>,
@@ -163,13 +165,13 @@ struct Lister<'s, 'e> {
     queued: usize,
 }
 
-impl<'s, 'e> Lister<'s, 'e> {
+impl<'s, 'e, 'c> Lister<'s, 'e, 'c> {
     /// List `dir` (its entries at `depth`; `rel` its relative path with a
     /// trailing `/`) and everything under it; its node, or `None` when a link
     /// needs the full walk.
     fn list(&mut self, dir: &Path, rel: &mut String, depth: usize) -> Option<Option<usize>> {
         let base = rel.len();
-        let Some(listing) = RawDir::read(dir) else {
+        let Some(listing) = RawDir::read_with(dir, self.cache.as_deref_mut()) else {
             // Unreadable: left out, as the full walk leaves it out.
             return Some(None);
         };
@@ -266,17 +268,20 @@ impl<'s, 'e> Lister<'s, 'e> {
 
 /// Walk `tops` (in order) and visit every listed file with its stamp, in
 /// the full walk's order; [`StampWalk::NeedsFullWalk`] (and no visit) when a
-/// symbolic link needs the full walk.
+/// symbolic link needs the full walk. Directories are listed through `cache`
+/// when there is one.
 pub(crate) fn walk(
     tops: &[Top<'_>],
     kind: SourceKind,
     max_depth: usize,
+    cache: Option<&mut DirCache>,
     visit: &mut dyn FnMut(&str, Stamp),
 ) -> StampWalk {
     let pool = Pool::default();
     let listed = std::thread::scope(|scope| {
         let mut lister = Lister {
             kind,
+            cache,
             max_depth,
             pool: &pool,
             scope,

@@ -447,7 +447,18 @@ pub enum StampWalk {
 /// against the root and loop-detect, so the two walks never disagree.
 /// Unreadable directories and files are left out, as [`walk_source`] leaves
 /// them out of its listing (it also reports them; this walk does not).
-pub fn walk_stamps(src: &SourceRoot, mut visit: impl FnMut(&str, Stamp)) -> StampWalk {
+pub fn walk_stamps(src: &SourceRoot, visit: impl FnMut(&str, Stamp)) -> StampWalk {
+    walk_stamps_with(src, None, visit)
+}
+
+/// [`walk_stamps`] listing directories through the walk's directory cache
+/// (`dircache`): a directory unchanged since a settled listing is not listed
+/// again. The answer is [`walk_stamps`]'s.
+pub fn walk_stamps_with(
+    src: &SourceRoot,
+    cache: Option<&mut crate::dircache::DirCache>,
+    mut visit: impl FnMut(&str, Stamp),
+) -> StampWalk {
     let (tops, max_depth): (&[&str], usize) = match src.kind {
         SourceKind::Workspace => (&["MEMORY.md", "memory"], usize::MAX),
         SourceKind::Sessions => (&["sessions"], 1),
@@ -486,7 +497,7 @@ pub fn walk_stamps(src: &SourceRoot, mut visit: impl FnMut(&str, Stamp)) -> Stam
             None => crate::stampwalk::Top::Dir(path, rel),
         })
         .collect();
-    crate::stampwalk::walk(&tops, src.kind, max_depth, &mut visit)
+    crate::stampwalk::walk(&tops, src.kind, max_depth, cache, &mut visit)
 }
 
 /// Stat one file of a source (for targeted re-index by the watcher and search sync).

@@ -4,9 +4,11 @@
 //! real indexed workspace and notes folder, through new, changed-in-place,
 //! deleted, renamed, skipped-for-cause, hidden and non-UTF-8 files, both give
 //! the same answer, also in a directory large enough to be stat'ed by two
-//! threads; a source with symbolic links takes the full walk.
+//! threads; a source with symbolic links takes the full walk. The directory
+//! cache (`dircache`) changes the cost of a walk, never its answer.
 
 use claw_memory::config::{EmbedProvider, MemoryConfig};
+use claw_memory::dircache::DirCache;
 use claw_memory::freshness::{self, FileRef, Staleness};
 use claw_memory::indexer::{self, IndexOptions};
 use claw_memory::lock::WriterLock;
@@ -254,4 +256,90 @@ fn a_large_directory_is_stat_by_two_threads_and_nothing_is_missed() {
     assert_eq!(st.new, [n("n999.md")]);
     assert_eq!(st.deleted, [n("n699.md")]);
     assert_eq!(st.scanned, 700);
+}
+
+#[test]
+fn the_directory_cache_lists_only_changed_directories_and_misses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (garden, state) = (dir.path().join("garden"), dir.path().join("state"));
+    std::fs::create_dir_all(&state).unwrap();
+    for i in 0..40 {
+        write(
+            &garden.join(format!("d{}/n{i:02}.md", i % 4)),
+            format!("# Note {i}\nbody {i}\n").as_bytes(),
+        );
+    }
+    let src = walk::SourceRoot {
+        name: "notes".into(),
+        root: garden.clone(),
+        kind: walk::SourceKind::Notes,
+        follow_symlinks_outside: false,
+    };
+    let plain = || {
+        let mut out = Vec::new();
+        let walked = walk::walk_stamps(&src, |rel, st| out.push((rel.to_string(), st)));
+        assert_eq!(walked, StampWalk::Complete);
+        out
+    };
+    // Every listing cached whatever its age (the real cache waits until a
+    // directory's ctime is `SETTLE_NS` old; here the test sleeps past a clock
+    // tick between a listing and the next change instead).
+    let walk_cached = || {
+        let mut cache = DirCache::load(&state).with_settle_ns(-1_000_000_000_000);
+        let mut out = Vec::new();
+        let walked = walk::walk_stamps_with(&src, Some(&mut cache), |rel, st| {
+            out.push((rel.to_string(), st))
+        });
+        assert_eq!(walked, StampWalk::Complete);
+        let hits = cache.hits();
+        cache.save();
+        std::thread::sleep(Duration::from_millis(50));
+        (out, hits)
+    };
+    let (first, hits) = walk_cached();
+    assert_eq!((first.len(), hits), (40, 0));
+    assert_eq!(first, plain());
+    let (second, hits) = walk_cached();
+    assert_eq!(hits, 5, "the root and d0..d3, none listed again");
+    assert_eq!(second, plain());
+
+    // New, deleted, a new subdirectory, and an edit in place (its directory is
+    // unchanged: the cached listing serves and the file's own stat shows it).
+    write(&garden.join("d2/new.md"), b"# New\n");
+    std::fs::remove_file(garden.join("d1/n01.md")).unwrap();
+    write(&garden.join("d3/sub/deep.md"), b"# Deep\n");
+    let edited = garden.join("d0/n00.md");
+    std::fs::write(&edited, b"# Note 0\nedited in place, longer\n").unwrap();
+    let (third, hits) = walk_cached();
+    assert_eq!(
+        hits, 2,
+        "the root and d0 reused; d1, d2, d3 (and d3/sub) listed"
+    );
+    assert_eq!(third, plain());
+    let names: Vec<&str> = third.iter().map(|(r, _)| r.as_str()).collect();
+    assert!(names.contains(&"d2/new.md") && names.contains(&"d3/sub/deep.md"));
+    assert!(!names.contains(&"d1/n01.md"));
+    let size = |list: &[(String, walk::Stamp)]| {
+        list.iter()
+            .find(|(r, _)| r == "d0/n00.md")
+            .map(|(_, st)| st.size)
+    };
+    assert_ne!(size(&third), size(&second));
+
+    // A directory replaced by another of the same name (a new inode): listed anew.
+    std::fs::rename(garden.join("d0"), dir.path().join("old-d0")).unwrap();
+    write(&garden.join("d0/other.md"), b"# Other\n");
+    let (fourth, _) = walk_cached();
+    assert_eq!(fourth, plain());
+    assert!(fourth.iter().any(|(r, _)| r == "d0/other.md"));
+
+    // With the real settle time a fresh tree is never cached: every walk lists.
+    let elsewhere = dir.path().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    for _ in 0..2 {
+        let mut cache = DirCache::load(&elsewhere);
+        let walked = walk::walk_stamps_with(&src, Some(&mut cache), |_, _| {});
+        assert_eq!((walked, cache.hits()), (StampWalk::Complete, 0));
+        cache.save();
+    }
 }
