@@ -38,10 +38,12 @@ fn main() -> ExitCode {
         Ok(s) => s,
         Err(e) => return fail(e.into()),
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let mut builder = if cli.is_one_blocking_request() {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             return fail(anyhow::Error::new(e).context("cannot start the async runtime"));

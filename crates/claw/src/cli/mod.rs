@@ -93,6 +93,19 @@ pub enum MemoryCommand {
 
 impl Cli {
     /// Whether the command asked for JSON output (errors are then JSON on stdout too).
+    /// Whether the command is one blocking request (`memory search`, `memory
+    /// get`) that needs no async worker threads: the binary then starts a
+    /// current-thread runtime (no worker threads to start, nor to interrupt
+    /// when the process unmaps memory).
+    pub fn is_one_blocking_request(&self) -> bool {
+        matches!(
+            &self.command,
+            Some(Command::Memory {
+                command: MemoryCommand::Search(_) | MemoryCommand::Get(_)
+            })
+        )
+    }
+
     pub fn wants_json(&self) -> bool {
         match &self.command {
             None => false,
