@@ -1,8 +1,8 @@
 //! The freshness walk's engine (`walk::walk_stamps`): the tree is listed
 //! depth-first on the calling thread (each directory read whole with
 //! `getdents64`, see [`crate::rawdir`]) while the stats of the files already
-//! listed run on a helper thread, in chunks queued as each directory is
-//! listed; when the listing is done the calling thread stats too, until the
+//! listed run on a helper thread, in chunks queued as a directory's entries
+//! are read; when the listing is done the calling thread stats too, until the
 //! queue is empty. Only then are the files visited, in the full walk's order
 //! (name order, depth first). The stat is most of the cost and it is kernel
 //! time: this keeps both cores busy from the first directory on, also when
@@ -175,8 +175,11 @@ impl<'s, 'e, 'c> Lister<'s, 'e, 'c> {
             // Unreadable: left out, as the full walk leaves it out.
             return Some(None);
         };
+        // Shared with the stat jobs, which are queued as the entries are read
+        // (the helper starts on a big directory's first chunks, not after it).
+        let listing = Arc::new(listing);
         let mut items: Vec<(Name, Item)> = Vec::new();
-        let mut to_stat: Vec<(usize, usize)> = Vec::new();
+        let mut to_stat: Vec<(usize, usize)> = Vec::with_capacity(CHUNK);
         let mut subdirs: Vec<usize> = Vec::new();
         for (offset, name, d_type) in listing.entries() {
             // A name that is not UTF-8 lists no file, nor does anything under it.
@@ -210,6 +213,12 @@ impl<'s, 'e, 'c> Lister<'s, 'e, 'c> {
                 let index = self.files;
                 self.files += 1;
                 to_stat.push((offset, index));
+                if to_stat.len() == CHUNK {
+                    self.queue(Job {
+                        dir: Arc::clone(&listing),
+                        files: std::mem::replace(&mut to_stat, Vec::with_capacity(CHUNK)),
+                    });
+                }
                 Item::File(index)
             } else {
                 continue;
@@ -218,11 +227,10 @@ impl<'s, 'e, 'c> Lister<'s, 'e, 'c> {
             self.names.push_str(utf8);
             items.push(((start, self.names.len()), item));
         }
-        let listing = Arc::new(listing);
-        for chunk in to_stat.chunks(CHUNK) {
+        if !to_stat.is_empty() {
             self.queue(Job {
                 dir: Arc::clone(&listing),
-                files: chunk.to_vec(),
+                files: to_stat,
             });
         }
         // Only the queued jobs keep the descriptor open from here on.
