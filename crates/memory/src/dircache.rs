@@ -86,7 +86,6 @@ pub struct DirCache {
     /// What this walk saw: directories reused from `old` (their ranges) and
     /// directories listed anew and settled (their bytes).
     kept: Vec<(Vec<u8>, DirStamp, Kept)>,
-    relisted: usize,
     hits: usize,
 }
 
@@ -117,9 +116,15 @@ impl DirCache {
             old: Vec::new(),
             old_dirs: HashMap::new(),
             kept: Vec::new(),
-            relisted: 0,
             hits: 0,
         }
+    }
+
+    /// Use the cache without writing it back: a walk of some sources only
+    /// would drop the other sources' directories from the file.
+    pub fn read_only(mut self) -> DirCache {
+        self.file = None;
+        self
     }
 
     /// Cache listings whose directory changed `settle_ns` before them or
@@ -145,7 +150,6 @@ impl DirCache {
     /// `dir` was listed (its raw `getdents64` bytes), with `stamp` taken
     /// before the listing began at `listed_at_ns` (wall clock).
     pub fn record(&mut self, dir: &Path, stamp: DirStamp, listed_at_ns: i64, listing: &[u8]) {
-        self.relisted += 1;
         if stamp.ctime_ns.saturating_add(self.settle_ns) < listed_at_ns {
             let key = dir.as_os_str().as_bytes().to_vec();
             self.kept.push((key, stamp, Kept::New(listing.to_vec())));
@@ -280,6 +284,11 @@ mod tests {
     fn a_settled_listing_round_trips_and_an_unsettled_one_is_not_kept() {
         let dir = tempfile::tempdir().unwrap();
         let now = 100 * 1_000_000_000;
+        // Read only (a walk of some sources): nothing is written.
+        let mut c = DirCache::load(dir.path()).read_only();
+        c.record(Path::new("/a"), stamp(1), now, b"listing a");
+        c.save();
+        assert!(!dir.path().join(FILE_NAME).exists());
         let mut c = DirCache::load(dir.path());
         assert!(c.reuse(Path::new("/a"), &stamp(1)).is_none());
         c.record(Path::new("/a"), stamp(1), now, b"listing a");

@@ -145,13 +145,18 @@ pub struct PendingCheck {
     listed_at: Instant,
     /// Where the directory cache is kept (for a walk on the caller's thread).
     state_dir: PathBuf,
+    /// Every source is checked (not `check_source`'s one).
+    all: bool,
 }
 
-/// Walk every source, listing directories through the state directory's
-/// directory cache (`dircache`), which is saved before returning when the
-/// walk changed it.
-fn walk_all(sources: &[SourceRoot], state_dir: &Path) -> WalkResult {
+/// Walk `sources`, listing directories through the state directory's
+/// directory cache (`dircache`); when they are all the sources (`all`), the
+/// cache is saved before returning if the walk changed it.
+fn walk_all(sources: &[SourceRoot], state_dir: &Path, all: bool) -> WalkResult {
     let mut cache = DirCache::load(state_dir);
+    if !all {
+        cache = cache.read_only();
+    }
     let disk = sources
         .iter()
         .map(|src| stamps_on_disk(src, &mut cache))
@@ -166,7 +171,7 @@ impl PendingCheck {
         settings: &MemoryConfig,
         store: &Store,
         sources: Vec<SourceRoot>,
-        orphans: bool,
+        all: bool,
     ) -> Result<PendingCheck, StoreError> {
         let start = Instant::now();
         let for_walk = sources.clone();
@@ -174,7 +179,7 @@ impl PendingCheck {
         // No thread to be had: `finish` walks on the caller's thread.
         let walker = std::thread::Builder::new()
             .name("claw-walk".into())
-            .spawn(move || walk_all(&for_walk, &state_dir))
+            .spawn(move || walk_all(&for_walk, &state_dir, all))
             .ok();
         let mut listings = Vec::with_capacity(sources.len());
         for src in &sources {
@@ -183,7 +188,8 @@ impl PendingCheck {
             listings.push((skipped, store.stamp_listing(&src.name)?));
         }
         let mut gone = Vec::new();
-        if orphans {
+        // Every source is checked: rows of sources gone from the list are deleted.
+        if all {
             let known: BTreeSet<&str> = sources.iter().map(|s| s.name.as_str()).collect();
             for name in store.indexed_sources()? {
                 if !known.contains(name.as_str()) {
@@ -200,6 +206,7 @@ impl PendingCheck {
             orphans: gone,
             listed_at: Instant::now(),
             state_dir: settings.state_dir(),
+            all,
         })
     }
 
@@ -210,7 +217,7 @@ impl PendingCheck {
     pub fn finish(mut self, store: &Store) -> Result<Staleness, StoreError> {
         let (disk, walked_at) = match self.walker.take() {
             Some(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
-            None => walk_all(&self.sources, &self.state_dir),
+            None => walk_all(&self.sources, &self.state_dir, self.all),
         };
         let compared = Instant::now();
         let ready = walked_at.max(self.listed_at);

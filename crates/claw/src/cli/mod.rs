@@ -92,7 +92,6 @@ pub enum MemoryCommand {
 }
 
 impl Cli {
-    /// Whether the command asked for JSON output (errors are then JSON on stdout too).
     /// Whether the command is one blocking request (`memory search`, `memory
     /// get`) that needs no async worker threads: the binary then starts a
     /// current-thread runtime (no worker threads to start, nor to interrupt
@@ -106,6 +105,7 @@ impl Cli {
         )
     }
 
+    /// Whether the command asked for JSON output (errors are then JSON on stdout too).
     pub fn wants_json(&self) -> bool {
         match &self.command {
             None => false,
