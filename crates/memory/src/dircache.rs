@@ -13,8 +13,10 @@
 //! (timestamps are coarse: two changes in one clock tick share a ctime, and a
 //! tick is far below a second on every Linux file system but FAT's 2 s). A
 //! cache that cannot be read, or fails its checksum, is ignored; the walk then
-//! lists every directory, as it does without a cache. The cache holds names
-//! only (no contents), in a private file (0600) beside the database.
+//! lists every directory, as it does without a cache. Only local file systems
+//! that keep ctimes as the kernel sets them use the cache (`rawdir::keeps_ctimes`:
+//! not NFS, not FUSE). The cache holds names only (no contents), in a private
+//! file (0600) beside the database.
 
 use std::collections::HashMap;
 use std::io::Write;

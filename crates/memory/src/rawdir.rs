@@ -39,6 +39,10 @@ impl RawDir {
             .open(path)
             .ok()?;
         let st = crate::beneath::fstat(dir.as_raw_fd()).ok();
+        // Only where the file system keeps directory ctimes as the kernel sets them.
+        if cache.is_some() && !keeps_ctimes(dir.as_raw_fd()) {
+            cache = None;
+        }
         let stamp = st.as_ref().map(DirStamp::of);
         if let (Some(cache), Some(stamp)) = (cache.as_deref_mut(), &stamp)
             && let Some(listing) = cache.reuse(path, stamp)
@@ -130,6 +134,34 @@ impl RawDir {
     }
 }
 
+/// Whether the file system of `fd` is a local one whose directory ctimes the
+/// kernel sets on every change of their entries (ext2/3/4, XFS, Btrfs, tmpfs,
+/// F2FS, ZFS, bcachefs, overlayfs). Network and FUSE file systems may cache or
+/// invent times; the directory cache is not used there (`dircache`).
+pub fn keeps_ctimes(fd: std::os::fd::RawFd) -> bool {
+    const LOCAL: [i64; 8] = [
+        0xEF53,      // ext2/3/4
+        0x5846_5342, // XFS
+        0x9123_683E, // Btrfs
+        0x0102_1994, // tmpfs
+        0xF2F5_2010, // F2FS
+        0x2FC1_2FC1, // ZFS
+        0xCA45_1A4E, // bcachefs
+        0x794C_7630, // overlayfs
+    ];
+    let mut sf = std::mem::MaybeUninit::<libc::statfs>::uninit();
+    // SAFETY: `sf` is written on success and read only then.
+    let rc = unsafe { libc::fstatfs(fd, sf.as_mut_ptr()) };
+    if rc != 0 {
+        return false;
+    }
+    // SAFETY: `fstatfs` returned 0: `sf` is initialised.
+    let f_type = unsafe { sf.assume_init() }.f_type;
+    #[allow(clippy::unnecessary_cast)] // `f_type`'s type differs between architectures
+    let f_type = f_type as i64;
+    LOCAL.contains(&f_type)
+}
+
 /// `lstat` of `name` relative to the directory `fd`.
 pub fn stat_at(fd: std::os::fd::RawFd, name: &std::ffi::CStr) -> Option<libc::stat> {
     let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
@@ -195,6 +227,9 @@ mod tests {
         assert_eq!(raw.file_type(&c, libc::DT_UNKNOWN), None);
         let st = stat_at(raw.fd(), c"f.md").unwrap();
         assert_eq!(st.st_size, 1);
+        // /proc is not a file system whose directory times the cache trusts.
+        let proc_dir = std::fs::File::open("/proc").unwrap();
+        assert!(!keeps_ctimes(proc_dir.as_raw_fd()));
         assert!(RawDir::read(&root.join("f.md")).is_none());
         assert!(RawDir::read(&root.join("missing")).is_none());
     }
