@@ -42,10 +42,10 @@ def main() -> int:
     for i in range(warmup + calls):
         for name, *words in cmds:
             env, argv = split_env(words)
-            t0 = time_ns()
+            t0 = time.monotonic_ns()
             pid = os.posix_spawnp(argv[0], argv, env, file_actions=actions)
             _, status, usage = os.wait4(pid, 0)
-            t1 = time_ns()
+            t1 = time.monotonic_ns()
             code = os.waitstatus_to_exitcode(status)
             if code not in (0, 1):
                 print(f"{name}: exit {code}: {' '.join(argv)}", file=sys.stderr)
@@ -68,10 +68,6 @@ def split_env(words: list[str]) -> tuple[dict[str, str], list[str]]:
         env[key] = value
         i += 1
     return env, words[i:]
-
-
-def time_ns() -> int:
-    return time.monotonic_ns()
 
 
 if __name__ == "__main__":

@@ -102,21 +102,15 @@ impl DirCache {
     pub fn load(state_dir: &Path) -> DirCache {
         let file = state_dir.join(FILE_NAME);
         let old = std::fs::read(&file).unwrap_or_default();
-        let mut cache = DirCache::empty(Some(file));
-        if let Some(dirs) = parse(&old) {
-            cache.old_dirs = dirs;
-            cache.old = old;
-        }
-        cache
-    }
-
-    /// A cache that starts empty and is saved nowhere unless given a file.
-    pub fn empty(file: Option<PathBuf>) -> DirCache {
+        let (old, old_dirs) = match parse(&old) {
+            Some(dirs) => (old, dirs),
+            None => (Vec::new(), HashMap::new()),
+        };
         DirCache {
-            file,
+            file: Some(file),
             settle_ns: SETTLE_NS,
-            old: Vec::new(),
-            old_dirs: HashMap::new(),
+            old,
+            old_dirs,
             kept: Vec::new(),
             hits: 0,
         }

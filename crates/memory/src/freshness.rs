@@ -176,10 +176,11 @@ impl PendingCheck {
         let start = Instant::now();
         let for_walk = sources.clone();
         let state_dir = settings.state_dir();
+        let walk_dir = state_dir.clone();
         // No thread to be had: `finish` walks on the caller's thread.
         let walker = std::thread::Builder::new()
             .name("claw-walk".into())
-            .spawn(move || walk_all(&for_walk, &state_dir, all))
+            .spawn(move || walk_all(&for_walk, &walk_dir, all))
             .ok();
         let mut listings = Vec::with_capacity(sources.len());
         for src in &sources {
@@ -205,7 +206,7 @@ impl PendingCheck {
             listings,
             orphans: gone,
             listed_at: Instant::now(),
-            state_dir: settings.state_dir(),
+            state_dir,
             all,
         })
     }
