@@ -537,6 +537,11 @@ fn is_placeholder(value: &str) -> bool {
         || lower.starts_with("your")
         || lower.ends_with("_here")
         || lower.ends_with("-here")
+        // Well-known stand-ins: `changeme`, `change-me`, `changeit`, `placeholder`.
+        || matches!(
+            lower.replace(['-', '_'], "").as_str(),
+            "changeme" | "changeit" | "placeholder"
+        )
         || matches!(first, '$' | '{' | '<' | ':' | '=')
         // `%(name)s`, `%{var}`, `%APPDATA%`
         || (first == '%' && (rest.starts_with(['(', '{']) || rest.ends_with('%')))
@@ -1508,6 +1513,9 @@ mod tests {
             "fetch(url, { credentials: 'include' })",
             "TOKEN_LIMIT=4096 and PASSWORD_RESET_TTL=3600",
             "match token { Token::Ident(s) => s, _ => \"\" }",
+            "DB_PASSWORD=changeme",
+            "password: change-me",
+            "--password placeholder",
         ] {
             let out = redact(text);
             assert_eq!(out, text, "{text:?} was redacted");
