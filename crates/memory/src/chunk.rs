@@ -37,7 +37,7 @@
 /// an index once (a secret the old rules missed must not stay searchable). A stored
 /// index with another version is rebuilt. Its third part is [`crate::words::WORDS_VERSION`]
 /// (what the word index holds: stems behind each chunk's context).
-pub const CHUNKER_VERSION: &str = "md-2/redact-2/words-1";
+pub const CHUNKER_VERSION: &str = "md-2/redact-3/words-1";
 
 /// Counts tokens the way the embedding model will (word pieces for MiniLM).
 ///

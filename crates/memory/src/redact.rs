@@ -5,7 +5,8 @@
 //! 1. provider tokens by their published shapes (`sk-…`, `ghp_…`, `AKIA…`, `AIza…`,
 //!    `sk_live_…`, `npm_…`, `hf_…`, `glpat-…`, JWTs, PEM private keys, … — the `RULES`
 //!    table; [`rule_names`] lists them);
-//! 2. context: `password=…`, `"api_key": "…"`, `DB_PASS=…`, `Authorization: Bearer …`,
+//! 2. context: `password=…`, `"api_key": "…"`, `app.secret_key = '…'` (key names in any
+//!    case, with a prefix and a few suffixes), `DB_PASS=…`, `Authorization: Bearer …`,
 //!    `postgres://user:pass@host`, `--password …`, `curl -u user:pass`, "my password is …";
 //! 3. a high-entropy rule for bare random tokens ([`is_high_entropy_token`]: length, mixed
 //!    character classes, class switches and a Shannon-entropy floor calibrated on random
@@ -34,7 +35,7 @@ pub const REDACTED: &str = "[REDACTED]";
 
 /// Version of the rules. Chunks stored by older rules may hold secrets these catch: an
 /// index whose stored version differs should be rebuilt, like a chunker change.
-pub const REDACTION_VERSION: &str = "redact-2";
+pub const REDACTION_VERSION: &str = "redact-3";
 
 /// One secret found in a text: the rule that found it and its byte range.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,12 +82,22 @@ const BARE: &str = r#"[^\s"'`,;&\[\](){}<>\\]"#;
 /// A bare `.env` value stops only at whitespace, quotes and backslashes.
 const BARE_ENV: &str = r#"[^\s"'`\\]"#;
 
-/// Key words whose value is a secret in `key = value` / `"key": "value"` form. The key may
-/// carry any prefix (`DB_PASSWORD`, `client_secret`, `OPENAI_API_KEY`, `spring.datasource.password`).
+/// Key words whose value is a secret in `key = value` / `"key": "value"` form, in any case.
+/// The key may carry any prefix (`DB_PASSWORD`, `client_secret`, `OPENAI_API_KEY`,
+/// `spring.datasource.password`) and suffixes from [`KEY_SUFFIXES`] (`secret_key`,
+/// `app.secret_key`, `secretkey`, `password_value`, `secret_key_base`).
 const KEY_WORDS: &str = concat!(
     r"password|passwd|passphrase|secret|api[_\-]?key|apikey|access[_\-]?key|",
     r"private[_\-]?key(?:[_\-]?id)?|account[_\-]?key|shared[_\-]?access[_\-]?key|",
     r"signing[_\-]?key|encryption[_\-]?key|master[_\-]?key|auth[_\-]?key|token|credentials?",
+);
+
+/// What may follow a key word and keep the key a secret's name, glued (`secretkey`) or after
+/// `_`/`-`/`.`: a closed list, so that `password_hint`, `token_type`, `max_tokens`,
+/// `secret_name` or `api_key_env` are not secrets' names.
+const KEY_SUFFIXES: &str = concat!(
+    r"[_.\-]?(?:key|value|val|base|str|string|text|plain|plaintext|raw|b64|base64|hex|bytes|",
+    r"confirm|confirmation|\d+)",
 );
 
 /// Short key words that must stand alone or after `_`/`-`/`.` (`db_pass`, not `bypass`).
@@ -266,7 +277,7 @@ static RULES: LazyLock<Vec<(&'static str, String, Pick)>> = LazyLock::new(|| {
         (
             "assignment",
             format!(
-                r#"(?i)(?P<key>\b[a-z0-9_.\-]*?(?:{KEY_WORDS})|\b(?:[a-z0-9_.\-]*[_.\-])?(?:{SHORT_KEY_WORDS}))(?P<sep>\\?["']?\**\s*(?:=>|:=|[:=])\**\s*){}"#,
+                r#"(?i)(?P<key>\b[a-z0-9_.\-]*?(?P<word>{KEY_WORDS})(?:{KEY_SUFFIXES})*|\b(?:[a-z0-9_.\-]*[_.\-])?(?:{SHORT_KEY_WORDS}))(?P<sep>\\?["']?\**\s*(?:=>|:=|[:=])\**\s*){}"#,
                 value_pattern(BARE)
             ),
             Pick::Check(check_assignment),
@@ -668,8 +679,8 @@ fn spaced(sep: &str) -> bool {
 }
 
 /// `key: Type`, `key = call(…)`, `key = obj.field`, `key = $VAR`, `label: some prose`:
-/// not a value.
-fn looks_like_code(view: &str, value: &Range<usize>, sep: &str, key: &str) -> bool {
+/// not a value. `word` is the part of the key that names the secret (see [`check_value`]).
+fn looks_like_code(view: &str, value: &Range<usize>, sep: &str, key: &str, word: &str) -> bool {
     let v = &view[value.clone()];
     let next = view[value.end..].chars().next();
     matches!(next, Some('(') | Some('[') | Some('<'))
@@ -682,7 +693,7 @@ fn looks_like_code(view: &str, value: &Range<usize>, sep: &str, key: &str) -> bo
         || is_code_word(v)
         || (spaced(sep) && is_dotted_ident(v))
         // `cargo credential: trim newlines in tokens`: a label followed by prose.
-        || (!key.to_ascii_lowercase().ends_with("passphrase")
+        || (!word.to_ascii_lowercase().ends_with("passphrase")
             && v.chars().all(char::is_alphabetic)
             && view[value.end..].starts_with(' ')
             && view[value.end + 1..].starts_with(|c: char| c.is_alphanumeric() || c == '['))
@@ -700,8 +711,8 @@ fn looks_like_code(view: &str, value: &Range<usize>, sep: &str, key: &str) -> bo
 }
 
 /// Extend a passphrase's value to the end of its line: passphrases are several words.
-fn extend_passphrase(view: &str, key: &str, value: &Value) -> Range<usize> {
-    if value.quoted || !key.to_ascii_lowercase().ends_with("passphrase") {
+fn extend_passphrase(view: &str, word: &str, value: &Value) -> Range<usize> {
+    if value.quoted || !word.to_ascii_lowercase().ends_with("passphrase") {
         return value.range.clone();
     }
     let end = value.range.end;
@@ -711,26 +722,29 @@ fn extend_passphrase(view: &str, key: &str, value: &Value) -> Range<usize> {
     value.range.start..end + tail.len()
 }
 
-/// The checks shared by `key = value` rules; `None` when the value is not a secret.
-fn check_value(view: &str, key: &str, sep: &str, value: Value) -> Option<Range<usize>> {
+/// The checks shared by `key = value` rules; `None` when the value is not a secret. `word`
+/// is the part of `key` that names the secret: the key word the rule found (`passphrase`
+/// in `gpg_passphrase_value`), or the whole key for a rule that finds none.
+fn check_value(view: &str, key: &str, word: &str, sep: &str, value: Value) -> Option<Range<usize>> {
     let v = &view[value.range.clone()];
     if is_placeholder(v) || is_code_word(v) {
         return None;
     }
-    if !value.quoted && looks_like_code(view, &value.range, sep, key) {
+    if !value.quoted && looks_like_code(view, &value.range, sep, key, word) {
         return None;
     }
     // `auth` alone (docker's config.json) is also a mode name: only long values count.
-    if key.to_ascii_lowercase().ends_with("auth") && v.len() < 12 {
+    if word.to_ascii_lowercase().ends_with("auth") && v.len() < 12 {
         return None;
     }
-    Some(extend_passphrase(view, key, &value))
+    Some(extend_passphrase(view, word, &value))
 }
 
 fn check_assignment(view: &str, c: &Captures<'_>) -> Option<Range<usize>> {
     let key = c.name("key")?.as_str();
+    let word = c.name("word").map_or(key, |w| w.as_str());
     let sep = c.name("sep")?.as_str();
-    check_value(view, key, sep, value_of(c)?)
+    check_value(view, key, word, sep, value_of(c)?)
 }
 
 /// `SOME_NAME=value` where a `_`-separated part of the upper-case name says secret.
@@ -806,7 +820,7 @@ fn check_env(view: &str, c: &Captures<'_>) -> Option<Range<usize>> {
             }
         }
     }
-    check_value(view, key, sep, value)
+    check_value(view, key, key, sep, value)
 }
 
 static PRIVATE_KEY_END: LazyLock<Regex> = LazyLock::new(|| {
@@ -1522,6 +1536,116 @@ mod tests {
         }
     }
 
+    /// Issue 25: lower-case, dotted, glued, suffixed and JSON key forms.
+    #[test]
+    fn lowercase_dotted_glued_and_json_keys() {
+        for (text, want) in [
+            ("secret_key = 'Zq8vT3nLm5'", "secret_key = '[REDACTED]'"),
+            (
+                "app.secret_key = \"Zq8vT3nLm5\"",
+                "app.secret_key = \"[REDACTED]\"",
+            ),
+            (
+                r#"{"secret_key": "Zq8vT3nLm5", "debug": false}"#,
+                r#"{"secret_key": "[REDACTED]", "debug": false}"#,
+            ),
+            ("secretkey = Zq8vT3nLm5", "secretkey = [REDACTED]"),
+            (
+                "password_value = \"Zq8vT3nLm5\"",
+                "password_value = \"[REDACTED]\"",
+            ),
+            ("Password :  Zq8vT3nLm5", "Password :  [REDACTED]"),
+            ("secret_key_base: Zq8vT3nLm5", "secret_key_base: [REDACTED]"),
+            ("apikey=Zq8vT3nLm5", "apikey=[REDACTED]"),
+            (
+                "accesstoken: Zq8vT3nLm5 next",
+                "accesstoken: [REDACTED] next",
+            ),
+            (
+                r#"{"accessToken":"Zq8vT3nLm5"}"#,
+                r#"{"accessToken":"[REDACTED]"}"#,
+            ),
+            ("api_key_2 = Zq8vT3nLm5", "api_key_2 = [REDACTED]"),
+            (
+                "passphrase_value: correct horse battery",
+                "passphrase_value: [REDACTED]",
+            ),
+        ] {
+            let out = redact(text);
+            assert_eq!(out, want, "{text:?}");
+            assert_eq!(redact(&out), out, "not idempotent: {text:?}");
+        }
+        // The same lines inside a transcript's JSON string.
+        let line = serde_json::json!({
+            "role": "user",
+            "content": "app.secret_key = \"Zq8vT3nLm5\"\nsecret_key = 'Qw4rT6yU8i'\n\"secret_key\": \"Hj2kL4mN6b\"",
+        })
+        .to_string();
+        let out = redact(&line);
+        for s in ["Zq8vT3nLm5", "Qw4rT6yU8i", "Hj2kL4mN6b"] {
+            assert!(!out.contains(s), "{s} in {out}");
+        }
+        let v = serde_json::from_str::<serde_json::Value>(&out).expect("still JSON");
+        assert_eq!(
+            v["content"],
+            "app.secret_key = \"[REDACTED]\"\nsecret_key = '[REDACTED]'\n\"secret_key\": \"[REDACTED]\""
+        );
+    }
+
+    #[test]
+    fn key_names_are_case_insensitive() {
+        for (text, want) in [
+            ("PASSWORD : x7GqP2mLk9", "PASSWORD : [REDACTED]"),
+            ("Secret_Key=x7GqP2mLk9", "Secret_Key=[REDACTED]"),
+            (
+                "APP.SECRET_KEY = 'x7GqP2mLk9'",
+                "APP.SECRET_KEY = '[REDACTED]'",
+            ),
+            (
+                r#"{"SecretKey": "x7GqP2mLk9"}"#,
+                r#"{"SecretKey": "[REDACTED]"}"#,
+            ),
+            ("Password_Value=x7GqP2mLk9", "Password_Value=[REDACTED]"),
+        ] {
+            assert_eq!(redact(text), want, "{text:?}");
+        }
+    }
+
+    /// Near-misses of the issue 25 forms: prose, empty or code values, placeholders, keys
+    /// whose suffix says they are not the secret.
+    #[test]
+    fn lowercase_key_forms_leave_non_secrets_alone() {
+        for text in [
+            "the password: field is required",
+            "Password : field is required",
+            "password = None",
+            "password = null",
+            r#"password = """#,
+            r#"password_value = """#,
+            r#"secret_key = os.environ["X"]"#,
+            "password_value = get_password()",
+            "secret_key = secrets.token_hex(32)",
+            "secret_key = '<your-key>'",
+            "secret_key = <your-key>",
+            "secret_key = changeme",
+            r#"{"password": "change-me"}"#,
+            "password: 'xxx'",
+            "secretkey = xxxxxxxx",
+            "self.secret_key = secret_key",
+            "secret_key = settings.SECRET_KEY",
+            "secret_key: SecretKey",
+            "secretkey: String",
+            "password_hint: ask Bob",
+            "password_min_length = 12",
+            "token_count = 5",
+            "secret_name: db-credentials",
+            "token_type: Bearer",
+        ] {
+            let out = redact(text);
+            assert_eq!(out, text, "{text:?} was redacted");
+        }
+    }
+
     #[test]
     fn prose_is_left_alone() {
         for text in [
@@ -1663,7 +1787,7 @@ mod tests {
                 "sk-", "ghp_", "postgres://u:", "@h/db", "Bearer ", "Authorization: Basic ",
                 "-----BEGIN RSA PRIVATE KEY-----", "-----END RSA PRIVATE KEY-----",
                 "q8ZrT4vLm2XwN7bKc9YdH3fJ", "AbCdEfGhIjKlMnOpQrStUvWx0123", "é", "пароль: ",
-                "DB_PASSWORD=", "x(&y", "{", "}", "[", "]", ",", "=", ":",
+                "DB_PASSWORD=", "app.secret_key = ", "\"secret_key\": ", "Password :  ", "x(&y", "{", "}", "[", "]", ",", "=", ":",
             ]), 0..40)) {
                 let text: String = pieces.concat();
                 let line = serde_json::json!({"role": "user", "content": text}).to_string();
