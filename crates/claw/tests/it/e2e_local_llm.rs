@@ -1,9 +1,18 @@
 //! End to end against a real model server: llama.cpp's `llama-server` with a tiny
 //! model (`../shared/tools/local-llm`), which answers a fresh user turn with one
-//! grammar-forced tool call and then answers in text. `claw -m` runs against it
-//! through both APIs (OpenAI-compatible and Anthropic) and the test asserts the
-//! shape — a tool from the offered list was called and answered, the session file
-//! holds the call, its result and a final text — never the (nonsense) content.
+//! grammar-forced tool call and then answers in text. One test, one server, three
+//! turns one after the other: `claw -m` through both APIs (OpenAI-compatible and
+//! Anthropic), then one turn through `claw gateway` (`gateway::real_model_turn`). It
+//! asserts the protocol's shape — a tool from the offered list was called and
+//! answered, the session file holds the call, its result and a final text — never
+//! the (nonsense) content.
+//!
+//! The model's luck decides nothing: claw talks to the server through the test
+//! rig's relay (`claw_testkit::llama::Relay`), which bounds the forced call's
+//! arguments by schema and sends the turn after a tool result without tools and
+//! with a small `max_tokens`. So each turn is exactly two requests on any CPU, one
+//! attempt each, and the whole test has a budget ([`BUDGET`]) it enforces itself,
+//! failing with the model's raw output when it is exceeded. Its time is printed.
 //!
 //! Fails loudly when the server binary is missing: `scripts/test.sh` builds it with
 //! `../shared/tools/local-llm/setup-local-llm.sh` (without AMX, cached in
@@ -15,7 +24,11 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use claw_testkit::llama::LlamaServer;
+use claw_testkit::llama::{LlamaServer, Relay};
+
+/// The whole test's budget: three turns of two requests each take ~5 s on a quiet
+/// machine (one request ~0.75 s), and stay under a minute on a loaded one.
+pub const BUDGET: Duration = Duration::from_secs(240);
 
 struct Run {
     code: i32,
@@ -23,7 +36,7 @@ struct Run {
     stderr: String,
 }
 
-fn run_claw(ws: &Path, api: &str, port: u16) -> Run {
+fn run_claw(ws: &Path, api: &str, relay: &Relay, deadline: Instant) -> Run {
     std::fs::write(
         ws.join("config.json"),
         // Side-effect tools need a confirmation that never comes (no terminal), so
@@ -42,7 +55,7 @@ fn run_claw(ws: &Path, api: &str, port: u16) -> Run {
         .env("CLAW_EMBED_PROVIDER", "none")
         .env("CLAW_NOW", claw_testkit::TEST_NOW)
         .env("CLAW_LLM_API", api)
-        .env("CLAW_LLM_BASE_URL", format!("http://127.0.0.1:{port}"))
+        .env("CLAW_LLM_BASE_URL", relay.url())
         .env("CLAW_LLM_MODEL", "smollm2-135m")
         .args(["-m", "What is in my notes folder? Use a tool."])
         .stdin(Stdio::null())
@@ -62,14 +75,19 @@ fn run_claw(ws: &Path, api: &str, port: u16) -> Run {
         e.read_to_string(&mut s).ok();
         s
     });
-    let deadline = Instant::now() + Duration::from_secs(600);
     let status = loop {
         if let Some(s) = child.try_wait().unwrap() {
             break s;
         }
         if Instant::now() > deadline {
             child.kill().ok();
-            panic!("claw -m did not finish in time against the local model");
+            let _ = child.wait();
+            panic!(
+                "[{api}] the real-model test ran past its budget of {} s; the model's exchanges:\n{}\nclaw's stderr:\n{}",
+                BUDGET.as_secs(),
+                relay.transcript(),
+                te.join().unwrap_or_default()
+            );
         }
         std::thread::sleep(Duration::from_millis(50));
     };
@@ -161,34 +179,40 @@ fn check_shape(ws: &Path, api: &str, r: &Run) {
 }
 
 #[test]
-fn claw_against_a_real_local_model_through_both_apis() {
+fn real_model_protocol_through_both_apis_and_the_gateway() {
+    let started = Instant::now();
+    let deadline = started + BUDGET;
     let server = LlamaServer::start();
+    let relay = Relay::start(server.port);
+    let up = started.elapsed();
+    let mut times = Vec::new();
     for api in ["openai", "anthropic"] {
-        // The tiny model's arguments are nonsense built from the prompt (which holds
-        // the random temp path and today's date). Two outcomes are the model's, not
-        // claw's: after a failed call it may keep calling tools until max_iterations,
-        // and a forced call may run past the server's 256-token cap, so llama.cpp
-        // itself answers HTTP 500 "Failed to parse tool call arguments". A turn that
-        // ends either way is retried with a fresh workspace (a new path, so a new
-        // generation), at most 8 times; any other failure fails at once. The
-        // workspaces are fixed paths and the date is pinned, so the sequence of
-        // generations is the same on every run.
-        let mut attempts = Vec::new();
-        loop {
-            let dir = claw_testkit::llama::fixed_workspace(&server, api, attempts.len());
-            let ws = dir.path();
-            std::fs::create_dir_all(ws.join("notes")).unwrap();
-            std::fs::write(ws.join("notes/today.md"), "- buy milk\n").unwrap();
-            let r = run_claw(ws, api, server.port);
-            let model_failed = r.code != 0
-                && (r.stdout.contains("max_iterations")
-                    || r.stderr.contains("Failed to parse tool call arguments"));
-            if !model_failed || attempts.len() == 7 {
-                eprintln!("[{api}] settled after {} model failure(s)", attempts.len());
-                check_shape(ws, api, &r);
-                break;
-            }
-            attempts.push(r.stdout);
+        let t = Instant::now();
+        let dir = claw_testkit::llama::fixed_workspace(&server, api, 0);
+        let ws = dir.path();
+        std::fs::create_dir_all(ws.join("notes")).unwrap();
+        std::fs::write(ws.join("notes/today.md"), "- buy milk\n").unwrap();
+        let r = run_claw(ws, api, &relay, deadline);
+        let shape = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            check_shape(ws, api, &r)
+        }));
+        if let Err(e) = shape {
+            eprintln!("[{api}] the model's exchanges:\n{}", relay.transcript());
+            std::panic::resume_unwind(e);
         }
+        times.push((format!("claw -m ({api})"), t.elapsed()));
     }
+    let t = Instant::now();
+    crate::gateway::real_model_turn(&server, &relay, deadline);
+    times.push(("claw gateway (openai)".to_string(), t.elapsed()));
+    eprintln!(
+        "real-model tests: {:.1} s in all ({} requests; server start {:.1} s{})",
+        started.elapsed().as_secs_f64(),
+        relay.requests(),
+        up.as_secs_f64(),
+        times
+            .iter()
+            .map(|(n, d)| format!(", {n} {:.1} s", d.as_secs_f64()))
+            .collect::<String>()
+    );
 }
