@@ -73,6 +73,10 @@ pub struct AssistantConfig {
     pub exec: ExecConfig,
     /// `CLAW_LLM_*` from the environment.
     pub llm_env: LlmEnv,
+    /// Paths no tool may read or write, even inside the workspace: claw's state
+    /// directory and its config file (the application fills this in; see
+    /// [`crate::settings::AgentSettings::protected`]).
+    pub protected: Vec<std::path::PathBuf>,
 }
 
 /// `web` section of the config file.

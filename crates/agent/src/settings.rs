@@ -63,6 +63,10 @@ pub struct AgentSettings {
     pub sandbox: SandboxPolicy,
     /// Bound of MEMORY.md in bytes when consolidating (`agent.memory_max_bytes`).
     pub memory_max_bytes: usize,
+    /// What claw trusts and the tools must not touch: the state directory and the
+    /// config file. The file tools refuse them wherever they lie (also inside the
+    /// workspace) and `exec`'s sandbox hides them (`sandbox.hidden`).
+    pub protected: Vec<std::path::PathBuf>,
 }
 
 impl AgentSettings {
@@ -156,7 +160,11 @@ pub fn resolve(
         brave_api_key,
         allow_private: settings.web.allow_private.unwrap_or(false),
         utc_offset,
-        sandbox: sandbox_policy(&settings.exec)?,
+        sandbox: SandboxPolicy {
+            hidden: settings.protected.clone(),
+            ..sandbox_policy(&settings.exec)?
+        },
+        protected: settings.protected.clone(),
         memory_max_bytes: a
             .memory_max_bytes
             .unwrap_or(crate::consolidate::DEFAULT_MAX_BYTES)

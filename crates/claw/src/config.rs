@@ -31,6 +31,12 @@ pub const ENV_EMBED_THREADS: &str = "CLAW_EMBED_THREADS";
 pub const ENV_NOW: &str = "CLAW_NOW";
 /// Bearer token of `claw gateway` (default: generated into the state dir).
 pub const ENV_GATEWAY_TOKEN: &str = "CLAW_GATEWAY_TOKEN";
+/// The state directory (default `$XDG_STATE_HOME/claw/<workspace key>`, else
+/// `~/.claw/state/<workspace key>`): database, source registry, gateway token, cron jobs.
+pub const ENV_STATE_DIR: &str = "CLAW_STATE_DIR";
+/// The XDG base directory for state (`~/.local/state` by the spec's default; claw
+/// uses `~/.claw/state` when it is unset).
+pub const ENV_XDG_STATE_HOME: &str = "XDG_STATE_HOME";
 
 /// Every variable above, for `--help` and the README.
 pub const ALL_ENV: &[(&str, &str)] = &[
@@ -65,7 +71,11 @@ pub const ALL_ENV: &[(&str, &str)] = &[
     ),
     (
         ENV_GATEWAY_TOKEN,
-        "bearer token of `claw gateway` (default: .claw/gateway.token)",
+        "bearer token of `claw gateway` (default: gateway.token in the state dir)",
+    ),
+    (
+        ENV_STATE_DIR,
+        "state dir: index, sources, gateway token, cron jobs (default ~/.claw/state/<workspace>)",
     ),
 ];
 
@@ -81,7 +91,7 @@ pub enum ConfigError {
     Parse { path: PathBuf, message: String },
     #[error("invalid value for {name}: {message}")]
     Invalid { name: String, message: String },
-    #[error("no home directory: set {ENV_WORKSPACE} and {ENV_CONFIG}")]
+    #[error("no home directory: set {ENV_WORKSPACE}, {ENV_CONFIG} and {ENV_STATE_DIR}")]
     NoHome,
 }
 
@@ -329,6 +339,25 @@ impl Settings {
             .or_else(|| input.home.as_ref().map(|h| h.join(".claw/workspace")))
             .ok_or(ConfigError::NoHome)?;
         let workspace = expand_tilde(&workspace, input.home.as_deref());
+        let state_dir = match input.var(ENV_STATE_DIR) {
+            Some(d) => expand_tilde(Path::new(&d), input.home.as_deref()),
+            None => {
+                let root = match input.var(ENV_XDG_STATE_HOME).map(PathBuf::from) {
+                    // The spec ignores relative values.
+                    Some(x) if x.is_absolute() => x.join("claw"),
+                    _ => input
+                        .home
+                        .as_ref()
+                        .map(|h| h.join(".claw/state"))
+                        .ok_or(ConfigError::NoHome)?,
+                };
+                claw_memory::state::state_dir_for(&root, &workspace)
+            }
+        };
+        // What no tool may touch: the state directory, and the config file when
+        // there is one (it names hooks, MCP servers and the sandbox's settings).
+        let mut protected = vec![state_dir.clone()];
+        protected.extend(config_file.clone());
 
         let embed = resolve_embed(input, &file.embedding)?;
         let memory = resolve_memory(&file.memory, &file.embedding)?;
@@ -357,6 +386,7 @@ impl Settings {
             heartbeat: file.heartbeat.clone(),
             mem: MemoryConfig {
                 workspace,
+                state_dir,
                 embed,
                 memory,
                 clock,
@@ -380,6 +410,7 @@ impl Settings {
                     ..file.exec
                 },
                 llm_env,
+                protected,
             },
             models_dir: input.home.as_ref().map(|h| h.join(".claw/models")),
             config_file,
@@ -392,7 +423,7 @@ impl Settings {
         })
     }
 
-    /// The state directory (database, locks) inside the workspace.
+    /// The state directory (database, locks, token, cron jobs), outside the workspace.
     pub fn state_dir(&self) -> PathBuf {
         self.mem.state_dir()
     }
@@ -598,11 +629,32 @@ mod tests {
     fn defaults_use_home() {
         let s = Settings::resolve(&input(&[])).unwrap();
         assert_eq!(s.mem.workspace, PathBuf::from("/home/u/.claw/workspace"));
-        assert_eq!(
-            s.db_path(),
-            PathBuf::from("/home/u/.claw/workspace/.claw/memory.sqlite")
+        // The state lives outside the workspace, keyed by it.
+        let state = claw_memory::state::state_dir_for(
+            Path::new("/home/u/.claw/state"),
+            Path::new("/home/u/.claw/workspace"),
         );
+        assert!(state.starts_with("/home/u/.claw/state/workspace-"), "{state:?}");
+        assert_eq!(s.db_path(), state.join("memory.sqlite"));
+        assert!(!s.db_path().starts_with(&s.mem.workspace));
+        assert_eq!(s.assistant.protected, vec![state]);
         assert!((s.mem.memory.vector_weight - 0.7).abs() < 1e-12);
+    }
+
+    #[test]
+    fn the_state_dir_follows_xdg_and_claw_state_dir() {
+        let s = Settings::resolve(&input(&[("XDG_STATE_HOME", "/xdg")])).unwrap();
+        assert!(s.state_dir().starts_with("/xdg/claw/workspace-"), "{:?}", s.state_dir());
+        // A relative XDG value is ignored (the spec says so).
+        let s = Settings::resolve(&input(&[("XDG_STATE_HOME", "rel")])).unwrap();
+        assert!(s.state_dir().starts_with("/home/u/.claw/state/"));
+        let s = Settings::resolve(&input(&[("CLAW_STATE_DIR", "~/st"), ("XDG_STATE_HOME", "/xdg")]))
+            .unwrap();
+        assert_eq!(s.state_dir(), PathBuf::from("/home/u/st"));
+        // Two workspaces, two state dirs.
+        let a = Settings::resolve(&input(&[("CLAW_WORKSPACE", "/w/a")])).unwrap();
+        let b = Settings::resolve(&input(&[("CLAW_WORKSPACE", "/w/b")])).unwrap();
+        assert_ne!(a.state_dir(), b.state_dir());
     }
 
     #[test]

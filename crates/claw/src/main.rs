@@ -38,6 +38,9 @@ fn main() -> ExitCode {
         Ok(s) => s,
         Err(e) => return fail(e.into()),
     };
+    if let Err(e) = cli::state::prepare(&settings) {
+        return fail(e);
+    }
     let mut builder = if cli.is_one_blocking_request() {
         tokio::runtime::Builder::new_current_thread()
     } else {

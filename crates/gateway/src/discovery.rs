@@ -2,6 +2,11 @@
 //! address, start time, workspace) into the state dir at mode 0600 once it listens,
 //! and removes it on exit. A file whose pid is dead (a `kill -9`) is stale and
 //! ignored; the next gateway overwrites it.
+//!
+//! Clients send the user's messages and the bearer token to what the file names,
+//! so it is checked where it is used ([`verify`]), not only trusted for where it
+//! lies (the state dir, outside the workspace): the address must be loopback, and
+//! the pid a live process of this user whose executable is claw.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -94,10 +99,56 @@ pub fn read_any(state_dir: &Path) -> Option<GatewayInfo> {
     serde_json::from_str(&text).ok()
 }
 
-/// The running gateway of this state dir: the file exists, parses, and its pid is
-/// a live process (stale files are ignored).
+/// The running gateway of this state dir: the file exists, parses, and passes
+/// [`verify`] (stale or foreign files are ignored).
 pub fn read_live(state_dir: &Path) -> Option<GatewayInfo> {
-    read_any(state_dir).filter(|i| pid_alive(i.pid))
+    read_any(state_dir).filter(|i| verify(i).is_ok())
+}
+
+/// Why a discovery file is not to be used: the address is not loopback, the pid is
+/// dead, owned by another user, or not a claw executable.
+pub fn verify(info: &GatewayInfo) -> Result<(), String> {
+    if !(info.bind.is_loopback() || info.bind.is_unspecified()) {
+        return Err(format!(
+            "the gateway address {} is not a loopback address",
+            info.bind
+        ));
+    }
+    if info.pid <= 1 || !pid_alive(info.pid) {
+        return Err(format!("pid {} is not a running gateway", info.pid));
+    }
+    let proc_dir = PathBuf::from(format!("/proc/{}", info.pid));
+    let owner = std::fs::metadata(&proc_dir)
+        .map(|m| std::os::unix::fs::MetadataExt::uid(&m))
+        .map_err(|e| format!("pid {}: {e}", info.pid))?;
+    // The kernel gives `/proc/self` this process's effective uid.
+    let me = std::fs::metadata("/proc/self")
+        .map(|m| std::os::unix::fs::MetadataExt::uid(&m))
+        .map_err(|e| format!("/proc/self: {e}"))?;
+    if owner != me {
+        return Err(format!(
+            "pid {} belongs to uid {owner}, not to this user (uid {me})",
+            info.pid
+        ));
+    }
+    let exe = std::fs::read_link(proc_dir.join("exe"))
+        .map_err(|e| format!("pid {}: cannot read its executable: {e}", info.pid))?;
+    if !is_claw_executable(&exe) {
+        return Err(format!("pid {} runs {}, not claw", info.pid, exe.display()));
+    }
+    Ok(())
+}
+
+/// Whether `exe` (a `/proc/<pid>/exe` target) is a claw binary: this process's own
+/// executable, or a file named `claw` (a rebuilt binary reads `claw (deleted)`).
+pub fn is_claw_executable(exe: &Path) -> bool {
+    if std::env::current_exe().is_ok_and(|me| me == exe) {
+        return true;
+    }
+    exe.file_name()
+        .and_then(|n| n.to_str())
+        .map(|n| n.strip_suffix(" (deleted)").unwrap_or(n))
+        .is_some_and(|n| n == "claw")
 }
 
 /// Whether `pid` is a running (not zombie) process, from `/proc`.
@@ -155,5 +206,29 @@ mod tests {
         write(dir.path(), &info(pid)).expect("write");
         assert!(read_any(dir.path()).is_some());
         assert!(read_live(dir.path()).is_none());
+    }
+
+    #[test]
+    fn a_planted_file_is_refused_and_a_real_one_accepted() {
+        // This test process stands for the gateway (its own executable counts).
+        let me = std::process::id();
+        assert_eq!(verify(&info(me)), Ok(()), "positive control");
+        // Pid 1 (init, another executable), a non-loopback address, a dead pid.
+        let e = verify(&info(1)).unwrap_err();
+        assert!(e.contains("pid 1"), "{e}");
+        let mut far = info(me);
+        far.bind = "192.0.2.7".parse().expect("ip");
+        assert!(verify(&far).unwrap_err().contains("not a loopback"));
+        // A live process of this user that is not claw.
+        let mut sleeper = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("spawn");
+        let e = verify(&info(sleeper.id())).unwrap_err();
+        let _ = sleeper.kill();
+        let _ = sleeper.wait();
+        assert!(e.contains("not claw"), "{e}");
+        assert!(is_claw_executable(Path::new("/usr/local/bin/claw (deleted)")));
+        assert!(!is_claw_executable(Path::new("/usr/bin/python3")));
     }
 }

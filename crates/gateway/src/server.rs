@@ -131,6 +131,7 @@ fn tool_registry(
     ctx.confirm_side_effects = a.confirm_side_effects && !yes;
     ctx.net.allow_private = a.allow_private;
     ctx.sandbox = a.sandbox.clone();
+    ctx.protected = a.protected.clone();
     ctx.memory = hub.map(|h| {
         Arc::new(HubBackend::new(h.clone())) as Arc<dyn claw_agent::tools::memory::MemoryBackend>
     });

@@ -125,8 +125,12 @@ impl Default for MemorySettings {
 /// Everything the engine needs: one value, built once by the application.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MemoryConfig {
-    /// The workspace: `MEMORY.md`, `memory/`, `sessions/` and the state dir `.claw/`.
+    /// The workspace: `MEMORY.md`, `memory/`, `sessions/`.
     pub workspace: PathBuf,
+    /// The state directory: database, source registry, locks, caches, the
+    /// gateway's discovery file and token. The application places it outside the
+    /// workspace ([`crate::state`]): tools may write anything in the workspace.
+    pub state_dir: PathBuf,
     /// The embedding backend.
     pub embed: EmbedProvider,
     /// Retrieval and indexing parameters.
@@ -136,19 +140,24 @@ pub struct MemoryConfig {
 }
 
 impl MemoryConfig {
-    /// Defaults everywhere for `workspace` (tests, eval).
+    /// Defaults everywhere for `workspace` (tests, eval, benches), with the state
+    /// directory at `<workspace>/.claw` ([`crate::state::LEGACY_DIR`]): only for
+    /// workspaces no assistant tool writes. The application sets `state_dir`
+    /// outside the workspace.
     pub fn for_workspace(workspace: impl Into<PathBuf>, embed: EmbedProvider) -> MemoryConfig {
+        let workspace = workspace.into();
         MemoryConfig {
-            workspace: workspace.into(),
+            state_dir: workspace.join(crate::state::LEGACY_DIR),
+            workspace,
             embed,
             memory: MemorySettings::default(),
             clock: Clock::System,
         }
     }
 
-    /// The state directory (database, locks) inside the workspace.
+    /// The state directory (database, locks, caches).
     pub fn state_dir(&self) -> PathBuf {
-        self.workspace.join(".claw")
+        self.state_dir.clone()
     }
 
     /// Path of the memory database.

@@ -25,6 +25,7 @@ pub mod redact;
 pub mod search;
 pub mod service;
 pub mod sidecar;
+pub mod state;
 mod stampwalk;
 pub mod store;
 pub mod transcript;

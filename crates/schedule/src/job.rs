@@ -1,4 +1,4 @@
-//! A cron job as stored in `cron/jobs.json` ([`Job`]), what a caller asks for
+//! A cron job as stored in `<state dir>/cron/jobs.json` ([`Job`]), what a caller asks for
 //! ([`NewJob`]) and the shape shown to users and the model ([`JobView`], the
 //! `claw cron … --json` contract: fields may be added, never renamed or dropped).
 

@@ -4,7 +4,7 @@
 //! - [`spec`] (pure): the three kinds of job — `at` (one-shot, removed after it
 //!   runs), `every` (interval ≥ 1 s) and 5-field `cron` expressions with a time
 //!   zone — their parsers and the next-run arithmetic (catch-up rule included).
-//! - [`store`]: the jobs file `<workspace>/cron/jobs.json` (locked, atomic writes).
+//! - [`store`]: the jobs file `<state dir>/cron/jobs.json` (locked, atomic writes).
 //! - [`scheduler`]: [`Scheduler::run`] fires due jobs as [`Fire`]s on a tokio
 //!   channel, notices edits of the jobs file while running, runs a missed job once
 //!   at start-up and skips a job whose previous run is still going.
@@ -20,12 +20,12 @@
 //! use claw_schedule::{Clock, Heartbeat, HeartbeatConfig, Scheduler, Zone, jobs_path};
 //! use tokio_util::sync::CancellationToken;
 //!
-//! # async fn gateway(workspace: std::path::PathBuf, config: HeartbeatConfig, zone: Zone)
+//! # async fn gateway(workspace: std::path::PathBuf, state_dir: std::path::PathBuf, config: HeartbeatConfig, zone: Zone)
 //! #     -> Result<(), Box<dyn std::error::Error>> {
 //! let clock = Clock::system();
 //! let shutdown = CancellationToken::new();
 //! let (tx, mut fires) = tokio::sync::mpsc::channel(64);
-//! tokio::spawn(Scheduler::run(jobs_path(&workspace), clock, tx.clone(), shutdown.clone()));
+//! tokio::spawn(Scheduler::run(jobs_path(&state_dir), clock, tx.clone(), shutdown.clone()));
 //! let heartbeat = Heartbeat::new(&workspace, config.resolve(zone)?, zone, clock);
 //! tokio::spawn(heartbeat.run(tx, shutdown.clone()));
 //! while let Some(fire) = fires.recv().await {

@@ -67,9 +67,9 @@ impl JobStore {
         JobStore { path: path.into() }
     }
 
-    /// `<workspace>/cron/jobs.json`.
-    pub fn in_workspace(workspace: &Path) -> JobStore {
-        JobStore::new(jobs_path(workspace))
+    /// `<state_dir>/cron/jobs.json`.
+    pub fn in_state_dir(state_dir: &Path) -> JobStore {
+        JobStore::new(jobs_path(state_dir))
     }
 
     pub fn path(&self) -> &Path {
@@ -264,9 +264,10 @@ impl JobStore {
     }
 }
 
-/// `<workspace>/cron/jobs.json`.
-pub fn jobs_path(workspace: &Path) -> PathBuf {
-    workspace.join("cron").join("jobs.json")
+/// `<state_dir>/cron/jobs.json`: in claw's state directory, outside the
+/// workspace, since a planted job would run unattended (`claw_memory::state`).
+pub fn jobs_path(state_dir: &Path) -> PathBuf {
+    state_dir.join("cron").join("jobs.json")
 }
 
 fn fresh_id(jobs: &[Job]) -> String {
@@ -301,13 +302,13 @@ mod tests {
     fn add_list_remove_persist_in_a_private_file() {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
-        let store = JobStore::in_workspace(dir.path());
+        let store = JobStore::in_state_dir(dir.path());
         assert!(store.load().unwrap().is_empty());
         let a = store.add(every(30), now()).unwrap();
         let b = store.add(every(60), now()).unwrap();
         assert_ne!(a.id, b.id);
         assert_eq!(a.next_run, Some(now() + chrono::TimeDelta::seconds(30)));
-        let again = JobStore::in_workspace(dir.path());
+        let again = JobStore::in_state_dir(dir.path());
         assert_eq!(again.load().unwrap(), vec![a.clone(), b.clone()]);
         let mode = std::fs::metadata(store.path())
             .unwrap()
@@ -327,7 +328,7 @@ mod tests {
     #[test]
     fn refuses_bad_jobs_and_files() {
         let dir = tempfile::tempdir().unwrap();
-        let store = JobStore::in_workspace(dir.path());
+        let store = JobStore::in_state_dir(dir.path());
         let past = NewJob {
             schedule: Schedule::At {
                 at: now() - chrono::TimeDelta::seconds(1),
@@ -374,7 +375,7 @@ mod tests {
     #[test]
     fn every_write_changes_the_stamp() {
         let dir = tempfile::tempdir().unwrap();
-        let store = JobStore::in_workspace(dir.path());
+        let store = JobStore::in_state_dir(dir.path());
         assert_eq!(store.stamp(), None);
         let a = store.add(every(30), now()).unwrap();
         let s1 = store.stamp().unwrap();

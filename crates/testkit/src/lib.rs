@@ -71,6 +71,24 @@ pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// The state directory claw uses for `workspace` when `HOME` is `<workspace>/home`
+/// (what every helper here sets): `<home>/.claw/state/<workspace key>`.
+pub fn state_dir(workspace: impl AsRef<Path>) -> PathBuf {
+    let workspace = workspace.as_ref();
+    state_dir_in(&workspace.join("home"), workspace)
+}
+
+/// The state directory claw uses for `workspace` with `HOME=home` (no
+/// `XDG_STATE_HOME`, no `CLAW_STATE_DIR`).
+pub fn state_dir_in(home: &Path, workspace: &Path) -> PathBuf {
+    claw_memory::state::state_dir_for(&home.join(".claw/state"), workspace)
+}
+
+/// The SQLite index of `workspace` ([`state_dir`]`/memory.sqlite`).
+pub fn db_path(workspace: impl AsRef<Path>) -> PathBuf {
+    state_dir(workspace).join("memory.sqlite")
+}
+
 /// A `claw` command with a clean environment pointing at `workspace`, with the
 /// real local model configured.
 pub fn claw(workspace: &Path) -> Command {

@@ -136,7 +136,7 @@ impl Drop for WatchProc {
 
 /// A read-only connection to the workspace's database, if it exists yet.
 pub fn db(workspace: &Path) -> Option<Connection> {
-    let p = workspace.join(".claw/memory.sqlite");
+    let p = crate::db_path(workspace);
     let c = Connection::open_with_flags(&p, OpenFlags::SQLITE_OPEN_READ_ONLY).ok()?;
     c.busy_timeout(Duration::from_secs(5)).ok()?;
     Some(c)

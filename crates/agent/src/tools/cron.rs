@@ -15,7 +15,7 @@ use std::path::PathBuf;
 /// local times are in, and "now".
 #[derive(Debug, Clone)]
 pub struct CronToolContext {
-    /// `<workspace>/cron/jobs.json` ([`claw_schedule::jobs_path`]).
+    /// `<state dir>/cron/jobs.json` ([`claw_schedule::jobs_path`]).
     pub jobs_path: PathBuf,
     /// The session the tool runs in: jobs it adds deliver their answers there.
     pub session: Option<String>,

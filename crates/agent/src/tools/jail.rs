@@ -17,7 +17,12 @@
 //!   which name came first, so writes through any hard link are refused and the
 //!   error says so. Reads of hard-linked files are allowed (git and cargo create
 //!   hard links in working trees; a hard link is a name inside the workspace);
-//! - devices, FIFOs and sockets (opened non-blocking, then refused by type).
+//! - devices, FIFOs and sockets (opened non-blocking, then refused by type);
+//! - claw's own state directory and config file ([`ToolError::Protected`]), also
+//!   where they lie inside the workspace, also without the jail: every opened
+//!   descriptor's path (from `/proc/self/fd`, the kernel's own name for it) is
+//!   checked, and a file to be created is checked in its nearest existing parent
+//!   before anything is created.
 //!
 //! Without the jail (`jail_to_workspace: false`) the same functions open plain
 //! paths, following every link.
@@ -38,6 +43,8 @@ pub struct Jail {
     workspace: PathBuf,
     /// `None`: no jail.
     beneath: Option<Beneath>,
+    /// Resolved paths no tool may open (state dir, config file).
+    protected: Vec<PathBuf>,
 }
 
 /// An opened target and how to show its path to the model.
@@ -51,7 +58,89 @@ pub struct Opened<T> {
 impl Jail {
     /// The jail of a tool context (`ctx.jail`), with the process's resolver.
     pub fn from_context(ctx: &ToolContext) -> Result<Jail, ToolError> {
-        Self::new(&ctx.workspace, ctx.jail)
+        Ok(Self::new(&ctx.workspace, ctx.jail)?.protecting(&ctx.protected))
+    }
+
+    /// The same jail, also refusing `paths` (and everything beneath them).
+    pub fn protecting(mut self, paths: &[PathBuf]) -> Jail {
+        self.protected = paths
+            .iter()
+            .map(|p| claw_memory::state::resolve_existing(p))
+            .collect();
+        self
+    }
+
+    /// `Err(Protected)` when `real` (a resolved path) is or lies beneath a
+    /// protected path.
+    fn check_real(&self, real: &Path, shown: &str) -> Result<(), ToolError> {
+        match self.protected.iter().find(|p| real.starts_with(p)) {
+            Some(p) => Err(ToolError::Protected {
+                path: shown.to_string(),
+                what: p.display().to_string(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Checks an opened descriptor by the kernel's name for it.
+    fn check_fd(&self, fd: libc::c_int, shown: &str) -> Result<(), ToolError> {
+        if self.protected.is_empty() {
+            return Ok(());
+        }
+        let real = std::fs::read_link(format!("/proc/self/fd/{fd}")).map_err(|e| ToolError::Io {
+            path: shown.to_string(),
+            message: format!("cannot tell where the file lies (/proc/self/fd: {e}); refused"),
+        })?;
+        self.check_real(&real, shown)
+    }
+
+    /// Checks where a file that does not exist yet would be created: its nearest
+    /// existing parent, resolved, joined with the rest of the path.
+    fn check_new(&self, path: &Path, shown: &str) -> Result<(), ToolError> {
+        if self.protected.is_empty() {
+            return Ok(());
+        }
+        let mut rest = Vec::new();
+        let mut at = path;
+        loop {
+            let parent = at.parent().unwrap_or(Path::new(""));
+            if let Some(name) = at.file_name() {
+                rest.push(name.to_os_string());
+            }
+            let opened = match &self.beneath {
+                Some(b) => b
+                    .open_file(
+                        if parent.as_os_str().is_empty() { Path::new(".") } else { parent },
+                        libc::O_PATH | libc::O_DIRECTORY,
+                    )
+                    .ok(),
+                None => open_plain(
+                    if parent.as_os_str().is_empty() { Path::new(".") } else { parent },
+                    libc::O_PATH | libc::O_DIRECTORY,
+                )
+                .ok(),
+            };
+            if let Some(dir) = opened {
+                let real = std::fs::read_link(format!("/proc/self/fd/{}", dir.as_raw_fd()))
+                    .map_err(|e| ToolError::Io {
+                        path: shown.to_string(),
+                        message: format!("cannot tell where the file lies (/proc/self/fd: {e}); refused"),
+                    })?;
+                let mut joined = real;
+                for r in rest.iter().rev() {
+                    if r == ".." {
+                        joined.pop();
+                    } else if r != "." {
+                        joined.push(r);
+                    }
+                }
+                return self.check_real(&joined, shown);
+            }
+            if parent.as_os_str().is_empty() || parent == at {
+                return Ok(()); // nothing exists on the way: the open fails later
+            }
+            at = parent;
+        }
     }
 
     /// A jail on `workspace` (`jailed: false` gives plain path access).
@@ -60,6 +149,7 @@ impl Jail {
             return Ok(Jail {
                 workspace: workspace.to_path_buf(),
                 beneath: None,
+                protected: Vec::new(),
             });
         }
         Self::with_resolver(workspace, beneath::default_resolver())
@@ -74,6 +164,7 @@ impl Jail {
         Ok(Jail {
             workspace: workspace.to_path_buf(),
             beneath: Some(b),
+            protected: Vec::new(),
         })
     }
 
@@ -168,6 +259,7 @@ impl Jail {
                 .map_err(|e| self.map_err(raw, &shown, e))?,
             None => open_plain(&path, flags).map_err(|e| io_error(&shown, e))?,
         };
+        self.check_fd(file.as_raw_fd(), &shown)?;
         Ok(Opened {
             handle: file,
             shown,
@@ -228,6 +320,7 @@ impl Jail {
             },
         };
         if let Some(file) = existing {
+            self.check_fd(file.as_raw_fd(), &shown)?;
             let opened = Opened {
                 handle: file,
                 shown,
@@ -237,6 +330,7 @@ impl Jail {
             self.single_link(&opened, &st)?;
             return Ok((opened, false));
         }
+        self.check_new(&path, &shown)?;
         let file = match &self.beneath {
             Some(b) => b
                 .create_new(&path, 0o666)

@@ -90,6 +90,9 @@ pub struct ToolContext {
     pub messenger: Option<Arc<dyn message::Messenger>>,
     /// Starts sub-agents; without it `spawn` is not offered.
     pub spawner: Option<SharedSpawner>,
+    /// Paths the file tools refuse even inside the workspace (claw's state
+    /// directory and config file: [`crate::settings::AgentSettings::protected`]).
+    pub protected: Vec<PathBuf>,
 }
 
 impl ToolContext {
@@ -111,6 +114,7 @@ impl ToolContext {
             cron: None,
             messenger: None,
             spawner: None,
+            protected: Vec::new(),
         }
     }
 }
@@ -135,6 +139,7 @@ impl std::fmt::Debug for ToolContext {
             .field("cron", &self.cron)
             .field("messenger", &self.messenger.is_some())
             .field("spawner", &self.spawner.is_some())
+            .field("protected", &self.protected)
             .finish()
     }
 }
@@ -261,6 +266,10 @@ pub enum ToolError {
     OutsideWorkspace { path: String, workspace: String },
     #[error("`{path}` does not exist")]
     NotFound { path: String },
+    #[error(
+        "`{path}` is claw's own state or configuration ({what}); the assistant's tools may not read or change it"
+    )]
+    Protected { path: String, what: String },
     #[error("{path}: {message}")]
     Io { path: String, message: String },
     #[error("{}", render_no_match(.path, .closest))]

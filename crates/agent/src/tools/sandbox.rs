@@ -38,6 +38,14 @@
 //!    `RLIMIT_CORE` 0; every capability dropped (bounding, ambient, effective,
 //!    permitted, inheritable sets), so even a root command without namespaces
 //!    cannot `reboot(2)`, load modules or reconfigure the network.
+//! 5. **seccomp** — `socket(AF_UNIX, …)` fails (`EACCES`): a Unix socket file in
+//!    the workspace cannot lead to its host listener (the mount namespace hides
+//!    every other socket file; Landlock scopes abstract ones); `io_uring_setup`
+//!    and other system call ABIs (x32, 32-bit) fail with `ENOSYS`.
+//! 6. **hidden paths** — claw's state directory and config file
+//!    ([`SandboxPolicy::hidden`]) are covered in the new root (an empty tmpfs, or
+//!    `/dev/null` for a file) where they lie inside the workspace or a configured
+//!    path, so a command can neither read the gateway token nor plant a source.
 //!
 //! Design choice — fork/exec: the Landlock ruleset, every path, every mount
 //! target and every byte the child writes are prepared in the parent
@@ -112,6 +120,11 @@ pub struct SandboxPolicy {
     /// Where the private temp directory is created when there is no mount
     /// namespace (then `TMPDIR` points into it).
     pub tmp_root: PathBuf,
+    /// Paths that do not exist for a command even where they lie inside the
+    /// workspace or a `read_paths`/`write_paths` entry: claw's state directory
+    /// and config file (an empty read-only tmpfs, or `/dev/null` for a file, is
+    /// mounted over them in the sandbox's mount namespace).
+    pub hidden: Vec<PathBuf>,
 }
 
 impl Default for SandboxPolicy {
@@ -129,6 +142,7 @@ impl Default for SandboxPolicy {
             write_paths: Vec::new(),
             pass_env: Vec::new(),
             tmp_root: PathBuf::from("/tmp"),
+            hidden: Vec::new(),
         }
     }
 }

@@ -5,6 +5,7 @@
 mod agent_driver;
 mod confirm_driver;
 mod jail_escapes;
+mod protected_paths;
 mod provider_failover;
 mod provider_streaming;
 mod ssrf_fetch;

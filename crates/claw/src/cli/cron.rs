@@ -1,5 +1,5 @@
 //! `claw cron add | list | remove | run`: scheduled messages in the workspace's
-//! jobs file (`<workspace>/cron/jobs.json`, see `claw_schedule`). A running gateway
+//! jobs file (`<state dir>/cron/jobs.json`, see `claw_schedule`). A running gateway
 //! picks edits up without a restart; `claw cron run ID` runs a job's turn now, in
 //! this process, the way `claw -m` runs one (session `cron:<id>`).
 //!
@@ -147,7 +147,7 @@ pub fn user_zone(settings: &Settings) -> Zone {
 /// What the `cron` tool needs in a session with key `session`.
 pub fn tool_context(settings: &Settings, session: &str) -> CronToolContext {
     CronToolContext {
-        jobs_path: claw_schedule::jobs_path(&settings.mem.workspace),
+        jobs_path: claw_schedule::jobs_path(&settings.state_dir()),
         session: Some(session.to_string()),
         zone: user_zone(settings),
         clock: clock(settings),
@@ -155,7 +155,7 @@ pub fn tool_context(settings: &Settings, session: &str) -> CronToolContext {
 }
 
 fn store(settings: &Settings) -> JobStore {
-    JobStore::in_workspace(&settings.mem.workspace)
+    JobStore::in_state_dir(&settings.state_dir())
 }
 
 /// Print a user error (exit 2) or pass a system error up.

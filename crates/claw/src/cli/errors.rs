@@ -118,7 +118,9 @@ fn classify(e: &(dyn std::error::Error + 'static)) -> Option<(&'static str, Vec<
     }
     if let Some(e) = e.downcast_ref::<ConfigError>() {
         let hint = match e {
-            ConfigError::NoHome => "set CLAW_WORKSPACE and CLAW_CONFIG, or HOME".to_string(),
+            ConfigError::NoHome => {
+                "set CLAW_WORKSPACE, CLAW_CONFIG and CLAW_STATE_DIR, or HOME".to_string()
+            }
             ConfigError::Read { .. } => {
                 "check the --config flag / CLAW_CONFIG, or remove it to use the defaults".into()
             }
@@ -127,6 +129,28 @@ fn classify(e: &(dyn std::error::Error + 'static)) -> Option<(&'static str, Vec<
             }
         };
         return Some(("config", vec![hint]));
+    }
+    if let Some(e) = e.downcast_ref::<claw_memory::state::StateError>() {
+        use claw_memory::state::StateError;
+        return Some(match e {
+            StateError::NotPrivate { path, .. } => (
+                "state-not-private",
+                vec![
+                    format!(
+                        "make it yours and private: `chmod 700 {}` (as its owner), or remove it",
+                        path.display()
+                    ),
+                    "or point CLAW_STATE_DIR at a directory only you can write".into(),
+                ],
+            ),
+            StateError::LegacyInUse { pid, .. } => (
+                "lock-held",
+                vec![format!(
+                    "stop process {pid} (an older claw's gateway or watcher), then run claw again"
+                )],
+            ),
+            StateError::Io { .. } => ("io", vec![]),
+        });
     }
     if let Some(e) = e.downcast_ref::<LockError>() {
         return Some(match e {

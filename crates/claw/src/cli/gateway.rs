@@ -127,7 +127,7 @@ async fn run_gateway(
         .resolve(zone)
         .map_err(|e| anyhow::anyhow!("invalid heartbeat section: {e}"))?;
     let schedule = ScheduleOptions {
-        jobs_path: claw_schedule::jobs_path(&settings.mem.workspace),
+        jobs_path: claw_schedule::jobs_path(&settings.state_dir()),
         clock: super::cron::clock(&settings),
         zone,
         heartbeat,

@@ -14,6 +14,7 @@ pub mod output;
 pub mod pg;
 pub mod repl_watch;
 pub mod search;
+pub mod state;
 pub mod watch;
 
 use crate::config::Settings;

@@ -205,7 +205,7 @@ fn hostile_queries_against_the_garden() {
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 
-    let store = Store::open(&ws.join(".claw/memory.sqlite")).unwrap();
+    let store = Store::open(&claw_testkit::db_path(ws)).unwrap();
     let params = MemorySettings::default();
     let set = hostile_set();
     assert!(set.len() >= 250, "{} hostile queries", set.len());

@@ -112,7 +112,7 @@ fn a_never_indexed_workspace_is_indexed_on_first_use() {
         .map(|(p, c)| (p.as_str(), c.as_str()))
         .collect();
     write_tree(ws, &refs);
-    assert!(!ws.join(".claw/memory.sqlite").exists());
+    assert!(!claw_testkit::db_path(ws).exists());
 
     let server = ScriptedServer::start([
         openai::tool_call(

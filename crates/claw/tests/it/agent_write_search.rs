@@ -45,7 +45,7 @@ async fn search(reg: &ToolRegistry, query: &str) -> (Vec<String>, String) {
 
 /// A heartbeat row for a live process, idle: the index is vouched for.
 fn vouch(ws: &Path, pid: u32) {
-    let c = Connection::open(ws.join(".claw/memory.sqlite")).unwrap();
+    let c = Connection::open(claw_testkit::db_path(ws)).unwrap();
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()

@@ -388,7 +388,7 @@ fn state_and_transcripts_are_private_under_umask_000() {
     let mut c = umask_000(support::claw_keyword_only(w));
     let o = c.args(["memory", "index"]).output().unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let state = w.join(".claw");
+    let state = claw_testkit::state_dir(w);
     assert_eq!(mode(&state), 0o700, "state dir");
     let mut checked = 0;
     for e in std::fs::read_dir(&state).unwrap() {
@@ -490,7 +490,7 @@ fn doctor_reports_each_section_in_text_and_json() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["sections"][2]["status"], "warn", "{v}");
-    assert!(!empty.path().join(".claw/memory.sqlite").exists());
+    assert!(!claw_testkit::db_path(&empty.path()).exists());
 
     // With the real model configured, the model section says it loaded.
     let o = support::claw(w)

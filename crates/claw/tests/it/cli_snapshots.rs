@@ -40,6 +40,10 @@ fn settings(ws: &Path) -> insta::Settings {
     let mut s = insta::Settings::clone_current();
     s.set_prepend_module_to_snapshot(false);
     s.set_snapshot_path("snapshots");
+    // The state dir first: it lies under `[WS]/home` and its name ends in a hash
+    // of the (temporary) workspace path.
+    let state = claw_testkit::state_dir(ws).display().to_string();
+    s.add_filter(&regex::escape(&state), "[STATE]");
     let ws = ws.display().to_string();
     s.add_filter(&regex::escape(&ws), "[WS]");
     s.add_filter(r#""elapsed_ms":\d+"#, r#""elapsed_ms":[MS]"#);

@@ -23,7 +23,7 @@ type Files = BTreeSet<(String, String, String)>;
 type Chunks = BTreeMap<String, BTreeSet<(String, String)>>;
 
 fn snapshot(ws: &Path) -> (Files, Chunks) {
-    let c = Connection::open(ws.join(".claw/memory.sqlite")).unwrap();
+    let c = Connection::open(claw_testkit::db_path(&ws)).unwrap();
     let mut s = c.prepare("SELECT source, path, sha256 FROM files").unwrap();
     let files = s
         .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
@@ -59,7 +59,7 @@ fn index_to_completion(ws: &Path) -> Duration {
 }
 
 fn consistent(ws: &Path) {
-    let store = Store::open(&ws.join(".claw/memory.sqlite")).unwrap();
+    let store = Store::open(&claw_testkit::db_path(&ws)).unwrap();
     let problems = store.check_consistency().unwrap();
     assert!(
         problems.is_empty(),
@@ -152,7 +152,7 @@ fn kill_9_at_random_points_never_corrupts_the_index() {
     let mut done = 0;
     while done < points {
         // A cycle starts from an empty index, then is killed repeatedly.
-        let _ = std::fs::remove_dir_all(ws.join(".claw"));
+        let _ = std::fs::remove_dir_all(claw_testkit::state_dir(&ws));
         // Estimated run time left for this cycle's next run: aim inside it.
         let mut left = full;
         for _ in 0..per_cycle.min(points - done) {
@@ -180,7 +180,7 @@ fn kill_9_at_random_points_never_corrupts_the_index() {
             child.wait().unwrap();
             done += 1;
 
-            if ws.join(".claw/memory.sqlite").exists() {
+            if claw_testkit::db_path(&ws).exists() {
                 consistent(&ws);
                 // Every file row that exists carries exactly its reference chunks.
                 let (files, chunks) = snapshot(&ws);

@@ -7,7 +7,8 @@
 //! gateway's overhead printed), SIGTERM during a streaming turn (exit 0 within the
 //! grace period, transcript intact), SIGTERM past the grace period (the turn is
 //! cancelled, exit 0) and `kill -9` (nothing answered is lost, the next start works);
-//! and one turn end to end against the real llama.cpp server.
+//! and one turn end to end against the real llama.cpp server (`real_model_turn`, run by
+//! `e2e_local_llm` on its server, through its relay, within its budget).
 
 use claw_gateway::client::{ChatEvent, Client};
 use claw_gateway::discovery::{self, GatewayInfo};
@@ -68,7 +69,7 @@ impl Gateway {
     /// `model`: with the real embedding model (warm in the gateway).
     pub fn start_with(ws: &Path, llm: Option<&str>, model: bool) -> Gateway {
         let mut proc = GatewayProc::spawn(claw_env(ws, llm, model));
-        let state = ws.join(".claw");
+        let state = claw_testkit::state_dir(ws);
         let info = proc.wait_until("listening", Duration::from_secs(60), |p| {
             discovery::read_live(&state).filter(|i| i.pid == p.pid())
         });
@@ -176,7 +177,7 @@ fn token_streaming_non_streaming_and_sessions() {
 
     // The token: generated on first start, private, required everywhere but /healthz.
     let mode = std::os::unix::fs::PermissionsExt::mode(
-        &std::fs::metadata(ws.join(".claw/gateway.token"))
+        &std::fs::metadata(claw_testkit::state_dir(ws).join("gateway.token"))
             .unwrap()
             .permissions(),
     );
@@ -607,7 +608,7 @@ fn sigterm_during_a_streaming_turn_finishes_it_and_exits_0() {
         expected_pairs(&["a long answer please".into()])
     );
     // Discovery file removed; the writer lock released (an index run takes it).
-    assert!(!ws.join(".claw/gateway.json").exists());
+    assert!(!claw_testkit::state_dir(ws).join("gateway.json").exists());
     let out = claw(ws, None).args(["memory", "index"]).output().unwrap();
     assert!(out.status.success(), "{out:?}");
     assert!(gw.log().contains("SIGTERM"), "{}", gw.log());
@@ -659,7 +660,7 @@ fn kill_9_loses_no_answered_message_and_the_next_start_works() {
     let (code, _) = gw.wait_exit(Duration::from_secs(10));
     assert_ne!(code, 0);
     // The stale discovery file is ignored.
-    assert!(ws.join(".claw/gateway.json").exists());
+    assert!(claw_testkit::state_dir(ws).join("gateway.json").exists());
     let status = claw(ws, None).args(["gateway", "status"]).output().unwrap();
     assert_eq!(status.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&status.stdout).contains("no gateway is running"));
@@ -698,81 +699,74 @@ fn install_service_writes_a_user_unit() {
     assert!(stdout.contains("systemctl --user enable --now claw-gateway.service"));
 }
 
-#[test]
-fn end_to_end_turn_against_the_real_llama_server() {
-    let llama = claw_testkit::llama::LlamaServer::start();
-    // The tiny model answers a fresh turn with one grammar-forced tool call, then
-    // text. Its arguments are nonsense: assert the shape, never the content; a
-    // turn the model itself ruins (max iterations, unparsable call) is retried
-    // in a fresh workspace (fixed paths, pinned date: the same sequence on every
-    // run), at most 8 times.
-    let mut failures = Vec::new();
-    loop {
-        let dir = claw_testkit::llama::fixed_workspace(&llama, "gateway", failures.len());
-        let ws = dir.path();
-        std::fs::create_dir_all(ws.join("notes")).unwrap();
-        std::fs::write(ws.join("notes/today.md"), "- buy milk\n").unwrap();
-        std::fs::write(
-            ws.join("config.json"),
-            r#"{"agent": {"max_tokens": 256, "context_window": 4096, "max_iterations": 6,
-                           "confirm_side_effects": true, "jail_to_workspace": true},
-                 "agents": {"max_subagents": 0}}"#,
-        )
-        .unwrap();
-        let url = llama.url();
-        let mut gw = Gateway::start(ws, Some(&url));
-        let mut c = gw.client();
-        // One model call takes ~1 s on a quiet machine, over a minute on a busy one.
-        c.timeout = Some(Duration::from_secs(900));
-        let mut tools = Vec::new();
-        let mut text = String::new();
-        let r = c.chat(
-            "e2e",
-            "What is in my notes folder? Use a tool.",
-            false,
-            "test",
-            |ev| match ev {
-                ChatEvent::Tool(t) => tools.push(t.clone()),
-                ChatEvent::Text(t) => text.push_str(t),
-                _ => {}
-            },
-        );
-        let (end, why) = r.expect("the stream completes");
-        if end != "answered" {
-            failures.push(format!("{end}: {why:?}"));
-            assert!(failures.len() < 8, "the model failed 8 times: {failures:?}");
-            continue;
-        }
-        // A tool call streamed as started, then done or error, with its id and name.
-        assert!(!tools.is_empty(), "no tool activity in the stream");
-        let first = &tools[0];
-        let id = first["id"].as_str().unwrap();
-        assert!(!id.is_empty());
-        assert!(first["name"].is_string());
-        assert!(first["arguments"].is_string());
-        assert!(
-            tools
-                .iter()
-                .any(|t| t["id"] == id && (t["status"] == "done" || t["status"] == "error")),
-            "{tools:?}"
-        );
-        // The transcript: the user's message, the call, its result, the answer.
-        let msgs = transcript(ws, "e2e");
-        assert_eq!(msgs[0]["role"], "user");
-        assert!(
-            msgs.iter()
-                .any(|m| m["role"] == "tool" && m["tool_call_id"] == id),
-            "{msgs:?}"
-        );
-        let last = msgs.last().unwrap();
-        assert_eq!(last["role"], "assistant");
-        assert_eq!(last["content"].as_str().unwrap().trim(), text.trim());
-        assert!(!text.trim().is_empty());
-        gw.signal(libc::SIGTERM);
-        assert_eq!(gw.wait_exit(Duration::from_secs(15)).0, 0);
-        eprintln!("settled after {} model failure(s)", failures.len());
-        break;
-    }
+/// One turn through `claw gateway` against the real llama.cpp server, through the
+/// rig's relay (called by `e2e_local_llm`, which owns the server, the relay and
+/// the budget). The tiny model answers a fresh turn with one grammar-forced tool
+/// call, then text. Its arguments are nonsense: assert the shape, never the
+/// content. One attempt: the relay's bounds leave the model no way to run away.
+pub fn real_model_turn(
+    llama: &claw_testkit::llama::LlamaServer,
+    relay: &claw_testkit::llama::Relay,
+    deadline: Instant,
+) {
+    let dir = claw_testkit::llama::fixed_workspace(llama, "gateway", 0);
+    let ws = dir.path();
+    std::fs::create_dir_all(ws.join("notes")).unwrap();
+    std::fs::write(ws.join("notes/today.md"), "- buy milk\n").unwrap();
+    std::fs::write(
+        ws.join("config.json"),
+        r#"{"agent": {"max_tokens": 256, "context_window": 4096, "max_iterations": 6,
+                       "confirm_side_effects": true, "jail_to_workspace": true},
+             "agents": {"max_subagents": 0}}"#,
+    )
+    .unwrap();
+    let url = relay.url();
+    let mut gw = Gateway::start(ws, Some(&url));
+    let mut c = gw.client();
+    c.timeout = Some(deadline.saturating_duration_since(Instant::now()));
+    let mut tools = Vec::new();
+    let mut text = String::new();
+    let r = c.chat(
+        "e2e",
+        "What is in my notes folder? Use a tool.",
+        false,
+        "test",
+        |ev| match ev {
+            ChatEvent::Tool(t) => tools.push(t.clone()),
+            ChatEvent::Text(t) => text.push_str(t),
+            _ => {}
+        },
+    );
+    let ctx = || format!("the model's exchanges:\n{}\ngateway log:\n{}", relay.transcript(), gw.log());
+    let (end, why) = r.unwrap_or_else(|e| panic!("the stream did not complete ({e:?}); {}", ctx()));
+    assert_eq!(end, "answered", "{why:?}; {}", ctx());
+    // A tool call streamed as started, then done or error, with its id and name.
+    assert!(!tools.is_empty(), "no tool activity in the stream; {}", ctx());
+    let first = &tools[0];
+    let id = first["id"].as_str().unwrap();
+    assert!(!id.is_empty());
+    assert!(first["name"].is_string());
+    assert!(first["arguments"].is_string());
+    assert!(
+        tools
+            .iter()
+            .any(|t| t["id"] == id && (t["status"] == "done" || t["status"] == "error")),
+        "{tools:?}"
+    );
+    // The transcript: the user's message, the call, its result, the answer.
+    let msgs = transcript(ws, "e2e");
+    assert_eq!(msgs[0]["role"], "user");
+    assert!(
+        msgs.iter()
+            .any(|m| m["role"] == "tool" && m["tool_call_id"] == id),
+        "{msgs:?}"
+    );
+    let last = msgs.last().unwrap();
+    assert_eq!(last["role"], "assistant");
+    assert_eq!(last["content"].as_str().unwrap().trim(), text.trim());
+    assert!(!text.trim().is_empty(), "{}", ctx());
+    gw.signal(libc::SIGTERM);
+    assert_eq!(gw.wait_exit(Duration::from_secs(15)).0, 0);
 }
 
 #[test]

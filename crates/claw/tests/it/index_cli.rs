@@ -23,7 +23,7 @@ fn index_json(cmd: &mut std::process::Command) -> Value {
 
 fn db(ws: &Path) -> Connection {
     claw_memory::store::register_sqlite_vec();
-    Connection::open(ws.join(".claw/memory.sqlite")).unwrap()
+    Connection::open(claw_testkit::db_path(ws)).unwrap()
 }
 
 fn count(c: &Connection, sql: &str) -> i64 {
@@ -31,7 +31,7 @@ fn count(c: &Connection, sql: &str) -> i64 {
 }
 
 fn consistent(ws: &Path) {
-    let store = Store::open(&ws.join(".claw/memory.sqlite")).unwrap();
+    let store = Store::open(&claw_testkit::db_path(ws)).unwrap();
     let problems = store.check_consistency().unwrap();
     assert!(problems.is_empty(), "inconsistent index: {problems:?}");
 }
@@ -443,7 +443,7 @@ fn a_second_writer_waits_then_says_who_holds_the_lock() {
 
     // Another writer (this test process) holds the lock.
     let lock = claw_memory::lock::WriterLock::acquire(
-        &ws.join(".claw"),
+        &claw_testkit::state_dir(ws),
         "test holder",
         std::time::Duration::ZERO,
     )

@@ -3,6 +3,7 @@
 #![allow(unsafe_code)] // kill(2)/killpg(2) on child processes the tests start
 
 mod adversarial_queries;
+mod adversarial_state;
 mod agent_assist;
 mod agent_cli;
 mod agent_memory;

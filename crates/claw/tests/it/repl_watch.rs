@@ -167,7 +167,7 @@ fn search_json(ws: &Path, query: &str) -> Value {
 }
 
 fn writer_lock_is_free(ws: &Path) -> bool {
-    claw_memory::lock::WriterLock::acquire(&ws.join(".claw"), "test", Duration::ZERO).is_ok()
+    claw_memory::lock::WriterLock::acquire(&claw_testkit::state_dir(ws), "test", Duration::ZERO).is_ok()
 }
 
 fn indexed_workspace() -> tempfile::TempDir {
@@ -243,7 +243,7 @@ fn fresh_and_vouching(ws: &Path) {
     // the disk is re-indexed by any walk (restoring the mtime), never by the
     // watcher (no file event).
     let tampered = {
-        let c = Connection::open(ws.join(".claw/memory.sqlite")).unwrap();
+        let c = Connection::open(claw_testkit::db_path(ws)).unwrap();
         c.busy_timeout(Duration::from_secs(10)).unwrap();
         c.execute(
             "UPDATE files SET mtime = mtime - 1000000000 \

@@ -173,7 +173,7 @@ fn secrets_corpus_nothing_stays_searchable_and_clean_text_is_untouched() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let c = Connection::open(ws.join(".claw/memory.sqlite")).unwrap();
+    let c = Connection::open(claw_testkit::db_path(ws)).unwrap();
     let chunks: i64 = c
         .query_row("SELECT count(*) FROM chunks", [], |r| r.get(0))
         .unwrap();

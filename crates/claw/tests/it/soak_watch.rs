@@ -71,7 +71,7 @@ struct Snapshot {
 }
 
 fn snapshot(ws: &Path) -> Option<Snapshot> {
-    let c = Connection::open(ws.join(".claw/memory.sqlite")).ok()?;
+    let c = Connection::open(claw_testkit::db_path(&ws)).ok()?;
     c.busy_timeout(Duration::from_secs(5)).ok()?;
     let mut s = c.prepare("SELECT source, path, sha256 FROM files").ok()?;
     let files = s
@@ -284,6 +284,6 @@ fn soak_random_changes_end_equal_to_a_clean_index() {
     let events = w.stop();
     let errors: Vec<_> = events.iter().filter(|e| e["event"] == "error").collect();
     assert!(errors.is_empty(), "{errors:?}");
-    let store = Store::open(&ws.join(".claw/memory.sqlite")).unwrap();
+    let store = Store::open(&claw_testkit::db_path(&ws)).unwrap();
     assert!(store.check_consistency().unwrap().is_empty());
 }

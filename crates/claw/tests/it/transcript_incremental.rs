@@ -66,7 +66,7 @@ fn appends_are_indexed_from_the_last_offset() {
         + &msg("assistant", "the quince is by the shed", 1767225603);
     support::write_tree(ws, &[("sessions/cli_default.jsonl", first.as_str())]);
     index(ws);
-    let c = Connection::open(ws.join(".claw/memory.sqlite")).unwrap();
+    let c = Connection::open(claw_testkit::db_path(ws)).unwrap();
     let before = chunks(&c);
     assert_eq!(before.len(), 1);
     let (_, (_, start, end)) = before.iter().next().unwrap();

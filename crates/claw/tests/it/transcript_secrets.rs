@@ -78,7 +78,7 @@ fn no_secret_is_searchable() {
         String::from_utf8_lossy(&out.stderr)
     );
 
-    let c = Connection::open(ws.join(".claw/memory.sqlite")).unwrap();
+    let c = Connection::open(claw_testkit::db_path(ws)).unwrap();
     // Both files were indexed (their ordinary words are searchable) ...
     for (word, source) in [
         ("markerwordnote", "memory"),

@@ -22,7 +22,7 @@ fn claw_json(ws: &Path, args: &[&str]) -> Value {
 }
 
 fn delete_db(ws: &Path) {
-    let db = ws.join(".claw/memory.sqlite");
+    let db = claw_testkit::db_path(&ws);
     for suffix in ["", "-wal", "-shm"] {
         match std::fs::remove_file(format!("{}{suffix}", db.display())) {
             Ok(()) => {}
@@ -67,7 +67,7 @@ fn a_deleted_database_is_noticed_rebuilt_and_sources_survive() {
     let noticed = t0.elapsed();
     assert_eq!(
         ev["path"],
-        ws.join(".claw/memory.sqlite").display().to_string()
+        claw_testkit::db_path(&ws).display().to_string()
     );
     let ev = w.wait_event("the rebuild", |e| {
         e["event"] == "synced" && e["rebuilt"] == "new index"
@@ -115,7 +115,7 @@ fn a_deleted_database_is_noticed_rebuilt_and_sources_survive() {
     // A second deletion, of the main file alone (its -wal/-shm left behind,
     // still the old database's): handled the same way, and the stale WAL is
     // not replayed into the new database.
-    std::fs::remove_file(ws.join(".claw/memory.sqlite")).unwrap();
+    std::fs::remove_file(claw_testkit::db_path(&ws)).unwrap();
     w.wait_event("the second deletion", |e| e["event"] == "database_replaced");
     w.wait_db("rebuilt again", |c| {
         fts(c, "heron") == 1 && fts(c, "aardvarkfact") == 1
@@ -126,7 +126,7 @@ fn a_deleted_database_is_noticed_rebuilt_and_sources_survive() {
         !events.iter().any(|e| e["event"] == "error"),
         "no error events: {events:#?}"
     );
-    let store = Store::open(&ws.join(".claw/memory.sqlite")).unwrap();
+    let store = Store::open(&claw_testkit::db_path(&ws)).unwrap();
     let problems = store.check_consistency().unwrap();
     assert!(problems.is_empty(), "{problems:?}");
 }

@@ -8,7 +8,7 @@ use claw_memory::store::Store;
 use watch_proc::{WatchProc, count, fts, paths};
 
 fn consistent(ws: &std::path::Path) {
-    let store = Store::open(&ws.join(".claw/memory.sqlite")).unwrap();
+    let store = Store::open(&claw_testkit::db_path(ws)).unwrap();
     let problems = store.check_consistency().unwrap();
     assert!(problems.is_empty(), "{problems:?}");
 }
@@ -77,7 +77,7 @@ fn create_modify_rename_atomic_save_move_and_delete() {
 
     // Status sees a live watcher while it runs.
     {
-        let store = Store::open(&ws.join(".claw/memory.sqlite")).unwrap();
+        let store = Store::open(&claw_testkit::db_path(ws)).unwrap();
         let st = claw_memory::watch::watcher_status(&store).unwrap().unwrap();
         assert!(st.alive, "{st:?}");
         assert_eq!(st.pid, w.child.id() as i64);
@@ -85,7 +85,7 @@ fn create_modify_rename_atomic_save_move_and_delete() {
     let events = w.stop();
     assert_eq!(events.last().unwrap()["event"], "stopped");
     consistent(ws);
-    let store = Store::open(&ws.join(".claw/memory.sqlite")).unwrap();
+    let store = Store::open(&claw_testkit::db_path(ws)).unwrap();
     assert_eq!(claw_memory::watch::watcher_status(&store).unwrap(), None);
 }
 

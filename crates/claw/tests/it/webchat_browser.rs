@@ -444,7 +444,7 @@ fn webchat_in_headless_chromium_streams_tools_and_renders_safely() {
     ]);
     let gw = Gateway::start(ws, Some(&llm.url()));
     let base = gw.client().info.base_url();
-    let token = std::fs::read_to_string(ws.join(".claw/gateway.token"))
+    let token = std::fs::read_to_string(claw_testkit::state_dir(ws).join("gateway.token"))
         .unwrap()
         .trim()
         .to_string();

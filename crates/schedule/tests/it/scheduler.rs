@@ -21,7 +21,7 @@ fn job(schedule: Schedule, message: &str) -> NewJob {
 #[tokio::test(start_paused = true)]
 async fn every_fires_on_its_interval_and_updates_the_file() {
     let dir = tempfile::tempdir().unwrap();
-    let store = JobStore::in_workspace(dir.path());
+    let store = JobStore::in_state_dir(dir.path());
     let t0 = t("2026-11-05T12:00:00Z");
     let added = on_store(&store, move |s| {
         s.add(job(Schedule::Every { every_secs: 30 }, "stretch"), t0)
@@ -62,7 +62,7 @@ async fn every_fires_on_its_interval_and_updates_the_file() {
 #[tokio::test(start_paused = true)]
 async fn at_fires_once_and_is_removed() {
     let dir = tempfile::tempdir().unwrap();
-    let store = JobStore::in_workspace(dir.path());
+    let store = JobStore::in_state_dir(dir.path());
     let t0 = t("2026-11-05T12:00:00Z");
     let at = t0 + TimeDelta::seconds(90);
     let added = on_store(&store, move |s| {
@@ -93,7 +93,7 @@ async fn at_fires_once_and_is_removed() {
 #[tokio::test(start_paused = true)]
 async fn cron_fires_at_the_next_match_in_its_time_zone() {
     let dir = tempfile::tempdir().unwrap();
-    let store = JobStore::in_workspace(dir.path());
+    let store = JobStore::in_state_dir(dir.path());
     // Friday 2026-11-27 10:00 UTC.
     let t0 = t("2026-11-27T10:00:00Z");
     let berlin = Zone::parse("Europe/Berlin").unwrap();
@@ -147,7 +147,7 @@ async fn cron_fires_at_the_next_match_in_its_time_zone() {
 #[tokio::test(start_paused = true)]
 async fn state_survives_a_restart() {
     let dir = tempfile::tempdir().unwrap();
-    let store = JobStore::in_workspace(dir.path());
+    let store = JobStore::in_state_dir(dir.path());
     let t0 = t("2026-11-05T12:00:00Z");
     on_store(&store, move |s| {
         s.add(job(Schedule::Every { every_secs: 600 }, "tea"), t0)
@@ -177,7 +177,7 @@ async fn state_survives_a_restart() {
 #[tokio::test(start_paused = true)]
 async fn a_missed_run_is_caught_up_once_at_start() {
     let dir = tempfile::tempdir().unwrap();
-    let store = JobStore::in_workspace(dir.path());
+    let store = JobStore::in_state_dir(dir.path());
     let t0 = t("2026-11-05T12:00:00Z");
     let at = t0 + TimeDelta::seconds(10);
     on_store(&store, move |s| {
@@ -219,7 +219,7 @@ async fn a_missed_run_is_caught_up_once_at_start() {
 #[tokio::test(start_paused = true)]
 async fn an_overlapping_run_is_skipped_and_logged() {
     let dir = tempfile::tempdir().unwrap();
-    let store = JobStore::in_workspace(dir.path());
+    let store = JobStore::in_state_dir(dir.path());
     let t0 = t("2026-11-05T12:00:00Z");
     let added = on_store(&store, move |s| {
         s.add(job(Schedule::Every { every_secs: 2 }, "slow job"), t0)
@@ -265,7 +265,7 @@ async fn an_overlapping_run_is_skipped_and_logged() {
 #[tokio::test(start_paused = true)]
 async fn edits_of_the_jobs_file_reach_a_running_scheduler() {
     let dir = tempfile::tempdir().unwrap();
-    let store = JobStore::in_workspace(dir.path());
+    let store = JobStore::in_state_dir(dir.path());
     let t0 = t("2026-11-05T12:00:00Z");
     let doomed = on_store(&store, move |s| {
         s.add(
@@ -347,7 +347,7 @@ async fn edits_of_the_jobs_file_reach_a_running_scheduler() {
 #[tokio::test(start_paused = true)]
 async fn shutdown_stops_promptly_and_a_dropped_receiver_ends_it() {
     let dir = tempfile::tempdir().unwrap();
-    let store = JobStore::in_workspace(dir.path());
+    let store = JobStore::in_state_dir(dir.path());
     let t0 = t("2026-11-05T12:00:00Z");
     let run = Running::start(&store, t0, Duration::from_secs(3600));
     tokio::time::sleep(SEC).await;
@@ -371,7 +371,7 @@ async fn shutdown_stops_promptly_and_a_dropped_receiver_ends_it() {
 async fn wall_clock_scheduler_fires_and_sees_removal() {
     use claw_schedule::{Clock, Scheduler};
     let dir = tempfile::tempdir().unwrap();
-    let store = JobStore::in_workspace(dir.path());
+    let store = JobStore::in_state_dir(dir.path());
     let (tx, mut fires) = tokio::sync::mpsc::channel(16);
     let shutdown = tokio_util::sync::CancellationToken::new();
     let task = tokio::spawn(

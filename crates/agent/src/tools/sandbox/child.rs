@@ -30,6 +30,7 @@ pub(super) const STEP_NAMES: &[&str] = &[
     "adding the private /tmp and the new root to the Landlock ruleset",
     "setting no_new_privs",
     "enforcing the Landlock ruleset",
+    "installing the seccomp filter (no Unix-domain sockets)",
 ];
 pub(super) const STEP_DONE: u32 = 1000;
 
@@ -49,6 +50,58 @@ const STEP_CHDIR: u32 = 13;
 const STEP_LANDLOCK_TMP: u32 = 14;
 const STEP_NO_NEW_PRIVS: u32 = 15;
 const STEP_LANDLOCK: u32 = 16;
+const STEP_SECCOMP: u32 = 17;
+
+/// `AUDIT_ARCH_*` of the native system call ABI.
+#[cfg(target_arch = "x86_64")]
+const AUDIT_ARCH_NATIVE: u32 = 0xC000_003E;
+#[cfg(target_arch = "aarch64")]
+const AUDIT_ARCH_NATIVE: u32 = 0xC000_00B7;
+/// x32 system calls carry this bit in their number (x86_64 only; harmless elsewhere).
+const X32_SYSCALL_BIT: u32 = 0x4000_0000;
+
+const fn stmt(code: u32, k: u32) -> libc::sock_filter {
+    libc::sock_filter {
+        code: code as u16,
+        jt: 0,
+        jf: 0,
+        k,
+    }
+}
+
+const fn jump(code: u32, k: u32, jt: u8, jf: u8) -> libc::sock_filter {
+    libc::sock_filter {
+        code: code as u16,
+        jt,
+        jf,
+        k,
+    }
+}
+
+/// The seccomp filter every sandboxed command runs under: `socket(AF_UNIX, …)`
+/// fails with `EACCES`, so a command cannot reach a host listener through a socket
+/// file in the workspace or a `write_paths` directory (the mount namespace hides
+/// the rest, Landlock's scoping covers abstract sockets; `socketpair` stays
+/// allowed: it reaches nobody). `io_uring_setup` fails with `ENOSYS` (its
+/// `IORING_OP_SOCKET` would bypass the filter), and so does every call of another
+/// ABI (x32, 32-bit compat), whose numbers and multiplexed `socketcall` this
+/// filter does not parse. Offsets are `struct seccomp_data`'s: `nr` 0, `arch` 4,
+/// `args[0]` 16 (its low word, little-endian).
+static SECCOMP_FILTER: [libc::sock_filter; 13] = [
+    /* 0 */ stmt(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, 4),
+    /* 1 */ jump(libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K, AUDIT_ARCH_NATIVE, 1, 0),
+    /* 2 */ stmt(libc::BPF_RET | libc::BPF_K, libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32),
+    /* 3 */ stmt(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, 0),
+    /* 4 */ jump(libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K, X32_SYSCALL_BIT, 0, 1),
+    /* 5 */ stmt(libc::BPF_RET | libc::BPF_K, libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32),
+    /* 6 */ jump(libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K, libc::SYS_io_uring_setup as u32, 0, 1),
+    /* 7 */ stmt(libc::BPF_RET | libc::BPF_K, libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32),
+    /* 8 */ jump(libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K, libc::SYS_socket as u32, 0, 3),
+    /* 9 */ stmt(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, 16),
+    /* 10 */ jump(libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K, libc::AF_UNIX as u32, 0, 1),
+    /* 11 */ stmt(libc::BPF_RET | libc::BPF_K, libc::SECCOMP_RET_ERRNO | libc::EACCES as u32),
+    /* 12 */ stmt(libc::BPF_RET | libc::BPF_K, libc::SECCOMP_RET_ALLOW),
+];
 
 /// One `u32` in a shared anonymous mapping: the child writes the step it is
 /// in; the parent reads it when the spawn failed.
@@ -406,6 +459,23 @@ impl ChildPlan {
                 return Err(io::Error::last_os_error());
             }
         }
+        m.set(STEP_SECCOMP);
+        let prog = libc::sock_fprog {
+            len: SECCOMP_FILTER.len() as u16,
+            filter: SECCOMP_FILTER.as_ptr() as *mut libc::sock_filter,
+        };
+        // SAFETY: the program is a static array that outlives the call; the
+        // kernel copies it. no_new_privs is set above, as an unprivileged
+        // process's filter requires.
+        cvt(unsafe {
+            libc::prctl(
+                libc::PR_SET_SECCOMP,
+                libc::SECCOMP_MODE_FILTER as libc::c_ulong,
+                &prog as *const libc::sock_fprog as libc::c_ulong,
+                0,
+                0,
+            )
+        })?;
         m.set(STEP_DONE);
         Ok(())
     }

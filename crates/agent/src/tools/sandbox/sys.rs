@@ -552,18 +552,26 @@ enum Item {
     Bind { path: PathBuf, writable: bool },
     Symlink { path: PathBuf, contents: PathBuf },
     Tmpfs { path: PathBuf, data: String },
+    /// A hidden file: `/dev/null` bound over it.
+    HideFile { path: PathBuf },
 }
 
 impl Item {
     fn path(&self) -> &Path {
         match self {
-            Item::Bind { path, .. } | Item::Symlink { path, .. } | Item::Tmpfs { path, .. } => path,
+            Item::Bind { path, .. }
+            | Item::Symlink { path, .. }
+            | Item::Tmpfs { path, .. }
+            | Item::HideFile { path } => path,
         }
     }
 }
 
 /// Plans the new root: read-only system directories, `/etc`, `/proc`, a few
-/// devices, the private `/tmp`, and the workspace and configured paths.
+/// devices, the private `/tmp`, and the workspace and configured paths, with the
+/// `hidden` paths (claw's state directory and config file; canonical) that lie
+/// inside any of them covered: an empty tmpfs over a directory, `/dev/null` over a
+/// file.
 fn plan_root(
     mounts: &[MountEntry],
     ws: &Path,
@@ -571,6 +579,7 @@ fn plan_root(
     read_paths: &[PathBuf],
     etc: &[PathBuf],
     tmp_bytes: u64,
+    hidden: &[PathBuf],
 ) -> Result<MountPlan, SandboxError> {
     let staging = Path::new("/tmp");
     if !staging.is_dir() {
@@ -658,6 +667,23 @@ fn plan_root(
         path: PathBuf::from("/tmp"),
         data: format!("size={},mode=1777", tmp_bytes.max(4096)),
     });
+    for h in hidden {
+        let bound = items.iter().any(|i| match i {
+            Item::Bind { path, .. } => h.starts_with(path),
+            _ => false,
+        });
+        if !bound {
+            continue; // not in the sandbox's view at all
+        }
+        if h.is_dir() {
+            items.push(Item::Tmpfs {
+                path: h.clone(),
+                data: "size=4k,mode=700".into(),
+            });
+        } else {
+            items.push(Item::HideFile { path: h.clone() });
+        }
+    }
     // Parents before children (a stable sort keeps /usr before the workspace in it).
     items.sort_by_key(|i| i.path().components().count());
 
@@ -705,6 +731,15 @@ fn plan_root(
                 mkdirs: parents(path)?,
                 contents: cstring(contents)?,
                 target: staged(path)?,
+            },
+            Item::HideFile { path } => RootEntry::Bind {
+                source: c"/dev/null".to_owned(),
+                fd: AtomicI32::new(-1),
+                mkdirs: parents(path)?,
+                file: true,
+                target: staged(path)?,
+                readonly: None,
+                sub_readonly: Vec::new(),
             },
             Item::Tmpfs { path, data } => RootEntry::Tmpfs {
                 mkdirs: parents(path)?,
@@ -864,6 +899,7 @@ pub(super) fn prepare(
             &read_paths,
             &etc,
             policy.tmp_bytes,
+            &existing_canonical(policy.hidden.iter().cloned()),
         )?)
     } else {
         None
