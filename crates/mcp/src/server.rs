@@ -17,10 +17,13 @@
 //! - bad arguments (unknown tool, wrong types, unknown fields, out-of-range
 //!   values, a path that is not indexed) are JSON-RPC errors (`-32602`) with a
 //!   message saying what to send; other failures are tool errors
-//!   (`isError: true`); nothing a client sends ends the process.
+//!   (`isError: true`); nothing a client sends ends the process;
+//! - over stdio, lines are framed by [`crate::stdio`]: a line that is not JSON
+//!   gets `-32700`, one over its size limit `-32600`, and the server reads on.
 
 use crate::append::{self, Target};
 use crate::status;
+use crate::stdio::LineTransport;
 use chrono::FixedOffset;
 use claw_memory::config::MemoryConfig;
 use claw_memory::search::{GetRequest, Mode, SearchError, SearchRequest, SourceFilter};
@@ -659,10 +662,13 @@ memory_get; cite `path#Lstart-Lend`.",
     }
 }
 
-/// Serves `server` on stdin/stdout until the client closes the stream.
+/// Serves `server` on stdin/stdout until the client closes the stream, through
+/// claw's own framing ([`LineTransport`]: a line that is not JSON or is over
+/// [`crate::stdio::MAX_MESSAGE_BYTES`] gets a JSON-RPC error, and reading goes on).
 pub async fn serve_stdio(server: MemoryServer) -> Result<(), std::io::Error> {
+    let (stdin, stdout) = rmcp::transport::stdio();
     let running = server
-        .serve(rmcp::transport::stdio())
+        .serve(LineTransport::new(stdin, stdout))
         .await
         .map_err(std::io::Error::other)?;
     running.waiting().await.map_err(std::io::Error::other)?;
