@@ -10,7 +10,8 @@
 //! - [`config`]: the `mcp` section of the config file;
 //! - [`status`]: `claw memory status --json`'s object, shared by the server's
 //!   `memory_status` tool;
-//! - [`append`]: `memory_append`'s write: redacted, through the agent's file jail;
+//! - [`append`]: `memory_append`'s write: redacted, through the agent's file jail,
+//!   bounded per call and by the index's per-file limit;
 //! - [`stdio`]: `claw mcp`'s stdio framing: bounded lines, JSON-RPC errors for
 //!   lines that are not JSON or too long.
 

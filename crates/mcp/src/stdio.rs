@@ -41,8 +41,8 @@ use tokio_util::bytes::Bytes;
 use tokio_util::codec::{BytesCodec, FramedWrite};
 
 /// Largest JSON-RPC message `claw mcp` reads (bytes, without the newline).
-/// Every legitimate request is far smaller: searches and reads take a few
-/// short arguments, a note to append a few KiB.
+/// Every legitimate request is far smaller: `memory_append`'s text is capped
+/// at 64 KiB, searches and reads take a few short arguments.
 pub const MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
 
 /// Read buffer size: a 20 MB line is discarded in 320 reads.

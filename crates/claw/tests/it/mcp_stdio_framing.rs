@@ -1,7 +1,9 @@
 //! `claw mcp`'s stdio framing, driven with raw lines through the real binary: a
 //! line that is not JSON gets a `-32700` reply, a 20 MB line gets a `-32600`
 //! reply within seconds without the server holding it in memory, and in both
-//! cases the next request is answered (the server stays up).
+//! cases the next request is answered (the server stays up). And `memory_append`
+//! through the same raw client: at most 64 KiB per call (`-32602` over it), and
+//! never past `memory.max_file_bytes` (a tool error; nothing written).
 
 use claw_testkit::claw_keyword_only;
 use serde_json::{Value, json};
@@ -221,5 +223,74 @@ fn a_20_mb_line_gets_an_error_within_seconds_and_the_server_goes_on() {
     eprintln!("peak RSS grew by {grown} KiB");
     assert!(grown < 12 * 1024, "peak RSS grew by {grown} KiB");
     assert_eq!(s.tools_list(5), tools);
+    s.finish();
+}
+
+/// `n` bytes of plain prose (nothing the redactor touches), ending in a letter.
+fn prose(n: usize) -> String {
+    let mut s = "note ".repeat(n / 5 + 1);
+    s.truncate(n - 1);
+    s.push('x');
+    s
+}
+
+#[test]
+fn memory_append_is_bounded_per_call_and_by_the_index_file_limit() {
+    const LIMIT: u64 = 200_000;
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    std::fs::create_dir_all(ws.join("home/.claw")).unwrap();
+    std::fs::write(
+        ws.join("home/.claw/config.json"),
+        json!({"memory": {"max_file_bytes": LIMIT}}).to_string(),
+    )
+    .unwrap();
+    let mut s = Server::start(ws);
+    s.initialize();
+    let mut id = 1;
+    let mut append = |s: &mut Server, text: &str| -> Value {
+        id += 1;
+        s.send(
+            &json!({
+                "jsonrpc": "2.0", "id": id, "method": "tools/call",
+                "params": {"name": "memory_append", "arguments": {"text": text}}
+            })
+            .to_string(),
+        );
+        let r = s.reply(Duration::from_secs(30));
+        assert_eq!(r["id"], id, "{r}");
+        r
+    };
+    // 64 KiB exactly: written.
+    let r = append(&mut s, &prose(64 * 1024));
+    assert_eq!(r["result"]["isError"], false, "{r}");
+    let note = ws.join(r["result"]["structuredContent"]["path"].as_str().unwrap());
+    let size = || std::fs::metadata(&note).unwrap().len();
+    let first = size();
+    // One byte more: refused as a bad argument naming the limit; nothing written.
+    let r = append(&mut s, &prose(64 * 1024 + 1));
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    let msg = r["error"]["message"].as_str().unwrap();
+    assert!(msg.contains("65536 bytes (64 KiB)"), "{msg}");
+    assert_eq!(size(), first);
+    // Two more fit under the 200,000-byte limit, the fourth would not.
+    for _ in 0..2 {
+        let r = append(&mut s, &prose(64 * 1024));
+        assert_eq!(r["result"]["isError"], false, "{r}");
+    }
+    let full = size();
+    assert!(full <= LIMIT && full + 64 * 1024 > LIMIT, "{full}");
+    let r = append(&mut s, &prose(64 * 1024));
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    let msg = r["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        msg.contains("limit of 200000 bytes per file (memory.max_file_bytes)"),
+        "{msg}"
+    );
+    assert!(msg.contains("start a new note"), "{msg}");
+    assert_eq!(size(), full);
+    // A short one still fits.
+    let r = append(&mut s, "short fact");
+    assert_eq!(r["result"]["isError"], false, "{r}");
     s.finish();
 }
