@@ -6,6 +6,11 @@
 //! ([`claw_agent::tools::jail::Jail`]) — the policy of `write_file`: beneath the
 //! workspace, no symlink leading out, never through a hard link or a dangling
 //! symlink. Only these two targets can be written; the model never names a path.
+//!
+//! Bounded: one append takes at most [`MAX_APPEND_BYTES`] (text and heading),
+//! and an append that would take the note past the index's per-file limit
+//! (`memory.max_file_bytes`, passed in) is refused — such a note would silently
+//! drop out of search. A refused append writes nothing and creates nothing.
 
 use chrono::{DateTime, FixedOffset, Utc};
 use claw_agent::tools::ToolError;
@@ -14,6 +19,9 @@ use claw_memory::redact::redact;
 use serde::Serialize;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
+
+/// Most bytes one `memory_append` takes: its text and heading together.
+pub const MAX_APPEND_BYTES: usize = 64 * 1024;
 
 /// Where `memory_append` writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,6 +84,22 @@ pub enum AppendError {
     Empty,
     #[error("`heading` must be one line")]
     BadHeading,
+    #[error(
+        "the note is {bytes} bytes; one memory_append takes at most {MAX_APPEND_BYTES} bytes \
+(64 KiB). Nothing was written: save a shorter note (the facts worth keeping), or split it \
+over several appends"
+    )]
+    TooLarge { bytes: usize },
+    #[error(
+        "{path} would grow to {would_be} bytes, over the memory index's limit of {limit} bytes \
+per file (memory.max_file_bytes): the whole note would drop out of search. Nothing was \
+written: start a new note (a new file under memory/), or save this to the other target"
+    )]
+    NoteFull {
+        path: String,
+        would_be: u64,
+        limit: u64,
+    },
     #[error(transparent)]
     File(#[from] ToolError),
     #[error("{path}: {source}")]
@@ -87,13 +111,15 @@ pub enum AppendError {
 }
 
 /// Appends `text` (under `## heading` when given) to `rel` beneath `workspace`.
-/// `jailed` follows `agent.jail_to_workspace`.
+/// `jailed` follows `agent.jail_to_workspace`; `max_file_bytes` is the index's
+/// per-file limit (`memory.max_file_bytes`): the note never grows past it.
 pub fn append(
     workspace: &Path,
     jailed: bool,
     rel: &str,
     text: &str,
     heading: Option<&str>,
+    max_file_bytes: u64,
 ) -> Result<Appended, AppendError> {
     let body = text.trim_end();
     if body.trim().is_empty() {
@@ -103,29 +129,49 @@ pub fn append(
     if heading.is_some_and(|h| h.contains('\n') || h.contains('\r')) {
         return Err(AppendError::BadHeading);
     }
+    let bytes = text.len() + heading.map_or(0, str::len);
+    if bytes > MAX_APPEND_BYTES {
+        return Err(AppendError::TooLarge { bytes });
+    }
     let clean = redact(body);
     let redacted = clean.as_ref() != body;
     let heading_clean = heading.map(redact);
     let jail = Jail::new(workspace, jailed)?;
-    let (opened, created) = jail.open_write(rel)?;
-    let mut file = opened.handle;
     let io = |source| AppendError::Io {
         path: rel.to_string(),
         source,
     };
-    // The open is write-only: read the existing text through a second open.
-    let existing = if created {
-        String::new()
-    } else {
-        let mut s = String::new();
-        jail.open_read(rel)?
-            .handle
-            .read_to_string(&mut s)
-            .map_err(io)?;
-        s
+    let full = |would_be: u64| AppendError::NoteFull {
+        path: rel.to_string(),
+        would_be,
+        limit: max_file_bytes,
     };
+    // The note as it is, read before anything is opened for writing (a
+    // refused append must not even create the file); `None`: it is new. A
+    // note already past the limit is not read whole.
+    let existing = match jail.open_read(rel) {
+        Ok(opened) => {
+            let file = opened.handle;
+            let size = file.metadata().map_err(io)?.len();
+            if size > max_file_bytes {
+                return Err(full(size.saturating_add(clean.len() as u64 + 1)));
+            }
+            // Bounded even if the note grows meanwhile (checked below).
+            let mut raw = Vec::new();
+            file.take(max_file_bytes.saturating_add(1))
+                .read_to_end(&mut raw)
+                .map_err(io)?;
+            let text = String::from_utf8(raw)
+                .map_err(|e| io(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))?;
+            Some(text)
+        }
+        Err(ToolError::NotFound { .. }) => None,
+        Err(e) => return Err(e.into()),
+    };
+    let is_new = existing.is_none();
+    let existing = existing.unwrap_or_default();
     let mut block = String::new();
-    if created && rel.starts_with("memory/") {
+    if is_new && rel.starts_with("memory/") {
         let date = rel
             .trim_start_matches("memory/")
             .trim_end_matches(".md")
@@ -147,6 +193,12 @@ pub fn append(
     block.push_str(&clean);
     block.push('\n');
     let end_line = start_line + clean.lines().count().max(1) - 1;
+    let would_be = (existing.len() + block.len()) as u64;
+    if would_be > max_file_bytes {
+        return Err(full(would_be));
+    }
+    let (opened, created) = jail.open_write(rel)?;
+    let mut file = opened.handle;
     file.seek(SeekFrom::End(0)).map_err(io)?;
     file.write_all(block.as_bytes()).map_err(io)?;
     file.flush().map_err(io)?;
@@ -166,6 +218,110 @@ mod tests {
     use super::*;
     use chrono::TimeZone;
 
+    /// The index's default per-file limit.
+    const MIB16: u64 = 16 * 1024 * 1024;
+    const NOTE: &str = "memory/2026-11-05.md";
+
+    /// `n` bytes of plain prose (nothing the redactor touches), ending in a letter.
+    fn prose(n: usize) -> String {
+        let mut s = "note ".repeat(n / 5 + 1);
+        s.truncate(n - 1);
+        s.push('x');
+        s
+    }
+
+    #[test]
+    fn one_append_is_at_most_64_kib_with_its_heading() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path();
+        let a = append(ws, true, NOTE, &prose(MAX_APPEND_BYTES), None, MIB16).unwrap();
+        assert!(!a.redacted);
+        let before = std::fs::read(ws.join(NOTE)).unwrap();
+        assert!(before.len() > MAX_APPEND_BYTES);
+
+        let over = append(ws, true, NOTE, &prose(MAX_APPEND_BYTES + 1), None, MIB16);
+        let Err(e @ AppendError::TooLarge { bytes }) = over else {
+            panic!("{over:?}")
+        };
+        assert_eq!(bytes, MAX_APPEND_BYTES + 1);
+        let msg = e.to_string();
+        assert!(msg.contains("65536 bytes (64 KiB)"), "{msg}");
+        assert!(msg.contains("Nothing was written"), "{msg}");
+        // The heading counts: 5 bytes of heading leave 5 fewer for the text.
+        let text = prose(MAX_APPEND_BYTES - 5);
+        assert!(matches!(
+            append(ws, true, NOTE, &format!("{text}y"), Some("Title"), MIB16),
+            Err(AppendError::TooLarge { .. })
+        ));
+        // Four 4 MiB appends: every one refused, the note untouched.
+        for _ in 0..4 {
+            assert!(matches!(
+                append(ws, true, NOTE, &prose(4 << 20), None, MIB16),
+                Err(AppendError::TooLarge { .. })
+            ));
+        }
+        assert_eq!(std::fs::read(ws.join(NOTE)).unwrap(), before);
+        append(ws, true, NOTE, &text, Some("Title"), MIB16).unwrap();
+        assert!(std::fs::read(ws.join(NOTE)).unwrap().len() > before.len() + text.len());
+    }
+
+    #[test]
+    fn the_note_never_outgrows_the_index_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path();
+        const LIMIT: u64 = 1000;
+        append(ws, true, NOTE, "first fact", None, LIMIT).unwrap();
+        let size = std::fs::metadata(ws.join(NOTE)).unwrap().len() as usize;
+        // An append to a note ending in a newline adds a blank line, the text
+        // and its newline: this one ends exactly at the limit.
+        let fits = prose(LIMIT as usize - size - 2);
+        let a = append(ws, true, NOTE, &fits, None, LIMIT).unwrap();
+        assert_eq!(a.bytes, fits.len() + 2);
+        let full = std::fs::read(ws.join(NOTE)).unwrap();
+        assert_eq!(full.len() as u64, LIMIT);
+
+        let over = append(ws, true, NOTE, "x", None, LIMIT);
+        let Err(
+            e @ AppendError::NoteFull {
+                would_be, limit, ..
+            },
+        ) = over
+        else {
+            panic!("{over:?}")
+        };
+        assert_eq!((would_be, limit), (LIMIT + 3, LIMIT));
+        let msg = e.to_string();
+        assert!(
+            msg.contains("memory/2026-11-05.md would grow to 1003 bytes"),
+            "{msg}"
+        );
+        assert!(
+            msg.contains("limit of 1000 bytes per file (memory.max_file_bytes)"),
+            "{msg}"
+        );
+        assert!(msg.contains("start a new note"), "{msg}");
+        assert_eq!(std::fs::read(ws.join(NOTE)).unwrap(), full);
+
+        // A note already over the limit (written by hand) is refused unread.
+        std::fs::write(ws.join("MEMORY.md"), prose(2000)).unwrap();
+        assert!(matches!(
+            append(ws, true, "MEMORY.md", "x", None, LIMIT),
+            Err(AppendError::NoteFull { would_be: 2002, .. })
+        ));
+        assert_eq!(
+            std::fs::read(ws.join("MEMORY.md")).unwrap(),
+            prose(2000).as_bytes()
+        );
+
+        // A new note that would not fit is not even created.
+        let other = "memory/2026-11-06.md";
+        assert!(matches!(
+            append(ws, true, other, &prose(990), None, LIMIT),
+            Err(AppendError::NoteFull { .. })
+        ));
+        assert!(!ws.join(other).exists());
+    }
+
     #[test]
     fn daily_note_follows_the_offset() {
         let now = Utc.with_ymd_and_hms(2026, 11, 5, 23, 30, 0).unwrap();
@@ -181,7 +337,7 @@ mod tests {
     fn appends_redacted_text_with_lines_that_cite_it() {
         let dir = tempfile::tempdir().unwrap();
         let ws = dir.path();
-        let a = append(ws, true, "memory/2026-11-05.md", "first fact", None).unwrap();
+        let a = append(ws, true, "memory/2026-11-05.md", "first fact", None, MIB16).unwrap();
         assert!(a.created);
         let text = std::fs::read_to_string(ws.join("memory/2026-11-05.md")).unwrap();
         assert_eq!(text, "# 2026-11-05\n\nfirst fact\n");
@@ -193,6 +349,7 @@ mod tests {
             "memory/2026-11-05.md",
             &format!("the key is {key}\nsecond line"),
             Some("Keys"),
+            MIB16,
         )
         .unwrap();
         assert!(!b.created);
@@ -206,10 +363,10 @@ mod tests {
         assert_eq!(lines[b.end_line - 1], "second line");
         assert_eq!(b.end_line, lines.len());
         assert!(matches!(
-            append(ws, true, "MEMORY.md", "  \n", None),
+            append(ws, true, "MEMORY.md", "  \n", None, MIB16),
             Err(AppendError::Empty)
         ));
-        let m = append(ws, true, "MEMORY.md", "likes tea", None).unwrap();
+        let m = append(ws, true, "MEMORY.md", "likes tea", None, MIB16).unwrap();
         assert_eq!((m.start_line, m.end_line), (1, 1));
         assert_eq!(
             std::fs::read_to_string(ws.join("MEMORY.md")).unwrap(),
@@ -225,7 +382,7 @@ mod tests {
         std::fs::create_dir_all(&ws).unwrap();
         std::fs::write(&outside, "x").unwrap();
         std::os::unix::fs::symlink(&outside, ws.join("MEMORY.md")).unwrap();
-        assert!(append(&ws, true, "MEMORY.md", "fact", None).is_err());
+        assert!(append(&ws, true, "MEMORY.md", "fact", None, MIB16).is_err());
         assert_eq!(std::fs::read_to_string(&outside).unwrap(), "x");
     }
 }

@@ -10,13 +10,17 @@
 //! - [`config`]: the `mcp` section of the config file;
 //! - [`status`]: `claw memory status --json`'s object, shared by the server's
 //!   `memory_status` tool;
-//! - [`append`]: `memory_append`'s write: redacted, through the agent's file jail.
+//! - [`append`]: `memory_append`'s write: redacted, through the agent's file jail,
+//!   bounded per call and by the index's per-file limit;
+//! - [`stdio`]: `claw mcp`'s stdio framing: bounded lines, JSON-RPC errors for
+//!   lines that are not JSON or too long.
 
 pub mod append;
 pub mod client;
 pub mod config;
 pub mod server;
 pub mod status;
+pub mod stdio;
 
 pub use client::{McpClients, ServerState, ServerSummary};
 pub use config::{McpConfig, ServerSpec};

@@ -15,12 +15,16 @@
 //!   ([`SyncPolicy::DEFAULT`]: at most 20 files inline, never waiting for the
 //!   writer lock);
 //! - bad arguments (unknown tool, wrong types, unknown fields, out-of-range
-//!   values, a path that is not indexed) are JSON-RPC errors (`-32602`) with a
-//!   message saying what to send; other failures are tool errors
-//!   (`isError: true`); nothing a client sends ends the process.
+//!   values, a `memory_append` over [`MAX_APPEND_BYTES`], a path that is not
+//!   indexed) are JSON-RPC errors (`-32602`) with a message saying what to send;
+//!   other failures (a note that would outgrow `memory.max_file_bytes`) are tool
+//!   errors (`isError: true`); nothing a client sends ends the process;
+//! - over stdio, lines are framed by [`crate::stdio`]: a line that is not JSON
+//!   gets `-32700`, one over its size limit `-32600`, and the server reads on.
 
-use crate::append::{self, Target};
+use crate::append::{self, AppendError, MAX_APPEND_BYTES, Target};
 use crate::status;
+use crate::stdio::LineTransport;
 use chrono::FixedOffset;
 use claw_memory::config::MemoryConfig;
 use claw_memory::search::{GetRequest, Mode, SearchError, SearchRequest, SourceFilter};
@@ -186,13 +190,17 @@ sources) and how many files changed on disk since they were indexed.",
         tools.push(
             Tool::new(
                 "memory_append",
-                "Save a durable note to the user's memory: appended to today's daily note \
+                format!(
+                    "Save a durable note to the user's memory: appended to today's daily note \
 (memory/YYYY-MM-DD.md, default) or to MEMORY.md (long-term facts and preferences). Only \
-appends, never rewrites; secrets are redacted before writing. The note is searchable at once.",
+appends, never rewrites; secrets are redacted before writing. The note is searchable at once. \
+One append takes at most {MAX_APPEND_BYTES} bytes (64 KiB) of text and heading; an append that \
+would take the file past the memory index's per-file limit is refused."
+                ),
                 object(json!({
                     "type": "object",
                     "properties": {
-                        "text": {"type": "string", "minLength": 1, "description": "The note, in Markdown: a fact, decision or preference worth remembering, written to stand on its own."},
+                        "text": {"type": "string", "minLength": 1, "description": format!("The note, in Markdown: a fact, decision or preference worth remembering, written to stand on its own. At most {MAX_APPEND_BYTES} bytes.")},
                         "target": {"type": "string", "enum": ["today", "MEMORY.md"], "description": "today (default): today's daily note; MEMORY.md: the long-term memory file."},
                         "heading": {"type": "string", "description": "Optional one-line heading, written as `## heading` above the note."}
                     },
@@ -450,6 +458,7 @@ impl MemoryServer {
                     &rel,
                     &a.text,
                     a.heading.as_deref(),
+                    o.mem.memory.max_file_bytes,
                 )
             })
             .await?;
@@ -473,6 +482,9 @@ impl MemoryServer {
                 );
                 Ok(structured(text, json))
             }
+            // An oversized argument is the caller's to fix (-32602), like any
+            // out-of-range value; a full note is a tool error.
+            Err(e @ AppendError::TooLarge { .. }) => Err(bad_args(T, e)),
             Err(e) => Ok(tool_error(format!("memory_append failed: {}", chain(&e)))),
         }
     }
@@ -659,10 +671,13 @@ memory_get; cite `path#Lstart-Lend`.",
     }
 }
 
-/// Serves `server` on stdin/stdout until the client closes the stream.
+/// Serves `server` on stdin/stdout until the client closes the stream, through
+/// claw's own framing ([`LineTransport`]: a line that is not JSON or is over
+/// [`crate::stdio::MAX_MESSAGE_BYTES`] gets a JSON-RPC error, and reading goes on).
 pub async fn serve_stdio(server: MemoryServer) -> Result<(), std::io::Error> {
+    let (stdin, stdout) = rmcp::transport::stdio();
     let running = server
-        .serve(rmcp::transport::stdio())
+        .serve(LineTransport::new(stdin, stdout))
         .await
         .map_err(std::io::Error::other)?;
     running.waiting().await.map_err(std::io::Error::other)?;

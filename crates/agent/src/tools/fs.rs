@@ -3,9 +3,12 @@
 //! closest text on a miss) and `list_dir`. Blocking I/O: the registry runs these
 //! on `spawn_blocking`.
 //!
-//! Invariant: a refused or failed `edit_file` never modifies the file; with the
+//! Invariants: a refused or failed `edit_file` never modifies the file; with the
 //! jail on, no path outside the workspace is read or written: every path is
-//! opened once through [`super::jail::Jail`] and used through that descriptor.
+//! opened once through [`super::jail::Jail`] and used through that descriptor;
+//! no file tool makes a file larger than [`MAX_WRITE_BYTES`] (`write_file`'s
+//! content is refused over it before anything is opened; an `edit_file` whose
+//! result is over it and larger than the file was is refused, nothing changed).
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -26,6 +29,9 @@ pub const MAX_READ_CHARS: usize = 40_000;
 pub const MAX_DIR_ENTRIES: usize = 500;
 /// Largest file `edit_file` works on.
 pub const MAX_EDIT_BYTES: u64 = 8 * 1024 * 1024;
+/// Most bytes `write_file` writes, and the most `edit_file` lets a file grow
+/// to (the tool table's descriptions say "4 MiB"; a test ties them together).
+pub const MAX_WRITE_BYTES: usize = 4 * 1024 * 1024;
 /// Longest closest-match excerpt shown after a failed edit.
 const MAX_CLOSEST_CHARS: usize = 2_000;
 
@@ -170,6 +176,17 @@ pub fn write_file(ctx: &ToolContext, args: &WriteFileArgs) -> ToolResult {
 /// [`write_file`] through a given jail: the file is opened (or created) once
 /// and written through that descriptor.
 pub fn write_file_in(jail: &Jail, args: &WriteFileArgs) -> ToolResult {
+    if args.content.len() > MAX_WRITE_BYTES {
+        return Err(ToolError::InvalidArguments {
+            tool: "write_file".into(),
+            message: format!(
+                "`content` is {} bytes, over the limit of {MAX_WRITE_BYTES} bytes (4 MiB) one \
+                 write_file may write; nothing was written. Write less, or split the content \
+                 over several files",
+                args.content.len()
+            ),
+        });
+    }
     let (opened, created) = jail.open_write(&args.path)?;
     let mut file = opened.handle;
     let shown = opened.shown;
@@ -224,6 +241,18 @@ pub fn edit_file_in(jail: &Jail, args: &EditFileArgs) -> ToolResult {
             updated.push_str(&content[..at]);
             updated.push_str(&args.new_text);
             updated.push_str(&content[at + args.old_text.len()..]);
+            // Shrinking or same-size edits of a big file stay possible.
+            if updated.len() > MAX_WRITE_BYTES && updated.len() > content.len() {
+                return Err(ToolError::Io {
+                    path: shown,
+                    message: format!(
+                        "the edit would make it {} bytes, over the limit of {MAX_WRITE_BYTES} \
+                         bytes (4 MiB) a file tool may grow a file to; nothing was changed. \
+                         Make a smaller edit, or split the file",
+                        updated.len()
+                    ),
+                });
+            }
             std::os::unix::fs::FileExt::write_all_at(&file, updated.as_bytes(), 0)
                 .and_then(|()| file.set_len(updated.len() as u64))
                 .map_err(|e| io_error(&shown, e))?;
@@ -592,6 +621,71 @@ mod tests {
             edit("", "x"),
             Err(ToolError::InvalidArguments { .. })
         ));
+    }
+
+    #[test]
+    fn write_file_is_capped_and_a_refusal_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = ctx(dir.path());
+        let write = |path: &str, n: usize| {
+            write_file(
+                &c,
+                &WriteFileArgs {
+                    path: path.into(),
+                    content: "a".repeat(n),
+                },
+            )
+        };
+        let out = write("big.txt", MAX_WRITE_BYTES).unwrap();
+        assert!(matches!(out, ToolOutput::FileWritten { bytes, .. } if bytes == MAX_WRITE_BYTES));
+        let err = write("big.txt", MAX_WRITE_BYTES + 1).unwrap_err();
+        let msg = err.render();
+        assert!(matches!(err, ToolError::InvalidArguments { .. }), "{err:?}");
+        assert!(msg.contains("4194304 bytes (4 MiB)"), "{msg}");
+        assert!(msg.contains("nothing was written"), "{msg}");
+        assert_eq!(
+            std::fs::metadata(dir.path().join("big.txt")).unwrap().len(),
+            MAX_WRITE_BYTES as u64
+        );
+        // Refused before anything is opened: no file, no parent directory.
+        assert!(write("new/dir/f.txt", MAX_WRITE_BYTES + 1).is_err());
+        assert!(!dir.path().join("new").exists());
+    }
+
+    #[test]
+    fn edit_file_may_not_grow_a_file_past_the_write_cap() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f.txt");
+        let c = ctx(dir.path());
+        let edit = |old: &str, new: &str| {
+            edit_file(
+                &c,
+                &EditFileArgs {
+                    path: "f.txt".into(),
+                    old_text: old.into(),
+                    new_text: new.into(),
+                },
+            )
+        };
+        // Ten bytes under the cap; growing it by exactly ten is fine.
+        let body = format!("MARK\n{}", "a".repeat(MAX_WRITE_BYTES - 15));
+        std::fs::write(&p, &body).unwrap();
+        edit("MARK", "MARK0123456789").unwrap();
+        assert_eq!(std::fs::metadata(&p).unwrap().len(), MAX_WRITE_BYTES as u64);
+        // One byte more is refused and changes nothing.
+        let before = std::fs::read(&p).unwrap();
+        let err = edit("MARK0123456789", "MARK0123456789!").unwrap_err();
+        let msg = err.render();
+        assert!(msg.contains("4194304 bytes (4 MiB)"), "{msg}");
+        assert!(msg.contains("nothing was changed"), "{msg}");
+        assert_eq!(std::fs::read(&p).unwrap(), before);
+        // A file already over the cap (written by other means) can still shrink.
+        std::fs::write(&p, format!("MARK\n{}", "a".repeat(MAX_WRITE_BYTES + 100))).unwrap();
+        edit("MARK\n", "").unwrap();
+        assert_eq!(
+            std::fs::metadata(&p).unwrap().len(),
+            MAX_WRITE_BYTES as u64 + 100
+        );
     }
 
     #[test]

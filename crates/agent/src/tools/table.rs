@@ -186,7 +186,7 @@ file's total line count and the start_line to continue from when more remains.",
     WriteFile(WriteFileArgs) {
         name: "write_file",
         description: "Write a text file, replacing it if it exists; missing \
-parent directories are created.",
+parent directories are created. The content is at most 4 MiB (4194304 bytes).",
         read_only: false,
         reach: Reach::Workspace,
         preview_key: "path",
@@ -205,7 +205,8 @@ parent directories are created.",
         name: "edit_file",
         description: "Replace old_text with new_text in a file. old_text must \
 occur exactly once (whitespace included); otherwise nothing changes and the error shows the \
-closest text or where the duplicates are.",
+closest text or where the duplicates are. An edit may not grow a file past 4 MiB (4194304 \
+bytes).",
         read_only: false,
         reach: Reach::Workspace,
         preview_key: "path",
@@ -441,6 +442,20 @@ mod tests {
             assert_eq!(d.spec().name, d.name);
         }
         assert_eq!(ToolId::parse("rm_everything"), None);
+    }
+
+    #[test]
+    fn the_file_tools_state_the_write_limit() {
+        let limit = super::super::fs::MAX_WRITE_BYTES;
+        assert_eq!(limit, 4 << 20, "the descriptions say 4 MiB");
+        for id in [ToolId::WriteFile, ToolId::EditFile] {
+            let d = id.descriptor().description;
+            assert!(
+                d.contains(&format!("({limit} bytes)")),
+                "{}: {d}",
+                id.name()
+            );
+        }
     }
 
     #[test]

@@ -27,6 +27,7 @@ mod jail_agent_cli;
 mod jail_memory_cli;
 mod mcp_client_cli;
 mod mcp_server;
+mod mcp_stdio_framing;
 mod memory_contract;
 mod pg_agent;
 mod pg_cli;
