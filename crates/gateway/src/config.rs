@@ -1,8 +1,9 @@
 //! The `gateway` section of the config file and its resolved form: where the HTTP
 //! server binds, how long shutdown waits for running turns, how many sessions run
-//! turns at once, how deep the bus queues are and how often a quiet chat stream
-//! sends an SSE keep-alive comment. Loopback only unless `bind` says
-//! otherwise.
+//! turns at once, how deep the bus queues are, how often a quiet chat stream
+//! sends an SSE keep-alive comment, how long a connection may take to send a
+//! request head (or sit idle between requests) and how many connections one
+//! client address may hold open. Loopback only unless `bind` says otherwise.
 
 use serde::Deserialize;
 use std::net::{IpAddr, Ipv4Addr};
@@ -18,6 +19,12 @@ pub const DEFAULT_MAX_CONCURRENT_SESSIONS: usize = 8;
 pub const DEFAULT_QUEUE_CAPACITY: usize = 1024;
 /// Default seconds of silence before a chat stream sends `: keep-alive`.
 pub const DEFAULT_SSE_KEEPALIVE_SECONDS: u64 = 15;
+/// Default seconds a connection has to send a complete request head (request
+/// line and headers); also how long a keep-alive connection may wait idle for
+/// its next request. A response, streaming or not, is never cut by it.
+pub const DEFAULT_HEADER_READ_TIMEOUT_SECONDS: u64 = 10;
+/// Default number of connections one client address may hold open at once.
+pub const DEFAULT_MAX_CONNECTIONS_PER_CLIENT: usize = 64;
 
 /// `gateway` in `~/.claw/config.json`. Unknown keys are an error naming the key.
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -38,6 +45,13 @@ pub struct GatewaySection {
     /// sends an SSE comment (`: keep-alive`) so proxies and clients keep waiting
     /// for a slow first token (default 15; 0 disables).
     pub sse_keepalive_seconds: Option<u64>,
+    /// Seconds a connection has to send a complete request head, and the most a
+    /// keep-alive connection waits idle for the next one; then it is closed
+    /// (default 10; 0 counts as 1: it cannot be turned off).
+    pub header_read_timeout_seconds: Option<u64>,
+    /// Connections one client address may hold open; more are answered 503 and
+    /// closed at once (default 64; 0 counts as 1).
+    pub max_connections_per_client: Option<usize>,
 }
 
 /// The gateway's resolved settings.
@@ -50,6 +64,9 @@ pub struct GatewayConfig {
     pub queue_capacity: usize,
     /// None: no keep-alives.
     pub sse_keepalive: Option<Duration>,
+    /// Time to send a request head; the idle limit between requests.
+    pub header_read_timeout: Duration,
+    pub max_connections_per_client: usize,
 }
 
 impl Default for GatewayConfig {
@@ -59,7 +76,7 @@ impl Default for GatewayConfig {
 }
 
 impl GatewayConfig {
-    /// Defaults filled in; zero capacities become 1.
+    /// Defaults filled in; zero capacities and a zero header timeout become 1.
     pub fn from_section(s: &GatewaySection) -> GatewayConfig {
         GatewayConfig {
             bind: s.bind.unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST)),
@@ -77,6 +94,15 @@ impl GatewayConfig {
                 0 => None,
                 n => Some(Duration::from_secs(n)),
             },
+            header_read_timeout: Duration::from_secs(
+                s.header_read_timeout_seconds
+                    .unwrap_or(DEFAULT_HEADER_READ_TIMEOUT_SECONDS)
+                    .max(1),
+            ),
+            max_connections_per_client: s
+                .max_connections_per_client
+                .unwrap_or(DEFAULT_MAX_CONNECTIONS_PER_CLIENT)
+                .max(1),
         }
     }
 }
@@ -92,6 +118,26 @@ mod tests {
         assert_eq!(c.port, DEFAULT_PORT);
         assert_eq!(c.grace, Duration::from_secs(10));
         assert_eq!(c.sse_keepalive, Some(Duration::from_secs(15)));
+        assert_eq!(c.header_read_timeout, Duration::from_secs(10));
+        assert_eq!(c.max_connections_per_client, 64);
+    }
+
+    #[test]
+    fn connection_limits_are_configurable_and_never_off() {
+        let s: GatewaySection = serde_json::from_str(
+            r#"{"header_read_timeout_seconds": 2, "max_connections_per_client": 4}"#,
+        )
+        .expect("valid");
+        let c = GatewayConfig::from_section(&s);
+        assert_eq!(c.header_read_timeout, Duration::from_secs(2));
+        assert_eq!(c.max_connections_per_client, 4);
+        let s: GatewaySection = serde_json::from_str(
+            r#"{"header_read_timeout_seconds": 0, "max_connections_per_client": 0}"#,
+        )
+        .expect("valid");
+        let c = GatewayConfig::from_section(&s);
+        assert_eq!(c.header_read_timeout, Duration::from_secs(1));
+        assert_eq!(c.max_connections_per_client, 1);
     }
 
     #[test]

@@ -3,9 +3,10 @@
 //! (`memory`), a message bus with bounded queues (`bus`), agent workers — one turn
 //! at a time per session, sessions concurrently up to a cap (`worker`) — and the
 //! HTTP API with its OpenAI-compatible endpoint and WebChat page (`http`), behind a
-//! bearer token (`token`). A running gateway advertises itself in the state dir
-//! (`discovery`) so the CLI can send its work there (`client`). Shutdown is one
-//! cancellation token (`server`).
+//! bearer token (`token`), served by an accept loop with a header read timeout and
+//! a per-client connection cap (`listen`). A running gateway advertises itself in
+//! the state dir (`discovery`) so the CLI can send its work there (`client`).
+//! Shutdown is one cancellation token (`server`).
 
 pub mod bus;
 pub mod client;
@@ -13,6 +14,7 @@ pub mod config;
 pub mod delivery;
 pub mod discovery;
 pub mod http;
+pub mod listen;
 pub mod memory;
 pub mod server;
 pub mod token;

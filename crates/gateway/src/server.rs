@@ -1,6 +1,7 @@
 //! The gateway process, assembled: the warm memory engine and the watcher (its own
-//! thread), the bus, the dispatcher and session workers, the HTTP server and the
-//! discovery file — and the one shutdown signal (a [`CancellationToken`]):
+//! thread), the bus, the dispatcher and session workers, the HTTP server (`listen`:
+//! header timeout, per-client connection cap) and the discovery file — and the one
+//! shutdown signal (a [`CancellationToken`]):
 //! stop taking messages, let running turns finish within the grace period, then
 //! cancel them (a cancelled turn still leaves a consistent transcript), stop the
 //! watcher (which releases the writer lock), remove `gateway.json`, return.
@@ -409,6 +410,12 @@ pub async fn run(
     let boot = Instant::now();
     let max_sessions = opts.gateway.max_concurrent_sessions;
     let grace = opts.gateway.grace;
+    let limits = crate::listen::ServeOptions {
+        header_read_timeout: opts.gateway.header_read_timeout,
+        max_connections_per_client: opts.gateway.max_connections_per_client,
+    };
+    let conn_stats = Arc::new(crate::listen::ConnStats::default());
+    let conn_stats_s = conn_stats.clone();
     let status = Box::new(move || {
         json!({
             "pid": status_info.pid,
@@ -419,6 +426,9 @@ pub async fn run(
             "workspace": status_info.workspace,
             "max_concurrent_sessions": max_sessions,
             "grace_seconds": grace.as_secs(),
+            "header_read_timeout_seconds": limits.header_read_timeout.as_secs(),
+            "max_connections_per_client": limits.max_connections_per_client,
+            "connections": conn_stats_s.json(),
             "heartbeat": heartbeat_status(heartbeat_cfg.as_ref(), &sched_s),
             "cron": cron_status(jobs_path.as_deref(), &sched_s),
         })
@@ -454,11 +464,14 @@ pub async fn run(
         );
     }
     let server_stop = stop.clone();
-    let server = tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async move { server_stop.cancelled().await })
-            .await
-    });
+    let server = tokio::spawn(crate::listen::serve(
+        listener,
+        app,
+        limits,
+        conn_stats,
+        server_stop,
+        Arc::new(|line: &str| log(line)),
+    ));
     discovery::write(&state_dir, &info)?;
     log(&format!(
         "listening on {} (pid {}, workspace {})",
@@ -491,10 +504,11 @@ pub async fn run(
     hard.cancel();
     // Streams end with their turns; give slow readers a moment, then stop serving.
     let mut server = server;
-    match tokio::time::timeout(Duration::from_secs(2), &mut server).await {
-        Ok(Ok(Err(e))) => log(&format!("HTTP server: {e}")),
-        Ok(_) => {}
-        Err(_) => server.abort(),
+    if tokio::time::timeout(Duration::from_secs(2), &mut server)
+        .await
+        .is_err()
+    {
+        server.abort();
     }
     drop(bus);
     delivery.abort();

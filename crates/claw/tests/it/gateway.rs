@@ -99,12 +99,17 @@ impl Gateway {
         self.proc.wait_exit(limit)
     }
 
-    fn log(&self) -> String {
+    pub fn log(&self) -> String {
         self.proc.log()
+    }
+
+    /// Wait until the log contains `needle` (panics with the log after `limit`).
+    pub fn wait_log(&self, needle: &str, limit: Duration) {
+        self.proc.wait_log(needle, limit)
     }
 }
 
-fn chat_body(text: &str, stream: bool) -> Value {
+pub fn chat_body(text: &str, stream: bool) -> Value {
     json!({"model": "claw", "stream": stream, "messages": [
         {"role": "system", "content": "ignored: claw has its own prompt"},
         {"role": "user", "content": text}
@@ -557,10 +562,10 @@ fn load_50_sessions_x_5_messages() {
 }
 
 /// A streaming turn's end: `(end, message)` or the client's error.
-type StreamEnd = std::thread::JoinHandle<Result<(String, Option<String>), String>>;
+pub type StreamEnd = std::thread::JoinHandle<Result<(String, Option<String>), String>>;
 
 /// Start a streaming turn on a thread; returns (events receiver, join handle).
-fn stream_turn(
+pub fn stream_turn(
     c: Client,
     session: &str,
     text: &str,

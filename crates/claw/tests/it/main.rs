@@ -19,6 +19,7 @@ mod embed_openai;
 mod eval_smoke;
 mod exec_env;
 mod gateway;
+mod gateway_hygiene;
 mod gateway_mcp;
 mod gateway_repl;
 mod hooks_cli;
