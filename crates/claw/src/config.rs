@@ -634,7 +634,12 @@ mod tests {
             Path::new("/home/u/.claw/state"),
             Path::new("/home/u/.claw/workspace"),
         );
-        assert!(state.starts_with("/home/u/.claw/state/workspace-"), "{state:?}");
+        assert!(
+            state
+                .to_string_lossy()
+                .starts_with("/home/u/.claw/state/workspace-"),
+            "{state:?}"
+        );
         assert_eq!(s.db_path(), state.join("memory.sqlite"));
         assert!(!s.db_path().starts_with(&s.mem.workspace));
         assert_eq!(s.assistant.protected, vec![state]);
@@ -644,12 +649,21 @@ mod tests {
     #[test]
     fn the_state_dir_follows_xdg_and_claw_state_dir() {
         let s = Settings::resolve(&input(&[("XDG_STATE_HOME", "/xdg")])).unwrap();
-        assert!(s.state_dir().starts_with("/xdg/claw/workspace-"), "{:?}", s.state_dir());
+        assert!(
+            s.state_dir()
+                .to_string_lossy()
+                .starts_with("/xdg/claw/workspace-"),
+            "{:?}",
+            s.state_dir()
+        );
         // A relative XDG value is ignored (the spec says so).
         let s = Settings::resolve(&input(&[("XDG_STATE_HOME", "rel")])).unwrap();
         assert!(s.state_dir().starts_with("/home/u/.claw/state/"));
-        let s = Settings::resolve(&input(&[("CLAW_STATE_DIR", "~/st"), ("XDG_STATE_HOME", "/xdg")]))
-            .unwrap();
+        let s = Settings::resolve(&input(&[
+            ("CLAW_STATE_DIR", "~/st"),
+            ("XDG_STATE_HOME", "/xdg"),
+        ]))
+        .unwrap();
         assert_eq!(s.state_dir(), PathBuf::from("/home/u/st"));
         // Two workspaces, two state dirs.
         let a = Settings::resolve(&input(&[("CLAW_WORKSPACE", "/w/a")])).unwrap();

@@ -228,7 +228,9 @@ mod tests {
         let _ = sleeper.kill();
         let _ = sleeper.wait();
         assert!(e.contains("not claw"), "{e}");
-        assert!(is_claw_executable(Path::new("/usr/local/bin/claw (deleted)")));
+        assert!(is_claw_executable(Path::new(
+            "/usr/local/bin/claw (deleted)"
+        )));
         assert!(!is_claw_executable(Path::new("/usr/bin/python3")));
     }
 }

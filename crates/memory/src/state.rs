@@ -357,7 +357,10 @@ mod tests {
         let b = tmp.path().join("two/notes");
         std::fs::create_dir_all(&a).unwrap();
         let ka = workspace_key(&a);
-        assert!(ka.starts_with("notes-") && ka.len() == "notes-".len() + 16, "{ka}");
+        assert!(
+            ka.starts_with("notes-") && ka.len() == "notes-".len() + 16,
+            "{ka}"
+        );
         assert_eq!(ka, workspace_key(&a), "stable");
         assert_ne!(ka, workspace_key(&b), "two workspaces of one name differ");
         // Spellings of one place share a key: `..`, a symlink, a missing tail.
@@ -367,7 +370,11 @@ mod tests {
         let missing = tmp.path().join("one/notes/later");
         let key_before = workspace_key(&missing);
         std::fs::create_dir_all(&missing).unwrap();
-        assert_eq!(key_before, workspace_key(&missing), "same before and after creation");
+        assert_eq!(
+            key_before,
+            workspace_key(&missing),
+            "same before and after creation"
+        );
         assert!(is_within(&tmp.path().join("link/notes/x"), &a));
         assert!(!is_within(&b, &a));
     }
@@ -385,7 +392,12 @@ mod tests {
         assert!(e.contains("not private") && e.contains("777"), "{e}");
         let l = tmp.path().join("link");
         symlink(&s, &l).unwrap();
-        assert!(check_private(&l).unwrap_err().to_string().contains("symlink"));
+        assert!(
+            check_private(&l)
+                .unwrap_err()
+                .to_string()
+                .contains("symlink")
+        );
     }
 
     #[test]
@@ -407,14 +419,22 @@ mod tests {
         let m = migrate_legacy(&ws, &state).unwrap().expect("a migration");
         assert_eq!(
             m.moved,
-            ["workspace-id", "channels", "memory.sqlite", "cron/jobs.json"]
+            [
+                "workspace-id",
+                "channels",
+                "memory.sqlite",
+                "cron/jobs.json"
+            ]
         );
         assert_eq!(m.dropped, ["gateway.json", "gateway.token"]);
         assert!(m.removed_legacy);
         assert_eq!(std::fs::read(state.join("memory.sqlite")).unwrap(), b"db");
         assert_eq!(std::fs::read(state.join("cron/jobs.json")).unwrap(), b"[]");
         assert!(state.join("channels/matrix.json").is_file());
-        assert!(!state.join("memory.sources.json").exists(), "a link is never carried over");
+        assert!(
+            !state.join("memory.sources.json").exists(),
+            "a link is never carried over"
+        );
         assert!(!state.join("gateway.token").exists());
         assert!(!legacy.exists() && !ws.join("cron").exists());
         assert_eq!(
@@ -437,7 +457,10 @@ mod tests {
         std::fs::write(state2.join(MARKER), b"").unwrap();
         let m = migrate_legacy(&ws, &state2).unwrap().expect("resumed");
         assert_eq!(m.moved, ["memory.sqlite"]);
-        assert_eq!(std::fs::read(state2.join("memory.sqlite")).unwrap(), b"planted");
+        assert_eq!(
+            std::fs::read(state2.join("memory.sqlite")).unwrap(),
+            b"planted"
+        );
     }
 
     #[test]

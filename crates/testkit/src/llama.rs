@@ -368,7 +368,9 @@ fn relay_one(
     let mut length = 0usize;
     let mut chunked = false;
     for l in lines.filter(|l| !l.is_empty()) {
-        let Some((k, v)) = l.split_once(':') else { continue };
+        let Some((k, v)) = l.split_once(':') else {
+            continue;
+        };
         let key = k.trim().to_ascii_lowercase();
         match key.as_str() {
             "content-length" => length = v.trim().parse().map_err(|_| bad("content-length"))?,
@@ -504,13 +506,19 @@ mod tests {
                                "tools": {"type": "array", "items": {"type": "string"}}},
                 "required": ["task"]}}}]
         });
-        assert_eq!(bound_request("/v1/chat/completions", &mut open), "1 tool schema(s) bounded");
+        assert_eq!(
+            bound_request("/v1/chat/completions", &mut open),
+            "1 tool schema(s) bounded"
+        );
         let p = &open["tools"][0]["function"]["parameters"];
         assert_eq!(p["additionalProperties"], false);
         assert_eq!(p["properties"]["task"]["maxLength"], ARG_MAX_LENGTH);
         assert!(p["properties"]["mode"].get("maxLength").is_none());
         assert_eq!(p["properties"]["tools"]["maxItems"], 2);
-        assert_eq!(p["properties"]["tools"]["items"]["maxLength"], ARG_MAX_LENGTH);
+        assert_eq!(
+            p["properties"]["tools"]["items"]["maxLength"],
+            ARG_MAX_LENGTH
+        );
         assert_eq!(open["seed"], SEED);
 
         let mut follow = json!({
@@ -527,7 +535,10 @@ mod tests {
 
     #[test]
     fn chunked_bodies_are_read_whole() {
-        assert_eq!(dechunk(b"3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n").unwrap(), b"abcde");
+        assert_eq!(
+            dechunk(b"3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n").unwrap(),
+            b"abcde"
+        );
         assert!(dechunk(b"3\r\nab").is_none());
     }
 }

@@ -87,10 +87,11 @@ impl Jail {
         if self.protected.is_empty() {
             return Ok(());
         }
-        let real = std::fs::read_link(format!("/proc/self/fd/{fd}")).map_err(|e| ToolError::Io {
-            path: shown.to_string(),
-            message: format!("cannot tell where the file lies (/proc/self/fd: {e}); refused"),
-        })?;
+        let real =
+            std::fs::read_link(format!("/proc/self/fd/{fd}")).map_err(|e| ToolError::Io {
+                path: shown.to_string(),
+                message: format!("cannot tell where the file lies (/proc/self/fd: {e}); refused"),
+            })?;
         self.check_real(&real, shown)
     }
 
@@ -110,12 +111,20 @@ impl Jail {
             let opened = match &self.beneath {
                 Some(b) => b
                     .open_file(
-                        if parent.as_os_str().is_empty() { Path::new(".") } else { parent },
+                        if parent.as_os_str().is_empty() {
+                            Path::new(".")
+                        } else {
+                            parent
+                        },
                         libc::O_PATH | libc::O_DIRECTORY,
                     )
                     .ok(),
                 None => open_plain(
-                    if parent.as_os_str().is_empty() { Path::new(".") } else { parent },
+                    if parent.as_os_str().is_empty() {
+                        Path::new(".")
+                    } else {
+                        parent
+                    },
                     libc::O_PATH | libc::O_DIRECTORY,
                 )
                 .ok(),
@@ -124,7 +133,9 @@ impl Jail {
                 let real = std::fs::read_link(format!("/proc/self/fd/{}", dir.as_raw_fd()))
                     .map_err(|e| ToolError::Io {
                         path: shown.to_string(),
-                        message: format!("cannot tell where the file lies (/proc/self/fd: {e}); refused"),
+                        message: format!(
+                            "cannot tell where the file lies (/proc/self/fd: {e}); refused"
+                        ),
                     })?;
                 let mut joined = real;
                 for r in rest.iter().rev() {

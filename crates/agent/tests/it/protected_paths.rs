@@ -104,14 +104,46 @@ fn walkdir(dir: &Path) -> Vec<PathBuf> {
 fn file_attacks(f: &Fixture) -> Vec<(&'static str, &'static str, Value)> {
     let abs = f.state.join("abs.txt").display().to_string();
     vec![
-        ("read the token", "read_file", json!({"path": "home/.claw/state/ws-1/gateway.token"})),
-        ("read the token through a link", "read_file", json!({"path": "st/gateway.token"})),
-        ("plant a source registry", "write_file", json!({"path": "home/.claw/state/ws-1/memory.sources.json", "content": "[]"})),
-        ("plant in a new subdirectory", "write_file", json!({"path": "st/cron/deep/jobs.json", "content": "[]"})),
-        ("plant through ..", "write_file", json!({"path": "notes/../home/.claw/state/ws-1/x.txt", "content": "x"})),
-        ("plant by absolute path", "write_file", json!({"path": abs, "content": "x"})),
-        ("overwrite the database", "write_file", json!({"path": "st/memory.sqlite", "content": "pwned"})),
-        ("edit the config", "edit_file", json!({"path": "config.json", "old_text": "{}", "new_text": "{\"jail_to_workspace\": false}"})),
+        (
+            "read the token",
+            "read_file",
+            json!({"path": "home/.claw/state/ws-1/gateway.token"}),
+        ),
+        (
+            "read the token through a link",
+            "read_file",
+            json!({"path": "st/gateway.token"}),
+        ),
+        (
+            "plant a source registry",
+            "write_file",
+            json!({"path": "home/.claw/state/ws-1/memory.sources.json", "content": "[]"}),
+        ),
+        (
+            "plant in a new subdirectory",
+            "write_file",
+            json!({"path": "st/cron/deep/jobs.json", "content": "[]"}),
+        ),
+        (
+            "plant through ..",
+            "write_file",
+            json!({"path": "notes/../home/.claw/state/ws-1/x.txt", "content": "x"}),
+        ),
+        (
+            "plant by absolute path",
+            "write_file",
+            json!({"path": abs, "content": "x"}),
+        ),
+        (
+            "overwrite the database",
+            "write_file",
+            json!({"path": "st/memory.sqlite", "content": "pwned"}),
+        ),
+        (
+            "edit the config",
+            "edit_file",
+            json!({"path": "config.json", "old_text": "{}", "new_text": "{\"jail_to_workspace\": false}"}),
+        ),
         ("list the state dir", "list_dir", json!({"path": "st"})),
     ]
 }
@@ -141,7 +173,9 @@ async fn file_tools_never_reach_protected_paths_jailed_or_not() {
             let (_, tool, args) = file_attacks(&f).swap_remove(i);
             let before = snapshot(&f);
             let r = run(&registry(&f, false, jail), tool, args).await;
-            let leaked = r.as_ref().is_ok_and(|t| t.contains(TOKEN) || t.contains("gateway.token"));
+            let leaked = r
+                .as_ref()
+                .is_ok_and(|t| t.contains(TOKEN) || t.contains("gateway.token"));
             if r.is_err() || !(snapshot(&f) != before || leaked) {
                 control_failed.push(format!("{name}: {r:?}"));
             }
@@ -152,7 +186,10 @@ async fn file_tools_never_reach_protected_paths_jailed_or_not() {
             control_failed.len()
         );
         assert!(got_through.is_empty(), "jail {jail}: {got_through:#?}");
-        assert!(control_failed.is_empty(), "jail {jail}: {control_failed:#?}");
+        assert!(
+            control_failed.is_empty(),
+            "jail {jail}: {control_failed:#?}"
+        );
     }
 }
 
@@ -160,16 +197,28 @@ async fn file_tools_never_reach_protected_paths_jailed_or_not() {
 async fn ordinary_files_beside_the_protected_ones_still_work() {
     let f = fixture();
     let reg = registry(&f, true, true);
-    run(&reg, "write_file", json!({"path": "notes/a.md", "content": "hello"}))
+    run(
+        &reg,
+        "write_file",
+        json!({"path": "notes/a.md", "content": "hello"}),
+    )
+    .await
+    .unwrap();
+    let text = run(&reg, "read_file", json!({"path": "notes/a.md"}))
         .await
         .unwrap();
-    let text = run(&reg, "read_file", json!({"path": "notes/a.md"})).await.unwrap();
     assert!(text.contains("hello"), "{text}");
     // A sibling whose name starts like the state dir's is not protected.
-    run(&reg, "write_file", json!({"path": "home/.claw/state/ws-10/x.md", "content": "x"}))
+    run(
+        &reg,
+        "write_file",
+        json!({"path": "home/.claw/state/ws-10/x.md", "content": "x"}),
+    )
+    .await
+    .unwrap();
+    let listing = run(&reg, "list_dir", json!({"path": "home/.claw/state"}))
         .await
         .unwrap();
-    let listing = run(&reg, "list_dir", json!({"path": "home/.claw/state"})).await.unwrap();
     assert!(listing.contains("ws-1"), "{listing}");
 }
 
@@ -239,7 +288,10 @@ async fn exec_in_the_sandbox_sees_neither_the_state_dir_nor_the_config() {
     .await
     .unwrap();
     assert!(out.contains("hi"), "{out}");
-    assert_eq!(std::fs::read_to_string(f.ws.join("notes/x.md")).unwrap(), "hi\n");
+    assert_eq!(
+        std::fs::read_to_string(f.ws.join("notes/x.md")).unwrap(),
+        "hi\n"
+    );
 }
 
 #[tokio::test]
@@ -266,7 +318,9 @@ async fn exec_cannot_reach_a_host_listener_through_a_socket_file() {
                else curl -s --unix-socket app.sock http://x/ && echo connected; fi";
     let r = run(&registry(&f, true, true), "exec", json!({ "command": cmd })).await;
     assert!(
-        r.as_ref().is_err_and(|e| e.contains("ermission denied") || e.contains("EACCES") || e.contains("Errno 13")),
+        r.as_ref().is_err_and(|e| e.contains("ermission denied")
+            || e.contains("EACCES")
+            || e.contains("Errno 13")),
         "the sandboxed command must not connect: {r:?}"
     );
     assert_eq!(accepted(), 0, "no connection reached the host listener");
@@ -285,7 +339,10 @@ async fn exec_cannot_reach_a_host_listener_through_a_socket_file() {
     ctx.sandbox.enabled = false;
     let reg = ToolRegistry::new(ctx);
     let r = run(&reg, "exec", json!({ "command": cmd })).await;
-    assert!(r.as_ref().is_ok_and(|o| o.contains("connected")), "control: {r:?}");
+    assert!(
+        r.as_ref().is_ok_and(|o| o.contains("connected")),
+        "control: {r:?}"
+    );
     assert_eq!(accepted(), 1);
     eprintln!("unix socket to a host listener: 1 tried, 0 got through (control connected)");
 }

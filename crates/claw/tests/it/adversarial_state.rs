@@ -75,8 +75,16 @@ fn workspace() -> (tempfile::TempDir, std::path::PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
     let ws = tmp.path().join("ws");
     std::fs::create_dir_all(ws.join("memory")).unwrap();
-    std::fs::write(ws.join("MEMORY.md"), "# Memory\n\nThe offsite budget is 12000 EUR.\n").unwrap();
-    std::fs::write(ws.join("memory/2026-11-01.md"), "Met Ana about the webhook.\n").unwrap();
+    std::fs::write(
+        ws.join("MEMORY.md"),
+        "# Memory\n\nThe offsite budget is 12000 EUR.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        ws.join("memory/2026-11-01.md"),
+        "Met Ana about the webhook.\n",
+    )
+    .unwrap();
     ok(&claw(&ws).args(["memory", "index"]).output().unwrap());
     (tmp, ws)
 }
@@ -89,10 +97,16 @@ fn sidecar_with_outside_root() -> String {
 }
 
 fn sources(ws: &Path) -> Vec<String> {
-    let v: Value =
-        serde_json::from_str(&ok(&claw(ws).args(["memory", "sources", "--json"]).output().unwrap()))
-            .unwrap();
-    let list = v["sources"].as_array().or(v.as_array()).cloned().unwrap_or_default();
+    let v: Value = serde_json::from_str(&ok(&claw(ws)
+        .args(["memory", "sources", "--json"])
+        .output()
+        .unwrap()))
+    .unwrap();
+    let list = v["sources"]
+        .as_array()
+        .or(v.as_array())
+        .cloned()
+        .unwrap_or_default();
     // The workspace's own sources are always there; the rest were registered.
     list.iter()
         .filter_map(|s| s["name"].as_str().map(String::from))
@@ -114,18 +128,39 @@ fn exec_cannot_plant_a_source_or_rebuild_the_index_from_one() {
          rm -f \"$d/memory.sqlite\"; done; ls -la home/.claw/state/*/ 2>&1; echo planted"
     );
     let results = hostile_turn(&ws, &[("exec", json!({ "command": cmd }))]);
-    assert!(results[0].contains("planted"), "the command ran: {results:?}");
-    assert!(state.join("memory.sqlite").is_file(), "the real index is untouched");
-    assert!(!state.join("memory.sources.json").exists() || !std::fs::read_to_string(state.join("memory.sources.json")).unwrap().contains("/etc"));
+    assert!(
+        results[0].contains("planted"),
+        "the command ran: {results:?}"
+    );
+    assert!(
+        state.join("memory.sqlite").is_file(),
+        "the real index is untouched"
+    );
+    assert!(
+        !state.join("memory.sources.json").exists()
+            || !std::fs::read_to_string(state.join("memory.sources.json"))
+                .unwrap()
+                .contains("/etc")
+    );
     ok(&claw(&ws).args(["memory", "index"]).output().unwrap());
-    assert_eq!(sources(&ws), Vec::<String>::new(), "no source was registered");
-    let hit = claw(&ws).args(["memory", "search", "root", "--json"]).output().unwrap();
+    assert_eq!(
+        sources(&ws),
+        Vec::<String>::new(),
+        "no source was registered"
+    );
+    let hit = claw(&ws)
+        .args(["memory", "search", "root", "--json"])
+        .output()
+        .unwrap();
     assert!(
         !String::from_utf8_lossy(&hit.stdout).contains("root:x:0:0"),
         "a host file was indexed: {}",
         String::from_utf8_lossy(&hit.stdout)
     );
-    let get = claw(&ws).args(["memory", "get", "memory/passwd.md"]).output().unwrap();
+    let get = claw(&ws)
+        .args(["memory", "get", "memory/passwd.md"])
+        .output()
+        .unwrap();
     assert!(!String::from_utf8_lossy(&get.stdout).contains("root:x:0:0"));
     eprintln!("attack class 'planted source': 1 tried, 0 got through");
 
@@ -134,7 +169,11 @@ fn exec_cannot_plant_a_source_or_rebuild_the_index_from_one() {
     std::fs::remove_file(state.join("memory.sqlite")).unwrap();
     std::fs::write(state.join("memory.sources.json"), &planted).unwrap();
     ok(&claw(&ws).args(["memory", "index"]).output().unwrap());
-    assert_eq!(sources(&ws), vec!["pw".to_string()], "control: the registry is obeyed");
+    assert_eq!(
+        sources(&ws),
+        vec!["pw".to_string()],
+        "control: the registry is obeyed"
+    );
 }
 
 #[test]
@@ -163,13 +202,20 @@ fn a_planted_gateway_file_sends_nothing_to_the_attacker() {
     let mut sleeper = Command::new("sleep").arg("60").spawn().unwrap();
     for pid in [1, sleeper.id()] {
         std::fs::write(state.join("gateway.json"), info(pid)).unwrap();
-        let out = claw(&ws).args(["memory", "search", "webhook", "--json"]).output().unwrap();
+        let out = claw(&ws)
+            .args(["memory", "search", "webhook", "--json"])
+            .output()
+            .unwrap();
         let text = ok(&out);
         assert!(text.contains("webhook"), "answered locally: {text}");
     }
     let _ = sleeper.kill();
     let _ = sleeper.wait();
-    assert_eq!(attacker.hits(), Vec::<String>::new(), "nothing reached the attacker");
+    assert_eq!(
+        attacker.hits(),
+        Vec::<String>::new(),
+        "nothing reached the attacker"
+    );
     eprintln!("attack class 'fake gateway file': 3 tried, 0 got through");
 
     // Positive control: a live claw process of this user in the file (a watcher
@@ -183,7 +229,9 @@ fn a_planted_gateway_file_sends_nothing_to_the_attacker() {
     std::fs::write(state.join("gateway.json"), info(watcher.id())).unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while attacker.hits().is_empty() && std::time::Instant::now() < deadline {
-        let _ = claw(&ws).args(["memory", "search", "webhook", "--json"]).output();
+        let _ = claw(&ws)
+            .args(["memory", "search", "webhook", "--json"])
+            .output();
     }
     let _ = watcher.kill();
     let _ = watcher.wait();
@@ -205,24 +253,54 @@ fn tools_cannot_read_the_token_or_plant_cron_jobs() {
     let results = hostile_turn(
         &ws,
         &[
-            ("read_file", json!({"path": format!("{rel_state}/gateway.token")})),
-            ("write_file", json!({"path": "cron/jobs.json", "content": job})),
-            ("write_file", json!({"path": format!("{rel_state}/cron/jobs.json"), "content": job})),
-            ("exec", json!({"command": format!("cat {rel_state}/gateway.token; mkdir -p {rel_state}/cron; printf '%s' '{job}' > {rel_state}/cron/jobs.json; echo ran")})),
+            (
+                "read_file",
+                json!({"path": format!("{rel_state}/gateway.token")}),
+            ),
+            (
+                "write_file",
+                json!({"path": "cron/jobs.json", "content": job}),
+            ),
+            (
+                "write_file",
+                json!({"path": format!("{rel_state}/cron/jobs.json"), "content": job}),
+            ),
+            (
+                "exec",
+                json!({"command": format!("cat {rel_state}/gateway.token; mkdir -p {rel_state}/cron; printf '%s' '{job}' > {rel_state}/cron/jobs.json; echo ran")}),
+            ),
         ],
     );
     assert!(results[0].contains("claw's own state"), "{results:?}");
-    assert!(!results.iter().any(|r| r.contains("secret-token-4711")), "{results:?}");
+    assert!(
+        !results.iter().any(|r| r.contains("secret-token-4711")),
+        "{results:?}"
+    );
     assert!(results[2].contains("claw's own state"), "{results:?}");
     assert!(results[3].contains("ran"), "{results:?}");
-    assert!(!state.join("cron/jobs.json").exists(), "nothing reached the state dir");
+    assert!(
+        !state.join("cron/jobs.json").exists(),
+        "nothing reached the state dir"
+    );
     let list = ok(&claw(&ws).args(["cron", "list", "--json"]).output().unwrap());
-    assert!(!list.contains("exfiltrate"), "no planted job is scheduled: {list}");
+    assert!(
+        !list.contains("exfiltrate"),
+        "no planted job is scheduled: {list}"
+    );
     eprintln!("attack class 'token and cron': 4 tried, 0 got through");
 
     // Positive control: a job the user adds is listed.
     ok(&claw(&ws)
-        .args(["cron", "add", "--every", "1h", "--message", "hello", "--session", "inbox"])
+        .args([
+            "cron",
+            "add",
+            "--every",
+            "1h",
+            "--message",
+            "hello",
+            "--session",
+            "inbox",
+        ])
         .output()
         .unwrap());
     let list = ok(&claw(&ws).args(["cron", "list", "--json"]).output().unwrap());
@@ -235,8 +313,16 @@ fn the_old_layout_moves_out_without_reembedding_and_only_once() {
     let tmp = tempfile::tempdir().unwrap();
     let ws = tmp.path().join("ws");
     std::fs::create_dir_all(ws.join("memory")).unwrap();
-    std::fs::write(ws.join("MEMORY.md"), "# Memory\n\nThe offsite budget is 12000 EUR.\n").unwrap();
-    std::fs::write(ws.join("memory/2026-11-01.md"), "Met Ana about the webhook retries.\n").unwrap();
+    std::fs::write(
+        ws.join("MEMORY.md"),
+        "# Memory\n\nThe offsite budget is 12000 EUR.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        ws.join("memory/2026-11-01.md"),
+        "Met Ana about the webhook retries.\n",
+    )
+    .unwrap();
     let legacy = ws.join(".claw");
     // The old layout: the state dir was `<ws>/.claw`; indexed with the real model.
     let old = |args: &[&str]| {
@@ -245,13 +331,24 @@ fn the_old_layout_moves_out_without_reembedding_and_only_once() {
         c.output().unwrap()
     };
     let first: Value = serde_json::from_str(&ok(&old(&["memory", "index", "--json"]))).unwrap();
-    assert!(first["embeddings_computed"].as_u64().unwrap() > 0, "{first}");
+    assert!(
+        first["embeddings_computed"].as_u64().unwrap() > 0,
+        "{first}"
+    );
     assert!(legacy.join("memory.sqlite").is_file());
     std::fs::create_dir_all(ws.join("cron")).unwrap();
     ok(&{
         let mut c = claw_testkit::claw(&ws);
-        c.env("CLAW_STATE_DIR", &legacy)
-            .args(["cron", "add", "--every", "1h", "--message", "kept", "--session", "inbox"]);
+        c.env("CLAW_STATE_DIR", &legacy).args([
+            "cron",
+            "add",
+            "--every",
+            "1h",
+            "--message",
+            "kept",
+            "--session",
+            "inbox",
+        ]);
         c.output().unwrap()
     });
     // Where the old claw kept jobs.
@@ -261,17 +358,29 @@ fn the_old_layout_moves_out_without_reembedding_and_only_once() {
     std::fs::write(legacy.join("gateway.token"), "planted").unwrap();
 
     // The new claw: moved on first run, nothing re-embedded, the job kept.
-    let out = claw_testkit::claw(&ws).args(["memory", "index", "--json"]).output().unwrap();
+    let out = claw_testkit::claw(&ws)
+        .args(["memory", "index", "--json"])
+        .output()
+        .unwrap();
     let report: Value = serde_json::from_str(&ok(&out)).unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("moved the state directory"), "{stderr}");
     assert_eq!(report["embeddings_computed"], 0, "{report}");
     assert_eq!(report["files_changed"], 0, "{report}");
     let state = claw_testkit::state_dir(&ws);
-    assert_eq!(report["db_path"], state.join("memory.sqlite").display().to_string());
+    assert_eq!(
+        report["db_path"],
+        state.join("memory.sqlite").display().to_string()
+    );
     assert!(!legacy.exists(), "the old directory is gone");
-    assert!(!state.join("gateway.token").exists(), "a token is never carried over");
-    let list = ok(&claw_testkit::claw(&ws).args(["cron", "list", "--json"]).output().unwrap());
+    assert!(
+        !state.join("gateway.token").exists(),
+        "a token is never carried over"
+    );
+    let list = ok(&claw_testkit::claw(&ws)
+        .args(["cron", "list", "--json"])
+        .output()
+        .unwrap());
     assert!(list.contains("kept"), "{list}");
     let status: Value = serde_json::from_str(&ok(&claw_testkit::claw(&ws)
         .args(["memory", "status", "--json"])
@@ -279,14 +388,24 @@ fn the_old_layout_moves_out_without_reembedding_and_only_once() {
         .unwrap()))
     .unwrap();
     assert_eq!(status["db_path"], report["db_path"]);
-    let hits = ok(&claw_testkit::claw(&ws).args(["memory", "search", "webhook retries", "--json"]).output().unwrap());
+    let hits = ok(&claw_testkit::claw(&ws)
+        .args(["memory", "search", "webhook retries", "--json"])
+        .output()
+        .unwrap());
     assert!(hits.contains("2026-11-01.md"), "{hits}");
 
     // A `.claw/` planted later is just a folder, even with the index deleted.
     std::fs::create_dir_all(&legacy).unwrap();
-    std::fs::write(legacy.join("memory.sources.json"), sidecar_with_outside_root()).unwrap();
+    std::fs::write(
+        legacy.join("memory.sources.json"),
+        sidecar_with_outside_root(),
+    )
+    .unwrap();
     std::fs::remove_file(state.join("memory.sqlite")).unwrap();
-    let out = claw_testkit::claw(&ws).args(["memory", "index"]).output().unwrap();
+    let out = claw_testkit::claw(&ws)
+        .args(["memory", "index"])
+        .output()
+        .unwrap();
     ok(&out);
     assert!(!String::from_utf8_lossy(&out.stderr).contains("moved the state directory"));
     assert!(legacy.join("memory.sources.json").exists());

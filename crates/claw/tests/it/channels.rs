@@ -146,7 +146,8 @@ fn telegram_allowed_refused_split_redelivered_and_offset_across_restart() {
 
     // Restart: polling resumes from the saved offset; nothing is answered again.
     let state: Value = serde_json::from_slice(
-        &std::fs::read(claw_testkit::state_dir(ws).join("channels/telegram.json")).expect("state file"),
+        &std::fs::read(claw_testkit::state_dir(ws).join("channels/telegram.json"))
+            .expect("state file"),
     )
     .unwrap();
     let saved: i64 = state["position"].as_str().unwrap().parse().unwrap();
@@ -405,13 +406,18 @@ fn matrix_against_synapse() {
     // Rewind the saved `since` token: Synapse delivers the same events again;
     // none is answered twice.
     let mut state: Value = serde_json::from_slice(&rewind).unwrap();
-    let now: Value =
-        serde_json::from_slice(&std::fs::read(claw_testkit::state_dir(ws).join("channels/matrix.json")).unwrap())
-            .unwrap();
+    let now: Value = serde_json::from_slice(
+        &std::fs::read(claw_testkit::state_dir(ws).join("channels/matrix.json")).unwrap(),
+    )
+    .unwrap();
     state["seen"] = now["seen"].clone();
     state["refused"] = now["refused"].clone();
     state["chats"] = now["chats"].clone();
-    std::fs::write(claw_testkit::state_dir(ws).join("channels/matrix.json"), state.to_string()).unwrap();
+    std::fs::write(
+        claw_testkit::state_dir(ws).join("channels/matrix.json"),
+        state.to_string(),
+    )
+    .unwrap();
     let before = bot_messages(&hs, &me_token, &room, &bot).len();
     let gw = Gw::start(ws, &llm.url(), &env);
     gw.wait_log("already handled", Duration::from_secs(60));

@@ -193,9 +193,8 @@ fn real_model_protocol_through_both_apis_and_the_gateway() {
         std::fs::create_dir_all(ws.join("notes")).unwrap();
         std::fs::write(ws.join("notes/today.md"), "- buy milk\n").unwrap();
         let r = run_claw(ws, api, &relay, deadline);
-        let shape = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            check_shape(ws, api, &r)
-        }));
+        let shape =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check_shape(ws, api, &r)));
         if let Err(e) = shape {
             eprintln!("[{api}] the model's exchanges:\n{}", relay.transcript());
             std::panic::resume_unwind(e);

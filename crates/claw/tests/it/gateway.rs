@@ -742,11 +742,21 @@ pub fn real_model_turn(
             _ => {}
         },
     );
-    let ctx = || format!("the model's exchanges:\n{}\ngateway log:\n{}", relay.transcript(), gw.log());
+    let ctx = || {
+        format!(
+            "the model's exchanges:\n{}\ngateway log:\n{}",
+            relay.transcript(),
+            gw.log()
+        )
+    };
     let (end, why) = r.unwrap_or_else(|e| panic!("the stream did not complete ({e:?}); {}", ctx()));
     assert_eq!(end, "answered", "{why:?}; {}", ctx());
     // A tool call streamed as started, then done or error, with its id and name.
-    assert!(!tools.is_empty(), "no tool activity in the stream; {}", ctx());
+    assert!(
+        !tools.is_empty(),
+        "no tool activity in the stream; {}",
+        ctx()
+    );
     let first = &tools[0];
     let id = first["id"].as_str().unwrap();
     assert!(!id.is_empty());

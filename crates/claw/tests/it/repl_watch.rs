@@ -167,7 +167,8 @@ fn search_json(ws: &Path, query: &str) -> Value {
 }
 
 fn writer_lock_is_free(ws: &Path) -> bool {
-    claw_memory::lock::WriterLock::acquire(&claw_testkit::state_dir(ws), "test", Duration::ZERO).is_ok()
+    claw_memory::lock::WriterLock::acquire(&claw_testkit::state_dir(ws), "test", Duration::ZERO)
+        .is_ok()
 }
 
 fn indexed_workspace() -> tempfile::TempDir {

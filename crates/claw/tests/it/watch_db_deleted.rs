@@ -65,10 +65,7 @@ fn a_deleted_database_is_noticed_rebuilt_and_sources_survive() {
         e["event"] == "database_replaced"
     });
     let noticed = t0.elapsed();
-    assert_eq!(
-        ev["path"],
-        claw_testkit::db_path(&ws).display().to_string()
-    );
+    assert_eq!(ev["path"], claw_testkit::db_path(&ws).display().to_string());
     let ev = w.wait_event("the rebuild", |e| {
         e["event"] == "synced" && e["rebuilt"] == "new index"
     });

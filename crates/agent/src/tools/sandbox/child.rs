@@ -89,17 +89,63 @@ const fn jump(code: u32, k: u32, jt: u8, jf: u8) -> libc::sock_filter {
 /// `args[0]` 16 (its low word, little-endian).
 static SECCOMP_FILTER: [libc::sock_filter; 13] = [
     /* 0 */ stmt(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, 4),
-    /* 1 */ jump(libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K, AUDIT_ARCH_NATIVE, 1, 0),
-    /* 2 */ stmt(libc::BPF_RET | libc::BPF_K, libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32),
+    /* 1 */
+    jump(
+        libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K,
+        AUDIT_ARCH_NATIVE,
+        1,
+        0,
+    ),
+    /* 2 */
+    stmt(
+        libc::BPF_RET | libc::BPF_K,
+        libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32,
+    ),
     /* 3 */ stmt(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, 0),
-    /* 4 */ jump(libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K, X32_SYSCALL_BIT, 0, 1),
-    /* 5 */ stmt(libc::BPF_RET | libc::BPF_K, libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32),
-    /* 6 */ jump(libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K, libc::SYS_io_uring_setup as u32, 0, 1),
-    /* 7 */ stmt(libc::BPF_RET | libc::BPF_K, libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32),
-    /* 8 */ jump(libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K, libc::SYS_socket as u32, 0, 3),
+    /* 4 */
+    jump(
+        libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K,
+        X32_SYSCALL_BIT,
+        0,
+        1,
+    ),
+    /* 5 */
+    stmt(
+        libc::BPF_RET | libc::BPF_K,
+        libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32,
+    ),
+    /* 6 */
+    jump(
+        libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K,
+        libc::SYS_io_uring_setup as u32,
+        0,
+        1,
+    ),
+    /* 7 */
+    stmt(
+        libc::BPF_RET | libc::BPF_K,
+        libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32,
+    ),
+    /* 8 */
+    jump(
+        libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K,
+        libc::SYS_socket as u32,
+        0,
+        3,
+    ),
     /* 9 */ stmt(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, 16),
-    /* 10 */ jump(libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K, libc::AF_UNIX as u32, 0, 1),
-    /* 11 */ stmt(libc::BPF_RET | libc::BPF_K, libc::SECCOMP_RET_ERRNO | libc::EACCES as u32),
+    /* 10 */
+    jump(
+        libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K,
+        libc::AF_UNIX as u32,
+        0,
+        1,
+    ),
+    /* 11 */
+    stmt(
+        libc::BPF_RET | libc::BPF_K,
+        libc::SECCOMP_RET_ERRNO | libc::EACCES as u32,
+    ),
     /* 12 */ stmt(libc::BPF_RET | libc::BPF_K, libc::SECCOMP_RET_ALLOW),
 ];
 

@@ -549,11 +549,22 @@ fn build_ruleset(
 
 /// What goes into the sandbox's root.
 enum Item {
-    Bind { path: PathBuf, writable: bool },
-    Symlink { path: PathBuf, contents: PathBuf },
-    Tmpfs { path: PathBuf, data: String },
+    Bind {
+        path: PathBuf,
+        writable: bool,
+    },
+    Symlink {
+        path: PathBuf,
+        contents: PathBuf,
+    },
+    Tmpfs {
+        path: PathBuf,
+        data: String,
+    },
     /// A hidden file: `/dev/null` bound over it.
-    HideFile { path: PathBuf },
+    HideFile {
+        path: PathBuf,
+    },
 }
 
 impl Item {
