@@ -673,6 +673,19 @@ impl IndexStorage for PgStore {
         Ok(())
     }
 
+    /// In place: the reset and the pass are this writer's own rows, each file
+    /// its own transaction (a kill leaves the files written so far).
+    fn rebuild(
+        &mut self,
+        model: &str,
+        dims: usize,
+        chunker_version: &str,
+        fill: &mut dyn FnMut(&mut dyn IndexStorage) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        self.reset_index(model, dims, chunker_version)?;
+        fill(self)
+    }
+
     fn file_records(&self, source: &str) -> Result<HashMap<String, FileRecord>, StoreError> {
         Ok(self.with_client(|c| {
             let rows = c.query(

@@ -708,7 +708,9 @@ pub fn identity_mismatch(
 }
 
 /// Re-index or remove `files` through the indexer's targeted entry point and
-/// say, per file, what happened. The caller holds the writer lock.
+/// say, per file, what happened. The caller holds the writer lock. A database
+/// replaced since `store` opened it (a rebuild swapped in while the caller
+/// waited for the lock) is [`SyncError::DatabaseReplaced`]: nothing written.
 pub fn apply_paths(
     store: &mut Store,
     settings: &MemoryConfig,
@@ -716,6 +718,14 @@ pub fn apply_paths(
     files: &[FileRef],
     lock: &WriterLock,
 ) -> Result<SyncOutcome, SyncError> {
+    // With the writer lock held no rebuild can swap the file now; one may have
+    // while we waited for the lock: then this connection is the old file's,
+    // and nothing is written into it.
+    if store.is_replaced() {
+        return Err(SyncError::DatabaseReplaced {
+            path: store.path().to_path_buf(),
+        });
+    }
     let sources = walk::sources(settings, store)?;
     // Classify first (the indexer reports counts, the caller wants names).
     let mut will_index = Vec::new();

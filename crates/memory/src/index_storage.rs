@@ -30,6 +30,23 @@ pub trait IndexStorage {
     fn has_vec_tables(&self) -> Result<bool>;
     /// Drop every indexed row this writer owns and set the index identity.
     fn reset_index(&mut self, model: &str, dims: usize, chunker_version: &str) -> Result<()>;
+    /// Rebuild the index from scratch with this identity: `fill` runs the full
+    /// indexing pass over the storage to fill. SQLite fills a new database
+    /// beside the live one and swaps it in (`Store::rebuild_aside`), so a
+    /// search or a kill never meets a half-built index; a backend without
+    /// that may [`IndexStorage::reset_index`] and fill itself.
+    fn rebuild(
+        &mut self,
+        model: &str,
+        dims: usize,
+        chunker_version: &str,
+        fill: &mut dyn FnMut(&mut dyn IndexStorage) -> Result<()>,
+    ) -> Result<()>;
+    /// Remove what a rebuild killed before its swap left behind; whether there
+    /// was something. Called by the indexer under the writer lock.
+    fn discard_stale_rebuild(&self) -> Result<bool> {
+        Ok(false)
+    }
     /// Stored file states of one source, keyed by relative path.
     fn file_records(&self, source: &str) -> Result<HashMap<String, FileRecord>>;
     /// One stored file state.
@@ -124,6 +141,18 @@ impl IndexStorage for Store {
     }
     fn reset_index(&mut self, model: &str, dims: usize, chunker_version: &str) -> Result<()> {
         Store::reset_index(self, model, dims, chunker_version)
+    }
+    fn rebuild(
+        &mut self,
+        model: &str,
+        dims: usize,
+        chunker_version: &str,
+        fill: &mut dyn FnMut(&mut dyn IndexStorage) -> Result<()>,
+    ) -> Result<()> {
+        Store::rebuild_aside(self, model, dims, chunker_version, fill)
+    }
+    fn discard_stale_rebuild(&self) -> Result<bool> {
+        crate::rebuild::discard_aside(self.path())
     }
     fn file_records(&self, source: &str) -> Result<HashMap<String, FileRecord>> {
         Store::file_records(self, source)

@@ -2,6 +2,10 @@
 //! new or changed file read → hash → redact → chunk → embed (cache first) → write
 //! in one transaction. Unchanged files cost a stat (and a hash when the stat
 //! moved); only chunk texts missing from the embedding cache are embedded.
+//! A rebuild from scratch (`--force`, another model, chunker or dimension) runs
+//! the same pass over a new database the storage builds aside and swaps in
+//! ([`IndexStorage::rebuild`], `crate::rebuild`); a never-built index is filled
+//! in place.
 //!
 //! Invariant: blocking work only (SQLite, file reads, embedding); the caller runs
 //! it on a dedicated thread or `spawn_blocking`, and must hold the [`WriterLock`].
@@ -15,6 +19,7 @@ use crate::embed::{Embedder, KEYWORD_ONLY_MODEL};
 use crate::index_storage::IndexStorage;
 use crate::lock::WriterLock;
 use crate::plan::plan_with_skipped;
+pub use crate::rebuild::RebuildReason;
 use std::borrow::Cow;
 
 use crate::redact::redact;
@@ -88,79 +93,6 @@ pub struct IndexReport {
     pub issues: Vec<IndexIssue>,
 }
 
-/// Why an index was rebuilt from scratch. Serialised (and displayed) as the
-/// sentence the `rebuilt` JSON fields have always carried, e.g.
-/// `"embedding model changed (keyword-only -> all-MiniLM-L6-v2)"`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RebuildReason {
-    /// The caller asked for a rebuild (shown as `--force`, as it always was).
-    Forced,
-    /// The database had never been indexed.
-    NewIndex,
-    /// The embedding model changed (`""` = keyword-only).
-    ModelChanged {
-        /// The model the index was built with.
-        from: String,
-        /// The model of this run.
-        to: String,
-    },
-    /// The chunker version changed.
-    ChunkerChanged {
-        /// The stored version, if any.
-        from: Option<String>,
-        /// This build's version.
-        to: String,
-    },
-    /// The vector dimension changed.
-    DimensionChanged {
-        /// Stored dimension.
-        from: usize,
-        /// This run's dimension.
-        to: usize,
-    },
-    /// The vec0 tables are missing although vectors are expected.
-    VectorTablesMissing,
-}
-
-impl std::fmt::Display for RebuildReason {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let show = |m: &str| {
-            if m.is_empty() {
-                "keyword-only".to_string()
-            } else {
-                m.to_string()
-            }
-        };
-        match self {
-            RebuildReason::Forced => f.write_str("--force"),
-            RebuildReason::NewIndex => f.write_str("new index"),
-            RebuildReason::ModelChanged { from, to } => {
-                write!(
-                    f,
-                    "embedding model changed ({} -> {})",
-                    show(from),
-                    show(to)
-                )
-            }
-            RebuildReason::ChunkerChanged { from, to } => write!(
-                f,
-                "chunker or word index changed ({} -> {to})",
-                from.as_deref().unwrap_or("none")
-            ),
-            RebuildReason::DimensionChanged { from, to } => {
-                write!(f, "dimension changed ({from} -> {to})")
-            }
-            RebuildReason::VectorTablesMissing => f.write_str("vector tables missing"),
-        }
-    }
-}
-
-impl Serialize for RebuildReason {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
 /// Progress notifications for a UI.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Progress {
@@ -226,19 +158,19 @@ fn still_skipped(r: &SkippedRecord, max_file_bytes: u64) -> bool {
     !(r.reason == IssueReason::TooBig.as_str() && r.size.max(0) as u64 <= max_file_bytes)
 }
 
-/// Make sure the stored index was built with this model and chunker; rebuild it if
-/// not (or when `force`). Returns the reason for a rebuild.
-pub fn ensure_identity(
-    store: &mut dyn IndexStorage,
+/// Whether the stored index must be rebuilt from scratch for this embedder
+/// (another model, chunker or dimension, missing vector tables), or because
+/// the caller `force`s it; `None` when it can be updated in place.
+pub fn rebuild_reason(
+    store: &dyn IndexStorage,
     embedder: Option<&dyn Embedder>,
     force: bool,
 ) -> Result<Option<RebuildReason>, StoreError> {
-    let model = embedder.map(|e| e.model_id()).unwrap_or(KEYWORD_ONLY_MODEL);
-    let dims = embedder.map(|e| e.dims()).unwrap_or(0);
+    let (model, dims) = identity(embedder);
     let stored_model = store.meta("model")?;
     let stored_chunker = store.meta("chunker_version")?;
     let stored_dims = store.vec_dims()?.unwrap_or(0);
-    let reason = if force {
+    Ok(if force {
         Some(RebuildReason::Forced)
     } else if stored_model.is_none() {
         Some(RebuildReason::NewIndex)
@@ -261,11 +193,47 @@ pub fn ensure_identity(
         Some(RebuildReason::VectorTablesMissing)
     } else {
         None
-    };
-    if reason.is_some() {
+    })
+}
+
+/// The index identity of an embedder: (model id, dimension); keyword-only is
+/// `("", 0)`.
+fn identity(embedder: Option<&dyn Embedder>) -> (&str, usize) {
+    (
+        embedder.map(|e| e.model_id()).unwrap_or(KEYWORD_ONLY_MODEL),
+        embedder.map(|e| e.dims()).unwrap_or(0),
+    )
+}
+
+/// Rebuild the index from scratch for `reason` and fill it with a full pass.
+/// An index that searches may be using is rebuilt through
+/// [`IndexStorage::rebuild`] (SQLite: built aside, swapped in; see
+/// `crate::rebuild`); a never-built one is simply filled in place.
+fn rebuild(
+    store: &mut dyn IndexStorage,
+    settings: &MemoryConfig,
+    embedder: Option<&dyn Embedder>,
+    reason: RebuildReason,
+    progress: &dyn Fn(Progress),
+    started: Instant,
+) -> Result<IndexReport, IndexError> {
+    let (model, dims) = identity(embedder);
+    let mut report = if reason.replaces_an_index() {
+        let mut report = IndexReport::default();
+        store.rebuild(model, dims, CHUNKER_VERSION, &mut |fresh| {
+            report = pass(fresh, settings, embedder, progress, started)
+                .map_err(|IndexError::Store(e)| e)?;
+            Ok(())
+        })?;
+        report
+    } else {
         store.reset_index(model, dims, CHUNKER_VERSION)?;
-    }
-    Ok(reason)
+        pass(store, settings, embedder, progress, started)?
+    };
+    report.rebuilt = Some(reason);
+    // The pass's clock started before the rebuild's set-up and swap.
+    report.elapsed_ms = started.elapsed().as_millis() as u64;
+    Ok(report)
 }
 
 /// One chunk of a file on its way to the store.
@@ -304,7 +272,8 @@ impl Drop for Run<'_> {
     }
 }
 
-/// A full incremental pass over every source.
+/// A full incremental pass over every source (a rebuild from scratch first
+/// when [`rebuild_reason`] says so, or `opts.force`).
 pub fn run(
     store: &mut dyn IndexStorage,
     settings: &MemoryConfig,
@@ -314,10 +283,23 @@ pub fn run(
     progress: &dyn Fn(Progress),
 ) -> Result<IndexReport, IndexError> {
     let started = Instant::now();
-    let rebuilt = ensure_identity(store, embedder, opts.force)?;
+    store.discard_stale_rebuild()?;
+    match rebuild_reason(&*store, embedder, opts.force)? {
+        Some(reason) => rebuild(store, settings, embedder, reason, progress, started),
+        None => pass(store, settings, embedder, progress, started),
+    }
+}
+
+/// The incremental pass of [`run`] over `store` as it is.
+fn pass(
+    store: &mut dyn IndexStorage,
+    settings: &MemoryConfig,
+    embedder: Option<&dyn Embedder>,
+    progress: &dyn Fn(Progress),
+    started: Instant,
+) -> Result<IndexReport, IndexError> {
     let sources = crate::index_storage::source_roots(settings, &*store)?;
     let mut run = Run::new(store, settings, embedder, progress)?;
-    run.report.rebuilt = rebuilt;
 
     // Discover and plan every source first, so progress knows the total.
     let mut plans = Vec::new();
@@ -377,22 +359,14 @@ pub fn run_paths(
     settings: &MemoryConfig,
     embedder: Option<&dyn Embedder>,
     targets: &[(String, String)],
-    lock: &WriterLock,
+    _lock: &WriterLock,
     progress: &dyn Fn(Progress),
 ) -> Result<IndexReport, IndexError> {
     let started = Instant::now();
-    if let Some(reason) = ensure_identity(store, embedder, false)? {
-        // The whole index was reset: a targeted pass is not enough.
-        let mut report = run(
-            store,
-            settings,
-            embedder,
-            &IndexOptions::default(),
-            lock,
-            progress,
-        )?;
-        report.rebuilt = Some(reason);
-        return Ok(report);
+    store.discard_stale_rebuild()?;
+    if let Some(reason) = rebuild_reason(&*store, embedder, false)? {
+        // The whole index is rebuilt: a targeted pass is not enough.
+        return rebuild(store, settings, embedder, reason, progress, started);
     }
     let sources = crate::index_storage::source_roots(settings, &*store)?;
     let mut run = Run::new(store, settings, embedder, progress)?;
@@ -814,49 +788,5 @@ impl<'a> Run<'a> {
             embedded,
         });
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn rebuild_reasons_serialise_as_their_sentence() {
-        let cases = [
-            (RebuildReason::Forced, "--force"),
-            (RebuildReason::NewIndex, "new index"),
-            (
-                RebuildReason::ModelChanged {
-                    from: String::new(),
-                    to: "all-MiniLM-L6-v2".into(),
-                },
-                "embedding model changed (keyword-only -> all-MiniLM-L6-v2)",
-            ),
-            (
-                RebuildReason::ChunkerChanged {
-                    from: None,
-                    to: "3".into(),
-                },
-                "chunker or word index changed (none -> 3)",
-            ),
-            (
-                RebuildReason::DimensionChanged { from: 8, to: 384 },
-                "dimension changed (8 -> 384)",
-            ),
-            (RebuildReason::VectorTablesMissing, "vector tables missing"),
-        ];
-        for (r, want) in cases {
-            assert_eq!(r.to_string(), want);
-            assert_eq!(serde_json::to_string(&r).unwrap(), format!("\"{want}\""));
-        }
-        let report = IndexReport {
-            rebuilt: Some(RebuildReason::NewIndex),
-            ..IndexReport::default()
-        };
-        assert_eq!(
-            serde_json::to_value(&report).unwrap()["rebuilt"],
-            "new index"
-        );
     }
 }

@@ -192,8 +192,20 @@ impl<'e> MemoryService<'e> {
         &self.settings
     }
 
+    /// The store, reopened first when its file was replaced (a rebuild swapped
+    /// a new database in; see `rebuild`): a long-lived service (the gateway,
+    /// MCP, the REPL) follows it. A deleted file is left alone (whoever
+    /// deletes it rebuilds it), and when the reopen fails the old file keeps
+    /// answering.
     fn store(&self) -> MutexGuard<'_, Store> {
-        self.store.lock().unwrap_or_else(|p| p.into_inner())
+        let mut store = self.store.lock().unwrap_or_else(|p| p.into_inner());
+        if store.is_replaced()
+            && store.path().exists()
+            && let Ok(fresh) = store.reopen()
+        {
+            *store = fresh;
+        }
+        store
     }
 
     /// The embedder, loading it on first call (not at all when the index is

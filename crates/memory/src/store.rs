@@ -1,13 +1,19 @@
 //! The memory database: one SQLite file (`memory.sqlite`) owning files, chunks,
 //! the FTS5 indexes, the sqlite-vec `vec0` indexes, the embedding cache and meta.
 //! Schema comes from numbered files in `migrations/`; every write that touches a
-//! file's rows is one transaction across all of those tables.
+//! file's rows is one transaction across all of those tables. A rebuild from
+//! scratch is built in a second file and swapped in (`Store::rebuild_aside`;
+//! the file steps and the `-wal`/`-shm` rules are `rebuild`'s): every open and
+//! close of the database goes through that module's swap gate.
 //!
 //! Invariant: this module is blocking I/O. Call it from a dedicated thread or
 //! `spawn_blocking`, never from an async task directly.
 
 #![warn(missing_docs)]
 
+use crate::index_storage::IndexStorage;
+use crate::rebuild::file_id;
+use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -64,6 +70,22 @@ pub enum StoreError {
         path: PathBuf,
         /// The I/O (or parse) error.
         source: std::io::Error,
+    },
+    #[error("cannot open, create or replace the database file {path}: {source}")]
+    /// A file operation on the database itself failed: creating it, the swap
+    /// gate, or swapping a rebuilt database in (see `rebuild`).
+    DbFile {
+        /// The file concerned.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    #[error("the rebuilt database {path} could not be checkpointed (busy)")]
+    /// The aside database of a rebuild still had WAL frames after its final
+    /// checkpoint (it has one connection, so this means a bug).
+    AsideBusy {
+        /// The aside database.
+        path: PathBuf,
     },
     #[error("database is busy (another process holds a write lock); try again in a moment")]
     /// Another connection holds a write lock past the busy timeout.
@@ -313,6 +335,33 @@ pub struct Store {
     vec: VecBackend,
     /// (device, inode) of the database file when it was opened.
     file_id: Option<(u64, u64)>,
+    /// Whether sqlite-vec was asked for (a reopen asks the same).
+    load_vec: bool,
+    /// Whether `conn` closes under the swap gate (see `Drop`): the live
+    /// database once opened; not a rebuild's aside copy, which is private to
+    /// its writer, nor a store whose open failed while it held the gate.
+    gated_close: bool,
+    /// The swap gate held while `conn` closes. Declared after `conn`: fields
+    /// drop in order, so the connection closes first.
+    closing: Option<crate::rebuild::Gate>,
+}
+
+impl Drop for Store {
+    /// Close under the swap gate (shared), so no swap runs between the check
+    /// and the close; a replaced (or deleted) file closes without its final
+    /// checkpoint, which would delete the `-wal`/`-shm` *names*, now perhaps
+    /// the new file's (see `rebuild`).
+    fn drop(&mut self) {
+        if !self.gated_close {
+            return;
+        }
+        self.closing = crate::rebuild::Gate::shared(&self.path).ok();
+        if self.is_replaced() {
+            let _ = self
+                .conn
+                .set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true);
+        }
+    }
 }
 
 impl Store {
@@ -333,51 +382,35 @@ impl Store {
                 source,
             })?;
         }
-        create_private(path)?;
+        // Held until the store is ready: no swap replaces the file meanwhile,
+        // and an interrupted one is finished first (creates the file, 0600).
+        let gate = crate::rebuild::open_gate(path)?;
         // An older claw (or a wide umask) may have left these readable by others.
         for suffix in ["", "-wal", "-shm"] {
-            let mut p = path.as_os_str().to_owned();
-            p.push(suffix);
-            crate::private::tighten_file(Path::new(&p))?;
+            crate::private::tighten_file(&crate::rebuild::with_suffix(path, suffix))?;
         }
-        if load_vec {
-            register_sqlite_vec();
-        }
-        let conn = Connection::open_with_flags(
-            path,
-            OpenFlags::SQLITE_OPEN_READ_WRITE
-                | OpenFlags::SQLITE_OPEN_CREATE
-                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )?;
-        conn.busy_timeout(BUSY_TIMEOUT)?;
-        conn.pragma_update(None, "journal_mode", "WAL")
-            .map_err(StoreError::from_sqlite)?;
-        conn.pragma_update(None, "synchronous", "NORMAL")?;
-        // Memory-mapped reads: measured to speed up the vector scan (benches/search.rs,
-        // CLAW_BENCH_MMAP) without changing durability (writes still go through WAL).
-        conn.pragma_update(None, "mmap_size", 256 * 1024 * 1024)?;
-        conn.pragma_update(None, "foreign_keys", "ON")?;
-        let vec = if load_vec {
-            match conn.query_row("SELECT vec_version()", [], |r| r.get::<_, String>(0)) {
-                Ok(version) => VecBackend::Vec0 { version },
-                Err(e) => VecBackend::Unavailable {
-                    reason: e.to_string(),
-                },
-            }
-        } else {
-            VecBackend::Unavailable {
-                reason: "sqlite-vec disabled".into(),
-            }
-        };
+        let (conn, vec) = open_conn(path, load_vec)?;
         let mut store = Store {
             conn,
             path: path.to_path_buf(),
             vec,
             file_id: file_id(path),
+            load_vec,
+            // Not while this thread holds the gate: an error below drops it.
+            gated_close: false,
+            closing: None,
         };
         let before = store.migrate()?;
         crate::sidecar::reconcile(&store, before == 0)?;
+        drop(gate);
+        store.gated_close = true;
         Ok(store)
+    }
+
+    /// Open the database at the same path again, as it was opened (after
+    /// [`Store::is_replaced`]: a rebuild swapped a new file in).
+    pub fn reopen(&self) -> Result<Store> {
+        Self::open_with(&self.path, self.load_vec)
     }
 
     /// Whether the database file at [`Store::path`] is no longer the one this
@@ -634,6 +667,179 @@ impl Store {
             )?;
         }
         tx.commit()?;
+        Ok(())
+    }
+
+    /// Rebuild the index from scratch beside the live database and swap it in
+    /// (the design, and why readers stay safe, is in `rebuild`'s doc). A new
+    /// database at `<db>.rebuild` (0600) starts with this one's embedding
+    /// cache and registered sources and the identity (`model`, `dims`,
+    /// `chunker_version`); `fill` runs the full indexing pass over it; then one
+    /// `rename(2)` puts it in place of the live file and this store is
+    /// connected to it. When `fill` fails, the aside database is removed and
+    /// the live one was never written. The caller holds the writer lock.
+    pub fn rebuild_aside(
+        &mut self,
+        model: &str,
+        dims: usize,
+        chunker_version: &str,
+        fill: &mut dyn FnMut(&mut dyn IndexStorage) -> Result<()>,
+    ) -> Result<()> {
+        let aside_path = crate::rebuild::aside_path(&self.path);
+        crate::rebuild::discard_aside(&self.path)?;
+        let mut aside = Store::create_aside(&aside_path, self.load_vec)?;
+        let live = &self.conn;
+        let built = (|| {
+            aside.copy_cache_from(live)?;
+            aside.copy_sources_from(live)?;
+            aside.reset_index(model, dims, chunker_version)?;
+            fill(&mut aside)?;
+            // Folders registered or removed while the pass ran.
+            aside.copy_sources_from(live)?;
+            aside.checkpoint_for_swap()
+        })();
+        // Its last connection closes: SQLite removes its `-wal`/`-shm`.
+        drop(aside);
+        if let Err(e) = built {
+            let _ = crate::rebuild::discard_aside(&self.path);
+            return Err(e);
+        }
+        self.swap_in(&aside_path)
+    }
+
+    /// A rebuild's aside database at `path`, created here (fails when the file
+    /// exists: stale ones are discarded first).
+    fn create_aside(path: &Path, load_vec: bool) -> Result<Store> {
+        let file_err = |source| StoreError::DbFile {
+            path: path.to_path_buf(),
+            source,
+        };
+        crate::private::file_options()
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .map_err(file_err)?;
+        let (conn, vec) = open_conn(path, load_vec)?;
+        let mut store = Store {
+            conn,
+            path: path.to_path_buf(),
+            vec,
+            file_id: file_id(path),
+            load_vec,
+            gated_close: false,
+            closing: None,
+        };
+        store.migrate()?;
+        Ok(store)
+    }
+
+    /// Copy the embedding cache of the database `live` into this (new) one, so
+    /// a rebuild with the same model embeds nothing the cache had.
+    fn copy_cache_from(&mut self, live: &Connection) -> Result<usize> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(StoreError::from_sqlite)?;
+        let mut copied = 0;
+        {
+            let mut read = live.prepare(
+                "SELECT provider, model, hash, embedding, dims, updated_at FROM embedding_cache",
+            )?;
+            let mut ins = tx.prepare(
+                "INSERT OR IGNORE INTO embedding_cache
+                   (provider, model, hash, embedding, dims, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )?;
+            let mut rows = read.query([])?;
+            while let Some(r) = rows.next()? {
+                copied += ins.execute(params![
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, Vec<u8>>(3)?,
+                    r.get::<_, i64>(4)?,
+                    r.get::<_, i64>(5)?
+                ])?;
+            }
+        }
+        tx.commit()?;
+        Ok(copied)
+    }
+
+    /// Make this (new) database's registered sources those of `live`.
+    fn copy_sources_from(&mut self, live: &Connection) -> Result<()> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(StoreError::from_sqlite)?;
+        tx.execute("DELETE FROM sources", [])?;
+        {
+            let mut read =
+                live.prepare("SELECT name, root, added_at, follow_symlinks_outside FROM sources")?;
+            let mut ins = tx.prepare(
+                "INSERT INTO sources (name, root, added_at, follow_symlinks_outside)
+                 VALUES (?1, ?2, ?3, ?4)",
+            )?;
+            let mut rows = read.query([])?;
+            while let Some(r) = rows.next()? {
+                ins.execute(params![
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, i64>(2)?,
+                    r.get::<_, i64>(3)?
+                ])?;
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Move every WAL frame of this (aside) database into its file and empty
+    /// the WAL, so the file stands alone once its connection closes.
+    fn checkpoint_for_swap(&self) -> Result<()> {
+        let busy: i64 = self
+            .conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))?;
+        if busy != 0 {
+            return Err(StoreError::AsideBusy {
+                path: self.path.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Put the finished aside database `aside` in place of this store's file
+    /// and connect to it (the steps and their order: `rebuild`'s doc).
+    fn swap_in(&mut self, aside: &Path) -> Result<()> {
+        use crate::rebuild;
+        rebuild::sync_aside(aside)?;
+        let new_id = file_id(aside).ok_or_else(|| StoreError::DbFile {
+            path: aside.to_path_buf(),
+            source: std::io::ErrorKind::NotFound.into(),
+        })?;
+        let _gate = rebuild::Gate::exclusive(&self.path).map_err(|source| StoreError::DbFile {
+            path: rebuild::gate_path(&self.path),
+            source,
+        })?;
+        rebuild::write_marker(&self.path, new_id)?;
+        // Our connection to the old file closes first: were it that file's
+        // last, SQLite deletes the old `-wal`/`-shm` names now, while they are
+        // still the old file's.
+        let placeholder = Connection::open_in_memory()?;
+        drop(std::mem::replace(&mut self.conn, placeholder));
+        if let Err(e) = rebuild::rename_in(aside, &self.path) {
+            // Nothing was swapped: back to the live file.
+            rebuild::abandon_swap(&self.path)?;
+            let (conn, vec) = open_conn(&self.path, self.load_vec)?;
+            self.conn = conn;
+            self.vec = vec;
+            return Err(e);
+        }
+        rebuild::finish_rename(&self.path)?;
+        let (conn, vec) = open_conn(&self.path, self.load_vec)?;
+        self.conn = conn;
+        self.vec = vec;
+        self.file_id = file_id(&self.path);
         Ok(())
     }
 
@@ -1161,12 +1367,6 @@ fn row_to_skipped(r: &rusqlite::Row<'_>) -> rusqlite::Result<SkippedRecord> {
     })
 }
 
-/// (device, inode) of `path`, `None` when it cannot be stat'ed.
-fn file_id(path: &Path) -> Option<(u64, u64)> {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
-}
-
 fn row_to_file(r: &rusqlite::Row<'_>) -> rusqlite::Result<FileRecord> {
     Ok(FileRecord {
         source: r.get(0)?,
@@ -1205,19 +1405,40 @@ fn wal_path(db: &Path) -> PathBuf {
     PathBuf::from(s)
 }
 
-/// Create the database file with mode 0600 if it does not exist yet.
-fn create_private(path: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    match std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)
-    {
-        Ok(_) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-        Err(e) => Err(e),
+/// A connection to the (existing) database file at `path` with the store's
+/// settings: WAL, `synchronous = NORMAL`, mmap reads, foreign keys, and
+/// sqlite-vec when `load_vec` (and it loads).
+fn open_conn(path: &Path, load_vec: bool) -> Result<(Connection, VecBackend)> {
+    if load_vec {
+        register_sqlite_vec();
     }
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    conn.pragma_update(None, "journal_mode", "WAL")
+        .map_err(StoreError::from_sqlite)?;
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    // Memory-mapped reads: measured to speed up the vector scan (benches/search.rs,
+    // CLAW_BENCH_MMAP) without changing durability (writes still go through WAL).
+    conn.pragma_update(None, "mmap_size", 256 * 1024 * 1024)?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    let vec = if load_vec {
+        match conn.query_row("SELECT vec_version()", [], |r| r.get::<_, String>(0)) {
+            Ok(version) => VecBackend::Vec0 { version },
+            Err(e) => VecBackend::Unavailable {
+                reason: e.to_string(),
+            },
+        }
+    } else {
+        VecBackend::Unavailable {
+            reason: "sqlite-vec disabled".into(),
+        }
+    };
+    Ok((conn, vec))
 }
 
 #[cfg(test)]

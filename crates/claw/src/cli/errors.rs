@@ -170,11 +170,13 @@ fn classify(e: &(dyn std::error::Error + 'static)) -> Option<(&'static str, Vec<
             StoreError::NewerSchema { .. } => {
                 ("schema", vec![super::index::NEWER_SCHEMA_HINT.into()])
             }
-            StoreError::StateDir { .. } | StoreError::Io(_) => (
+            StoreError::StateDir { .. } | StoreError::DbFile { .. } | StoreError::Io(_) => (
                 "io",
                 vec!["check that the workspace is writable (--workspace)".into()],
             ),
-            StoreError::Sqlite(_) | StoreError::Backend(_) => ("database", vec![]),
+            StoreError::Sqlite(_) | StoreError::Backend(_) | StoreError::AsideBusy { .. } => {
+                ("database", vec![])
+            }
             StoreError::Sidecar { path, .. } => (
                 "io",
                 vec![format!(

@@ -507,8 +507,9 @@ pub fn run_sources(settings: &Settings, args: SourcesArgs) -> anyhow::Result<Exi
 }
 
 pub fn run_remove(settings: &Settings, args: RemoveArgs) -> anyhow::Result<Exit> {
-    let mut store = open_store(settings)?;
+    // The lock first: a rebuild that ran meanwhile swapped a new file in.
     let _lock = WriterLock::acquire(&settings.state_dir(), "claw memory remove", WRITER_WAIT)?;
+    let mut store = open_store(settings)?;
     match store.remove_source(&args.name)? {
         Some((files, chunks)) => {
             println!(

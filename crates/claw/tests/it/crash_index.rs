@@ -67,10 +67,11 @@ fn consistent(ws: &Path) {
     );
 }
 
-/// xorshift64*: deterministic from the seed, no dependency on the rand API.
-struct Rng(u64);
+/// xorshift64*: deterministic from the seed, no dependency on the rand API
+/// (also drives `rebuild_crash`'s kills).
+pub(crate) struct Rng(pub(crate) u64);
 impl Rng {
-    fn next_f64(&mut self) -> f64 {
+    pub(crate) fn next_f64(&mut self) -> f64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;

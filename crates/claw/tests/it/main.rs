@@ -38,6 +38,7 @@ mod ranking_decay;
 mod ranking_garden;
 mod ranking_paraphrase;
 mod ranking_support;
+mod rebuild_crash;
 mod repl_watch;
 mod sandbox_exec;
 mod search_cli;

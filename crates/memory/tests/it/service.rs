@@ -207,3 +207,55 @@ fn the_overlapped_search_answers_as_syncing_first_would() {
         .unwrap();
     assert!(out.response.results.is_empty(), "{:?}", out.response);
 }
+
+/// `claw memory index --force` in another process swaps a new database in
+/// (`claw_memory::rebuild`): a long-lived service (the gateway, MCP) follows
+/// it on its next call, and a writer whose connection is the old file's writes
+/// nothing into it once it has the writer lock.
+#[test]
+fn a_service_follows_a_rebuild_swapped_in() {
+    use claw_memory::freshness::{self, FileRef, SyncError};
+    use claw_memory::indexer::{self, IndexOptions};
+    use claw_memory::lock::WriterLock;
+    use claw_memory::store::Store;
+
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    std::fs::write(ws.join("MEMORY.md"), "# Memory\nThe wombat burrow.\n").unwrap();
+    let settings = MemoryConfig::for_workspace(ws, EmbedProvider::None);
+    let service = MemoryService::open(settings.clone()).unwrap();
+    let out = service
+        .search(&req("wombat", Mode::Fts), SyncPolicy::DEFAULT)
+        .unwrap();
+    assert_eq!(out.response.results.len(), 1);
+    // A watcher batch's connection, opened before the rebuild.
+    let mut waiting = Store::open(&settings.db_path()).unwrap();
+
+    std::fs::write(ws.join("MEMORY.md"), "# Memory\nThe quokka nest.\n").unwrap();
+    {
+        let lock = WriterLock::acquire(&settings.state_dir(), "test", Default::default()).unwrap();
+        let mut writer = Store::open(&settings.db_path()).unwrap();
+        let force = IndexOptions { force: true };
+        let r = indexer::run(&mut writer, &settings, None, &force, &lock, &|_| {}).unwrap();
+        assert_eq!(r.files_changed, 1);
+    }
+    // No inline sync: the answer is the new file's.
+    let out = service
+        .search(&req("quokka", Mode::Fts), SyncPolicy::Skip)
+        .unwrap();
+    assert_eq!(out.response.results.len(), 1, "{out:?}");
+    let out = service
+        .search(&req("wombat", Mode::Fts), SyncPolicy::Skip)
+        .unwrap();
+    assert!(out.response.results.is_empty(), "{out:?}");
+
+    assert!(waiting.is_replaced());
+    let lock = WriterLock::acquire(&settings.state_dir(), "test", Default::default()).unwrap();
+    let file = FileRef {
+        source: "memory".into(),
+        path: "MEMORY.md".into(),
+    };
+    let err = freshness::apply_paths(&mut waiting, &settings, None, &[file], &lock)
+        .expect_err("the old file is not written");
+    assert!(matches!(err, SyncError::DatabaseReplaced { .. }), "{err}");
+}
