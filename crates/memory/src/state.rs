@@ -43,6 +43,9 @@ const MOVED: &[&str] = &[
 /// planted them; the gateway writes fresh ones on its next start).
 const DROPPED: &[&str] = &[
     "memory.dirs",
+    "memory.swap.lock",
+    "memory.sqlite.rebuild",
+    "memory.sqlite.swapping",
     "gateway.json",
     "gateway.token",
     "writer.lock",

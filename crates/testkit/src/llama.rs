@@ -229,6 +229,17 @@ impl Relay {
             .join("\n---\n")
     }
 
+    /// One line per exchange: the request line, the bounds applied, its time.
+    pub fn summary(&self) -> String {
+        self.log
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter_map(|e| e.lines().next())
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
     /// How many requests reached the server.
     pub fn requests(&self) -> usize {
         self.log
@@ -410,6 +421,7 @@ fn relay_one(
         Err(_) => (body, "no JSON body".to_string()),
     };
 
+    let sent = Instant::now();
     let mut up = std::net::TcpStream::connect(("127.0.0.1", upstream_port))?;
     let mut out = format!("{request_line}\r\nHost: 127.0.0.1:{upstream_port}\r\n");
     for h in &headers {
@@ -461,7 +473,9 @@ fn relay_one(
     let _ = client.shutdown(std::net::Shutdown::Both);
     let status = rhead.lines().next().unwrap_or_default().to_string();
     log.lock().unwrap_or_else(|p| p.into_inner()).push(format!(
-        "{request_line} ({what})\n<- {status}\n{}",
+        "{request_line} ({what}; {} bytes in, answered in {:.1} s)\n<- {status}\n{}",
+        body.len(),
+        sent.elapsed().as_secs_f64(),
         String::from_utf8_lossy(&answer)
     ));
     Ok(())

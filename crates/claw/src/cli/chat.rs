@@ -290,6 +290,7 @@ pub(crate) fn build_tools(
     ctx.confirm_side_effects = a.confirm_side_effects && !yes;
     ctx.net.allow_private = a.allow_private;
     ctx.sandbox = a.sandbox.clone();
+    ctx.protected = a.protected.clone();
     let progress: claw_agent::memory_backend::ProgressSink =
         Arc::new(|line: &str| eprintln!("{}", super::output::sanitize(line)));
     let mut engine = EngineBackend::new(settings.mem.clone()).with_progress(progress);

@@ -192,8 +192,10 @@ fn add_list_remove_with_json_shapes() {
     assert_eq!(json_of(&r)["jobs"].as_array().unwrap().len(), 2);
 
     // The file a gateway reads.
-    let file: Value =
-        serde_json::from_str(&std::fs::read_to_string(ws.join("cron/jobs.json")).unwrap()).unwrap();
+    let file: Value = serde_json::from_str(
+        &std::fs::read_to_string(claw_testkit::state_dir(ws).join("cron/jobs.json")).unwrap(),
+    )
+    .unwrap();
     assert_eq!(file["version"], 1);
     assert_eq!(file["jobs"][0]["at"], "2026-12-01T08:00:00Z");
 }
@@ -254,7 +256,10 @@ fn bad_input_is_an_error_with_exit_2() {
             .contains("in the past")
     );
     assert!(!e["error"]["hints"].as_array().unwrap().is_empty());
-    assert!(!ws.join("cron/jobs.json").exists(), "nothing was written");
+    assert!(
+        !claw_testkit::state_dir(ws).join("cron/jobs.json").exists(),
+        "nothing was written"
+    );
 
     let r = run(ws, &["cron", "run", "deadbeef"]);
     assert_eq!(r.code, 1, "{}", r.stderr);
@@ -360,7 +365,7 @@ fn the_assistant_schedules_a_reminder_with_the_cron_tool() {
         "{}",
         tool_result(&server, 1, "c1")
     );
-    assert!(!ws.join("cron/jobs.json").exists());
+    assert!(!claw_testkit::state_dir(ws).join("cron/jobs.json").exists());
 
     // With --yes it is scheduled for 09:00 in the user's zone (TZ=UTC), answering
     // into the session that asked.
