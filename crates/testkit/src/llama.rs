@@ -178,7 +178,7 @@ pub struct Relay {
 /// `max_tokens` of a request that follows a tool result (a short text answer).
 pub const ANSWER_MAX_TOKENS: u64 = 48;
 /// `maxLength` given to every string in a tool's schema.
-pub const ARG_MAX_LENGTH: u64 = 40;
+pub const ARG_MAX_LENGTH: u64 = 16;
 /// The fixed sampling seed sent with OpenAI requests.
 pub const SEED: u64 = 42;
 
