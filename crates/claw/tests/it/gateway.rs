@@ -749,6 +749,11 @@ pub fn real_model_turn(
             gw.log()
         )
     };
+    assert!(
+        Instant::now() <= deadline,
+        "the real-model test ran past its budget; {}",
+        ctx()
+    );
     let (end, why) = r.unwrap_or_else(|e| panic!("the stream did not complete ({e:?}); {}", ctx()));
     assert_eq!(end, "answered", "{why:?}; {}", ctx());
     // A tool call streamed as started, then done or error, with its id and name.
