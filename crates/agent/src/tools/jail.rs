@@ -87,12 +87,7 @@ impl Jail {
         if self.protected.is_empty() {
             return Ok(());
         }
-        let real =
-            std::fs::read_link(format!("/proc/self/fd/{fd}")).map_err(|e| ToolError::Io {
-                path: shown.to_string(),
-                message: format!("cannot tell where the file lies (/proc/self/fd: {e}); refused"),
-            })?;
-        self.check_real(&real, shown)
+        self.check_real(&fd_path(fd, shown)?, shown)
     }
 
     /// Checks where a file that does not exist yet would be created: its nearest
@@ -104,40 +99,20 @@ impl Jail {
         let mut rest = Vec::new();
         let mut at = path;
         loop {
-            let parent = at.parent().unwrap_or(Path::new(""));
+            let parent = match at.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p,
+                _ => Path::new("."),
+            };
             if let Some(name) = at.file_name() {
                 rest.push(name.to_os_string());
             }
+            let flags = libc::O_PATH | libc::O_DIRECTORY;
             let opened = match &self.beneath {
-                Some(b) => b
-                    .open_file(
-                        if parent.as_os_str().is_empty() {
-                            Path::new(".")
-                        } else {
-                            parent
-                        },
-                        libc::O_PATH | libc::O_DIRECTORY,
-                    )
-                    .ok(),
-                None => open_plain(
-                    if parent.as_os_str().is_empty() {
-                        Path::new(".")
-                    } else {
-                        parent
-                    },
-                    libc::O_PATH | libc::O_DIRECTORY,
-                )
-                .ok(),
+                Some(b) => b.open_file(parent, flags).ok(),
+                None => open_plain(parent, flags).ok(),
             };
             if let Some(dir) = opened {
-                let real = std::fs::read_link(format!("/proc/self/fd/{}", dir.as_raw_fd()))
-                    .map_err(|e| ToolError::Io {
-                        path: shown.to_string(),
-                        message: format!(
-                            "cannot tell where the file lies (/proc/self/fd: {e}); refused"
-                        ),
-                    })?;
-                let mut joined = real;
+                let mut joined = fd_path(dir.as_raw_fd(), shown)?;
                 for r in rest.iter().rev() {
                     if r == ".." {
                         joined.pop();
@@ -147,7 +122,7 @@ impl Jail {
                 }
                 return self.check_real(&joined, shown);
             }
-            if parent.as_os_str().is_empty() || parent == at {
+            if parent == Path::new(".") || parent == at {
                 return Ok(()); // nothing exists on the way: the open fails later
             }
             at = parent;
@@ -414,6 +389,15 @@ fn create_plain(path: &Path) -> io::Result<File> {
         .truncate(false)
         .custom_flags(libc::O_NOCTTY)
         .open(path)
+}
+
+/// The kernel's name of an open descriptor (`/proc/self/fd/N`); refuses when it
+/// cannot be told.
+fn fd_path(fd: libc::c_int, shown: &str) -> Result<PathBuf, ToolError> {
+    std::fs::read_link(format!("/proc/self/fd/{fd}")).map_err(|e| ToolError::Io {
+        path: shown.to_string(),
+        message: format!("cannot tell where the file lies (/proc/self/fd: {e}); refused"),
+    })
 }
 
 /// An I/O error as the model sees it.

@@ -71,7 +71,8 @@ fn hostile_turn(ws: &Path, calls: &[(&str, Value)]) -> Vec<String> {
         .collect()
 }
 
-fn workspace() -> (tempfile::TempDir, std::path::PathBuf) {
+/// A workspace with two notes, not indexed yet.
+fn notes() -> (tempfile::TempDir, std::path::PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
     let ws = tmp.path().join("ws");
     std::fs::create_dir_all(ws.join("memory")).unwrap();
@@ -82,9 +83,15 @@ fn workspace() -> (tempfile::TempDir, std::path::PathBuf) {
     .unwrap();
     std::fs::write(
         ws.join("memory/2026-11-01.md"),
-        "Met Ana about the webhook.\n",
+        "Met Ana about the webhook retries.\n",
     )
     .unwrap();
+    (tmp, ws)
+}
+
+/// [`notes`], indexed keyword-only.
+fn workspace() -> (tempfile::TempDir, std::path::PathBuf) {
+    let (tmp, ws) = notes();
     ok(&claw(&ws).args(["memory", "index"]).output().unwrap());
     (tmp, ws)
 }
@@ -310,19 +317,7 @@ fn tools_cannot_read_the_token_or_plant_cron_jobs() {
 
 #[test]
 fn the_old_layout_moves_out_without_reembedding_and_only_once() {
-    let tmp = tempfile::tempdir().unwrap();
-    let ws = tmp.path().join("ws");
-    std::fs::create_dir_all(ws.join("memory")).unwrap();
-    std::fs::write(
-        ws.join("MEMORY.md"),
-        "# Memory\n\nThe offsite budget is 12000 EUR.\n",
-    )
-    .unwrap();
-    std::fs::write(
-        ws.join("memory/2026-11-01.md"),
-        "Met Ana about the webhook retries.\n",
-    )
-    .unwrap();
+    let (_tmp, ws) = notes();
     let legacy = ws.join(".claw");
     // The old layout: the state dir was `<ws>/.claw`; indexed with the real model.
     let old = |args: &[&str]| {
