@@ -66,6 +66,21 @@ pub fn claw_bin() -> PathBuf {
     bin
 }
 
+/// A random test's seed: the number in the environment variable `var` (to replay a
+/// run), else one from the clock (odd, never 0). Print it so a failure can be replayed.
+pub fn seed_from_env(var: &str) -> u64 {
+    std::env::var(var)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(0)
+                | 1
+        })
+}
+
 /// The repository root (the workspace's top directory).
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")

@@ -116,16 +116,7 @@ fn kill_9_at_random_points_never_corrupts_the_index() {
         Some(n) => Some(n.parse().expect("CLAW_CRASH_FILES: a number or `all`")),
         None => Some(1000),
     };
-    let seed: u64 = std::env::var("CLAW_CRASH_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-                | 1
-        });
+    let seed = claw_testkit::seed_from_env("CLAW_CRASH_SEED");
     eprintln!("crash test: {points} points, files {limit:?}, CLAW_CRASH_SEED={seed}");
     let mut rng = Rng(seed);
 

@@ -76,16 +76,7 @@ fn consistent(db: &Path) {
 
 #[test]
 fn kill_9_during_a_forced_rebuild_leaves_the_full_old_or_the_full_new_index() {
-    let seed: u64 = std::env::var("CLAW_REBUILD_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-                | 1
-        });
+    let seed = claw_testkit::seed_from_env("CLAW_REBUILD_SEED");
     let mut rng = Rng(seed);
     let test_start = Instant::now();
     let tmp = tempfile::tempdir().unwrap();

@@ -134,16 +134,7 @@ fn soak_random_changes_end_equal_to_a_clean_index() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(20);
-    let seed: u64 = std::env::var("CLAW_SOAK_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-                | 1
-        });
+    let seed = claw_testkit::seed_from_env("CLAW_SOAK_SEED");
     eprintln!("soak: {secs} s, CLAW_SOAK_SEED={seed}");
     let mut rng = Rng(seed);
     let dir = tempfile::tempdir().unwrap();
