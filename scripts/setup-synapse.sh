@@ -10,7 +10,7 @@ set -euo pipefail
 SYNAPSE_CACHE=${CLAW_SYNAPSE_CACHE:-$HOME/.cache/claw-synapse}
 SYNAPSE_VERSION=1.163.2
 if [ ! -x "$SYNAPSE_CACHE/venv/bin/python" ] || ! "$SYNAPSE_CACHE/venv/bin/python" -c "import sys; from importlib.metadata import version; sys.exit(version('matrix-synapse') != '$SYNAPSE_VERSION')" 2>/dev/null; then
-  echo "setup-synapse: PyPI matrix-synapse==$SYNAPSE_VERSION into $SYNAPSE_CACHE/venv" >&2
+  echo "setup-synapse: PyPI matrix-synapse==$SYNAPSE_VERSION into $SYNAPSE_CACHE/venv (once, ~1 min; cached by version)" >&2
   mkdir -p "$SYNAPSE_CACHE"
   python3 -m venv "$SYNAPSE_CACHE/venv"
   "$SYNAPSE_CACHE/venv/bin/pip" install --quiet --disable-pip-version-check "matrix-synapse==$SYNAPSE_VERSION"
