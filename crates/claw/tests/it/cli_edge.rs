@@ -490,7 +490,7 @@ fn doctor_reports_each_section_in_text_and_json() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["sections"][2]["status"], "warn", "{v}");
-    assert!(!claw_testkit::db_path(&empty.path()).exists());
+    assert!(!claw_testkit::db_path(empty.path()).exists());
 
     // With the real model configured, the model section says it loaded.
     let o = support::claw(w)

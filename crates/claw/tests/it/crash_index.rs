@@ -23,7 +23,7 @@ type Files = BTreeSet<(String, String, String)>;
 type Chunks = BTreeMap<String, BTreeSet<(String, String)>>;
 
 fn snapshot(ws: &Path) -> (Files, Chunks) {
-    let c = Connection::open(claw_testkit::db_path(&ws)).unwrap();
+    let c = Connection::open(claw_testkit::db_path(ws)).unwrap();
     let mut s = c.prepare("SELECT source, path, sha256 FROM files").unwrap();
     let files = s
         .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
@@ -59,7 +59,7 @@ fn index_to_completion(ws: &Path) -> Duration {
 }
 
 fn consistent(ws: &Path) {
-    let store = Store::open(&claw_testkit::db_path(&ws)).unwrap();
+    let store = Store::open(&claw_testkit::db_path(ws)).unwrap();
     let problems = store.check_consistency().unwrap();
     assert!(
         problems.is_empty(),

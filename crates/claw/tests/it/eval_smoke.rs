@@ -172,7 +172,7 @@ fn keyword_only_runs_fts_and_skips_the_model_modes_with_a_reason() {
         assert!(reason.contains("none"), "{reason}");
     }
     // The user's workspace is untouched: the eval indexes into a temp dir.
-    assert!(!claw_testkit::db_path(&ws.path()).exists());
+    assert!(!claw_testkit::db_path(ws.path()).exists());
 }
 
 #[test]

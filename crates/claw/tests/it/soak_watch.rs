@@ -71,7 +71,7 @@ struct Snapshot {
 }
 
 fn snapshot(ws: &Path) -> Option<Snapshot> {
-    let c = Connection::open(claw_testkit::db_path(&ws)).ok()?;
+    let c = Connection::open(claw_testkit::db_path(ws)).ok()?;
     c.busy_timeout(Duration::from_secs(5)).ok()?;
     let mut s = c.prepare("SELECT source, path, sha256 FROM files").ok()?;
     let files = s

@@ -22,7 +22,7 @@ fn claw_json(ws: &Path, args: &[&str]) -> Value {
 }
 
 fn delete_db(ws: &Path) {
-    let db = claw_testkit::db_path(&ws);
+    let db = claw_testkit::db_path(ws);
     for suffix in ["", "-wal", "-shm"] {
         match std::fs::remove_file(format!("{}{suffix}", db.display())) {
             Ok(()) => {}
