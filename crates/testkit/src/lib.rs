@@ -99,6 +99,17 @@ pub fn state_dir_in(home: &Path, workspace: &Path) -> PathBuf {
     claw_memory::state::state_dir_for(&home.join(".claw/state"), workspace)
 }
 
+/// The engine's configuration for a workspace the `claw` binary indexes with
+/// `HOME=<workspace>/home`: defaults, and the state dir the binary uses.
+pub fn cli_memory_config(
+    workspace: &Path,
+    embed: claw_memory::config::EmbedProvider,
+) -> claw_memory::config::MemoryConfig {
+    let mut c = claw_memory::config::MemoryConfig::for_workspace(workspace, embed);
+    c.state_dir = state_dir(workspace);
+    c
+}
+
 /// The SQLite index of `workspace` ([`state_dir`]`/memory.sqlite`).
 pub fn db_path(workspace: impl AsRef<Path>) -> PathBuf {
     state_dir(workspace).join("memory.sqlite")

@@ -8,7 +8,7 @@
 use claw_agent::memory_backend::EngineBackend;
 use claw_agent::message::ToolCall;
 use claw_agent::tools::{ToolContext, ToolOutput, ToolRegistry};
-use claw_memory::config::{EmbedProvider, MemoryConfig};
+use claw_memory::config::EmbedProvider;
 use claw_testkit::{claw_keyword_only, write_tree};
 use rusqlite::Connection;
 use serde_json::json;
@@ -74,7 +74,7 @@ async fn a_written_fact_is_found_in_the_same_turn_despite_a_vouching_watcher() {
         .unwrap();
     vouch(ws, stand_in.id());
 
-    let backend = Arc::new(EngineBackend::new(MemoryConfig::for_workspace(
+    let backend = Arc::new(EngineBackend::new(claw_testkit::cli_memory_config(
         ws,
         EmbedProvider::None,
     )));

@@ -6,7 +6,7 @@
 
 use claw_agent::memory_backend::EngineBackend;
 use claw_agent::tools::{MemoryBackend, MemoryGetArgs, MemorySearchArgs, ToolOutput};
-use claw_memory::config::{EmbedProvider, MemoryConfig};
+use claw_memory::config::EmbedProvider;
 use claw_memory::service::SyncPolicy;
 use claw_testkit::{claw, model_paths};
 use serde_json::Value;
@@ -56,7 +56,7 @@ fn tools_answer_with_the_cli_json() {
     );
 
     let (model_dir, ort) = model_paths();
-    let backend = EngineBackend::new(MemoryConfig::for_workspace(
+    let backend = EngineBackend::new(claw_testkit::cli_memory_config(
         ws,
         EmbedProvider::Local {
             model_dir: Some(model_dir),

@@ -8,7 +8,7 @@ use claw_testkit as support;
 
 use claw_agent::memory_backend::EngineBackend;
 use claw_agent::tools::memory::{MemoryBackend, MemoryGetArgs};
-use claw_memory::config::{EmbedProvider, MemoryConfig};
+use claw_memory::config::EmbedProvider;
 use serde_json::Value;
 use std::path::Path;
 
@@ -259,7 +259,7 @@ fn search_and_get_never_return_a_secret() {
     );
 
     // The assistant's memory_get tool goes through the same engine.
-    let backend = EngineBackend::new(MemoryConfig::for_workspace(ws, EmbedProvider::None));
+    let backend = EngineBackend::new(claw_testkit::cli_memory_config(ws, EmbedProvider::None));
     for path in ["sessions/x.jsonl", "memory/access.md"] {
         let resp = backend
             .get(

@@ -348,6 +348,8 @@ pub fn prepare_corpus(
     let workspace = root.join("workspace").join(&set);
     let mut settings = settings.clone();
     settings.workspace = workspace.clone();
+    // Its own throw-away state too: never the user's database or lock.
+    settings.state_dir = workspace.join(crate::state::LEGACY_DIR);
     for dir in [&corpus_dir, &settings.state_dir()] {
         std::fs::create_dir_all(dir).map_err(|source| EvalError::Io {
             path: dir.to_path_buf(),
