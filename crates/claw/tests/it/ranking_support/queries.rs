@@ -47,7 +47,7 @@ pub fn load_queries(rel: &str) -> Vec<Query> {
 
 /// The workspace's store.
 pub fn open_store(ws: &Path) -> Store {
-    Store::open(&ws.join(".claw/memory.sqlite")).expect("open the index")
+    Store::open(&claw_testkit::db_path(ws)).expect("open the index")
 }
 
 /// One search with default settings (limit 6, min-score, MMR, decay) at [`NOW`].
