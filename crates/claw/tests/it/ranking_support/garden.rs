@@ -43,7 +43,9 @@ pub fn extract_garden() -> tempfile::TempDir {
 /// (keyword-only when `None`). Returns the workspace and the indexing time.
 pub fn index_garden(garden: &Path, e: Option<&dyn Embedder>) -> (tempfile::TempDir, Duration) {
     let ws = tempfile::tempdir().unwrap();
-    let settings = Settings::for_workspace(ws.path(), EmbedProvider::None);
+    let mut settings = Settings::for_workspace(ws.path(), EmbedProvider::None);
+    // Where the binary would keep it, so `open_store` finds it.
+    settings.state_dir = claw_testkit::state_dir(ws.path());
     std::fs::create_dir_all(settings.state_dir()).unwrap();
     let mut store = Store::open(&settings.db_path()).unwrap();
     store.add_source("garden", garden).unwrap();
