@@ -525,19 +525,12 @@ pub enum IdentityMismatch {
 
 impl std::fmt::Display for IdentityMismatch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let show = |m: &str| {
-            if m.is_empty() {
-                "keyword-only".to_string()
-            } else {
-                m.to_string()
-            }
-        };
         match self {
             IdentityMismatch::Model { indexed, running } => write!(
                 f,
                 "the index was built with {} but this search runs with {}",
-                show(indexed),
-                show(running)
+                crate::rebuild::model_label(indexed),
+                crate::rebuild::model_label(running)
             ),
             IdentityMismatch::Chunker => {
                 f.write_str("the chunker or the word index changed since the last index")

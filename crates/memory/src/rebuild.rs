@@ -111,15 +111,13 @@ impl RebuildReason {
     }
 }
 
+/// A model name as messages show it: the empty name is a keyword-only index.
+pub(crate) fn model_label(m: &str) -> &str {
+    if m.is_empty() { "keyword-only" } else { m }
+}
+
 impl std::fmt::Display for RebuildReason {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let show = |m: &str| {
-            if m.is_empty() {
-                "keyword-only".to_string()
-            } else {
-                m.to_string()
-            }
-        };
         match self {
             RebuildReason::Forced => f.write_str("--force"),
             RebuildReason::NewIndex => f.write_str("new index"),
@@ -127,8 +125,8 @@ impl std::fmt::Display for RebuildReason {
                 write!(
                     f,
                     "embedding model changed ({} -> {})",
-                    show(from),
-                    show(to)
+                    model_label(from),
+                    model_label(to)
                 )
             }
             RebuildReason::ChunkerChanged { from, to } => write!(

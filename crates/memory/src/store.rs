@@ -365,6 +365,20 @@ impl Drop for Store {
 }
 
 impl Store {
+    /// A connection to `path` as a `Store`, before migrations (not gated on close).
+    fn unmigrated(path: &Path, load_vec: bool) -> Result<Store, StoreError> {
+        let (conn, vec) = open_conn(path, load_vec)?;
+        Ok(Store {
+            conn,
+            path: path.to_path_buf(),
+            vec,
+            file_id: file_id(path),
+            load_vec,
+            gated_close: false,
+            closing: None,
+        })
+    }
+
     /// Open (creating if needed) the database at `path`, apply migrations, check vec0.
     pub fn open(path: &Path) -> Result<Store> {
         Self::open_with(path, true)
@@ -389,17 +403,8 @@ impl Store {
         for suffix in ["", "-wal", "-shm"] {
             crate::private::tighten_file(&crate::rebuild::with_suffix(path, suffix))?;
         }
-        let (conn, vec) = open_conn(path, load_vec)?;
-        let mut store = Store {
-            conn,
-            path: path.to_path_buf(),
-            vec,
-            file_id: file_id(path),
-            load_vec,
-            // Not while this thread holds the gate: an error below drops it.
-            gated_close: false,
-            closing: None,
-        };
+        // Not gated while this thread holds the gate: an error below drops it.
+        let mut store = Store::unmigrated(path, load_vec)?;
         let before = store.migrate()?;
         crate::sidecar::reconcile(&store, before == 0)?;
         drop(gate);
@@ -719,16 +724,7 @@ impl Store {
             .create_new(true)
             .open(path)
             .map_err(file_err)?;
-        let (conn, vec) = open_conn(path, load_vec)?;
-        let mut store = Store {
-            conn,
-            path: path.to_path_buf(),
-            vec,
-            file_id: file_id(path),
-            load_vec,
-            gated_close: false,
-            closing: None,
-        };
+        let mut store = Store::unmigrated(path, load_vec)?;
         store.migrate()?;
         Ok(store)
     }
