@@ -125,14 +125,7 @@ fn tool_registry(
     messenger: Option<Arc<dyn claw_agent::tools::message::Messenger>>,
     yes: bool,
 ) -> ToolRegistry {
-    let mut ctx = ToolContext::new(mem.workspace.clone());
-    ctx.jail = a.jail_to_workspace;
-    ctx.exec_timeout = a.exec_timeout;
-    ctx.brave_api_key = a.brave_api_key.clone();
-    ctx.confirm_side_effects = a.confirm_side_effects && !yes;
-    ctx.net.allow_private = a.allow_private;
-    ctx.sandbox = a.sandbox.clone();
-    ctx.protected = a.protected.clone();
+    let mut ctx = ToolContext::from_settings(mem.workspace.clone(), a, yes);
     ctx.memory = hub.map(|h| {
         Arc::new(HubBackend::new(h.clone())) as Arc<dyn claw_agent::tools::memory::MemoryBackend>
     });

@@ -119,6 +119,28 @@ impl ToolContext {
     }
 }
 
+impl ToolContext {
+    /// The context every surface (CLI, REPL, cron, gateway) builds its tools from:
+    /// the assistant's jail, timeouts, confirmation policy (`yes` skips it), web
+    /// policy, sandbox and protected paths. One place, so a new protection reaches
+    /// every surface; the caller adds memory, cron, channels and sub-agents.
+    pub fn from_settings(
+        workspace: impl Into<PathBuf>,
+        a: &crate::settings::AgentSettings,
+        yes: bool,
+    ) -> ToolContext {
+        let mut ctx = ToolContext::new(workspace);
+        ctx.jail = a.jail_to_workspace;
+        ctx.exec_timeout = a.exec_timeout;
+        ctx.brave_api_key = a.brave_api_key.clone();
+        ctx.confirm_side_effects = a.confirm_side_effects && !yes;
+        ctx.net.allow_private = a.allow_private;
+        ctx.sandbox = a.sandbox.clone();
+        ctx.protected = a.protected.clone();
+        ctx
+    }
+}
+
 impl std::fmt::Debug for ToolContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ToolContext")

@@ -283,14 +283,7 @@ pub(crate) fn build_tools(
     yes: bool,
     session: &str,
 ) -> (ToolRegistry, Arc<EngineBackend>) {
-    let mut ctx = ToolContext::new(settings.mem.workspace.clone());
-    ctx.jail = a.jail_to_workspace;
-    ctx.exec_timeout = a.exec_timeout;
-    ctx.brave_api_key = a.brave_api_key.clone();
-    ctx.confirm_side_effects = a.confirm_side_effects && !yes;
-    ctx.net.allow_private = a.allow_private;
-    ctx.sandbox = a.sandbox.clone();
-    ctx.protected = a.protected.clone();
+    let mut ctx = ToolContext::from_settings(settings.mem.workspace.clone(), a, yes);
     let progress: claw_agent::memory_backend::ProgressSink =
         Arc::new(|line: &str| eprintln!("{}", super::output::sanitize(line)));
     let mut engine = EngineBackend::new(settings.mem.clone()).with_progress(progress);
