@@ -7,26 +7,37 @@
 # Targets: indexing search chunking scoring watch warm (cargo bench --bench NAME;
 #          warm = warm_model: the local model's threads/arena/spinning, RSS, contention)
 #          eval-fixture eval-scifact eval-xquad (claw memory eval --mode all)
+#          search-sync (scripts/bench-search-sync.sh: keyword search with and
+#          without a watcher, release binary)
 #
-# Each target replaces only its own section (between `<!-- bench:NAME -->` markers);
-# everything else in BENCHMARKS.md is kept. Bench binaries print Markdown tables
-# (lines starting with `|`); for criterion benches the table is built from
-# target/criterion/<group>/<name>/new/{estimates,benchmark}.json written by the run.
+# Each target replaces only its own section, between `<!-- bench:NAME -->` and
+# `<!-- /bench:NAME -->` (the section is appended when the markers are missing);
+# everything else in BENCHMARKS.md is kept. A section is a title, the command, the
+# machine/date/commit line and the run's report: what a bench binary prints on
+# stdout (its tables with their captions), or for criterion benches a table built
+# from target/criterion/<group>/<name>/new/{estimates,benchmark}.json written by the run.
+# BENCHMARKS.md holds the current figures only: variants go to another file.
 # Env: CLAW_EMBED_MODEL_DIR, ORT_DYLIB_PATH (the local model; required for the
 # model figures), CLAW_BENCH_QUICK=1 (sampled model indexing), CLAW_CONFIG (a
 # config file for the eval runs; default: an empty one, i.e. the defaults),
-# CLAW_BENCH_TAG=x (eval runs write section `NAME-x`, to keep a variant beside the default),
-# CLAW_BENCH_EVAL_ARGS="..." (extra `claw memory eval` flags, e.g. --keyword-norm min-max).
+# CLAW_BENCH_EVAL_ARGS="..." (extra `claw memory eval` flags, e.g. --keyword-norm min-max),
+# CLAW_BENCH_TAG=x (eval runs write section `NAME-x`; with a tag the output defaults to
+# target/bench-out/BENCHMARKS-variants.md, not BENCHMARKS.md), CLAW_BENCH_CALLS (calls per
+# row of search-sync, default 40), BENCH_OUT=FILE (write there instead of BENCHMARKS.md).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-OUT=${BENCH_OUT:-$ROOT/BENCHMARKS.md}
 DATA=$ROOT/../shared/data
 WORK=$ROOT/target/bench-out
 mkdir -p "$WORK"
+if [ -n "${CLAW_BENCH_TAG:-}" ]; then
+  OUT=${BENCH_OUT:-$WORK/BENCHMARKS-variants.md}
+else
+  OUT=${BENCH_OUT:-$ROOT/BENCHMARKS.md}
+fi
 
-ALL=(indexing search chunking scoring watch warm eval-fixture eval-scifact eval-xquad)
+ALL=(indexing search chunking scoring watch warm eval-fixture eval-scifact eval-xquad search-sync)
 TARGETS=("$@")
 [ ${#TARGETS[@]} -eq 0 ] && TARGETS=("${ALL[@]}")
 
@@ -56,6 +67,29 @@ text = open(out, encoding="utf-8").read() if os.path.exists(out) else (
 pat = re.compile(re.escape(start) + r".*?" + re.escape(end), re.S)
 text = pat.sub(lambda _: block, text) if pat.search(text) else text.rstrip("\n") + "\n\n" + block + "\n"
 open(out, "w", encoding="utf-8").write(text)
+PY
+}
+
+# bench_report LOG: what a bench binary printed on stdout — its tables with their
+# captions and the blank lines between them — without the `RESULT` lines of its
+# child processes. Nothing for criterion benches (no `|` lines: their stdout is
+# criterion's own progress text; criterion_table reads their figures instead).
+bench_report() {
+  python3 - "$1" <<'PY'
+import sys
+lines = [l.rstrip() for l in open(sys.argv[1], encoding="utf-8", errors="replace")]
+if not any(l.startswith("|") for l in lines):
+    sys.exit(0)
+out = []
+for l in lines:
+    if l.startswith("RESULT "):
+        continue
+    if not l and (not out or not out[-1]):
+        continue
+    out.append(l)
+while out and not out[-1]:
+    out.pop()
+print("\n".join(out))
 PY
 }
 
@@ -111,7 +145,7 @@ run_cargo_bench() {
     echo "## $title"; echo
     echo "Command: \`$cmd\`  "
     machine; echo
-    grep '^|' "$log" || true
+    bench_report "$log"
     criterion_table "$stamp"
   } >"$sec"
   if [ "$(grep -c '^|' "$sec")" -eq 0 ]; then
@@ -142,6 +176,28 @@ run_eval() {
   replace_section "$name" "$sec"
 }
 
+# run_script NAME TITLE SHOWN CMD...: run a measuring script that prints a Markdown
+# report; SHOWN is the command as the section prints it.
+run_script() {
+  local name=$1 title=$2 shown=$3; shift 3
+  local log=$WORK/$name.out sec=$WORK/$name.md
+  [ -x "$ROOT/target/release/claw" ] || cargo build --release -p claw --bin claw >&2
+  echo "== $shown" >&2
+  if ! "$@" >"$log" 2>"$WORK/$name.err"; then
+    echo "$name failed; see $WORK/$name.err" >&2; return 1
+  fi
+  {
+    echo "## $title"; echo
+    echo "Command: \`$shown\` (release build)  "
+    CLAW_EMBED_MODEL_DIR='' machine; echo  # search-sync is keyword-only: no model in the line
+    cat "$log"
+  } >"$sec"
+  if [ "$(grep -c '^|' "$sec")" -eq 0 ]; then
+    echo "$name printed no table; section left unchanged" >&2; return 0
+  fi
+  replace_section "$name" "$sec"
+}
+
 for t in "${TARGETS[@]}"; do
   case $t in
     indexing) run_cargo_bench indexing "Indexing (notes-garden, notes-twir)" ;;
@@ -153,6 +209,11 @@ for t in "${TARGETS[@]}"; do
     eval-fixture) run_eval eval-fixture "Retrieval quality: beir-mini fixture (CI smoke set)" "$ROOT/fixtures/beir-mini" ;;
     eval-scifact) run_eval eval-scifact "Retrieval quality: SciFact, train split (809 queries)" "$DATA/scifact" "--split train" ;;
     eval-xquad) run_eval eval-xquad "Retrieval quality: XQuAD-zh, test split" "$DATA/xquad-zh" "--split test" ;;
+    search-sync)
+      calls=${CLAW_BENCH_CALLS:-40}
+      run_script search-sync "Search freshness: keyword search with and without a watcher" \
+        "scripts/bench-search-sync.sh target/release/claw $calls" \
+        "$ROOT/scripts/bench-search-sync.sh" "$ROOT/target/release/claw" "$calls" ;;
     *) echo "unknown target $t (known: ${ALL[*]})" >&2; exit 2 ;;
   esac
 done
