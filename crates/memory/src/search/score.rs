@@ -25,10 +25,10 @@ pub const MAX_PINS: usize = 3;
 /// The most temporal decay can take from a hit's relevance: a dated note of any
 /// age keeps at least `1 − MAX_RECENCY_PENALTY` of it (see [`recency_factor`]).
 /// At 0.25 a recent note outranks an older one unless the older one is more than
-/// 1/0.75 ≈ 1.33 times as relevant. Chosen on the notes-garden (BENCHMARKS.md,
-/// "Ranking: bounded decay"): with the model, a years-old journal that matches a
-/// rare query exactly is typically 1.4–1.7 times as relevant as the best unrelated
-/// hits, so penalties above ~0.3 push it out of the top 6 again.
+/// 1/0.75 ≈ 1.33 times as relevant. Chosen on the notes-garden (the decay sweep in
+/// `git show 522d4fb:BENCHMARKS.md`, "Ranking: …"): with the model, a years-old
+/// journal that matches a rare query exactly is typically 1.4–1.7 times as relevant
+/// as the best unrelated hits, so penalties above ~0.3 push it out of the top 6 again.
 pub const MAX_RECENCY_PENALTY: f64 = 0.25;
 
 /// How FTS5 `bm25()` ranks (negative; more negative = better) become [0,1].
@@ -123,9 +123,9 @@ pub const MEASURED_BACKGROUNDS: &[(&str, Background)] =
 
 /// How unusual a cosine must be for its model (standard deviations above the
 /// background mean) for a vector-only hit to clear the default minimum score in
-/// hybrid search. Chosen on `fixtures/paraphrase/` (BENCHMARKS.md, "Ranking:
-/// calibrated vector scores", has the sweep): 2.25 keeps should-find-nothing
-/// queries at their floor while admitting the most paraphrases.
+/// hybrid search. Chosen on `fixtures/paraphrase/` (the sweep is in
+/// `git show 522d4fb:BENCHMARKS.md`, "Paraphrase fixture"): 2.25 keeps
+/// should-find-nothing queries at their floor while admitting the most paraphrases.
 pub const CLEAR_Z: f64 = 2.25;
 /// The calibrated score at [`CLEAR_Z`]: a vector-only hit's relevance is
 /// `0.7 × calibrated`, which meets the default minimum score 0.35 at 0.5.
@@ -291,9 +291,9 @@ pub const RRF_K: f64 = 60.0;
 pub const DECISIVE_WINDOW: usize = 5;
 /// Adaptive fusion's gain: a stage's weight is multiplied by `1 + gain × d`, `d`
 /// its decisiveness in [0,1], before the two weights are renormalised. 0 = linear.
-/// Chosen on the notes-garden rare-pair set (BENCHMARKS.md, "Fusion: adaptive
-/// stage weights"): 4 is the smallest gain tried that finds all 25 dated notes
-/// with default decay (linear 20, gain 2 23).
+/// Chosen on the notes-garden rare-pair set (`git show 522d4fb:BENCHMARKS.md`,
+/// "Fusion: adaptive stage weights"): 4 is the smallest gain tried that finds all
+/// 25 dated notes with default decay (linear 20, gain 2 23).
 pub const ADAPTIVE_GAIN: f64 = 4.0;
 
 /// How decisive one stage is for a query, in [0,1]: how far its best score stands
@@ -500,7 +500,7 @@ pub const COVERAGE_STRENGTH: f64 = 2.0;
 /// left to weigh them), and not at all for a query with CJK text: its word terms are
 /// then mostly fragments of CJK runs (`20世纪70年代` → `20`, `70`), which the trigram
 /// stage searches whole. Measured on SciFact train, XQuAD-zh and the garden
-/// rare-pair set (BENCHMARKS.md, issue 17).
+/// rare-pair set (`git show 522d4fb:BENCHMARKS.md`, issue 17).
 pub fn coverage_exponent(n_terms: usize, has_cjk: bool, strength: f64) -> f64 {
     if n_terms < 2 || has_cjk {
         return 0.0;
