@@ -11,7 +11,7 @@
 //! `{"decision":"block","reason":…}`, `{"arguments":{…}}` or `{"context":…}`;
 //! exit 2 = block with stderr as the reason. A hook that times out, crashes,
 //! exits otherwise or prints invalid JSON is reported as a [`HookFailure`] and
-//! counts as "no opinion": hooks fail open (see README, "Hooks").
+//! counts as "no opinion": hooks fail open (see docs/hooks.md).
 //!
 //! A hook runs under `sh -c` in its own process group with the workspace as
 //! cwd and a scrubbed environment: `PATH`, `HOME`, `LANG` and only the variables
