@@ -14,6 +14,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ts() { echo "[$(date +%T)] $*" >&2; }
 SHARED=${CLAW_SHARED:-$(cd .. && pwd)/shared}
+# One-shot builds gain nothing from incremental compilation, which costs ~10 GB of
+# disk for this workspace (a cold run on a small disk ran out of space with it);
+# a developer's own setting wins.
+export CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0}
 ASSETS=${CLAW_TEST_ASSETS:-$HOME/.cache/claw-assets}
 
 # Phase timing: `phase NAME` closes the running phase and opens the next.

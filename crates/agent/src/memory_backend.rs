@@ -1,6 +1,7 @@
 //! Connects the `memory_search` / `memory_get` tools to the memory engine: the
-//! tools' [`MemoryBackend`] over [`claw_memory::service::MemoryService`], the same
-//! service `claw memory search|get` use. Blocking, like the engine.
+//! tools' [`MemoryBackend`] over [`claw_memory_api::Memory`], the same
+//! service `claw memory search|get` use, on either backend (`memory.backend`).
+//! Blocking, like the engine.
 //!
 //! The assistant searches like the CLI: every search first runs the service's
 //! bounded inline sync (at most `freshness::DEFAULT_SYNC_LIMIT` changed files
@@ -11,11 +12,10 @@
 #![warn(missing_docs)]
 
 use crate::tools::memory::{MemoryBackend, MemoryBackendError};
-use claw_memory::config::MemoryConfig;
-use claw_memory::freshness::{StaleReason, SyncReport};
-use claw_memory::indexer::Progress;
-use claw_memory::search::{GetRequest, GetResponse, SearchRequest};
-use claw_memory::service::{FirstIndex, MemoryService, SearchOutcome, SyncPolicy};
+use claw_memory_api::{
+    FirstIndex, GetRequest, GetResponse, Memory, MemoryConfig, Progress, SearchOutcome,
+    SearchRequest, StaleReason, SyncPolicy, SyncReport,
+};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -27,7 +27,7 @@ pub type ProgressSink = Arc<dyn Fn(&str) + Send + Sync>;
 /// retried on the next call.
 pub struct EngineBackend {
     settings: MemoryConfig,
-    service: OnceLock<MemoryService<'static>>,
+    service: OnceLock<Memory>,
     policy: SyncPolicy,
     /// Set by [`MemoryBackend::note_write`], cleared by the next search.
     wrote: std::sync::atomic::AtomicBool,
@@ -60,12 +60,11 @@ impl EngineBackend {
         self
     }
 
-    fn service(&self) -> Result<&MemoryService<'static>, MemoryBackendError> {
+    fn service(&self) -> Result<&Memory, MemoryBackendError> {
         if let Some(s) = self.service.get() {
             return Ok(s);
         }
-        let opened =
-            MemoryService::open(self.settings.clone()).map_err(MemoryBackendError::Open)?;
+        let opened = Memory::open(self.settings.clone()).map_err(MemoryBackendError::Open)?;
         Ok(self.service.get_or_init(|| opened))
     }
 
@@ -77,10 +76,7 @@ impl EngineBackend {
 
     /// Index a never-indexed workspace (with progress); `None` when it already
     /// was, else what happened, as a [`SyncReport`].
-    fn first_index(
-        &self,
-        service: &MemoryService<'static>,
-    ) -> Result<Option<SyncReport>, MemoryBackendError> {
+    fn first_index(&self, service: &Memory) -> Result<Option<SyncReport>, MemoryBackendError> {
         if matches!(self.policy, SyncPolicy::Skip) || service.is_built()? {
             return Ok(None);
         }
@@ -185,6 +181,6 @@ impl MemoryBackend for EngineBackend {
     }
 
     fn get(&self, req: &GetRequest) -> Result<GetResponse, MemoryBackendError> {
-        Ok(self.service()?.get(req)?)
+        Ok(self.service()?.get(req, None)?.response)
     }
 }

@@ -10,8 +10,8 @@ pub use claw_agent::config::{
 };
 use claw_memory::clock::Clock;
 pub use claw_memory::config::{
-    ENV_EMBED_MODEL_DIR, ENV_ORT_DYLIB_PATH, EmbedProvider, LocalRuntime, MemoryConfig,
-    MemorySettings,
+    Backend, ENV_EMBED_MODEL_DIR, ENV_ORT_DYLIB_PATH, EmbedProvider, LocalRuntime, MemoryConfig,
+    MemorySettings, PgSettings,
 };
 use claw_memory::search::score::Fusion;
 use serde::Deserialize;
@@ -172,36 +172,25 @@ pub struct BackendSection {
     pub schema: Option<String>,
 }
 
-/// The resolved `memory.backend: postgres` (the URL read from its variable).
-#[derive(Debug, Clone, PartialEq)]
-pub struct PgBackend {
-    /// Connection URL.
-    pub url: String,
-    /// Namespace written to.
-    pub namespace: String,
-    /// Extra namespaces searched.
-    pub search_namespaces: Vec<String>,
-    /// PostgreSQL schema.
-    pub schema: String,
-}
-
 /// The default variable naming the PostgreSQL URL.
 pub const ENV_PG_URL: &str = "CLAW_PG_URL";
 
 fn resolve_backend(
     input: &ResolveInput,
     b: Option<&BackendSection>,
-) -> Result<Option<PgBackend>, ConfigError> {
-    let Some(b) = b else { return Ok(None) };
+) -> Result<Backend, ConfigError> {
+    let Some(b) = b else {
+        return Ok(Backend::Sqlite);
+    };
     match b.kind.as_str() {
-        "sqlite" => Ok(None),
+        "sqlite" => Ok(Backend::Sqlite),
         "postgres" => {
             let var = b.url_env.clone().unwrap_or_else(|| ENV_PG_URL.to_string());
             let url = input.var(&var).ok_or_else(|| ConfigError::Invalid {
                 name: "memory.backend.url_env".into(),
                 message: format!("names {var}, which is not set"),
             })?;
-            Ok(Some(PgBackend {
+            Ok(Backend::Postgres(PgSettings {
                 url,
                 namespace: b.namespace.clone().unwrap_or_else(|| "default".into()),
                 search_namespaces: b.search_namespaces.clone().unwrap_or_default(),
@@ -252,8 +241,6 @@ pub struct Settings {
     pub gateway: claw_gateway::config::GatewayConfig,
     /// The `heartbeat` section (checked; `resolve` it with the user's zone).
     pub heartbeat: claw_schedule::HeartbeatConfig,
-    /// `memory.backend: postgres`, resolved; None = the SQLite file (default).
-    pub pg: Option<PgBackend>,
     /// The `mcp` section: `claw mcp` read-only, the MCP servers offered as tools.
     pub mcp: claw_mcp::McpConfig,
     /// The `channels` section (tokens are read from the environment when the
@@ -361,7 +348,7 @@ impl Settings {
 
         let embed = resolve_embed(input, &file.embedding)?;
         let memory = resolve_memory(&file.memory, &file.embedding)?;
-        let pg = resolve_backend(input, file.memory.backend.as_ref())?;
+        let backend = resolve_backend(input, file.memory.backend.as_ref())?;
         let llm_env = LlmEnv {
             api: input.var(ENV_LLM_API),
             base_url: input.var(ENV_LLM_BASE_URL),
@@ -390,6 +377,7 @@ impl Settings {
                 embed,
                 memory,
                 clock,
+                backend,
             },
             assistant: AssistantConfig {
                 agent: file.agent,
@@ -415,7 +403,6 @@ impl Settings {
             models_dir: input.home.as_ref().map(|h| h.join(".claw/models")),
             config_file,
             gateway: claw_gateway::config::GatewayConfig::from_section(&file.gateway),
-            pg,
             mcp: file.mcp,
             channels: file.channels,
             hooks: file.hooks,
@@ -813,10 +800,12 @@ mod tests {
     #[test]
     fn postgres_backend_reads_its_url_from_the_named_variable() {
         let s = resolve_with("{}", &[]).unwrap();
-        assert_eq!(s.pg, None);
+        assert_eq!(s.mem.backend, Backend::Sqlite);
         let cfg = r#"{"memory": {"backend": {"kind": "postgres", "url_env": "TEAM_PG", "namespace": "team"}}}"#;
         let s = resolve_with(cfg, &[("TEAM_PG", "postgresql://u@127.0.0.1:5/db")]).unwrap();
-        let pg = s.pg.unwrap();
+        let Backend::Postgres(pg) = s.mem.backend else {
+            panic!("postgres expected")
+        };
         assert_eq!(pg.url, "postgresql://u@127.0.0.1:5/db");
         assert_eq!(
             (pg.namespace.as_str(), pg.schema.as_str()),
@@ -827,6 +816,6 @@ mod tests {
         let err = resolve_with(r#"{"memory": {"backend": {"kind": "mysql"}}}"#, &[]).unwrap_err();
         assert!(err.to_string().contains("mysql"), "{err}");
         let s = resolve_with(r#"{"memory": {"backend": {"kind": "sqlite"}}}"#, &[]).unwrap();
-        assert_eq!(s.pg, None);
+        assert_eq!(s.mem.backend, Backend::Sqlite);
     }
 }

@@ -32,8 +32,9 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use claw_memory::search::{GetRequest, Mode, SearchError, SearchRequest, SourceFilter};
-use claw_memory::service::{ServiceError, SyncPolicy};
+use claw_memory_api::{
+    GetRequest, MemoryError, Mode, SearchError, SearchRequest, SourceFilter, SyncPolicy,
+};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -732,14 +733,12 @@ pub struct GetBody {
     pub lines: Option<usize>,
 }
 
-fn service_error(e: &ServiceError) -> Response {
-    let (status, kind) = match e {
-        ServiceError::Search(SearchError::NotIndexed(_)) => (StatusCode::NOT_FOUND, "not_indexed"),
-        ServiceError::Search(SearchError::UnknownSource { .. }) => {
-            (StatusCode::BAD_REQUEST, "unknown_source")
-        }
-        ServiceError::Search(_) => (StatusCode::BAD_REQUEST, "search"),
-        _ => (StatusCode::INTERNAL_SERVER_ERROR, "service"),
+fn service_error(e: &MemoryError) -> Response {
+    let (status, kind) = match e.search_error() {
+        Some(SearchError::NotIndexed(_)) => (StatusCode::NOT_FOUND, "not_indexed"),
+        Some(SearchError::UnknownSource { .. }) => (StatusCode::BAD_REQUEST, "unknown_source"),
+        Some(_) => (StatusCode::BAD_REQUEST, "search"),
+        None => (StatusCode::INTERNAL_SERVER_ERROR, "service"),
     };
     let mut msg = e.to_string();
     let mut src = std::error::Error::source(e);
@@ -856,11 +855,8 @@ async fn memory_get(call: MemoryCall<GetBody>) -> Response {
     let req = GetRequest {
         path: b.path,
         from: b.from.unwrap_or(1).max(1),
-        lines: b
-            .lines
-            .unwrap_or(claw_memory::search::engine::GET_DEFAULT_LINES)
-            .max(1),
-        max_chars: claw_memory::search::engine::GET_MAX_CHARS,
+        lines: b.lines.unwrap_or(claw_memory_api::GET_DEFAULT_LINES).max(1),
+        max_chars: claw_memory_api::GET_MAX_CHARS,
     };
     match tokio::task::spawn_blocking(move || hub.get(&req)).await {
         Ok(Ok(resp)) => match serde_json::to_vec(&resp) {

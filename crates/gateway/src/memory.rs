@@ -5,12 +5,11 @@
 
 use claw_agent::tools::memory::{MemoryBackend, MemoryBackendError};
 use claw_memory::chunk::TokenCounter;
-use claw_memory::config::MemoryConfig;
 use claw_memory::embed::{self, EmbedError, Embedder, Loaded};
-use claw_memory::freshness::SyncReport;
-use claw_memory::search::{GetRequest, GetResponse, SearchRequest};
-use claw_memory::service::{MemoryService, SearchOutcome, ServiceError, SyncPolicy};
-use claw_memory::store::{Store, StoreError};
+use claw_memory_api::{
+    GetRequest, GetResponse, Memory, MemoryConfig, MemoryError, SearchOutcome, SearchRequest,
+    SyncPolicy, SyncReport,
+};
 use std::sync::Arc;
 
 /// An embedder shared between owners (the service and the watcher's sink).
@@ -44,17 +43,18 @@ impl Embedder for SharedEmbedder {
 /// Errors opening the engine.
 #[derive(Debug, thiserror::Error)]
 pub enum MemoryHubError {
-    #[error("opening the memory database {path}")]
+    #[error("opening the memory index {location}")]
     Open {
-        path: std::path::PathBuf,
-        source: StoreError,
+        location: String,
+        source: MemoryError,
     },
 }
 
-/// The memory engine of a running gateway.
+/// The memory engine of a running gateway, on whichever backend
+/// `memory.backend` names.
 pub struct MemoryHub {
     /// Shared with the `/mcp` server (one engine, one model).
-    service: Arc<MemoryService<'static>>,
+    service: Arc<Memory>,
     /// The loaded model (None: keyword-only, by choice or failure).
     embedder: Option<SharedEmbedder>,
     /// Why the configured model did not load.
@@ -65,19 +65,22 @@ pub struct MemoryHub {
 }
 
 impl MemoryHub {
-    /// Open the database and load the model once.
+    /// Open the memory and load the model once.
     pub fn open(mem: MemoryConfig) -> Result<MemoryHub, MemoryHubError> {
-        let path = mem.db_path();
+        let location = match &mem.backend {
+            claw_memory_api::Backend::Sqlite => mem.db_path().display().to_string(),
+            claw_memory_api::Backend::Postgres(pg) => pg.location(),
+        };
         let open_err = |source| MemoryHubError::Open {
-            path: path.clone(),
+            location: location.clone(),
             source,
         };
-        let store = Store::open(&path).map_err(open_err)?;
-        let index_model = store.meta("model").map_err(open_err)?.unwrap_or_default();
-        let keyword_only_index = store
-            .meta("model")
-            .map_err(open_err)?
-            .is_some_and(|m| m.is_empty());
+        // Keyword-only searches never need the model: read the index's model
+        // first with a keyword-only handle.
+        let probe = Memory::open_shared(mem.clone(), None).map_err(open_err)?;
+        let index_model = probe.index_model().map_err(open_err)?;
+        let keyword_only_index = probe.is_built().map_err(open_err)? && index_model.is_empty();
+        drop(probe);
         let (embedder, embedder_error) = if keyword_only_index {
             (None, None)
         } else {
@@ -87,12 +90,8 @@ impl MemoryHub {
                 Loaded::Unavailable(e) => (None, Some(e.to_string())),
             }
         };
-        // The service borrows its embedder for the process's lifetime: the one
-        // model copy is leaked deliberately (a gateway holds it until exit).
-        let given: Option<&'static dyn Embedder> = embedder
-            .clone()
-            .map(|e| &*Box::leak(Box::new(e)) as &'static dyn Embedder);
-        let service = Arc::new(MemoryService::with_store(mem, store, given));
+        let shared = embedder.clone().map(|e| Arc::new(e) as Arc<dyn Embedder>);
+        let service = Arc::new(Memory::open_shared(mem, shared).map_err(open_err)?);
         Ok(MemoryHub {
             service,
             embedder,
@@ -106,18 +105,18 @@ impl MemoryHub {
         &self,
         req: &SearchRequest,
         policy: SyncPolicy,
-    ) -> Result<SearchOutcome, ServiceError> {
+    ) -> Result<SearchOutcome, MemoryError> {
         self.service.search(req, policy)
     }
 
     /// Lines of an indexed file.
-    pub fn get(&self, req: &GetRequest) -> Result<GetResponse, ServiceError> {
-        self.service.get(req)
+    pub fn get(&self, req: &GetRequest) -> Result<GetResponse, MemoryError> {
+        Ok(self.service.get(req, None)?.response)
     }
 
     /// The inline sync without trusting the watcher's vouch (after the
     /// assistant's own write, which the watcher may not have seen yet).
-    pub fn sync_walk(&self, limit: usize) -> Result<SyncReport, ServiceError> {
+    pub fn sync_walk(&self, limit: usize) -> Result<SyncReport, MemoryError> {
         self.service.sync_walk(limit)
     }
 
@@ -138,8 +137,8 @@ impl MemoryHub {
         &self.index_model
     }
 
-    /// The engine itself, for the `/mcp` server to share.
-    pub fn service(&self) -> Arc<MemoryService<'static>> {
+    /// The engine itself, for the `/mcp` server and the watcher to share.
+    pub fn service(&self) -> Arc<Memory> {
         self.service.clone()
     }
 

@@ -20,7 +20,7 @@ use claw_agent::settings::AgentSettings;
 use claw_agent::tools::cron::CronToolContext;
 use claw_agent::tools::{ToolContext, ToolRegistry};
 use claw_memory::config::MemoryConfig;
-use claw_memory::watch::{self, IndexerSink, WatchEvent, WatchOptions};
+use claw_memory_api::watch::{self, WatchEvent};
 use serde_json::json;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -80,7 +80,7 @@ pub enum GatewayError {
     #[error(transparent)]
     Memory(#[from] crate::memory::MemoryHubError),
     #[error("cannot start the watcher: {0}")]
-    Watch(#[from] claw_memory::watch::WatchError),
+    Watch(#[from] claw_memory_api::MemoryError),
     #[error(transparent)]
     Discovery(#[from] discovery::DiscoveryError),
     #[error("cannot set up the LLM client: {0}")]
@@ -267,10 +267,9 @@ pub async fn run(
             None
         } else {
             let (tx, rx) = std::sync::mpsc::channel();
-            let sink = IndexerSink::new(opts.mem.clone(), hub.embedder());
-            let m = opts.mem.clone();
+            let (memory, embedder) = (hub.service(), hub.embedder());
             let w = tokio::task::spawn_blocking(move || {
-                watch::spawn(m, WatchOptions::default(), Box::new(sink), tx)
+                watch::spawn(memory, embedder, watch::WATCH_HOLDER, tx)
             })
             .await??;
             log_watch_events(rx);

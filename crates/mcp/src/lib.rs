@@ -4,12 +4,11 @@
 //! - [`server`]: claw's memory as an MCP server — `memory_search`, `memory_get`,
 //!   `memory_status`, `memory_append` and the resources `memory://MEMORY.md` and
 //!   the day's note — over stdio (`claw mcp`) or streamable HTTP
-//!   ([`server::http_service`], for the gateway to mount at `/mcp`);
+//!   ([`server::http_service`], for the gateway to mount at `/mcp`), on
+//!   whichever backend `memory.backend` names (`claw_memory_api::Memory`);
 //! - [`client`]: the MCP servers the user configured (`mcp.servers`) as claw's
 //!   dynamic tools `mcp__<server>__<tool>` ([`claw_agent::tools::DynamicTools`]);
 //! - [`config`]: the `mcp` section of the config file;
-//! - [`status`]: `claw memory status --json`'s object, shared by the server's
-//!   `memory_status` tool;
 //! - [`append`]: `memory_append`'s write: redacted, through the agent's file jail,
 //!   bounded per call and by the index's per-file limit;
 //! - [`stdio`]: `claw mcp`'s stdio framing: bounded lines, JSON-RPC errors for
@@ -19,7 +18,6 @@ pub mod append;
 pub mod client;
 pub mod config;
 pub mod server;
-pub mod status;
 pub mod stdio;
 
 pub use client::{McpClients, ServerState, ServerSummary};

@@ -7,7 +7,7 @@
 //! `memory://memory/YYYY-MM-DD.md` (served through the redactor, like `get`).
 //!
 //! Invariants:
-//! - one [`MemoryService`] per server, opened on first use and shared by every
+//! - one [`Memory`] per server (SQLite or PostgreSQL, as `memory.backend` says), opened on first use and shared by every
 //!   session (stdio has one; streamable HTTP one per client): the embedding model
 //!   loads once;
 //! - memory work runs on `spawn_blocking`, so requests are served concurrently
@@ -23,12 +23,12 @@
 //!   gets `-32700`, one over its size limit `-32600`, and the server reads on.
 
 use crate::append::{self, AppendError, MAX_APPEND_BYTES, Target};
-use crate::status;
 use crate::stdio::LineTransport;
 use chrono::FixedOffset;
 use claw_memory::config::MemoryConfig;
-use claw_memory::search::{GetRequest, Mode, SearchError, SearchRequest, SourceFilter};
-use claw_memory::service::{MemoryService, ServiceError, SyncPolicy};
+use claw_memory_api::{
+    GetRequest, Memory, MemoryError, Mode, SearchError, SearchRequest, SourceFilter, SyncPolicy,
+};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams,
@@ -71,7 +71,7 @@ pub struct MemoryServer {
 struct Inner {
     opts: ServerOptions,
     /// The engine: opened on first use, or given (the gateway's warm one).
-    service: OnceLock<Arc<MemoryService<'static>>>,
+    service: OnceLock<Arc<Memory>>,
     /// One append at a time (appends to the same note must not interleave).
     append_lock: Mutex<()>,
 }
@@ -240,9 +240,9 @@ fn tool_error(message: String) -> CallToolResponse {
 }
 
 /// A service error: the caller's argument (JSON-RPC error) or a failure (tool error).
-fn service_failure(tool: &str, e: ServiceError) -> Result<CallToolResponse, McpError> {
-    match &e {
-        ServiceError::Search(
+fn service_failure(tool: &str, e: MemoryError) -> Result<CallToolResponse, McpError> {
+    match e.search_error() {
+        Some(
             SearchError::NotIndexed(_)
             | SearchError::Refused { .. }
             | SearchError::UnknownSource { .. },
@@ -276,7 +276,7 @@ impl MemoryServer {
 
     /// A server over an engine that is already open (the gateway's warm
     /// `MemoryHub`): no second database handle, no second model.
-    pub fn with_service(opts: ServerOptions, service: Arc<MemoryService<'static>>) -> MemoryServer {
+    pub fn with_service(opts: ServerOptions, service: Arc<Memory>) -> MemoryServer {
         let cell = OnceLock::new();
         let _ = cell.set(service);
         MemoryServer {
@@ -369,7 +369,7 @@ impl MemoryServer {
             Some(n) => return Err(bad_args(T, format!("`from` must be at least 1, got {n}"))),
         };
         let lines = match a.lines {
-            None => claw_memory::search::engine::GET_DEFAULT_LINES,
+            None => claw_memory_api::GET_DEFAULT_LINES,
             Some(n) if (1..=MAX_GET_LINES as i64).contains(&n) => n as usize,
             Some(n) => {
                 return Err(bad_args(
@@ -382,10 +382,10 @@ impl MemoryServer {
             path: a.path,
             from,
             lines,
-            max_chars: claw_memory::search::engine::GET_MAX_CHARS,
+            max_chars: claw_memory_api::GET_MAX_CHARS,
         };
         let result = self
-            .blocking(move |inner| inner.service()?.get(&req))
+            .blocking(move |inner| Ok::<_, MemoryError>(inner.service()?.get(&req, None)?.response))
             .await?;
         match result {
             Ok(r) => {
@@ -410,9 +410,7 @@ impl MemoryServer {
 
     async fn status(&self, args: Value) -> Result<CallToolResponse, McpError> {
         let _: StatusArgs = parse("memory_status", args)?;
-        let result = self
-            .blocking(|inner| status::status(&inner.opts.mem))
-            .await?;
+        let result = self.blocking(|inner| inner.service()?.status()).await?;
         match result {
             Ok(s) => {
                 let json = serde_json::to_value(&s)
@@ -498,17 +496,17 @@ impl MemoryServer {
 }
 
 impl Inner {
-    fn service(&self) -> Result<&MemoryService<'static>, ServiceError> {
+    fn service(&self) -> Result<&Memory, MemoryError> {
         if let Some(s) = self.service.get() {
             return Ok(s);
         }
-        let opened = Arc::new(MemoryService::open(self.opts.mem.clone())?);
+        let opened = Arc::new(Memory::open(self.opts.mem.clone())?);
         Ok(self.service.get_or_init(|| opened))
     }
 }
 
 /// Readable search results: rank, citation, score, snippet.
-fn render_search(o: &claw_memory::service::SearchOutcome) -> String {
+fn render_search(o: &claw_memory_api::SearchOutcome) -> String {
     let r = &o.response;
     let mut s = String::new();
     if r.results.is_empty() {

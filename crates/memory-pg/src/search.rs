@@ -427,22 +427,6 @@ impl SearchStorage for PgStore {
     }
 }
 
-/// `claw memory eval --backend postgres` runs the same evaluation as SQLite
-/// (`claw_memory::eval::runner::run_on`) on a PostgreSQL namespace.
-impl claw_memory::eval::runner::EvalStorage for PgStore {
-    fn add_source_root(&mut self, name: &str, root: &std::path::Path) -> Result<(), StoreError> {
-        self.add_source(name, root)
-    }
-
-    fn move_source_root(&mut self, name: &str, root: &std::path::Path) -> Result<(), StoreError> {
-        self.set_source_root(name, root).map(|_| ())
-    }
-
-    fn chunk_total(&self) -> Result<usize, StoreError> {
-        Ok(self.stats()?.chunks as usize)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

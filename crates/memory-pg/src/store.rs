@@ -165,7 +165,9 @@ pub struct PgStats {
     pub pgvector: String,
 }
 
-/// The memory index in a PostgreSQL database.
+/// The memory index in a PostgreSQL database. A clone shares the pool (a
+/// second handle for a writer beside readers; the store keeps no other state).
+#[derive(Clone)]
 pub struct PgStore {
     pub(crate) pool: r2d2::Pool<PostgresConnectionManager<NoTls>>,
     pub(crate) cfg: PgConfig,

@@ -137,6 +137,52 @@ pub struct MemoryConfig {
     pub memory: MemorySettings,
     /// "Now" for decay and timestamps.
     pub clock: Clock,
+    /// Where the index lives (`memory.backend`): the SQLite file in the state
+    /// directory, or a shared PostgreSQL database.
+    pub backend: Backend,
+}
+
+/// `memory.backend`: the storage under the memory service. Everything above the
+/// memory crates sees one service whichever this is (`claw-memory-api`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum Backend {
+    /// `<state dir>/memory.sqlite` (the default).
+    #[default]
+    Sqlite,
+    /// A PostgreSQL + pgvector database shared by several workspaces.
+    Postgres(PgSettings),
+}
+
+/// The resolved `memory.backend: postgres` (the URL read from its variable).
+#[derive(Clone, PartialEq)]
+pub struct PgSettings {
+    /// Connection URL (may carry a password: never printed, see `Debug`).
+    pub url: String,
+    /// Namespace written to.
+    pub namespace: String,
+    /// Extra namespaces searched.
+    pub search_namespaces: Vec<String>,
+    /// PostgreSQL schema.
+    pub schema: String,
+}
+
+impl PgSettings {
+    /// `postgres:<schema>/<namespace>`: where the rows live, as status and
+    /// `--json` outputs name it (never the URL, which may hold a password).
+    pub fn location(&self) -> String {
+        format!("postgres:{}/{}", self.schema, self.namespace)
+    }
+}
+
+impl std::fmt::Debug for PgSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgSettings")
+            .field("url", &"<redacted>")
+            .field("namespace", &self.namespace)
+            .field("search_namespaces", &self.search_namespaces)
+            .field("schema", &self.schema)
+            .finish()
+    }
 }
 
 impl MemoryConfig {
@@ -152,6 +198,7 @@ impl MemoryConfig {
             embed,
             memory: MemorySettings::default(),
             clock: Clock::System,
+            backend: Backend::Sqlite,
         }
     }
 

@@ -12,7 +12,6 @@ pub mod config;
 pub mod dates;
 pub mod dircache;
 pub mod embed;
-pub mod eval;
 pub mod freshness;
 pub mod index_storage;
 pub mod indexer;

@@ -18,7 +18,7 @@ use crate::store::{Store, StoreError, StoreStats, VecBackend};
 use crate::walk::{self, SourceRoot};
 use crate::watch::{self, WatcherStatus};
 use std::path::PathBuf;
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 /// Whether (and how much) a search first re-indexes files changed on disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -134,6 +134,8 @@ enum EmbedderSlot<'e> {
     Lazy(OnceLock<Loaded>),
     /// Supplied by the caller (already loaded, or none).
     Given(Option<&'e dyn Embedder>),
+    /// Shared with other owners in the process (a watcher's sink): one model copy.
+    Shared(Option<Arc<dyn Embedder>>),
 }
 
 /// A store plus a lazily loaded query embedder. `'e` is the lifetime of an
@@ -156,6 +158,23 @@ impl MemoryService<'static> {
             settings,
             store: Mutex::new(store),
             embedder: EmbedderSlot::Lazy(OnceLock::new()),
+            holder: freshness::SYNC_HOLDER.to_string(),
+        })
+    }
+
+    /// Open the workspace's memory database with an embedder shared with other
+    /// owners in the process (`None`: keyword only): a long-lived process loads
+    /// the model once for its searches and its watcher.
+    pub fn open_shared(
+        settings: MemoryConfig,
+        embedder: Option<Arc<dyn Embedder>>,
+    ) -> Result<MemoryService<'static>, ServiceError> {
+        let path = settings.db_path();
+        let store = Store::open(&path).map_err(|source| ServiceError::Open { path, source })?;
+        Ok(MemoryService {
+            settings,
+            store: Mutex::new(store),
+            embedder: EmbedderSlot::Shared(embedder),
             holder: freshness::SYNC_HOLDER.to_string(),
         })
     }
@@ -213,6 +232,7 @@ impl<'e> MemoryService<'e> {
     fn embedder(&self, store: &Store) -> Result<Option<&dyn Embedder>, StoreError> {
         match &self.embedder {
             EmbedderSlot::Given(e) => Ok(*e),
+            EmbedderSlot::Shared(e) => Ok(e.as_deref()),
             EmbedderSlot::Lazy(cell) => {
                 if let Some(l) = cell.get() {
                     return Ok(l.embedder());
@@ -239,7 +259,7 @@ impl<'e> MemoryService<'e> {
                 Some(Loaded::Unavailable(e)) => Some(e),
                 _ => None,
             },
-            EmbedderSlot::Given(_) => None,
+            EmbedderSlot::Given(_) | EmbedderSlot::Shared(_) => None,
         }
     }
 
@@ -435,6 +455,26 @@ impl<'e> MemoryService<'e> {
         )
         .map_err(ServiceError::FirstIndex)?;
         Ok(FirstIndex::Built(Box::new(report)))
+    }
+
+    /// A full index run (`claw memory index`) under `lock`, on the service's
+    /// store (reopened first when a rebuild swapped a new file in).
+    pub fn index(
+        &self,
+        opts: &IndexOptions,
+        embedder: Option<&dyn Embedder>,
+        lock: &WriterLock,
+        progress: &dyn Fn(Progress),
+    ) -> Result<IndexReport, IndexError> {
+        let mut store = self.store();
+        indexer::run(&mut *store, &self.settings, embedder, opts, lock, progress)
+    }
+
+    /// The store itself, for the memory crates' service layer
+    /// (`claw-memory-api`: source registry, migration). Nothing above the
+    /// memory crates reaches the store.
+    pub fn on_store<R>(&self, f: impl FnOnce(&mut Store) -> R) -> R {
+        f(&mut self.store())
     }
 
     /// Lines of an indexed file.

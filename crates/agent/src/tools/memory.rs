@@ -13,7 +13,8 @@ use claw_memory::freshness::SyncReport;
 use claw_memory::search::{
     GetRequest, GetResponse, Mode, SearchRequest, SearchResponse, SourceFilter, citation,
 };
-use claw_memory::service::{SearchOutcome, ServiceError};
+use claw_memory::service::SearchOutcome;
+use claw_memory_api::MemoryError;
 use serde::{Deserialize, Serialize};
 
 use super::{ToolContext, ToolError, ToolOutput, ToolResult};
@@ -94,10 +95,10 @@ pub type MemoryGetResponse = GetResponse;
 pub enum MemoryBackendError {
     /// The memory database could not be opened.
     #[error("cannot open the memory database")]
-    Open(#[source] ServiceError),
+    Open(#[source] MemoryError),
     /// The search or get failed.
     #[error(transparent)]
-    Service(#[from] ServiceError),
+    Service(#[from] MemoryError),
 }
 
 impl MemoryBackendError {
@@ -119,7 +120,7 @@ impl MemoryBackendError {
 }
 
 /// The memory engine as the tools see it. Blocking; implemented over
-/// `claw_memory::service::MemoryService` by [`crate::memory_backend`].
+/// `claw_memory_api::Memory` (either backend) by [`crate::memory_backend`].
 pub trait MemoryBackend: Send + Sync {
     /// One search (after the backend's inline sync, reported in the outcome).
     fn search(&self, req: &SearchRequest) -> Result<SearchOutcome, MemoryBackendError>;
@@ -293,7 +294,7 @@ mod tests {
                 }
             };
             if req.query == "boom" {
-                return Err(ServiceError::Search(SearchError::UnknownSource {
+                return Err(MemoryError::Search(SearchError::UnknownSource {
                     name: "garden".into(),
                     known: "memory, sessions".into(),
                 })
@@ -319,7 +320,7 @@ mod tests {
 
         fn get(&self, req: &GetRequest) -> Result<GetResponse, MemoryBackendError> {
             if req.path == "missing.md" {
-                return Err(ServiceError::Search(SearchError::NotIndexed(req.path.clone())).into());
+                return Err(MemoryError::Search(SearchError::NotIndexed(req.path.clone())).into());
             }
             Ok(GetResponse {
                 path: req.path.clone(),

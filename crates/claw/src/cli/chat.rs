@@ -286,17 +286,9 @@ pub(crate) fn build_tools(
     let mut ctx = ToolContext::from_settings(settings.mem.workspace.clone(), a, yes);
     let progress: claw_agent::memory_backend::ProgressSink =
         Arc::new(|line: &str| eprintln!("{}", super::output::sanitize(line)));
-    let mut engine = EngineBackend::new(settings.mem.clone()).with_progress(progress);
-    // memory.backend: postgres — the tools read the shared index; no local SQLite sync.
-    let pg = super::pg::PgMemory::for_settings(settings);
-    if pg.is_some() {
-        engine = engine.with_sync_policy(claw_memory::service::SyncPolicy::Skip);
-    }
-    let memory = Arc::new(engine);
-    ctx.memory = Some(match pg {
-        Some(pg) => Arc::new(pg),
-        None => memory.clone(),
-    });
+    // One memory service whichever `memory.backend` is (claw-memory-api).
+    let memory = Arc::new(EngineBackend::new(settings.mem.clone()).with_progress(progress));
+    ctx.memory = Some(memory.clone());
     ctx.cron = Some(super::cron::tool_context(settings, session));
     (ToolRegistry::new(ctx), memory)
 }

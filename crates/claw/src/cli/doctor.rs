@@ -8,8 +8,8 @@ use super::output::{Exit, print_json, sanitize};
 use crate::config::{EmbedProvider, Settings};
 use claw_memory::embed::{self, Loaded};
 use claw_memory::lock::WriterLock;
-use claw_memory::store::{Store, now_unix};
-use claw_memory::watch;
+use claw_memory::store::now_unix;
+use claw_memory_api::Status as MemoryStatus;
 use serde::Serialize;
 use serde_json::{Value, json};
 use std::io::Write;
@@ -106,45 +106,14 @@ fn workspace(settings: &Settings) -> Section {
     }
 }
 
-/// The configured PostgreSQL index (`memory.backend` kind `postgres`): connected
-/// as this workspace, its rows counted.
-fn postgres_database(settings: &Settings) -> Section {
-    let location = super::pg::location(settings);
-    let opened = super::pg::open_pg(settings).and_then(|pg| {
-        let stats = pg.stats()?;
-        let model = claw_memory::index_storage::IndexStorage::meta(&pg, "model")?;
-        Ok((stats, model))
-    });
-    match opened {
-        Ok((stats, model)) => section(
-            "database",
-            Status::Ok,
-            format!(
-                "{location}: {} files, {} chunks, {} vectors from this workspace; {} chunks visible",
-                stats.files, stats.chunks, stats.vectors, stats.visible_chunks
-            ),
-            json!({"backend": "postgres", "location": location, "exists": true,
-                   "files": stats.files, "chunks": stats.chunks, "vectors": stats.vectors,
-                   "visible_chunks": stats.visible_chunks, "index_model": model.unwrap_or_default()}),
-        ),
-        Err(e) => section(
-            "database",
-            Status::Error,
-            format!("{location}: {e:#}"),
-            json!({"backend": "postgres", "location": location, "error": format!("{e:#}")}),
-        ),
-    }
-}
-
-/// The database, opened only if it exists (the doctor never creates it).
-/// Every section names its backend (`"backend": "sqlite" | "postgres"`).
-fn database(settings: &Settings) -> (Section, Option<Store>) {
-    if settings.pg.is_some() {
-        return (postgres_database(settings), None);
-    }
+/// The memory index, opened only if it exists (the doctor never creates a
+/// SQLite file; a PostgreSQL backend is connected as this workspace). Every
+/// section names its backend (`"backend": "sqlite" | "postgres"`).
+fn database(settings: &Settings) -> (Section, Option<MemoryStatus>) {
     let path = settings.db_path();
+    let postgres = matches!(settings.mem.backend, crate::config::Backend::Postgres(_));
     let p = path.display().to_string();
-    if !path.exists() {
+    if !postgres && !path.exists() {
         let s = section(
             "database",
             Status::Warn,
@@ -153,28 +122,54 @@ fn database(settings: &Settings) -> (Section, Option<Store>) {
         );
         return (s, None);
     }
-    let opened = Store::open(&path)
-        .map_err(anyhow::Error::from)
-        .and_then(|store| {
-            let stats = store.stats()?;
-            let model = store.meta("model")?.unwrap_or_default();
-            Ok((store, stats, model))
-        });
-    match opened {
-        Ok((store, stats, model)) => {
-            let s = section(
+    let opened = super::index::open_memory(settings).and_then(|m| {
+        let location = m.location();
+        Ok((location, m.status()?))
+    });
+    match (opened, postgres) {
+        (Ok((location, st)), true) => (
+            section(
+                "database",
+                Status::Ok,
+                format!(
+                    "{location}: {} files, {} chunks, {} vectors from this workspace; {} chunks visible",
+                    st.files, st.chunks, st.vectors, st.visible_chunks
+                ),
+                json!({"backend": "postgres", "location": location, "exists": true,
+                       "files": st.files, "chunks": st.chunks, "vectors": st.vectors,
+                       "visible_chunks": st.visible_chunks, "index_model": st.model}),
+            ),
+            Some(st),
+        ),
+        (Ok((_, st)), false) => (
+            section(
                 "database",
                 Status::Ok,
                 format!(
                     "{p}: {} files, {} chunks, {} vectors",
-                    stats.files, stats.chunks, stats.vectors
+                    st.files, st.chunks, st.vectors
                 ),
-                json!({"backend": "sqlite", "path": p, "exists": true, "files": stats.files, "chunks": stats.chunks,
-                       "vectors": stats.vectors, "index_model": model, "db_bytes": stats.db_bytes}),
-            );
-            (s, Some(store))
+                json!({"backend": "sqlite", "path": p, "exists": true, "files": st.files, "chunks": st.chunks,
+                       "vectors": st.vectors, "index_model": st.model, "db_bytes": st.db_bytes}),
+            ),
+            Some(st),
+        ),
+        (Err(e), true) => {
+            let location = match &settings.mem.backend {
+                crate::config::Backend::Postgres(pg) => pg.location(),
+                crate::config::Backend::Sqlite => p,
+            };
+            (
+                section(
+                    "database",
+                    Status::Error,
+                    format!("{location}: {e:#}"),
+                    json!({"backend": "postgres", "location": location, "error": format!("{e:#}")}),
+                ),
+                None,
+            )
         }
-        Err(e) => (
+        (Err(e), false) => (
             section(
                 "database",
                 Status::Error,
@@ -262,8 +257,8 @@ fn writer_lock(settings: &Settings) -> Section {
     }
 }
 
-fn watcher(store: Option<&Store>) -> Section {
-    let Some(store) = store else {
+fn watcher(status: Option<&MemoryStatus>) -> Section {
+    let Some(status) = status else {
         return section(
             "watcher",
             Status::Ok,
@@ -271,20 +266,13 @@ fn watcher(store: Option<&Store>) -> Section {
             json!({"alive": false, "status": null}),
         );
     };
-    match watch::watcher_status(store) {
-        Ok(st) => section(
-            "watcher",
-            Status::Ok,
-            super::index::describe_watcher(st.as_ref(), now_unix()),
-            json!({"alive": st.as_ref().is_some_and(|s| s.alive), "status": st}),
-        ),
-        Err(e) => section(
-            "watcher",
-            Status::Error,
-            e.to_string(),
-            json!({"alive": null, "error": e.to_string()}),
-        ),
-    }
+    let st = status.watcher.as_ref();
+    section(
+        "watcher",
+        Status::Ok,
+        super::index::describe_watcher(st, now_unix()),
+        json!({"alive": st.is_some_and(|s| s.alive), "status": st}),
+    )
 }
 
 /// Which of claw's protections are active: the exec sandbox (probed on this
@@ -361,15 +349,18 @@ fn protections(settings: &Settings) -> Section {
 
 /// Run every check.
 pub fn diagnose(settings: &Settings) -> DoctorReport {
-    let (db, store) = database(settings);
-    let index_model = store.as_ref().and_then(|s| s.meta("model").ok().flatten());
+    let (db, status) = database(settings);
+    let index_model = status
+        .as_ref()
+        .map(|s| s.model.clone())
+        .filter(|_| status.as_ref().is_some_and(|s| s.last_index_at.is_some()));
     let sections = vec![
         config(settings),
         workspace(settings),
         db,
         model(settings, index_model.as_deref()),
         writer_lock(settings),
-        watcher(store.as_ref()),
+        watcher(status.as_ref()),
         protections(settings),
     ];
     DoctorReport::new(sections)

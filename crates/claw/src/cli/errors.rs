@@ -10,57 +10,9 @@ use claw_memory::embed::EmbedError;
 use claw_memory::lock::LockError;
 use claw_memory::search::engine::SearchError;
 use claw_memory::store::StoreError;
+use claw_memory_api::SourceError;
 use serde::Serialize;
 use std::io::Write;
-use std::path::{Path, PathBuf};
-
-/// Errors the CLI itself detects in user input (before any library call).
-#[derive(Debug, thiserror::Error)]
-pub enum CliError {
-    #[error("invalid source name `{name}`: {reason}")]
-    InvalidSourceName { name: String, reason: &'static str },
-    #[error("a source `{existing}` already covers {}", root.display())]
-    DuplicateSource { existing: String, root: PathBuf },
-    #[error("{} overlaps the source `{existing}` ({})", root.display(), existing_root.display())]
-    OverlappingSource {
-        root: PathBuf,
-        existing: String,
-        existing_root: PathBuf,
-    },
-    #[error("{} is the workspace (or contains it, or lies in its memory/sessions folders); it is indexed already", root.display())]
-    WorkspaceAsSource { root: PathBuf },
-}
-
-/// Refuse a folder that would index notes twice: the workspace itself (or a folder
-/// containing it, or its `memory/` / `sessions/` folders), or a folder that contains
-/// or lies inside an already registered source. `root` is canonical.
-pub fn check_new_source_root(
-    workspace: &Path,
-    root: &Path,
-    existing: &[(String, PathBuf)],
-) -> Result<(), CliError> {
-    let ws = workspace
-        .canonicalize()
-        .unwrap_or_else(|_| workspace.to_path_buf());
-    if ws.starts_with(root)
-        || root.starts_with(ws.join("memory"))
-        || root.starts_with(ws.join("sessions"))
-    {
-        return Err(CliError::WorkspaceAsSource {
-            root: root.to_path_buf(),
-        });
-    }
-    for (name, er) in existing {
-        if root.starts_with(er) || er.starts_with(root) {
-            return Err(CliError::OverlappingSource {
-                root: root.to_path_buf(),
-                existing: name.clone(),
-                existing_root: er.clone(),
-            });
-        }
-    }
-    Ok(())
-}
 
 /// One error as the user sees it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -217,18 +169,23 @@ fn classify(e: &(dyn std::error::Error + 'static)) -> Option<(&'static str, Vec<
             vec!["configure agent.profiles in the config file, or set CLAW_LLM_*".into()],
         ));
     }
-    if let Some(e) = e.downcast_ref::<CliError>() {
+    if let Some(e) = e.downcast_ref::<SourceError>() {
         let hint = match e {
-            CliError::InvalidSourceName { .. } => {
+            SourceError::InvalidName { .. } => {
                 "use letters, digits, '-' or '_' (pass --name)".to_string()
             }
-            CliError::DuplicateSource { existing, .. } => {
+            SourceError::Reserved { .. } => "pass another name with --name".into(),
+            SourceError::NoName => "pass --name".into(),
+            SourceError::NoSuchFolder { .. } | SourceError::NotAFolder { .. } => {
+                "give the path of an existing folder of notes".into()
+            }
+            SourceError::Duplicate { existing, .. } => {
                 format!("remove it first with `claw memory remove {existing}`")
             }
-            CliError::OverlappingSource { existing, .. } => {
+            SourceError::Overlapping { existing, .. } => {
                 format!("register one folder of the two (`claw memory remove {existing}`)")
             }
-            CliError::WorkspaceAsSource { .. } => {
+            SourceError::WorkspaceAsSource { .. } => {
                 "put notes in the workspace's memory/ folder, or register another folder".into()
             }
         };
@@ -331,35 +288,6 @@ mod tests {
         assert_eq!(r.hints.len(), 1);
         let r = report(&anyhow::anyhow!("plain"));
         assert_eq!((r.kind, r.hints.len()), ("error", 0));
-    }
-
-    #[test]
-    fn source_roots_that_would_index_twice_are_refused() {
-        let ws = Path::new("/nonexistent-ws/w");
-        let ex = vec![("notes".to_string(), PathBuf::from("/data/notes"))];
-        let check = |r: &str| check_new_source_root(ws, Path::new(r), &ex);
-        assert!(matches!(
-            check("/nonexistent-ws/w"),
-            Err(CliError::WorkspaceAsSource { .. })
-        ));
-        assert!(matches!(
-            check("/nonexistent-ws"),
-            Err(CliError::WorkspaceAsSource { .. })
-        ));
-        assert!(matches!(
-            check("/nonexistent-ws/w/memory/x"),
-            Err(CliError::WorkspaceAsSource { .. })
-        ));
-        assert!(matches!(
-            check("/data/notes/sub"),
-            Err(CliError::OverlappingSource { .. })
-        ));
-        assert!(matches!(
-            check("/data"),
-            Err(CliError::OverlappingSource { .. })
-        ));
-        assert!(check("/data/notes2").is_ok());
-        assert!(check("/nonexistent-ws/w/projects").is_ok());
     }
 
     #[test]

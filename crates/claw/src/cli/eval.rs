@@ -1,5 +1,5 @@
 //! `claw memory eval`: retrieval quality on a BEIR data set through the normal
-//! indexing and search path (see `memory::eval`), printed as a Markdown table or
+//! indexing and search path (see `claw_memory_api::eval`), printed as a Markdown table or
 //! one JSON object whose shape is a stable contract for scripts:
 //! `{"dataset", "split", "queries", "modes": {"<mode>": {"ndcg@10", "recall@100",
 //! "mrr@10", "p50_ms", "p95_ms"} | {"skipped": "<reason>"}}, "index_seconds", …}`.
@@ -8,12 +8,20 @@ use super::output::{Exit, Output, print_json, show_progress};
 use crate::config::Settings;
 use anyhow::Context;
 use claw_memory::embed::{self, Loaded};
-use claw_memory::eval::beir;
-use claw_memory::eval::runner::{EvalMode, EvalOptions, EvalProgress, EvalReport, ModeOutcome};
 use claw_memory::search::score::KeywordNorm;
+use claw_memory_api::eval::beir;
+use claw_memory_api::eval::runner::{EvalMode, EvalOptions, EvalProgress, EvalReport, ModeOutcome};
+use claw_memory_api::eval::{self, EvalBackend};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+/// `--backend`: the storage an evaluation runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BackendArg {
+    Sqlite,
+    Postgres,
+}
 
 /// Which modes to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -76,8 +84,8 @@ pub struct EvalArgs {
     pub save_run: Option<PathBuf>,
     /// Index and search on this backend (`postgres`: the configured
     /// `memory.backend`, in a throw-away namespace).
-    #[arg(long, value_enum, default_value_t = super::pg::EvalBackend::Sqlite)]
-    pub backend: super::pg::EvalBackend,
+    #[arg(long, value_enum, default_value_t = BackendArg::Sqlite)]
+    pub backend: BackendArg,
     /// Keep the corpus and index in DIR (created if needed) and reuse them on the next
     /// run: only changed notes are re-indexed and the embedding cache answers chunk
     /// texts already embedded. The model is loaded whatever the mode, so an fts-only
@@ -130,9 +138,12 @@ pub fn run_eval(settings: &Settings, args: EvalArgs) -> anyhow::Result<Exit> {
             bar.set_position(done as u64);
         }
     };
-    let report = super::pg::eval_run(
-        args.backend,
-        settings,
+    let backend = match args.backend {
+        BackendArg::Sqlite => EvalBackend::Sqlite,
+        BackendArg::Postgres => EvalBackend::Postgres,
+    };
+    let report = eval::backend::run(
+        backend,
         &data,
         &settings.mem,
         &loaded,

@@ -5,13 +5,10 @@ use super::output::{Exit, Output, print_json, sanitize, sanitize_path, show_prog
 use crate::config::Settings;
 use anyhow::Context;
 use claw_memory::embed::{self, EmbedError, Loaded};
-use claw_memory::index_storage::IndexStorage;
-use claw_memory::indexer::{self, IndexIssue, IndexOptions, IndexReport, Progress};
-use claw_memory::lock::WriterLock;
-use claw_memory::service::MemoryService;
-use claw_memory::store::Store;
-use claw_memory::walk::{self, IssueReason};
+use claw_memory::indexer::IndexIssue;
+use claw_memory::walk::IssueReason;
 use claw_memory::watch;
+use claw_memory_api::{IndexOptions, IndexReport, Memory, Progress, Status};
 use serde::Serialize;
 use std::io::Write;
 use std::path::PathBuf;
@@ -73,11 +70,32 @@ pub struct InstallModelArgs {
     pub dir: Option<PathBuf>,
 }
 
-/// Open the memory database of the workspace.
-pub fn open_store(settings: &Settings) -> anyhow::Result<Store> {
-    let path = settings.db_path();
-    Store::open(&path)
-        .with_context(|| format!("cannot open the memory database {}", path.display()))
+/// Open the workspace's memory on its configured backend (`memory.backend`).
+pub fn open_memory(settings: &Settings) -> anyhow::Result<Memory> {
+    Memory::open(settings.mem.clone()).with_context(|| match &settings.mem.backend {
+        crate::config::Backend::Sqlite => format!(
+            "cannot open the memory database {}",
+            settings.db_path().display()
+        ),
+        crate::config::Backend::Postgres(_) => {
+            "cannot open the PostgreSQL memory index (memory.backend)".to_string()
+        }
+    })
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum MigrateTarget {
+    Postgres,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct MigrateArgs {
+    /// The backend to copy the SQLite index to (configured in `memory.backend`).
+    #[arg(long, value_enum)]
+    pub to: MigrateTarget,
+    /// One JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// How to get the local model, attached to the errors that installing it fixes.
@@ -167,28 +185,9 @@ struct IndexJson<'a> {
 }
 
 pub fn run_index(settings: &Settings, args: IndexArgs) -> anyhow::Result<Exit> {
-    let mut store = open_store(settings)?;
-    let db_path = settings.db_path().display().to_string();
-    index_into(settings, args, &mut store, &db_path, None)
-}
-
-/// `claw memory index` on any backend (the store opened by the caller: SQLite
-/// here, PostgreSQL in `cli/pg.rs`): the writer lock, the embedder, progress, the
-/// indexer, the report. `location` is the JSON's `db_path`; `text_header`, when
-/// given, is printed before the text report.
-pub fn index_into(
-    settings: &Settings,
-    args: IndexArgs,
-    store: &mut dyn IndexStorage,
-    location: &str,
-    text_header: Option<&str>,
-) -> anyhow::Result<Exit> {
     let output = Output::from_flag(args.json);
-    let lock = WriterLock::acquire(
-        &settings.state_dir(),
-        "claw memory index",
-        Duration::from_secs(args.lock_timeout),
-    )?;
+    let memory = open_memory(settings)?;
+    let lock = memory.writer_lock("claw memory index", Duration::from_secs(args.lock_timeout))?;
     let loaded = load_embedder(settings, output);
     let bar = progress_bar(output);
     let on_progress = |p: Progress| match p {
@@ -200,26 +199,27 @@ pub fn index_into(
             bar.set_message(format!("{chunks} chunks, {embedded} embedded"));
         }
     };
-    let report = indexer::run(
-        store,
-        &settings.mem,
-        loaded.embedder(),
+    let report = memory.index(
         &IndexOptions { force: args.force },
+        loaded.embedder(),
         &lock,
         &on_progress,
-    )
-    .context("indexing failed")?;
+    )?;
     bar.finish_and_clear();
     let report = with_hints(&report);
     match output {
         Output::Json => print_json(&IndexJson {
             report: &report,
             keyword_only: keyword_only_reason(&loaded),
-            db_path: location.to_string(),
+            db_path: memory.location(),
         })?,
         Output::Text => {
-            if let Some(h) = text_header {
-                writeln!(std::io::stdout().lock(), "{}", sanitize(h))?;
+            if memory.backend_name() != "sqlite" {
+                writeln!(
+                    std::io::stdout().lock(),
+                    "{}",
+                    sanitize(&format!("index: {}", memory.location()))
+                )?;
             }
             print_index_report(&report, keyword_only_reason(&loaded))?
         }
@@ -289,18 +289,16 @@ fn print_index_report(r: &IndexReport, keyword_only: Option<String>) -> std::io:
     writeln!(out, "elapsed: {:.2}s", r.elapsed_ms as f64 / 1000.0)
 }
 
-// `claw memory status --json`: one builder, shared with MCP's `memory_status`.
-use claw_mcp::status::StatusJson;
-
+/// `claw memory status`: the memory's one status object (MCP's
+/// `memory_status` returns the same).
 pub fn run_status(settings: &Settings, args: StatusArgs) -> anyhow::Result<Exit> {
-    let service = MemoryService::with_store(settings.mem.clone(), open_store(settings)?, None);
-    let st = service.status()?;
-    print_status(&StatusJson::new(&settings.mem, &st), args.json)
+    let status = open_memory(settings)?.status()?;
+    print_status(&status, args.json)
 }
 
 /// `claw memory status` output on either backend: the one JSON object, or
 /// readable lines made from it.
-pub fn print_status(status: &StatusJson, json: bool) -> anyhow::Result<Exit> {
+pub fn print_status(status: &Status, json: bool) -> anyhow::Result<Exit> {
     if json {
         print_json(status)?;
         return Ok(Exit::Ok);
@@ -417,66 +415,22 @@ fn human_bytes(n: u64) -> String {
     }
 }
 
-/// Validate a source name: non-empty, no '/', no control characters, not a built-in name.
-fn check_source_name(name: &str) -> anyhow::Result<()> {
-    if name.chars().any(char::is_control) {
-        return Err(super::errors::CliError::InvalidSourceName {
-            name: sanitize(name).into_owned(),
-            reason: "control characters are not allowed",
-        }
-        .into());
-    }
-    if name.is_empty() || name.contains('/') || name.contains(':') || name.starts_with('.') {
-        anyhow::bail!(
-            "invalid source name `{name}`: use letters, digits, '-' or '_' (pass --name)"
-        );
-    }
-    if name == walk::SOURCE_MEMORY || name == walk::SOURCE_SESSIONS || name == "all" {
-        anyhow::bail!("`{name}` is a reserved source name; pass another with --name");
-    }
-    Ok(())
-}
-
 pub fn run_add(settings: &Settings, args: AddArgs) -> anyhow::Result<Exit> {
-    let root = args
-        .path
-        .canonicalize()
-        .with_context(|| format!("cannot add {}: no such folder", args.path.display()))?;
-    anyhow::ensure!(root.is_dir(), "cannot add {}: not a folder", root.display());
-    let name = match args.name {
-        Some(n) => n,
-        None => root
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .context("cannot derive a source name from the path; pass --name")?,
+    let memory = open_memory(settings)?;
+    let added = memory.add_source(
+        &args.path,
+        args.name.as_deref(),
+        args.follow_symlinks_outside,
+    )?;
+    let place = if memory.backend_name() == "sqlite" {
+        String::new()
+    } else {
+        format!(" to {}", memory.location())
     };
-    check_source_name(&name)?;
-    let store = open_store(settings)?;
-    if let Some(existing) = store
-        .sources()?
-        .into_iter()
-        .find(|s| s.name == name || s.root == root)
-    {
-        return Err(super::errors::CliError::DuplicateSource {
-            existing: existing.name,
-            root: existing.root,
-        }
-        .into());
-    }
-    let existing: Vec<(String, PathBuf)> = store
-        .sources()?
-        .into_iter()
-        .map(|s| (s.name, s.root))
-        .collect();
-    super::errors::check_new_source_root(&settings.mem.workspace, &root, &existing)?;
-    store.add_source(&name, &root)?;
-    if args.follow_symlinks_outside {
-        store.set_source_follow_symlinks_outside(&name, true)?;
-    }
     println!(
-        "added source `{}` ({}){}; run `claw memory index` to index it",
-        sanitize(&name),
-        sanitize_path(&root),
+        "added source `{}` ({}){}{place}; run `claw memory index` to index it",
+        sanitize(&added.name),
+        sanitize_path(&added.root),
         if args.follow_symlinks_outside {
             ", following symlinks outside it"
         } else {
@@ -487,8 +441,7 @@ pub fn run_add(settings: &Settings, args: AddArgs) -> anyhow::Result<Exit> {
 }
 
 pub fn run_sources(settings: &Settings, args: SourcesArgs) -> anyhow::Result<Exit> {
-    let store = open_store(settings)?;
-    let sources = walk::sources(&settings.mem, &store)?;
+    let sources = open_memory(settings)?.sources()?;
     if args.json {
         print_json(&sources)?;
     } else {
@@ -507,10 +460,7 @@ pub fn run_sources(settings: &Settings, args: SourcesArgs) -> anyhow::Result<Exi
 }
 
 pub fn run_remove(settings: &Settings, args: RemoveArgs) -> anyhow::Result<Exit> {
-    // The lock first: a rebuild that ran meanwhile swapped a new file in.
-    let _lock = WriterLock::acquire(&settings.state_dir(), "claw memory remove", WRITER_WAIT)?;
-    let mut store = open_store(settings)?;
-    match store.remove_source(&args.name)? {
+    match open_memory(settings)?.remove_source(&args.name, WRITER_WAIT)? {
         Some((files, chunks)) => {
             println!(
                 "removed source `{}` ({files} files, {chunks} chunks)",
@@ -526,6 +476,51 @@ pub fn run_remove(settings: &Settings, args: RemoveArgs) -> anyhow::Result<Exit>
             Ok(Exit::NoMatch)
         }
     }
+}
+
+#[derive(Serialize)]
+struct MigrateJson {
+    from: String,
+    to: String,
+    files: usize,
+    chunks: usize,
+    vectors: usize,
+    cache_entries: usize,
+    sources: usize,
+    model: String,
+    elapsed_ms: u64,
+}
+
+/// `claw memory migrate --to postgres`: copy the workspace's SQLite index
+/// (vectors included: nothing is embedded again) into the configured backend.
+pub fn run_migrate(settings: &Settings, args: MigrateArgs) -> anyhow::Result<Exit> {
+    let MigrateTarget::Postgres = args.to;
+    let started = std::time::Instant::now();
+    let r = Memory::migrate_sqlite_to_postgres(&settings.mem)?;
+    let to = match &settings.mem.backend {
+        crate::config::Backend::Postgres(pg) => pg.location(),
+        crate::config::Backend::Sqlite => String::new(),
+    };
+    let j = MigrateJson {
+        from: settings.db_path().display().to_string(),
+        to,
+        files: r.files,
+        chunks: r.chunks,
+        vectors: r.vectors,
+        cache_entries: r.cache_entries,
+        sources: r.sources,
+        model: r.model,
+        elapsed_ms: started.elapsed().as_millis() as u64,
+    };
+    if args.json {
+        print_json(&j)?;
+    } else {
+        println!(
+            "copied {} files, {} chunks ({} vectors, no re-embedding), {} cache entries, {} sources into {} in {} ms",
+            j.files, j.chunks, j.vectors, j.cache_entries, j.sources, j.to, j.elapsed_ms
+        );
+    }
+    Ok(Exit::Ok)
 }
 
 const INSTALL_SCRIPT: &str = include_str!("../../../../scripts/install-model.sh");

@@ -11,7 +11,6 @@ pub mod gateway;
 pub mod index;
 pub mod mcp;
 pub mod output;
-pub mod pg;
 pub mod repl_watch;
 pub mod search;
 pub mod state;
@@ -89,7 +88,7 @@ pub enum MemoryCommand {
     /// Evaluate retrieval quality on a BEIR dataset.
     Eval(eval::EvalArgs),
     /// Copy the SQLite index to another backend (`--to postgres`), vectors included.
-    Migrate(pg::MigrateArgs),
+    Migrate(index::MigrateArgs),
 }
 
 impl Cli {
@@ -140,30 +139,7 @@ pub async fn dispatch(cli: Cli, settings: Settings) -> anyhow::Result<Exit> {
         Some(Command::Cron { command }) => cron::run(settings, command).await,
         Some(Command::Mcp(a)) => mcp::run(settings, a).await,
         Some(Command::Memory { command }) => match command {
-            // memory.backend: postgres (cli/pg.rs)
-            MemoryCommand::Index(a) if settings.pg.is_some() => {
-                blocking(move || pg::run_index(&settings, a)).await
-            }
-            MemoryCommand::Status(a) if settings.pg.is_some() => {
-                blocking(move || pg::run_status(&settings, a)).await
-            }
-            MemoryCommand::Search(a) if settings.pg.is_some() => {
-                blocking(move || pg::run_search(&settings, a)).await
-            }
-            MemoryCommand::Get(a) if settings.pg.is_some() => {
-                blocking(move || pg::run_get(&settings, a)).await
-            }
-            MemoryCommand::Add(a) if settings.pg.is_some() => {
-                blocking(move || pg::run_add(&settings, a)).await
-            }
-            MemoryCommand::Sources(a) if settings.pg.is_some() => {
-                blocking(move || pg::run_sources(&settings, a)).await
-            }
-            MemoryCommand::Remove(a) if settings.pg.is_some() => {
-                blocking(move || pg::run_remove(&settings, a)).await
-            }
-            MemoryCommand::Watch(_) if settings.pg.is_some() => pg::refuse_watch(),
-            MemoryCommand::Migrate(a) => blocking(move || pg::run_migrate(&settings, a)).await,
+            MemoryCommand::Migrate(a) => blocking(move || index::run_migrate(&settings, a)).await,
             MemoryCommand::Index(a) => blocking(move || index::run_index(&settings, a)).await,
             MemoryCommand::Status(a) => blocking(move || index::run_status(&settings, a)).await,
             MemoryCommand::Add(a) => blocking(move || index::run_add(&settings, a)).await,

@@ -122,6 +122,14 @@ pub fn start_blocking(
     session_file: &Path,
     say: Say,
 ) -> Option<ReplWatcher> {
+    // On a shared PostgreSQL index every search syncs inline (a batch of
+    // stat-level checks against this workspace's rows): no REPL watcher.
+    if !matches!(
+        backend.settings().backend,
+        claw_memory::config::Backend::Sqlite
+    ) {
+        return None;
+    }
     match other_keeper(&backend) {
         Ok(Some(_)) => return None,
         Ok(None) => {}

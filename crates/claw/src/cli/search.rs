@@ -3,12 +3,12 @@
 
 use super::output::{Exit, Output, print_json, sanitize};
 use crate::config::{EmbedProvider, Settings};
-use claw_memory::freshness::{FileRef, StaleReason, SyncReport};
-use claw_memory::search::engine;
-use claw_memory::search::{
-    GetRequest, GetResponse, Mode, SearchError, SearchRequest, SearchResponse, SourceFilter,
+use claw_memory_api::{
+    FileRef, GET_DEFAULT_LINES, GET_MAX_CHARS, GetRequest, GetResponse, Memory, MemoryError, Mode,
+    SearchError, SearchOutcome, SearchRequest, SearchResponse, SourceFilter, StaleReason,
+    SyncPolicy, SyncReport,
 };
-use claw_memory::service::{MemoryService, SearchOutcome, ServiceError, SyncPolicy};
+use serde::Serialize;
 use std::io::Write;
 
 /// `--mode`: the engine's one [`Mode`], offered to clap by name.
@@ -73,7 +73,7 @@ pub struct GetArgs {
     #[arg(long, default_value_t = 1, value_name = "LINE")]
     pub from: usize,
     /// Most lines to print.
-    #[arg(long, default_value_t = engine::GET_DEFAULT_LINES, value_name = "N")]
+    #[arg(long, default_value_t = GET_DEFAULT_LINES, value_name = "N")]
     pub lines: usize,
     /// Print one JSON object.
     #[arg(long)]
@@ -127,27 +127,27 @@ fn search_via_gateway(
 
 /// What the user can do about a service error, when there is something: the
 /// library's errors name no command, the CLI adds the hint.
-fn hint(e: &ServiceError) -> Option<&'static str> {
+fn hint(e: &SearchError) -> Option<&'static str> {
     match e {
-        ServiceError::Search(SearchError::NotIndexed(_)) => {
+        SearchError::NotIndexed(_) => {
             Some("run `claw memory index`, or check the path with `claw memory search`")
         }
         _ => None,
     }
 }
 
-/// A service error as the CLI reports it (`error: …` with its causes).
-fn report(e: ServiceError, what: &'static str) -> anyhow::Error {
-    if let Some(h) = hint(&e)
-        && let ServiceError::Search(inner) = e
-    {
-        return anyhow::Error::new(super::errors::WithHint { inner, hint: h });
-    }
-    match e {
-        ServiceError::Search(e @ SearchError::UnknownSource { .. }) => anyhow::anyhow!(e),
-        ServiceError::Search(e) if what.is_empty() => anyhow::Error::new(e),
-        ServiceError::Search(e) => anyhow::Error::new(e).context(what),
-        other => anyhow::Error::new(other),
+/// A memory error as the CLI reports it (`error: …` with its causes).
+fn report(e: MemoryError, what: &'static str) -> anyhow::Error {
+    match e.into_search_error() {
+        Ok(inner) => match hint(&inner) {
+            Some(h) => anyhow::Error::new(super::errors::WithHint { inner, hint: h }),
+            None => match inner {
+                e @ SearchError::UnknownSource { .. } => anyhow::anyhow!(e),
+                e if what.is_empty() => anyhow::Error::new(e),
+                e => anyhow::Error::new(e).context(what),
+            },
+        },
+        Err(other) => anyhow::Error::new(other),
     }
 }
 
@@ -257,7 +257,7 @@ pub fn run_search(settings: &Settings, args: SearchArgs) -> anyhow::Result<Exit>
         }
         return render_search(&outcome, Some(&bytes), output, args.explain);
     }
-    let mut service = MemoryService::open(settings.mem.clone()).map_err(|e| report(e, ""))?;
+    let mut service = Memory::open(settings.mem.clone()).map_err(|e| report(e, ""))?;
     service.set_lock_holder("claw memory search (sync)");
     let req = SearchRequest {
         query: args.query,
@@ -368,12 +368,20 @@ pub fn render_search(
     })
 }
 
+/// `claw memory get --json` of another workspace's file (shared index): the
+/// usual object plus the owning workspace's id (`workspace_id`, as in `memory
+/// status --json`) and `from_index: true` (served from the stored chunks).
+#[derive(Serialize)]
+struct SharedGetJson<'a> {
+    #[serde(flatten)]
+    resp: &'a GetResponse,
+    workspace_id: &'a str,
+    from_index: bool,
+}
+
 pub fn run_get(settings: &Settings, args: GetArgs) -> anyhow::Result<Exit> {
-    anyhow::ensure!(
-        args.workspace_id.is_none(),
-        "--workspace-id reads another machine's file from a shared index: it needs memory.backend postgres"
-    );
-    let routed = if args.local {
+    // Another workspace's file is the shared index's: never the gateway's.
+    let routed = if args.local || args.workspace_id.is_some() {
         None
     } else {
         let body = serde_json::json!({"path": args.path, "from": args.from, "lines": args.lines});
@@ -382,29 +390,44 @@ pub fn run_get(settings: &Settings, args: GetArgs) -> anyhow::Result<Exit> {
             Some((resp, r.body))
         })
     };
-    let (resp, bytes) = match routed {
-        Some((resp, bytes)) => (resp, Some(bytes)),
+    let (resp, bytes, owner) = match routed {
+        Some((resp, bytes)) => (resp, Some(bytes), None),
         None => {
-            let service = MemoryService::open(settings.mem.clone()).map_err(|e| report(e, ""))?;
+            let service = Memory::open(settings.mem.clone()).map_err(|e| report(e, ""))?;
             let req = GetRequest {
                 path: args.path,
                 from: args.from.max(1),
                 lines: args.lines.max(1),
-                max_chars: engine::GET_MAX_CHARS,
+                max_chars: GET_MAX_CHARS,
             };
-            (service.get(&req).map_err(|e| report(e, ""))?, None)
+            let answer = service
+                .get(&req, args.workspace_id.as_deref())
+                .map_err(|e| report(e, ""))?;
+            (answer.response, None, answer.workspace_id)
         }
     };
     if args.json {
-        match bytes {
-            Some(b) => {
+        match (bytes, &owner) {
+            (Some(b), _) => {
                 let mut out = std::io::stdout().lock();
                 out.write_all(&b)?;
                 writeln!(out)?;
             }
-            None => print_json(&resp)?,
+            (None, None) => print_json(&resp)?,
+            (None, Some(ws)) => print_json(&SharedGetJson {
+                resp: &resp,
+                workspace_id: ws,
+                from_index: true,
+            })?,
         }
     } else {
+        if let Some(ws) = &owner {
+            eprintln!(
+                "note: {} is not a file of this workspace: served from the shared index as workspace {} indexed it (secrets redacted; lines between chunks may be blank)",
+                sanitize(&resp.path),
+                sanitize(ws)
+            );
+        }
         let mut out = std::io::stdout().lock();
         out.write_all(sanitize(&resp.text).as_bytes())?;
         if let Some(next) = resp.next_from {

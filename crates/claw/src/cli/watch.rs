@@ -1,14 +1,14 @@
 //! `claw memory watch [--json]`: run the watcher in the foreground until Ctrl-C
 //! (or SIGTERM), printing one line per sync (text) or one JSON Line per event.
 
-use super::index::{load_embedder, open_store};
+use super::index::{load_embedder, open_memory};
 use super::output::{Exit, Output, sanitize, sanitize_path};
 use crate::config::Settings;
 use anyhow::Context;
 use claw_memory::embed::Loaded;
 use claw_memory::freshness::FileRef;
 use claw_memory::indexer::IndexIssue;
-use claw_memory::watch::{self, IndexerSink, WatchEvent, WatchOptions};
+use claw_memory_api::watch::{self, WatchEvent};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -24,9 +24,8 @@ pub async fn run_watch(settings: Settings, args: WatchArgs) -> anyhow::Result<Ex
     // Loading the model and opening the database are blocking work.
     let s = settings.clone();
     let (watcher, rx) = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
-        let store = open_store(&s)?;
-        let index_model = store.meta("model")?.unwrap_or_default();
-        drop(store);
+        let memory = std::sync::Arc::new(open_memory(&s)?);
+        let index_model = memory.index_model()?;
         let embedder = match load_embedder(&s, output) {
             Loaded::Ready(e) => Some(e),
             Loaded::Disabled => None,
@@ -39,8 +38,7 @@ pub async fn run_watch(settings: Settings, args: WatchArgs) -> anyhow::Result<Ex
             Loaded::Unavailable(_) => None,
         };
         let (tx, rx) = std::sync::mpsc::channel();
-        let sink = IndexerSink::new(s.mem.clone(), embedder).with_lock_holder("claw memory watch");
-        let w = watch::spawn(s.mem, WatchOptions::default(), Box::new(sink), tx)
+        let w = watch::spawn(memory, embedder, "claw memory watch", tx)
             .context("cannot start the watcher")?;
         Ok((w, rx))
     })

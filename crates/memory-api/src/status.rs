@@ -1,16 +1,17 @@
-//! `claw memory status --json`'s object, built from the memory crate alone so
-//! that the MCP server's `memory_status` returns the CLI's exact JSON (the
-//! integration test compares the two). Field order and names are the contract.
+//! `claw memory status --json`'s object ([`Status`]), one struct for both
+//! backends so the shapes cannot drift: the CLI, MCP's `memory_status` and the
+//! gateway all return it. Field order and names are the contract.
+#![allow(missing_docs)] // the fields are documented where they are not obvious
 
 use claw_memory::config::MemoryConfig;
-use claw_memory::service::{MemoryService, ServiceError, ServiceStatus};
-use claw_memory::store::{Store, StoreError, VecBackend};
+use claw_memory::service::ServiceStatus;
+use claw_memory::store::VecBackend;
 use claw_memory::{walk, watch};
 use serde::Serialize;
 
 /// `claw memory status --json` shape.
-#[derive(Debug, Serialize)]
-pub struct StatusJson {
+#[derive(Debug, Clone, Serialize)]
+pub struct Status {
     /// Where the index lives: `sqlite`, or `postgres` for `memory.backend`
     /// `{"kind": "postgres"}` (whose status the CLI fills into this same struct).
     pub backend: &'static str,
@@ -56,42 +57,17 @@ pub struct StatusJson {
 }
 
 /// Stat-level difference between disk and index.
-#[derive(Debug, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct ChangedOnDisk {
     pub new: usize,
     pub modified: usize,
     pub deleted: usize,
 }
 
-/// Errors while reading the status.
-#[derive(Debug, thiserror::Error)]
-pub enum StatusError {
-    #[error("cannot open the memory database {path}")]
-    Open {
-        path: String,
-        #[source]
-        source: StoreError,
-    },
-    #[error("reading the index status")]
-    Service(#[from] ServiceError),
-}
-
-/// The status of the workspace's index (opens its own read connection).
-pub fn status(mem: &MemoryConfig) -> Result<StatusJson, StatusError> {
-    let path = mem.db_path();
-    let store = Store::open(&path).map_err(|source| StatusError::Open {
-        path: path.display().to_string(),
-        source,
-    })?;
-    let service = MemoryService::with_store(mem.clone(), store, None);
-    Ok(StatusJson::new(mem, &service.status()?))
-}
-
-impl StatusJson {
-    /// The contract's object from the service's status: the one place it is
-    /// built (`claw memory status --json` and MCP's `memory_status`).
-    pub fn new(mem: &MemoryConfig, st: &ServiceStatus) -> StatusJson {
-        StatusJson {
+impl Status {
+    /// The contract's object from the SQLite service's status.
+    pub(crate) fn sqlite(mem: &MemoryConfig, st: &ServiceStatus) -> Status {
+        Status {
             backend: "sqlite",
             workspace: mem.workspace.display().to_string(),
             db_path: mem.db_path().display().to_string(),
@@ -127,7 +103,7 @@ impl StatusJson {
     }
 }
 
-impl StatusJson {
+impl Status {
     /// A few readable lines.
     pub fn render(&self) -> String {
         let model = if self.model.is_empty() {

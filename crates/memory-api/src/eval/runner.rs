@@ -9,20 +9,20 @@
 use super::beir::Dataset;
 use super::metrics::{self, Cutoffs, QueryMetrics, Run, Summary};
 use super::{EVAL_SOURCE, doc_file_name, doc_markdown};
-use crate::config::MemoryConfig;
-use crate::config::MemorySettings;
-use crate::embed::Embedder;
-use crate::embed::Loaded;
-use crate::index_storage::IndexStorage;
-use crate::indexer::{self, IndexError, IndexOptions};
-use crate::lock::{LockError, WriterLock};
-use crate::search::engine::search_in;
-use crate::search::score::KeywordNorm;
-use crate::search::storage::SearchStorage;
-use crate::search::types::{Fallback, Mode, SearchRequest, SourceFilter};
-use crate::service::ServiceError;
+use claw_memory::config::MemoryConfig;
+use claw_memory::config::MemorySettings;
+use claw_memory::embed::Embedder;
+use claw_memory::embed::Loaded;
+use claw_memory::index_storage::IndexStorage;
+use claw_memory::indexer::{self, IndexError, IndexOptions};
+use claw_memory::lock::{LockError, WriterLock};
+use claw_memory::search::engine::search_in;
+use claw_memory::search::score::KeywordNorm;
+use claw_memory::search::storage::SearchStorage;
+use claw_memory::search::types::{Fallback, Mode, SearchRequest, SourceFilter};
+use claw_memory::service::ServiceError;
 
-use crate::store::{Store, StoreError};
+use claw_memory::store::{Store, StoreError};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -349,7 +349,7 @@ pub fn prepare_corpus(
     let mut settings = settings.clone();
     settings.workspace = workspace.clone();
     // Its own throw-away state too: never the user's database or lock.
-    settings.state_dir = workspace.join(crate::state::LEGACY_DIR);
+    settings.state_dir = workspace.join(claw_memory::state::LEGACY_DIR);
     for dir in [&corpus_dir, &settings.state_dir()] {
         std::fs::create_dir_all(dir).map_err(|source| EvalError::Io {
             path: dir.to_path_buf(),

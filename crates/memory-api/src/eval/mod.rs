@@ -8,9 +8,12 @@
 //! written under a temporary directory that is removed afterwards.
 #![warn(missing_docs)]
 
+pub mod backend;
 pub mod beir;
 pub mod metrics;
 pub mod runner;
+
+pub use backend::{EvalBackend, EvalRunError};
 
 use sha2::{Digest, Sha256};
 
@@ -66,10 +69,10 @@ mod tests {
         assert!(n.len() < 100 && n.starts_with("doc-sha256-"), "{n}");
         assert_ne!(n, doc_file_name(&"x".repeat(301)));
         assert_eq!(
-            crate::dates::note_time_from_path(&doc_file_name("2024-01-01")),
+            claw_memory::dates::note_time_from_path(&doc_file_name("2024-01-01")),
             None
         );
-        assert!(crate::walk::is_markdown(&doc_file_name("q")));
+        assert!(claw_memory::walk::is_markdown(&doc_file_name("q")));
     }
 
     #[test]

@@ -1,0 +1,464 @@
+//! One memory, every surface: [`Memory::open`] reads `memory.backend` from a
+//! [`MemoryConfig`] and hands back one service that indexes, syncs, searches,
+//! gets, reports status and manages sources, whichever storage is under it
+//! (the SQLite file in the state directory, or a shared PostgreSQL database).
+//!
+//! The CLI, the assistant's memory tools, the gateway, the MCP server and the
+//! evaluation all go through [`Memory`]; nothing above the memory crates names
+//! a backend or reaches a store. Source validation (reserved names,
+//! overlapping roots) lives here too ([`sources`]), so every backend refuses
+//! the same bad input with the same message.
+//!
+//! Blocking, like the engine: call it from `spawn_blocking` or a thread of its
+//! own. (The PostgreSQL client's calls run on threads of their own, so that is
+//! safe from a tokio runtime's blocking pool too.)
+#![warn(missing_docs)]
+
+pub mod eval;
+mod pg;
+pub mod sources;
+pub mod status;
+pub mod watch;
+
+use claw_memory::embed::{EmbedError, Embedder};
+use claw_memory::service::{MemoryService, ServiceError};
+use claw_memory::store::StoreError;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use claw_memory::config::{Backend, MemoryConfig, PgSettings};
+pub use claw_memory::freshness::{FileRef, StaleReason, SyncReport};
+pub use claw_memory::indexer::{IndexError, IndexOptions, IndexReport, Progress};
+pub use claw_memory::lock::{LockError, WriterLock};
+pub use claw_memory::search::engine::{GET_DEFAULT_LINES, GET_MAX_CHARS};
+pub use claw_memory::search::{
+    GetRequest, GetResponse, Mode, SearchError, SearchRequest, SearchResponse, SourceFilter,
+};
+pub use claw_memory::service::{FirstIndex, SearchOutcome, SyncPolicy};
+pub use claw_memory::walk::SourceRoot;
+pub use sources::SourceError;
+pub use status::{ChangedOnDisk, Status};
+
+/// Errors of the memory service. Each variant's message is its context; the
+/// cause is its `source()` (print the chain, e.g. with anyhow's `{:#}`).
+#[derive(Debug, thiserror::Error)]
+pub enum MemoryError {
+    /// The SQLite service (its own messages and causes, unchanged).
+    #[error(transparent)]
+    Sqlite(#[from] ServiceError),
+    /// The shared database could not be opened.
+    #[error("opening {location}")]
+    Open {
+        /// `postgres:<schema>/<namespace>`.
+        location: String,
+        /// Why.
+        source: StoreError,
+    },
+    /// Checking the disk against the index failed.
+    #[error("checking freshness")]
+    Freshness(#[source] StoreError),
+    /// Reading what the index holds failed.
+    #[error("reading the index status")]
+    Status(#[source] StoreError),
+    /// Reading or writing the index failed.
+    #[error(transparent)]
+    Store(StoreError),
+    /// The search or get itself.
+    #[error(transparent)]
+    Search(#[from] SearchError),
+    /// Indexing failed.
+    #[error("indexing failed")]
+    Index(#[source] IndexError),
+    /// Taking the writer lock failed (held by another writer, or unusable).
+    #[error(transparent)]
+    Lock(#[from] LockError),
+    /// A folder that cannot be registered.
+    #[error(transparent)]
+    Source(#[from] SourceError),
+    /// What only a shared index can do (another workspace's file).
+    #[error("{0}: it needs memory.backend postgres")]
+    NeedsSharedIndex(&'static str),
+    /// What this backend does not do yet.
+    #[error("{what} is not supported with the PostgreSQL backend yet")]
+    Unsupported {
+        /// The feature.
+        what: &'static str,
+    },
+    /// The migration needs a PostgreSQL backend configured.
+    #[error(
+        "no PostgreSQL backend is configured: set \"memory\": {{\"backend\": {{\"kind\": \"postgres\", \"url_env\": \"CLAW_PG_URL\", \"namespace\": \"team\"}}}} in the config file"
+    )]
+    NoPostgres,
+    /// The watcher failed.
+    #[error(transparent)]
+    Watch(claw_memory::watch::WatchError),
+    /// The migration failed.
+    #[error("migration failed")]
+    Migrate(#[source] StoreError),
+}
+
+impl MemoryError {
+    /// The search or get's own error (a bad request rather than a failure:
+    /// an unknown source, a path that is not indexed), whichever backend.
+    pub fn search_error(&self) -> Option<&SearchError> {
+        match self {
+            MemoryError::Sqlite(ServiceError::Search(s)) | MemoryError::Search(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// [`MemoryError::search_error`] by value (the error itself otherwise).
+    pub fn into_search_error(self) -> Result<SearchError, MemoryError> {
+        match self {
+            MemoryError::Sqlite(ServiceError::Search(s)) | MemoryError::Search(s) => Ok(s),
+            other => Err(other),
+        }
+    }
+}
+
+/// A `get`'s answer: the lines, and, on a shared index, the workspace that
+/// indexed the file when it is not this one (served from its stored chunks).
+#[derive(Debug, Clone)]
+pub struct GetAnswer {
+    /// The lines (`claw memory get --json`).
+    pub response: GetResponse,
+    /// Another workspace's id when the file is its (PostgreSQL only).
+    pub workspace_id: Option<String>,
+}
+
+/// What registering a source did.
+#[derive(Debug, Clone)]
+pub struct AddedSource {
+    /// The source's name.
+    pub name: String,
+    /// Its canonical folder.
+    pub root: std::path::PathBuf,
+}
+
+/// The storage under the service.
+enum Inner {
+    Sqlite(MemoryService<'static>),
+    Postgres(pg::PgMemory),
+}
+
+/// A workspace's memory, whichever backend holds it.
+pub struct Memory {
+    inner: Inner,
+}
+
+impl std::fmt::Debug for Memory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Memory")
+            .field("backend", &self.backend_name())
+            .field("location", &self.location())
+            .finish()
+    }
+}
+
+impl Memory {
+    /// Open the memory `settings.backend` names; the embedding model loads on
+    /// first need (not at all for keyword-only searches).
+    pub fn open(settings: MemoryConfig) -> Result<Memory, MemoryError> {
+        Memory::open_with(settings, None)
+    }
+
+    /// Open with an embedder shared with other owners in the process (`None`:
+    /// keyword only): a long-lived process (the gateway) loads the model once
+    /// for its searches and its watcher.
+    pub fn open_shared(
+        settings: MemoryConfig,
+        embedder: Option<Arc<dyn Embedder>>,
+    ) -> Result<Memory, MemoryError> {
+        Memory::open_with(settings, Some(embedder))
+    }
+
+    fn open_with(
+        settings: MemoryConfig,
+        shared: Option<Option<Arc<dyn Embedder>>>,
+    ) -> Result<Memory, MemoryError> {
+        let inner = match settings.backend.clone() {
+            Backend::Sqlite => Inner::Sqlite(match shared {
+                Some(e) => MemoryService::open_shared(settings, e)?,
+                None => MemoryService::open(settings)?,
+            }),
+            Backend::Postgres(pg) => Inner::Postgres(pg::PgMemory::connect(settings, pg, shared)?),
+        };
+        Ok(Memory { inner })
+    }
+
+    /// The settings the memory runs with.
+    pub fn settings(&self) -> &MemoryConfig {
+        match &self.inner {
+            Inner::Sqlite(s) => s.settings(),
+            Inner::Postgres(p) => p.settings(),
+        }
+    }
+
+    /// `sqlite` or `postgres` (status's `backend`).
+    pub fn backend_name(&self) -> &'static str {
+        match &self.inner {
+            Inner::Sqlite(_) => "sqlite",
+            Inner::Postgres(_) => "postgres",
+        }
+    }
+
+    /// Where the rows live: the database file, or `postgres:SCHEMA/NAMESPACE`.
+    pub fn location(&self) -> String {
+        match &self.inner {
+            Inner::Sqlite(s) => s.settings().db_path().display().to_string(),
+            Inner::Postgres(p) => p.location(),
+        }
+    }
+
+    /// Name what an inline sync is doing in the writer lock (shown to another
+    /// writer that finds it held), e.g. the command that runs the search.
+    pub fn set_lock_holder(&mut self, holder: impl Into<String>) {
+        match &mut self.inner {
+            Inner::Sqlite(s) => s.set_lock_holder(holder),
+            Inner::Postgres(p) => p.set_lock_holder(holder.into()),
+        }
+    }
+
+    /// Sync under `policy` (at most `limit` changed files re-indexed inline,
+    /// never waiting for the writer lock), then search.
+    pub fn search(
+        &self,
+        req: &SearchRequest,
+        policy: SyncPolicy,
+    ) -> Result<SearchOutcome, MemoryError> {
+        match &self.inner {
+            Inner::Sqlite(s) => Ok(s.search(req, policy)?),
+            Inner::Postgres(p) => p.search(req, policy),
+        }
+    }
+
+    /// Lines of an indexed file. `workspace` reads another workspace's file
+    /// from a shared index (PostgreSQL); on SQLite it is refused.
+    pub fn get(&self, req: &GetRequest, workspace: Option<&str>) -> Result<GetAnswer, MemoryError> {
+        match &self.inner {
+            Inner::Sqlite(_) if workspace.is_some() => Err(MemoryError::NeedsSharedIndex(
+                "reading another machine's file from a shared index",
+            )),
+            Inner::Sqlite(s) => Ok(GetAnswer {
+                response: s.get(req)?,
+                workspace_id: None,
+            }),
+            Inner::Postgres(p) => p.get(req, workspace),
+        }
+    }
+
+    /// The bounded inline sync alone (a live watcher's vouch is trusted).
+    pub fn sync(&self, limit: usize) -> Result<SyncReport, MemoryError> {
+        match &self.inner {
+            Inner::Sqlite(s) => Ok(s.sync(limit)?),
+            Inner::Postgres(p) => p.sync(limit),
+        }
+    }
+
+    /// [`Memory::sync`] without trusting a watcher's vouch: always walks (for
+    /// a caller that just wrote a file itself).
+    pub fn sync_walk(&self, limit: usize) -> Result<SyncReport, MemoryError> {
+        match &self.inner {
+            Inner::Sqlite(s) => Ok(s.sync_walk(limit)?),
+            Inner::Postgres(p) => p.sync(limit),
+        }
+    }
+
+    /// Whether the index was ever built.
+    pub fn is_built(&self) -> Result<bool, MemoryError> {
+        match &self.inner {
+            Inner::Sqlite(s) => Ok(s.is_built()?),
+            Inner::Postgres(p) => p.is_built(),
+        }
+    }
+
+    /// Index the workspace fully when it was never indexed, without waiting
+    /// for the writer lock ([`FirstIndex::Busy`] when another writer holds it).
+    pub fn build_if_never_indexed(
+        &self,
+        what: &str,
+        progress: &(dyn Fn(Progress) + Sync),
+    ) -> Result<FirstIndex, MemoryError> {
+        match &self.inner {
+            Inner::Sqlite(s) => Ok(s.build_if_never_indexed(what, progress)?),
+            Inner::Postgres(p) => p.build_if_never_indexed(what, progress),
+        }
+    }
+
+    /// Take the workspace's writer lock (one writer per workspace; on
+    /// PostgreSQL rows are further serialised per source by advisory locks),
+    /// waiting up to `wait` for another writer.
+    pub fn writer_lock(&self, what: &str, wait: Duration) -> Result<WriterLock, MemoryError> {
+        Ok(WriterLock::acquire(
+            &self.settings().state_dir(),
+            what,
+            wait,
+        )?)
+    }
+
+    /// A full index run under `lock` (`force`: re-read and re-chunk
+    /// everything; embeddings still come from the cache).
+    pub fn index(
+        &self,
+        opts: &IndexOptions,
+        embedder: Option<&dyn Embedder>,
+        lock: &WriterLock,
+        progress: &(dyn Fn(Progress) + Sync),
+    ) -> Result<IndexReport, MemoryError> {
+        match &self.inner {
+            Inner::Sqlite(s) => s
+                .index(opts, embedder, lock, progress)
+                .map_err(MemoryError::Index),
+            Inner::Postgres(p) => p.index(opts, embedder, lock, progress),
+        }
+    }
+
+    /// What is indexed and how far the index is behind the disk
+    /// (`claw memory status --json`).
+    pub fn status(&self) -> Result<Status, MemoryError> {
+        match &self.inner {
+            Inner::Sqlite(s) => Ok(Status::sqlite(s.settings(), &s.status()?)),
+            Inner::Postgres(p) => p.status(),
+        }
+    }
+
+    /// Every source: the built-in ones, then the registered folders.
+    pub fn sources(&self) -> Result<Vec<SourceRoot>, MemoryError> {
+        match &self.inner {
+            Inner::Sqlite(s) => s
+                .on_store(|store| claw_memory::walk::sources(s.settings(), store))
+                .map_err(MemoryError::Store),
+            Inner::Postgres(p) => p.sources(),
+        }
+    }
+
+    /// Register `path` as a notes source named `name` (default: the folder's
+    /// name), after the checks of [`sources`]. `follow_symlinks_outside` also
+    /// indexes files reached through links that leave the folder.
+    pub fn add_source(
+        &self,
+        path: &Path,
+        name: Option<&str>,
+        follow_symlinks_outside: bool,
+    ) -> Result<AddedSource, MemoryError> {
+        let new = sources::resolve(path, name)?;
+        let workspace = &self.settings().workspace;
+        match &self.inner {
+            Inner::Sqlite(s) => s.on_store(|store| -> Result<(), MemoryError> {
+                let existing: Vec<_> = store
+                    .sources()
+                    .map_err(MemoryError::Store)?
+                    .into_iter()
+                    .map(|r| (r.name, r.root))
+                    .collect();
+                sources::check_new(workspace, &new, &existing)?;
+                store
+                    .add_source(&new.name, &new.root)
+                    .map_err(MemoryError::Store)?;
+                if follow_symlinks_outside {
+                    store
+                        .set_source_follow_symlinks_outside(&new.name, true)
+                        .map_err(MemoryError::Store)?;
+                }
+                Ok(())
+            })?,
+            Inner::Postgres(_) if follow_symlinks_outside => {
+                return Err(MemoryError::Unsupported {
+                    what: "following symlinks outside a source",
+                });
+            }
+            Inner::Postgres(p) => {
+                sources::check_new(workspace, &new, &p.registered()?)?;
+                p.add_source(&new.name, &new.root)?;
+            }
+        }
+        Ok(AddedSource {
+            name: new.name,
+            root: new.root,
+        })
+    }
+
+    /// Drop a registered source and its rows: `(files, chunks)` removed, or
+    /// `None` when no source has that name. Waits for the writer lock.
+    pub fn remove_source(
+        &self,
+        name: &str,
+        lock_wait: Duration,
+    ) -> Result<Option<(usize, usize)>, MemoryError> {
+        let _lock = self.writer_lock("claw memory remove", lock_wait)?;
+        match &self.inner {
+            Inner::Sqlite(s) => s
+                .on_store(|store| store.remove_source(name))
+                .map_err(MemoryError::Store),
+            Inner::Postgres(p) => p.remove_source(name),
+        }
+    }
+
+    /// The embedder the memory searches and indexes with (loaded on first
+    /// call; `None` for a keyword-only index or when the model did not load).
+    pub fn index_embedder(&self) -> Result<Option<&dyn Embedder>, MemoryError> {
+        match &self.inner {
+            Inner::Sqlite(s) => Ok(s.index_embedder()?),
+            Inner::Postgres(p) => p.index_embedder(),
+        }
+    }
+
+    /// Why the configured embedder did not load, once a search tried to.
+    pub fn embedder_error(&self) -> Option<&EmbedError> {
+        match &self.inner {
+            Inner::Sqlite(s) => s.embedder_error(),
+            Inner::Postgres(p) => p.embedder_error(),
+        }
+    }
+
+    /// The model the index was built with (`""`: keyword-only or never built).
+    pub fn index_model(&self) -> Result<String, MemoryError> {
+        Ok(self.status_model()?.unwrap_or_default())
+    }
+
+    fn status_model(&self) -> Result<Option<String>, MemoryError> {
+        match &self.inner {
+            Inner::Sqlite(s) => s
+                .on_store(|store| store.meta("model"))
+                .map_err(MemoryError::Store),
+            Inner::Postgres(p) => p.model(),
+        }
+    }
+
+    /// The PostgreSQL service, when that is the backend.
+    pub(crate) fn postgres(&self) -> Option<&pg::PgMemory> {
+        match &self.inner {
+            Inner::Postgres(p) => Some(p),
+            Inner::Sqlite(_) => None,
+        }
+    }
+
+    /// Copy this workspace's SQLite index (vectors and embedding cache
+    /// included: nothing is embedded again) into the configured PostgreSQL
+    /// backend, under the writer lock.
+    pub fn migrate_sqlite_to_postgres(
+        settings: &MemoryConfig,
+    ) -> Result<claw_memory_pg::MigrateReport, MemoryError> {
+        let Backend::Postgres(pgs) = settings.backend.clone() else {
+            return Err(MemoryError::NoPostgres);
+        };
+        let sqlite = claw_memory::store::Store::open(&settings.db_path()).map_err(|source| {
+            ServiceError::Open {
+                path: settings.db_path(),
+                source,
+            }
+        })?;
+        let mut pg = pg::PgMemory::connect(settings.clone(), pgs, Some(None))?;
+        let lock = WriterLock::acquire(
+            &settings.state_dir(),
+            "claw memory migrate",
+            Duration::from_secs(5),
+        )?;
+        let store = pg.store_mut();
+        let report = pg::off_runtime(move || claw_memory_pg::copy_sqlite(&sqlite, store))
+            .map_err(MemoryError::Migrate)?;
+        drop(lock);
+        Ok(report)
+    }
+}
