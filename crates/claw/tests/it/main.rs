@@ -33,6 +33,7 @@ mod memory_contract;
 mod pg_agent;
 mod pg_cli;
 mod pg_eval;
+mod pg_surfaces;
 mod ranking_calibration;
 mod ranking_decay;
 mod ranking_garden;
