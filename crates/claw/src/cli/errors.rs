@@ -68,6 +68,23 @@ fn classify(e: &(dyn std::error::Error + 'static)) -> Option<(&'static str, Vec<
     {
         return classify(inner);
     }
+    // The memory service's transparent variants hide their inner error from
+    // the chain in the same way.
+    if let Some(m) = e.downcast_ref::<claw_memory_api::MemoryError>() {
+        use claw_memory_api::MemoryError as M;
+        let inner: Option<&(dyn std::error::Error + 'static)> = match m {
+            M::Sqlite(x) => Some(x),
+            M::Store(x) => Some(x),
+            M::Search(x) => Some(x),
+            M::Lock(x) => Some(x),
+            M::Source(x) => Some(x),
+            M::Watch(x) => Some(x),
+            _ => None,
+        };
+        if let Some(found) = inner.and_then(classify) {
+            return Some(found);
+        }
+    }
     if let Some(e) = e.downcast_ref::<ConfigError>() {
         let hint = match e {
             ConfigError::NoHome => {
