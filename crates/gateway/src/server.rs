@@ -97,7 +97,9 @@ pub enum GatewayError {
 pub fn log(line: &str) {
     eprintln!(
         "{} claw gateway: {line}",
-        chrono::Utc::now().format("%Y-%m-%dT%H:%M:%S%.3fZ")
+        claw_base::Clock::System
+            .now()
+            .format("%Y-%m-%dT%H:%M:%S%.3fZ")
     );
 }
 

@@ -256,7 +256,8 @@ fn parse(bytes: &[u8]) -> Option<Dirs> {
 
 /// The wall clock in nanoseconds since the epoch (what file times are in).
 pub fn wall_clock_ns() -> i64 {
-    std::time::SystemTime::now()
+    crate::clock::Clock::System
+        .system_time()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos().min(i64::MAX as u128) as i64)
         .unwrap_or(0)

@@ -380,7 +380,10 @@ pub async fn run(settings: Settings, args: ChatArgs) -> anyhow::Result<Exit> {
             local: false,
         };
         let history = s.state_dir().join("chat_history.txt");
-        match tokio::task::spawn_blocking(move || via_gateway(&client, a, color, history)).await? {
+        let clock = s.mem.clock;
+        match tokio::task::spawn_blocking(move || via_gateway(&client, a, color, history, clock))
+            .await?
+        {
             Routed::Done(exit) => return exit,
             // The gateway went away between discovery and connect: run here.
             Routed::Unreachable => {}
@@ -443,6 +446,7 @@ fn via_gateway(
     args: ChatArgs,
     color: bool,
     history: std::path::PathBuf,
+    clock: claw_memory::clock::Clock,
 ) -> Routed {
     use claw_gateway::client::ClientError;
     let ui = TerminalUi::new(color, None, args.yes);
@@ -504,7 +508,7 @@ fn via_gateway(
             // No turn runs between prompts, but the session's sub-agents may.
             "/stop" => ui.status(&gateway_client::stop(client, &session)),
             "/new" => {
-                session = gateway_client::new_session_key(&session, chrono::Utc::now());
+                session = gateway_client::new_session_key(&session, clock.now());
                 ui.status(&format!("new session {session}"));
             }
             cmd if cmd.starts_with('/') => {

@@ -115,10 +115,7 @@ where
 
 /// The scheduler's clock: claw's clock (`CLAW_NOW` shifts it).
 pub fn clock(settings: &Settings) -> Clock {
-    match settings.mem.clock {
-        claw_memory::clock::Clock::System => Clock::system(),
-        claw_memory::clock::Clock::Shifted(d) => Clock::shifted(d),
-    }
+    settings.mem.clock
 }
 
 /// The user's zone: `agent.timezone`, else `$TZ`, else the system zone, else UTC.

@@ -1,0 +1,12 @@
+//! claw's foundations, each written once and shared by every crate.
+//!
+//! - [`clock`]: "now" as a value — the only place that reads the wall clock.
+//!
+//! This crate sits below all the others and depends on none of them. It has no
+//! tokio and no HTTP stack unless a feature asks for them (`tokio`: a clock that
+//! follows tokio's pausable clock; `http`: the reqwest client setup), so the
+//! memory engine stays free of both.
+
+pub mod clock;
+
+pub use clock::{Clock, ClockError};
