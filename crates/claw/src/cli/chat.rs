@@ -14,7 +14,6 @@ mod gateway_client;
 use super::output::Exit;
 use crate::config::Settings;
 use anyhow::Context;
-use chrono::Offset;
 use claw_agent::core::TurnEnd;
 use claw_agent::driver::{ConfirmRequest, Driver, DriverOptions, Ui};
 use claw_agent::memory_backend::EngineBackend;
@@ -341,9 +340,7 @@ pub(crate) fn build_hooks(
 }
 
 pub(crate) fn driver_options(settings: &Settings, a: &AgentSettings, key: &str) -> DriverOptions {
-    let offset = a
-        .utc_offset
-        .unwrap_or_else(|| chrono::Local::now().offset().fix());
+    let offset = a.utc_offset(&settings.mem.clock);
     DriverOptions {
         workspace: settings.mem.workspace.clone(),
         sessions_dir: settings.sessions_dir(),

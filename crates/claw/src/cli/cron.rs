@@ -120,13 +120,7 @@ pub fn clock(settings: &Settings) -> Clock {
 
 /// The user's zone: `agent.timezone`, else `$TZ`, else the system zone, else UTC.
 pub fn user_zone(settings: &Settings) -> Zone {
-    if let Some(z) = settings
-        .assistant
-        .agent
-        .timezone
-        .as_deref()
-        .and_then(|tz| Zone::parse(tz).ok())
-    {
+    if let Ok(Some(z)) = agent_zone(settings) {
         return z;
     }
     if let Some(z) = std::env::var("TZ")
@@ -139,6 +133,28 @@ pub fn user_zone(settings: &Settings) -> Zone {
         .ok()
         .and_then(|tz| Zone::parse(&tz).ok())
         .unwrap_or(Zone::Utc)
+}
+
+/// `agent.timezone`, parsed by claw's one zone parser ([`Zone::parse`]: IANA
+/// names, UTC, offsets); `None` when it is not set.
+pub fn agent_zone(settings: &Settings) -> anyhow::Result<Option<Zone>> {
+    settings
+        .assistant
+        .agent
+        .timezone
+        .as_deref()
+        .map(|tz| Zone::parse(tz).map_err(|e| anyhow::anyhow!("invalid agent.timezone: {e}")))
+        .transpose()
+}
+
+/// The offset of the assistant's day now: `agent.timezone`'s, else the
+/// machine's local zone's; an error when `agent.timezone` is not a zone.
+pub fn agent_offset(settings: &Settings) -> anyhow::Result<chrono::FixedOffset> {
+    let clock = settings.mem.clock;
+    Ok(match agent_zone(settings)? {
+        Some(zone) => zone.offset_at(clock.now()),
+        None => clock.local_offset(),
+    })
 }
 
 /// What the `cron` tool needs in a session with key `session`.

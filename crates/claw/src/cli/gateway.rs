@@ -7,7 +7,6 @@
 use super::output::{Exit, print_json, sanitize, sanitize_path};
 use crate::config::{ENV_GATEWAY_TOKEN, Settings};
 use anyhow::Context;
-use chrono::Offset;
 use claw_agent::settings::{self as agent_settings, Overrides};
 use claw_gateway::client::Client;
 use claw_gateway::server::{self, GatewayOptions, ScheduleOptions};
@@ -99,9 +98,8 @@ async fn run_gateway(
     let agent = agent_settings::resolve(&settings.assistant, &Overrides::default(), &env)
         .map_err(|e| e.to_string());
     let a = agent.as_ref().ok();
-    let utc_offset = a
-        .and_then(|a| a.utc_offset)
-        .unwrap_or_else(|| chrono::Local::now().offset().fix());
+    let clock = settings.mem.clock;
+    let utc_offset = a.map_or_else(|| clock.local_offset(), |a| a.utc_offset(&clock));
     std::fs::create_dir_all(&settings.mem.workspace).with_context(|| {
         format!(
             "cannot create the workspace {}",
