@@ -1,6 +1,7 @@
 //! claw's foundations, each written once and shared by every crate.
 //!
 //! - [`clock`]: "now" as a value — the only place that reads the wall clock.
+//! - [`fs`]: the atomic write-then-rename of a small private file.
 //!
 //! This crate sits below all the others and depends on none of them. It has no
 //! tokio and no HTTP stack unless a feature asks for them (`tokio`: a clock that
@@ -8,5 +9,6 @@
 //! memory engine stays free of both.
 
 pub mod clock;
+pub mod fs;
 
 pub use clock::{Clock, ClockError};
