@@ -2,12 +2,14 @@
 //!
 //! - [`clock`]: "now" as a value — the only place that reads the wall clock.
 //! - [`fs`]: the atomic write-then-rename of a small private file.
+//! - [`child_env`]: the environment a child process (`exec`, hooks) gets.
 //!
 //! This crate sits below all the others and depends on none of them. It has no
 //! tokio and no HTTP stack unless a feature asks for them (`tokio`: a clock that
 //! follows tokio's pausable clock; `http`: the reqwest client setup), so the
 //! memory engine stays free of both.
 
+pub mod child_env;
 pub mod clock;
 pub mod fs;
 

@@ -332,7 +332,7 @@ pub(crate) fn build_hooks(
     if settings.hooks.is_empty() {
         return Ok(None);
     }
-    let env = |name: &str| std::env::var(name).ok();
+    let env = std::env::vars().collect();
     let hooks =
         claw_agent::hooks::Hooks::new(&settings.hooks, settings.mem.workspace.clone(), &env)
             .context("invalid `hooks` configuration")?;
