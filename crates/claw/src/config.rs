@@ -37,6 +37,8 @@ pub const ENV_STATE_DIR: &str = "CLAW_STATE_DIR";
 /// The XDG base directory for state (`~/.local/state` by the spec's default; claw
 /// uses `~/.claw/state` when it is unset).
 pub const ENV_XDG_STATE_HOME: &str = "XDG_STATE_HOME";
+/// What the logs on stderr show (`tracing`'s filter syntax; default `warn`).
+pub const ENV_RUST_LOG: &str = "RUST_LOG";
 
 /// Every variable above, for `--help` and the README.
 pub const ALL_ENV: &[(&str, &str)] = &[
@@ -76,6 +78,10 @@ pub const ALL_ENV: &[(&str, &str)] = &[
     (
         ENV_STATE_DIR,
         "state dir: index, sources, gateway token, cron jobs (default ~/.claw/state/<workspace>)",
+    ),
+    (
+        ENV_RUST_LOG,
+        "what the logs on stderr show (default warn; `claw gateway`: its own lines too)",
     ),
 ];
 
@@ -289,6 +295,11 @@ impl ResolveInput {
             workspace_flag,
             config_flag,
         }
+    }
+
+    /// `RUST_LOG`: what the log subscriber shows (read before the settings).
+    pub fn rust_log(&self) -> Option<String> {
+        self.var(ENV_RUST_LOG)
     }
 
     fn var(&self, name: &str) -> Option<String> {

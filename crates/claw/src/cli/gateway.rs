@@ -26,6 +26,9 @@ pub struct GatewayArgs {
     /// Do not run the memory watcher.
     #[arg(long)]
     pub no_watch: bool,
+    /// How the gateway's log lines on stderr are written: text or json.
+    #[arg(long, value_enum, value_name = "FORMAT", default_value_t)]
+    pub log_format: crate::logging::LogFormat,
 }
 
 #[derive(Debug, clap::Subcommand)]
