@@ -332,10 +332,9 @@ pub(crate) fn build_hooks(
     if settings.hooks.is_empty() {
         return Ok(None);
     }
-    let env = std::env::vars().collect();
-    let hooks =
-        claw_agent::hooks::Hooks::new(&settings.hooks, settings.mem.workspace.clone(), &env)
-            .context("invalid `hooks` configuration")?;
+    let env = settings.env.vars();
+    let hooks = claw_agent::hooks::Hooks::new(&settings.hooks, settings.mem.workspace.clone(), env)
+        .context("invalid `hooks` configuration")?;
     Ok(Some(Arc::new(hooks)))
 }
 
@@ -532,7 +531,7 @@ async fn run_local(settings: Settings, args: ChatArgs) -> anyhow::Result<Exit> {
         profile: args.profile.clone(),
         model: args.model.clone(),
     };
-    let env = |name: &str| std::env::var(name).ok();
+    let env = |name: &str| settings.env.get(name);
     let a = agent_settings::resolve(&settings.assistant, &overrides, &env)?;
     std::fs::create_dir_all(&settings.mem.workspace).with_context(|| {
         format!(

@@ -123,10 +123,7 @@ pub fn user_zone(settings: &Settings) -> Zone {
     if let Ok(Some(z)) = agent_zone(settings) {
         return z;
     }
-    if let Some(z) = std::env::var("TZ")
-        .ok()
-        .and_then(|tz| Zone::parse(tz.trim_start_matches(':')).ok())
-    {
+    if let Some(z) = settings.tz.as_deref().and_then(|tz| Zone::parse(tz).ok()) {
         return z;
     }
     iana_time_zone::get_timezone()
@@ -438,7 +435,7 @@ async fn run_now(settings: Settings, a: RunArgs) -> anyhow::Result<Exit> {
         Ok(None) => return Ok(not_found(&a.id)),
         Err(e) => return fail(e, false),
     };
-    let env = |name: &str| std::env::var(name).ok();
+    let env = |name: &str| settings.env.get(name);
     let agent = agent_settings::resolve(&settings.assistant, &Overrides::default(), &env)?;
     let chain = ProviderChain::new(agent.profiles.clone(), RetryPolicy::default())
         .context("cannot set up the LLM client")?;
