@@ -14,9 +14,10 @@
 //! counts as "no opinion": hooks fail open (see docs/hooks.md).
 //!
 //! A hook runs under `sh -c` in its own process group with the workspace as
-//! cwd and a scrubbed environment: `PATH`, `HOME`, `LANG` and only the variables
-//! its `env` list names (resolved once, by the caller's lookup — this library
-//! never reads the process environment). stdout and stderr are capped at
+//! cwd and a scrubbed environment: `exec`'s harmless base ([`claw_base::child_env`])
+//! and only the variables its `env` list names (resolved once, from the
+//! environment the caller hands over — this library never reads the process
+//! environment). stdout and stderr are capped at
 //! [`OUTPUT_CAP`] bytes each; on timeout the whole group is killed.
 //!
 //! `match` is a regex on the tool name, anchored at both ends (`exec` does not
@@ -27,6 +28,7 @@ use crate::core::HookEvent;
 use regex::Regex;
 use serde::Deserialize;
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
@@ -35,8 +37,6 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 pub const OUTPUT_CAP: usize = 64 * 1024;
 /// Default time limit of one hook run.
 pub const DEFAULT_TIMEOUT_MS: u64 = 5000;
-/// Variables every hook gets (when set).
-pub const BASE_ENV: [&str; 3] = ["PATH", "HOME", "LANG"];
 
 /// One configured hook.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -267,12 +267,13 @@ fn tool_of(event: &HookEvent) -> Option<&str> {
 }
 
 impl Hooks {
-    /// Compiles the config. `env` looks variables up (the binary passes the
-    /// process environment); values are resolved once, here.
+    /// Compiles the config. `env` is the environment (the binary passes its
+    /// snapshot of the process's); each hook gets the part of it that
+    /// [`claw_base::child_env`] passes plus its own `env` names, resolved once, here.
     pub fn new(
         config: &HooksConfig,
         workspace: PathBuf,
-        env: &dyn Fn(&str) -> Option<String>,
+        env: &BTreeMap<String, String>,
     ) -> Result<Hooks, HookConfigError> {
         let compile = |event: &'static str, specs: &[HookSpec]| {
             specs
@@ -292,12 +293,10 @@ impl Hooks {
                         })?),
                         None => None,
                     };
-                    let env = BASE_ENV
-                        .iter()
-                        .map(|n| n.to_string())
-                        .chain(s.env.iter().cloned())
-                        .filter_map(|n| env(&n).map(|v| (n, v)))
-                        .collect();
+                    let env = claw_base::child_env::child_env(
+                        env.iter().map(|(k, v)| (k.clone(), v.clone())),
+                        &s.env,
+                    );
                     Ok(Compiled {
                         matcher,
                         command: s.command.clone(),
@@ -537,7 +536,7 @@ mod tests {
             ..Default::default()
         };
         assert!(matches!(
-            Hooks::new(&bad, PathBuf::from("/"), &|_| None),
+            Hooks::new(&bad, PathBuf::from("/"), &BTreeMap::new()),
             Err(HookConfigError::BadRegex { index: 0, .. })
         ));
     }
@@ -552,7 +551,7 @@ mod tests {
             ]
         }))
         .expect("parses");
-        let hooks = Hooks::new(&config, dir, &|n| std::env::var(n).ok()).expect("compiles");
+        let hooks = Hooks::new(&config, dir, &std::env::vars().collect()).expect("compiles");
         let (runs, ev) = hooks
             .run(
                 HookEvent::BeforeToolCall {
@@ -578,7 +577,7 @@ mod tests {
             "before_tool_call": [{"match": "mcp__files__.*", "command": "exit 2"}]
         }))
         .expect("parses");
-        let hooks = Hooks::new(&config, std::env::temp_dir(), &|n| std::env::var(n).ok())
+        let hooks = Hooks::new(&config, std::env::temp_dir(), &std::env::vars().collect())
             .expect("compiles");
         let call = |tool: &str| HookEvent::BeforeToolCall {
             tool: tool.into(),
@@ -606,12 +605,10 @@ mod tests {
             ]
         }))
         .expect("parses");
-        let lookup = |n: &str| match n {
-            "CLAW_T_SECRET" => Some("s3cret".to_string()),
-            "CLAW_T_OK" => Some("fine".to_string()),
-            _ => None,
-        };
-        let hooks = Hooks::new(&config, dir, &lookup).expect("compiles");
+        let env = [("CLAW_T_SECRET", "s3cret"), ("CLAW_T_OK", "fine")]
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .into();
+        let hooks = Hooks::new(&config, dir, &env).expect("compiles");
         let started = std::time::Instant::now();
         let (runs, _) = hooks
             .run(
@@ -635,7 +632,7 @@ mod tests {
             }]
         }))
         .expect("parses");
-        let hooks = Hooks::new(&config, std::env::temp_dir(), &|_| None).expect("compiles");
+        let hooks = Hooks::new(&config, std::env::temp_dir(), &BTreeMap::new()).expect("compiles");
         let started = std::time::Instant::now();
         let (runs, _) = hooks
             .run(

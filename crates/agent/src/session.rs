@@ -329,19 +329,8 @@ impl SessionWriter {
         let mut out = serde_json::to_vec(&meta)?;
         out.push(b'\n');
         out.extend_from_slice(rest.as_bytes());
-        let tmp = self.path.with_extension("jsonl.tmp");
-        {
-            let mut f = claw_memory::private::file_options()
-                .create(true)
-                .truncate(true)
-                .write(true)
-                .open(&tmp)
-                .map_err(io)?;
-            f.write_all(&out).map_err(io)?;
-            f.sync_all().map_err(io)?;
-        }
-        claw_memory::private::tighten_file(&tmp).map_err(io)?;
-        std::fs::rename(&tmp, &self.path).map_err(io)?;
+        claw_base::fs::write_atomic(&self.path, &out, claw_base::fs::Durability::Durable)
+            .map_err(io)?;
         self.file = claw_memory::private::file_options()
             .create(true)
             .append(true)

@@ -11,6 +11,8 @@ use crate::core::DEFAULT_MAX_ITERATIONS;
 use crate::provider::{Profile, ProfileError, apply_overrides, profiles_from_settings};
 use crate::tools::sandbox::SandboxPolicy;
 use chrono::FixedOffset;
+use claw_base::Clock;
+use claw_schedule::Zone;
 use std::time::Duration;
 
 /// Default output tokens per model call.
@@ -57,8 +59,8 @@ pub struct AgentSettings {
     pub brave_api_key: Option<String>,
     /// `web.allow_private`: `web_fetch` may reach non-public addresses.
     pub allow_private: bool,
-    /// `agent.timezone` as a fixed offset, if set.
-    pub utc_offset: Option<FixedOffset>,
+    /// `agent.timezone` (an IANA name, UTC or an offset), if set.
+    pub zone: Option<Zone>,
     /// The exec sandbox (`exec` section).
     pub sandbox: SandboxPolicy,
     /// Bound of MEMORY.md in bytes when consolidating (`agent.memory_max_bytes`).
@@ -70,6 +72,15 @@ pub struct AgentSettings {
 }
 
 impl AgentSettings {
+    /// The offset of the assistant's day now: `agent.timezone`'s (daylight saving
+    /// included), else the machine's local zone's.
+    pub fn utc_offset(&self, clock: &Clock) -> FixedOffset {
+        match self.zone {
+            Some(zone) => zone.offset_at(clock.now()),
+            None => clock.local_offset(),
+        }
+    }
+
     /// Secrets that must never reach a session file.
     pub fn secrets(&self) -> Vec<String> {
         let mut s: Vec<String> = self
@@ -138,10 +149,10 @@ pub fn resolve(
         .as_deref()
         .and_then(env)
         .filter(|k| !k.is_empty());
-    let utc_offset = match &a.timezone {
-        Some(tz) => Some(parse_offset(tz).ok_or_else(|| AgentSettingsError::Invalid {
+    let zone = match &a.timezone {
+        Some(tz) => Some(Zone::parse(tz).map_err(|e| AgentSettingsError::Invalid {
             name: "agent.timezone".into(),
-            message: format!("`{tz}` (expected UTC or an offset like +02:00)"),
+            message: e.to_string(),
         })?),
         None => None,
     };
@@ -159,7 +170,7 @@ pub fn resolve(
         ),
         brave_api_key,
         allow_private: settings.web.allow_private.unwrap_or(false),
-        utc_offset,
+        zone,
         sandbox: SandboxPolicy {
             hidden: settings.protected.clone(),
             ..sandbox_policy(&settings.exec)?
@@ -209,32 +220,6 @@ pub fn sandbox_policy(e: &crate::config::ExecConfig) -> Result<SandboxPolicy, Ag
         pass_env: e.env.clone(),
         ..d
     })
-}
-
-/// `UTC`, `Z`, `+02:00`, `-0530`, `UTC+2`.
-pub fn parse_offset(s: &str) -> Option<FixedOffset> {
-    let t = s.trim();
-    let rest = t
-        .strip_prefix("UTC")
-        .or_else(|| t.strip_prefix("GMT"))
-        .unwrap_or(t);
-    if rest.is_empty() || rest == "Z" {
-        return FixedOffset::east_opt(0);
-    }
-    let (sign, digits) = match rest.as_bytes().first()? {
-        b'+' => (1, &rest[1..]),
-        b'-' => (-1, &rest[1..]),
-        _ => return None,
-    };
-    let (h, m) = match digits.split_once(':') {
-        Some((h, m)) => (h.parse::<i32>().ok()?, m.parse::<i32>().ok()?),
-        None if digits.len() == 4 => (digits[..2].parse().ok()?, digits[2..].parse().ok()?),
-        None => (digits.parse().ok()?, 0),
-    };
-    if h > 14 || m > 59 {
-        return None;
-    }
-    FixedOffset::east_opt(sign * (h * 3600 + m * 60))
 }
 
 #[cfg(test)]
@@ -367,7 +352,11 @@ mod tests {
         assert_eq!(a.max_iterations, 7);
         assert_eq!(a.context_window, 8192);
         assert_eq!(a.brave_api_key.as_deref(), Some("brave-key"));
-        assert_eq!(a.utc_offset, FixedOffset::east_opt(7200));
+        assert_eq!(a.zone, Zone::parse("+02:00").ok());
+        assert_eq!(
+            a.utc_offset(&Clock::System),
+            FixedOffset::east_opt(7200).unwrap()
+        );
         assert!(a.secrets().contains(&"key-from-env".to_string()));
         let err = resolve(
             &s,
@@ -394,24 +383,17 @@ mod tests {
         );
         s.agent.max_iterations = None;
         s.agent.timezone = Some("Mars/Olympus".into());
+        let err = resolve(&s, &Overrides::default(), &no_env)
+            .unwrap_err()
+            .to_string();
         assert!(
-            resolve(&s, &Overrides::default(), &no_env)
-                .unwrap_err()
-                .to_string()
-                .contains("agent.timezone")
+            err.contains("agent.timezone") && err.contains("`Mars/Olympus` is not a time zone"),
+            "{err}"
         );
-    }
-
-    #[test]
-    fn offsets() {
-        assert_eq!(parse_offset("UTC"), FixedOffset::east_opt(0));
-        assert_eq!(parse_offset("+02:00"), FixedOffset::east_opt(7200));
-        assert_eq!(
-            parse_offset("-0530"),
-            FixedOffset::east_opt(-(5 * 3600 + 1800))
-        );
-        assert_eq!(parse_offset("UTC+2"), FixedOffset::east_opt(7200));
-        assert_eq!(parse_offset("Europe/Paris"), None);
+        // IANA names are time zones like any other.
+        s.agent.timezone = Some("Europe/Berlin".into());
+        let a = resolve(&s, &Overrides::default(), &no_env).unwrap();
+        assert_eq!(a.zone.map(|z| z.name()).as_deref(), Some("Europe/Berlin"));
     }
 
     #[test]

@@ -267,7 +267,8 @@ fn next_id() -> String {
     static START: std::sync::OnceLock<u128> = std::sync::OnceLock::new();
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let start = START.get_or_init(|| {
-        std::time::SystemTime::now()
+        claw_base::Clock::System
+            .system_time()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_millis())
             .unwrap_or(0)

@@ -95,8 +95,6 @@ impl ChannelState {
 
     /// Write atomically (temp file + rename), mode 0600.
     pub fn save(&self, path: &Path) -> Result<(), ChannelError> {
-        use std::io::Write;
-        use std::os::unix::fs::OpenOptionsExt;
         let err = |e: std::io::Error| ChannelError::State {
             path: path.to_path_buf(),
             message: e.to_string(),
@@ -104,25 +102,11 @@ impl ChannelState {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(err)?;
         }
-        let tmp = path.with_extension("json.tmp");
         let bytes = serde_json::to_vec_pretty(self).map_err(|e| ChannelError::State {
             path: path.to_path_buf(),
             message: e.to_string(),
         })?;
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)
-            .map_err(err)?;
-        // A temp file left by a crash keeps its old mode: set it.
-        f.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600))
-            .map_err(err)?;
-        f.write_all(&bytes).map_err(err)?;
-        f.sync_all().map_err(err)?;
-        drop(f);
-        std::fs::rename(&tmp, path).map_err(err)
+        claw_base::fs::write_atomic(path, &bytes, claw_base::fs::Durability::Durable).map_err(err)
     }
 
     /// Remember `sender` as refused; false when it already was. Keeps the last

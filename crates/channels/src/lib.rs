@@ -169,13 +169,17 @@ impl Channels {
 
 /// A reqwest client for long polls (no overall timeout; each request sets its own).
 pub(crate) fn http_client(channel: &'static str) -> Result<reqwest::Client, ChannelError> {
-    reqwest::Client::builder()
-        .connect_timeout(std::time::Duration::from_secs(10))
-        .build()
-        .map_err(|e| ChannelError::Network {
-            channel,
-            message: e.to_string(),
-        })
+    claw_base::http::builder(&claw_base::http::HttpOptions {
+        connect_timeout: std::time::Duration::from_secs(10),
+        timeout: None,
+        redirects: claw_base::http::Redirects::Default,
+        system_proxy: true,
+    })
+    .build()
+    .map_err(|e| ChannelError::Network {
+        channel,
+        message: e.to_string(),
+    })
 }
 
 /// The error of a response that is not a success, with the server's message.

@@ -41,7 +41,8 @@ fn enc(s: &str) -> String {
 
 impl Matrix {
     pub fn new(settings: MatrixSettings) -> Result<Matrix, ChannelError> {
-        let nanos = std::time::SystemTime::now()
+        let nanos = claw_base::Clock::System
+            .system_time()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos())
             .unwrap_or(0);

@@ -37,6 +37,16 @@ pub const ENV_STATE_DIR: &str = "CLAW_STATE_DIR";
 /// The XDG base directory for state (`~/.local/state` by the spec's default; claw
 /// uses `~/.claw/state` when it is unset).
 pub const ENV_XDG_STATE_HOME: &str = "XDG_STATE_HOME";
+/// Benchmark-only: `1` runs the gateway's model with ONNX Runtime's own defaults
+/// (every core, arena on, spinning on) instead of claw's measured settings, so
+/// `scripts/bench-gateway-rss.sh` can show the before and after in one build.
+pub const ENV_ORT_DEFAULTS: &str = "CLAW_EMBED_ORT_DEFAULTS";
+/// The user's time zone, when `agent.timezone` is not set.
+pub const ENV_TZ: &str = "TZ";
+/// Where `claw gateway install-service` puts the unit (`$XDG_CONFIG_HOME/systemd/user`).
+pub const ENV_XDG_CONFIG_HOME: &str = "XDG_CONFIG_HOME";
+/// What the logs on stderr show (`tracing`'s filter syntax; default `warn`).
+pub const ENV_RUST_LOG: &str = "RUST_LOG";
 
 /// Every variable above, for `--help` and the README.
 pub const ALL_ENV: &[(&str, &str)] = &[
@@ -76,6 +86,10 @@ pub const ALL_ENV: &[(&str, &str)] = &[
     (
         ENV_STATE_DIR,
         "state dir: index, sources, gateway token, cron jobs (default ~/.claw/state/<workspace>)",
+    ),
+    (
+        ENV_RUST_LOG,
+        "what the logs on stderr show (default warn; `claw gateway`: its own lines too)",
     ),
 ];
 
@@ -250,6 +264,42 @@ pub struct Settings {
     pub hooks: claw_agent::hooks::HooksConfig,
     /// The `agents` section (sub-agents).
     pub agents: claw_agent::subagents::SubagentConfig,
+    /// `CLAW_GATEWAY_TOKEN`, when set and not empty.
+    pub gateway_token: Option<String>,
+    /// `CLAW_EMBED_ORT_DEFAULTS=1`.
+    pub ort_defaults: bool,
+    /// `$TZ` (without POSIX's leading `:`), when set and not empty.
+    pub tz: Option<String>,
+    /// The user's configuration directory: `$XDG_CONFIG_HOME`, else `~/.config`.
+    pub config_home: Option<PathBuf>,
+    /// The environment as read at start-up, for the variables a config value
+    /// names (`api_key_env`, `hooks.*.env`, channel tokens) and what child
+    /// processes inherit.
+    pub env: ProcessEnv,
+}
+
+/// A snapshot of the process environment, taken once by [`ResolveInput::from_process`]:
+/// commands look variables up here instead of reading the environment.
+#[derive(Clone, Default)]
+pub struct ProcessEnv(std::sync::Arc<BTreeMap<String, String>>);
+
+impl ProcessEnv {
+    /// The value of `name` as it was set (empty included), like `std::env::var(name).ok()`.
+    pub fn get(&self, name: &str) -> Option<String> {
+        self.0.get(name).cloned()
+    }
+
+    /// Every variable.
+    pub fn vars(&self) -> &BTreeMap<String, String> {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for ProcessEnv {
+    // Values may be secrets: only how many there are.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ProcessEnv({} variables)", self.0.len())
+    }
 }
 
 /// Inputs to resolution, gathered by the binary (so library code never reads the process environment).
@@ -276,6 +326,11 @@ impl ResolveInput {
             workspace_flag,
             config_flag,
         }
+    }
+
+    /// `RUST_LOG`: what the log subscriber shows (read before the settings).
+    pub fn rust_log(&self) -> Option<String> {
+        self.var(ENV_RUST_LOG)
     }
 
     fn var(&self, name: &str) -> Option<String> {
@@ -407,6 +462,16 @@ impl Settings {
             channels: file.channels,
             hooks: file.hooks,
             agents: file.agents,
+            gateway_token: input.var(ENV_GATEWAY_TOKEN),
+            ort_defaults: input.env.get(ENV_ORT_DEFAULTS).is_some_and(|v| v == "1"),
+            tz: input
+                .var(ENV_TZ)
+                .map(|tz| tz.trim_start_matches(':').to_string()),
+            config_home: input
+                .var(ENV_XDG_CONFIG_HOME)
+                .map(PathBuf::from)
+                .or_else(|| input.home.as_ref().map(|h| h.join(".config"))),
+            env: ProcessEnv(std::sync::Arc::new(input.env.clone())),
         })
     }
 
@@ -610,6 +675,36 @@ mod tests {
                 .collect(),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn the_variables_commands_need_are_read_here() {
+        let s = Settings::resolve(&input(&[])).unwrap();
+        assert_eq!(s.gateway_token, None);
+        assert!(!s.ort_defaults);
+        assert_eq!(s.tz, None);
+        assert_eq!(s.config_home, Some(PathBuf::from("/home/u/.config")));
+        let s = Settings::resolve(&input(&[
+            (ENV_GATEWAY_TOKEN, "tok"),
+            (ENV_ORT_DEFAULTS, "1"),
+            (ENV_TZ, ":Europe/Berlin"),
+            (ENV_XDG_CONFIG_HOME, "/xdg"),
+            ("SOME_KEY", ""),
+        ]))
+        .unwrap();
+        assert_eq!(s.gateway_token.as_deref(), Some("tok"));
+        assert!(s.ort_defaults);
+        assert_eq!(s.tz.as_deref(), Some("Europe/Berlin"));
+        assert_eq!(s.config_home, Some(PathBuf::from("/xdg")));
+        assert_eq!(s.env.get("SOME_KEY").as_deref(), Some(""));
+        assert_eq!(s.env.get("MISSING"), None);
+        assert!(
+            !format!("{:?}", s.env).contains("tok"),
+            "no values in Debug"
+        );
+        // An empty token is no token.
+        let s = Settings::resolve(&input(&[(ENV_GATEWAY_TOKEN, "")])).unwrap();
+        assert_eq!(s.gateway_token, None);
     }
 
     #[test]

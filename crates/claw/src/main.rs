@@ -6,6 +6,7 @@
 use clap::Parser;
 mod cli;
 mod config;
+mod logging;
 
 use cli::{Cli, errors, output::Exit};
 use config::{ResolveInput, Settings};
@@ -34,6 +35,11 @@ fn main() -> ExitCode {
         ExitCode::from(Exit::Error.code())
     };
     let input = ResolveInput::from_process(cli.workspace.clone(), cli.config.clone());
+    let (gateway, format) = match &cli.command {
+        Some(cli::Command::Gateway(a)) if a.command.is_none() => (true, a.log_format),
+        _ => (false, logging::LogFormat::Text),
+    };
+    logging::install(input.rust_log().as_deref(), gateway, format);
     let settings = match Settings::resolve(&input) {
         Ok(s) => s,
         Err(e) => return fail(e.into()),

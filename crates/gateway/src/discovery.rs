@@ -10,9 +10,7 @@
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use std::io::Write;
 use std::net::IpAddr;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 /// File name in the state dir.
@@ -62,24 +60,13 @@ pub fn info_path(state_dir: &Path) -> PathBuf {
 /// Write the file atomically (temp file + rename), mode 0600.
 pub fn write(state_dir: &Path, info: &GatewayInfo) -> Result<(), DiscoveryError> {
     let path = info_path(state_dir);
-    let tmp = state_dir.join(format!(".{INFO_FILE}.{}", std::process::id()));
     let err = |source| DiscoveryError {
         path: path.clone(),
         source,
     };
-    let body = serde_json::to_vec_pretty(info).map_err(|e| err(std::io::Error::other(e)))?;
-    let _ = std::fs::remove_file(&tmp);
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&tmp)
-        .map_err(err)?;
-    f.write_all(&body)
-        .and_then(|_| f.write_all(b"\n"))
-        .and_then(|_| f.sync_all())
-        .map_err(err)?;
-    std::fs::rename(&tmp, &path).map_err(err)
+    let mut body = serde_json::to_vec_pretty(info).map_err(|e| err(std::io::Error::other(e)))?;
+    body.push(b'\n');
+    claw_base::fs::write_atomic(&path, &body, claw_base::fs::Durability::Durable).map_err(err)
 }
 
 /// Remove the file if it is ours (`pid`).

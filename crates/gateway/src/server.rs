@@ -93,12 +93,15 @@ pub enum GatewayError {
     Task(#[from] tokio::task::JoinError),
 }
 
-/// One log line on stderr.
+/// One line of the gateway's log (`info`, target `claw_gateway`), through
+/// `tracing`: the binary's subscriber puts it on stderr, as text or JSON.
 pub fn log(line: &str) {
-    eprintln!(
-        "{} claw gateway: {line}",
-        chrono::Utc::now().format("%Y-%m-%dT%H:%M:%S%.3fZ")
-    );
+    tracing::info!(target: "claw_gateway", "{line}");
+}
+
+/// A line of the gateway's log about something that went wrong (`warn`).
+pub fn warn(line: &str) {
+    tracing::warn!(target: "claw_gateway", "{line}");
 }
 
 /// Cancel `stop` on SIGTERM or SIGINT.
@@ -202,7 +205,7 @@ fn log_watch_events(rx: std::sync::mpsc::Receiver<WatchEvent>) {
                     reindexed.len(),
                     removed.len()
                 )),
-                WatchEvent::Error { message } => log(&format!("watcher error: {message}")),
+                WatchEvent::Error { message } => warn(&format!("watcher error: {message}")),
                 WatchEvent::Overflow => log("watcher: event overflow, rescanning"),
                 _ => {}
             }
@@ -250,7 +253,7 @@ pub async fn run(
     let hub = tokio::task::spawn_blocking(move || MemoryHub::open(mem)).await??;
     let hub = Arc::new(hub);
     if let Some(e) = hub.embedder_error() {
-        log(&format!(
+        warn(&format!(
             "keyword-only: the embedding model did not load ({e})"
         ));
     }
@@ -304,7 +307,7 @@ pub async fn run(
             )
         }
         Err(why) => {
-            log(&format!("chat disabled: {why}"));
+            warn(&format!("chat disabled: {why}"));
             (None, None)
         }
     };
@@ -321,7 +324,7 @@ pub async fn run(
             )?;
             let _ = channels_cell.set(Arc::new(channels));
         } else {
-            log("channels not started: chat is disabled");
+            warn("channels not started: chat is disabled");
         }
     }
     // Deliveries: HTTP callers read their own stream; answers of cron jobs, the
@@ -342,7 +345,7 @@ pub async fn run(
                         "delivered an answer to session {session} (sent to the chat, {n} message(s))"
                     )),
                     Ok(None) => log(&format!("delivered an answer to session {session}")),
-                    Err(e) => log(&format!("cannot deliver to {session}: {e}")),
+                    Err(e) => warn(&format!("cannot deliver to {session}: {e}")),
                 },
                 None => log(&format!("delivered an answer to session {session}")),
             }
@@ -489,7 +492,7 @@ pub async fn run(
             .await
             .is_err()
         {
-            log("turns did not stop after cancellation; exiting anyway");
+            warn("turns did not stop after cancellation; exiting anyway");
             d.abort();
         }
     }
@@ -508,7 +511,7 @@ pub async fn run(
         // Stopping the watcher finishes its batch and releases the writer lock.
         match tokio::task::spawn_blocking(move || w.stop()).await? {
             Ok(()) => {}
-            Err(e) => log(&format!("watcher: {e}")),
+            Err(e) => warn(&format!("watcher: {e}")),
         }
     }
     discovery::remove(&state_dir, info.pid);
@@ -683,7 +686,7 @@ fn start_schedule(
                     "cron: job {job_id} skipped: its previous run is still going"
                 )),
                 Event::Removed { job_id } => log(&format!("cron: one-shot job {job_id} removed")),
-                Event::Error { message } => log(&format!("cron: {message}")),
+                Event::Error { message } => warn(&format!("cron: {message}")),
                 Event::HeartbeatSkipped { at, reason } => {
                     if let Ok(mut s) = st.lock() {
                         s.last_heartbeat = Some(

@@ -19,7 +19,6 @@
 //! file (0600) beside the database.
 
 use std::collections::HashMap;
-use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -187,19 +186,8 @@ impl DirCache {
         }
         let sum = checksum(&out);
         out.extend_from_slice(&sum.to_le_bytes());
-        let mut tmp = file.clone().into_os_string();
-        tmp.push(format!(".{}.tmp", std::process::id()));
-        let tmp = PathBuf::from(tmp);
-        let written = crate::private::file_options()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)
-            .and_then(|mut f| f.write_all(&out))
-            .and_then(|()| std::fs::rename(&tmp, file));
-        if written.is_err() {
-            let _ = std::fs::remove_file(&tmp);
-        }
+        // A cache: a failed write only costs the next walk its listings.
+        let _ = claw_base::fs::write_atomic(file, &out, claw_base::fs::Durability::Cache);
     }
 }
 
@@ -256,7 +244,8 @@ fn parse(bytes: &[u8]) -> Option<Dirs> {
 
 /// The wall clock in nanoseconds since the epoch (what file times are in).
 pub fn wall_clock_ns() -> i64 {
-    std::time::SystemTime::now()
+    crate::clock::Clock::System
+        .system_time()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos().min(i64::MAX as u128) as i64)
         .unwrap_or(0)

@@ -7,7 +7,8 @@
 #[allow(unsafe_code)] // openat2(2) and fd-relative syscalls; each block carries a SAFETY note
 pub mod beneath;
 pub mod chunk;
-pub mod clock;
+/// "Now" as a value: claw's one clock ([`claw_base::clock`]).
+pub use claw_base::clock;
 pub mod config;
 pub mod dates;
 pub mod dircache;

@@ -9,7 +9,6 @@
 //! into a database it has just created. Rows are written by `store` alone.
 
 use crate::store::{SourceRecord, Store, StoreError};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// The sidecar's contents.
@@ -56,28 +55,17 @@ pub(crate) fn save(store: &Store) -> Result<(), StoreError> {
             .collect(),
     };
     let path = path_for(store.path());
-    let json = serde_json::to_vec_pretty(&file).map_err(|e| StoreError::Sidecar {
+    let mut json = serde_json::to_vec_pretty(&file).map_err(|e| StoreError::Sidecar {
         path: path.clone(),
         source: e.into(),
     })?;
-    let mut tmp = path.clone().into_os_string();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    let write = || -> std::io::Result<()> {
-        let mut f = crate::private::file_options()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)?;
-        f.write_all(&json)?;
-        f.write_all(b"\n")?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, &path)
-    };
-    write().map_err(|source| StoreError::Sidecar {
-        path: path.clone(),
-        source,
-    })
+    json.push(b'\n');
+    claw_base::fs::write_atomic(&path, &json, claw_base::fs::Durability::Durable).map_err(
+        |source| StoreError::Sidecar {
+            path: path.clone(),
+            source,
+        },
+    )
 }
 
 /// Read the sidecar of the database at `db`; `None` when there is none.

@@ -296,7 +296,7 @@ pub fn blob_to_vec(b: &[u8]) -> Option<Vec<f32>> {
 
 /// Current unix time in seconds.
 pub fn now_unix() -> i64 {
-    chrono::Utc::now().timestamp()
+    crate::clock::Clock::System.now_unix()
 }
 
 /// A write unit: its own IMMEDIATE transaction, or — inside an open group (see

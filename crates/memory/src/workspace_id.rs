@@ -73,7 +73,8 @@ fn read_id(path: &Path) -> std::io::Result<Option<String>> {
 /// 16 hex digits from the state dir's path, the process, the time and a stack
 /// address: unique per workspace in practice (not a secret).
 fn fresh_id(state_dir: &Path) -> String {
-    let nanos = std::time::SystemTime::now()
+    let nanos = crate::clock::Clock::System
+        .system_time()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())
         .unwrap_or(0);

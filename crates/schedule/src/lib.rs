@@ -9,7 +9,7 @@
 //!   channel, notices edits of the jobs file while running, runs a missed job once
 //!   at start-up and skips a job whose previous run is still going.
 //! - [`heartbeat`]: the `HEARTBEAT.md` heartbeat and [`is_heartbeat_ok`].
-//! - [`clock`]: "now" as a value (tokio-driven in tests).
+//! - [`clock`]: "now" as a value, claw's one clock (tokio-driven in tests).
 //!
 //! This crate knows nothing of the agent: a [`Fire`] is a session key, a message
 //! and where the answer goes; the gateway (or `claw cron run`) runs the turn.
@@ -43,7 +43,8 @@
 //! # }
 //! ```
 
-pub mod clock;
+/// "Now" as a value: claw's one clock ([`claw_base::clock`]).
+pub use claw_base::clock;
 pub mod heartbeat;
 pub mod job;
 pub mod scheduler;

@@ -197,7 +197,12 @@ impl Scheduler {
         self
     }
 
+    /// Report `e` to the events receiver, or — when nobody listens — log it.
     fn emit(&self, e: Event) {
+        if let Some(tx) = &self.events {
+            let _ = tx.send(e);
+            return;
+        }
         match &e {
             Event::SkippedOverlap { job_id, .. } => tracing::warn!(
                 job = %job_id,
@@ -208,9 +213,6 @@ impl Scheduler {
                 job_id, catch_up, ..
             } => tracing::info!(job = %job_id, catch_up, "cron: fired"),
             _ => tracing::debug!("cron: {e:?}"),
-        }
-        if let Some(tx) = &self.events {
-            let _ = tx.send(e);
         }
     }
 

@@ -62,7 +62,8 @@ pub enum Zone {
 
 impl Zone {
     /// Parses `UTC`/`Z`, an IANA name (`Europe/Berlin`) or an offset (`+02:00`,
-    /// `-0530`, `UTC+02:00`).
+    /// `-0530`, `UTC+02:00`, `GMT+2`). claw's one time-zone parser: `agent.timezone`,
+    /// `$TZ`, the heartbeat's and the cron jobs' zones all go through it.
     pub fn parse(input: &str) -> Result<Zone, SpecError> {
         let s = input.trim();
         let bad = || SpecError::BadZone {
@@ -71,9 +72,9 @@ impl Zone {
         if s.eq_ignore_ascii_case("utc") || s == "Z" || s.eq_ignore_ascii_case("gmt") {
             return Ok(Zone::Utc);
         }
-        let offset = s
-            .strip_prefix("UTC")
-            .or_else(|| s.strip_prefix("utc"))
+        let offset = ["UTC", "utc", "GMT", "gmt"]
+            .iter()
+            .find_map(|p| s.strip_prefix(p))
             .unwrap_or(s);
         if offset.starts_with('+') || offset.starts_with('-') {
             return parse_offset(offset).map(Zone::Fixed).ok_or_else(bad);
@@ -102,6 +103,11 @@ impl Zone {
             }
             Zone::Fixed(off) => t.with_timezone(off),
         }
+    }
+
+    /// The offset in force in this zone at `t`.
+    pub fn offset_at(&self, t: DateTime<Utc>) -> FixedOffset {
+        *self.local(t).offset()
     }
 
     /// The instant of a local wall-clock time in this zone. An ambiguous time (the
@@ -502,6 +508,12 @@ mod tests {
         assert_eq!(Zone::parse("+02:00").unwrap().name(), "+02:00");
         assert_eq!(Zone::parse("UTC-0530").unwrap().name(), "-05:30");
         assert_eq!(Zone::parse("+5").unwrap().name(), "+05:00");
+        assert_eq!(Zone::parse("GMT+02:00").unwrap().name(), "+02:00");
+        let t = DateTime::parse_from_rfc3339("2026-07-01T12:00:00Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        let summer = Zone::parse("Europe/Berlin").unwrap().offset_at(t);
+        assert_eq!(summer, FixedOffset::east_opt(7200).unwrap());
         for bad in ["Mars/Olympus", "+25:00", "", "+ab"] {
             assert!(Zone::parse(bad).is_err(), "{bad:?}");
         }

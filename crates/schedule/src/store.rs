@@ -14,7 +14,6 @@ use crate::spec::SpecError;
 use chrono::{DateTime, Timelike, Utc};
 use fs2::FileExt;
 use serde::{Deserialize, Serialize};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// The jobs file's format version.
@@ -234,7 +233,6 @@ impl JobStore {
     }
 
     fn write(&self, jobs: &[Job]) -> Result<(), StoreError> {
-        let dir = self.dir();
         let file = JobsFile {
             version: FORMAT_VERSION,
             jobs: jobs.to_vec(),
@@ -244,23 +242,12 @@ impl JobStore {
             message: e.to_string(),
         })?;
         text.push('\n');
-        // NamedTempFile is created 0600.
-        let mut tmp = tempfile::Builder::new()
-            .prefix(".jobs.")
-            .suffix(".tmp")
-            .tempfile_in(dir)
-            .map_err(self.io("create a temporary file in", dir))?;
-        tmp.write_all(text.as_bytes())
-            .map_err(self.io("write", tmp.path()))?;
-        tmp.as_file()
-            .sync_all()
-            .map_err(self.io("sync", &self.path))?;
-        tmp.persist(&self.path)
-            .map_err(|e| self.io("replace", &self.path)(e.error))?;
-        if let Ok(d) = std::fs::File::open(dir) {
-            let _ = d.sync_all();
-        }
-        Ok(())
+        claw_base::fs::write_atomic(
+            &self.path,
+            text.as_bytes(),
+            claw_base::fs::Durability::Durable,
+        )
+        .map_err(self.io("replace", &self.path))
     }
 }
 

@@ -14,6 +14,7 @@
 //! Invariant: sleeps only through the [`Sleeper`] (tests inject one) and always
 //! races it against the cancellation token.
 
+use claw_base::http::HttpOptions;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -126,11 +127,13 @@ impl ProviderChain {
         if profiles.is_empty() {
             return Err(ProviderError::NoProfiles);
         }
-        let client = reqwest::Client::builder()
-            .connect_timeout(policy.connect_timeout)
-            .user_agent(concat!("claw/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| ProviderError::Client(e.to_string()))?;
+        let client = claw_base::http::builder(&HttpOptions {
+            connect_timeout: policy.connect_timeout,
+            system_proxy: true,
+            ..HttpOptions::default()
+        })
+        .build()
+        .map_err(|e| ProviderError::Client(e.to_string()))?;
         Ok(ProviderChain {
             cooldown_until: Mutex::new(vec![None; profiles.len()]),
             profiles,

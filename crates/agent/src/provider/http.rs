@@ -162,7 +162,7 @@ fn retry_after(h: &reqwest::header::HeaderMap) -> Option<Duration> {
         return Some(Duration::from_secs_f64(ms / 1000.0));
     }
     let v = h.get("retry-after")?.to_str().ok()?;
-    parse_retry_after(v, std::time::SystemTime::now())
+    parse_retry_after(v, claw_base::Clock::System.system_time())
 }
 
 async fn read_capped(resp: reqwest::Response, limit: Duration) -> String {

@@ -525,7 +525,7 @@ pub async fn run(ctx: &ToolContext, args: &ExecArgs) -> Result<ExecOutcome, Tool
     };
     let mut command = tokio::process::Command::new("sh");
     command.env_clear();
-    for (name, value) in command_env(&ctx.sandbox.pass_env) {
+    for (name, value) in claw_base::child_env::from_process(&ctx.sandbox.pass_env) {
         command.env(name, value);
     }
     command
@@ -611,34 +611,6 @@ pub async fn run(ctx: &ToolContext, args: &ExecArgs) -> Result<ExecOutcome, Tool
         sandboxed: confine,
         notice,
     })
-}
-
-/// What a command inherits from claw's environment: a harmless base set
-/// ([`BASE_ENV`], `LC_*`) plus the names in `exec.env`. Everything else — LLM API
-/// keys, gateway and channel tokens, cloud credentials — is withheld by
-/// construction rather than by a list of secret-looking names.
-pub const BASE_ENV: &[&str] = &[
-    "PATH",
-    "HOME",
-    "USER",
-    "LOGNAME",
-    "SHELL",
-    "LANG",
-    "LANGUAGE",
-    "TERM",
-    "TZ",
-    "COLORTERM",
-    "NO_COLOR",
-];
-
-fn command_env(pass: &[String]) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
-    std::env::vars_os()
-        .filter(|(k, _)| {
-            k.to_str().is_some_and(|k| {
-                BASE_ENV.contains(&k) || k.starts_with("LC_") || pass.iter().any(|p| p == k)
-            })
-        })
-        .collect()
 }
 
 #[cfg(test)]

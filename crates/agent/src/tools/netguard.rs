@@ -26,6 +26,7 @@
 //! [`classify`] refuses, unless a test listed that exact socket address in
 //! [`NetPolicy::assume_public`].
 
+use claw_base::http::{HttpOptions, Redirects};
 use std::collections::HashMap;
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, ToSocketAddrs};
@@ -453,15 +454,15 @@ impl Resolve for Pins {
 /// An HTTP client whose only resolver is `pins`, with automatic redirects and
 /// proxies off.
 pub fn guarded_client(timeout: Duration, pins: Pins) -> Result<reqwest::Client, GuardError> {
-    reqwest::Client::builder()
-        .timeout(timeout)
-        .connect_timeout(timeout)
-        .redirect(reqwest::redirect::Policy::none())
-        .no_proxy()
-        .dns_resolver(Arc::new(pins))
-        .user_agent(concat!("claw/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .map_err(|e| GuardError::Client(e.to_string()))
+    claw_base::http::builder(&HttpOptions {
+        connect_timeout: timeout,
+        timeout: Some(timeout),
+        redirects: Redirects::None,
+        system_proxy: false,
+    })
+    .dns_resolver(Arc::new(pins))
+    .build()
+    .map_err(|e| GuardError::Client(e.to_string()))
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 //! connects only to addresses the network guard (`netguard`) checked, for the
 //! URL and for every redirect hop (followed here, never by the HTTP client).
 
+use claw_base::http::{HttpOptions, Redirects};
 use std::time::Duration;
 
 use scraper::{ElementRef, Html, Node, Selector};
@@ -52,13 +53,14 @@ pub struct SearchHit {
 /// The HTTP client of `web_search` (its endpoint comes from the configuration,
 /// not from the model; `web_fetch` builds a guarded client per call).
 pub(super) fn build_client(timeout: Duration) -> reqwest::Client {
-    reqwest::Client::builder()
-        .timeout(timeout)
-        .connect_timeout(timeout)
-        .redirect(reqwest::redirect::Policy::limited(5))
-        .user_agent(concat!("claw/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .unwrap_or_else(|_| reqwest::Client::new())
+    claw_base::http::builder(&HttpOptions {
+        connect_timeout: timeout,
+        timeout: Some(timeout),
+        redirects: Redirects::Limited(5),
+        system_proxy: true,
+    })
+    .build()
+    .unwrap_or_else(|_| reqwest::Client::new())
 }
 
 /// Parses and checks a URL: http and https only.

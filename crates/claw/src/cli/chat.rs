@@ -14,7 +14,6 @@ mod gateway_client;
 use super::output::Exit;
 use crate::config::Settings;
 use anyhow::Context;
-use chrono::Offset;
 use claw_agent::core::TurnEnd;
 use claw_agent::driver::{ConfirmRequest, Driver, DriverOptions, Ui};
 use claw_agent::memory_backend::EngineBackend;
@@ -325,17 +324,14 @@ pub(crate) fn build_hooks(
     if settings.hooks.is_empty() {
         return Ok(None);
     }
-    let env = |name: &str| std::env::var(name).ok();
-    let hooks =
-        claw_agent::hooks::Hooks::new(&settings.hooks, settings.mem.workspace.clone(), &env)
-            .context("invalid `hooks` configuration")?;
+    let env = settings.env.vars();
+    let hooks = claw_agent::hooks::Hooks::new(&settings.hooks, settings.mem.workspace.clone(), env)
+        .context("invalid `hooks` configuration")?;
     Ok(Some(Arc::new(hooks)))
 }
 
 pub(crate) fn driver_options(settings: &Settings, a: &AgentSettings, key: &str) -> DriverOptions {
-    let offset = a
-        .utc_offset
-        .unwrap_or_else(|| chrono::Local::now().offset().fix());
+    let offset = a.utc_offset(&settings.mem.clock);
     DriverOptions {
         workspace: settings.mem.workspace.clone(),
         sessions_dir: settings.sessions_dir(),
@@ -372,7 +368,10 @@ pub async fn run(settings: Settings, args: ChatArgs) -> anyhow::Result<Exit> {
             local: false,
         };
         let history = s.state_dir().join("chat_history.txt");
-        match tokio::task::spawn_blocking(move || via_gateway(&client, a, color, history)).await? {
+        let clock = s.mem.clock;
+        match tokio::task::spawn_blocking(move || via_gateway(&client, a, color, history, clock))
+            .await?
+        {
             Routed::Done(exit) => return exit,
             // The gateway went away between discovery and connect: run here.
             Routed::Unreachable => {}
@@ -435,6 +434,7 @@ fn via_gateway(
     args: ChatArgs,
     color: bool,
     history: std::path::PathBuf,
+    clock: claw_memory::clock::Clock,
 ) -> Routed {
     use claw_gateway::client::ClientError;
     let ui = TerminalUi::new(color, None, args.yes);
@@ -496,7 +496,7 @@ fn via_gateway(
             // No turn runs between prompts, but the session's sub-agents may.
             "/stop" => ui.status(&gateway_client::stop(client, &session)),
             "/new" => {
-                session = gateway_client::new_session_key(&session, chrono::Utc::now());
+                session = gateway_client::new_session_key(&session, clock.now());
                 ui.status(&format!("new session {session}"));
             }
             cmd if cmd.starts_with('/') => {
@@ -523,7 +523,7 @@ async fn run_local(settings: Settings, args: ChatArgs) -> anyhow::Result<Exit> {
         profile: args.profile.clone(),
         model: args.model.clone(),
     };
-    let env = |name: &str| std::env::var(name).ok();
+    let env = |name: &str| settings.env.get(name);
     let a = agent_settings::resolve(&settings.assistant, &overrides, &env)?;
     std::fs::create_dir_all(&settings.mem.workspace).with_context(|| {
         format!(

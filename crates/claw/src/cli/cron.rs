@@ -115,33 +115,43 @@ where
 
 /// The scheduler's clock: claw's clock (`CLAW_NOW` shifts it).
 pub fn clock(settings: &Settings) -> Clock {
-    match settings.mem.clock {
-        claw_memory::clock::Clock::System => Clock::system(),
-        claw_memory::clock::Clock::Shifted(d) => Clock::shifted(d),
-    }
+    settings.mem.clock
 }
 
 /// The user's zone: `agent.timezone`, else `$TZ`, else the system zone, else UTC.
 pub fn user_zone(settings: &Settings) -> Zone {
-    if let Some(z) = settings
-        .assistant
-        .agent
-        .timezone
-        .as_deref()
-        .and_then(|tz| Zone::parse(tz).ok())
-    {
+    if let Ok(Some(z)) = agent_zone(settings) {
         return z;
     }
-    if let Some(z) = std::env::var("TZ")
-        .ok()
-        .and_then(|tz| Zone::parse(tz.trim_start_matches(':')).ok())
-    {
+    if let Some(z) = settings.tz.as_deref().and_then(|tz| Zone::parse(tz).ok()) {
         return z;
     }
     iana_time_zone::get_timezone()
         .ok()
         .and_then(|tz| Zone::parse(&tz).ok())
         .unwrap_or(Zone::Utc)
+}
+
+/// `agent.timezone`, parsed by claw's one zone parser ([`Zone::parse`]: IANA
+/// names, UTC, offsets); `None` when it is not set.
+pub fn agent_zone(settings: &Settings) -> anyhow::Result<Option<Zone>> {
+    settings
+        .assistant
+        .agent
+        .timezone
+        .as_deref()
+        .map(|tz| Zone::parse(tz).map_err(|e| anyhow::anyhow!("invalid agent.timezone: {e}")))
+        .transpose()
+}
+
+/// The offset of the assistant's day now: `agent.timezone`'s, else the
+/// machine's local zone's; an error when `agent.timezone` is not a zone.
+pub fn agent_offset(settings: &Settings) -> anyhow::Result<chrono::FixedOffset> {
+    let clock = settings.mem.clock;
+    Ok(match agent_zone(settings)? {
+        Some(zone) => zone.offset_at(clock.now()),
+        None => clock.local_offset(),
+    })
 }
 
 /// What the `cron` tool needs in a session with key `session`.
@@ -425,7 +435,7 @@ async fn run_now(settings: Settings, a: RunArgs) -> anyhow::Result<Exit> {
         Ok(None) => return Ok(not_found(&a.id)),
         Err(e) => return fail(e, false),
     };
-    let env = |name: &str| std::env::var(name).ok();
+    let env = |name: &str| settings.env.get(name);
     let agent = agent_settings::resolve(&settings.assistant, &Overrides::default(), &env)?;
     let chain = ProviderChain::new(agent.profiles.clone(), RetryPolicy::default())
         .context("cannot set up the LLM client")?;

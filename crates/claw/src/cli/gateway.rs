@@ -5,9 +5,8 @@
 //! routing work through a running gateway ([`running`]).
 
 use super::output::{Exit, print_json, sanitize, sanitize_path};
-use crate::config::{ENV_GATEWAY_TOKEN, Settings};
+use crate::config::Settings;
 use anyhow::Context;
-use chrono::Offset;
 use claw_agent::settings::{self as agent_settings, Overrides};
 use claw_gateway::client::Client;
 use claw_gateway::server::{self, GatewayOptions, ScheduleOptions};
@@ -27,6 +26,9 @@ pub struct GatewayArgs {
     /// Do not run the memory watcher.
     #[arg(long)]
     pub no_watch: bool,
+    /// How the gateway's log lines on stderr are written: text or json.
+    #[arg(long, value_enum, value_name = "FORMAT", default_value_t)]
+    pub log_format: crate::logging::LogFormat,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -59,11 +61,10 @@ impl GatewayArgs {
 
 /// The running gateway of this workspace, if any (a stale `gateway.json` is ignored).
 pub fn running(settings: &Settings) -> Option<Client> {
-    let env = std::env::var(ENV_GATEWAY_TOKEN).ok();
     Client::discover(
         &settings.state_dir(),
         &settings.mem.workspace,
-        env.as_deref(),
+        settings.gateway_token.as_deref(),
     )
 }
 
@@ -77,17 +78,12 @@ pub async fn run(settings: Settings, args: GatewayArgs) -> anyhow::Result<Exit> 
     }
 }
 
-/// Benchmark-only: `1` runs the gateway's model with ONNX Runtime's own defaults
-/// (every core, arena on, spinning on) instead of claw's measured settings, so
-/// `scripts/bench-gateway-rss.sh` can show the before and after in one build.
-pub const ENV_ORT_DEFAULTS: &str = "CLAW_EMBED_ORT_DEFAULTS";
-
 async fn run_gateway(
     mut settings: Settings,
     port: Option<u16>,
     watch: bool,
 ) -> anyhow::Result<Exit> {
-    if std::env::var_os(ENV_ORT_DEFAULTS).is_some_and(|v| v == "1")
+    if settings.ort_defaults
         && let claw_memory::config::EmbedProvider::Local { runtime, .. } = &mut settings.mem.embed
     {
         *runtime = claw_memory::config::LocalRuntime::ort_defaults();
@@ -95,13 +91,12 @@ async fn run_gateway(
             "benchmark: the model runs with ONNX Runtime's defaults (CLAW_EMBED_ORT_DEFAULTS=1)",
         );
     }
-    let env = |name: &str| std::env::var(name).ok();
+    let env = |name: &str| settings.env.get(name);
     let agent = agent_settings::resolve(&settings.assistant, &Overrides::default(), &env)
         .map_err(|e| e.to_string());
     let a = agent.as_ref().ok();
-    let utc_offset = a
-        .and_then(|a| a.utc_offset)
-        .unwrap_or_else(|| chrono::Local::now().offset().fix());
+    let clock = settings.mem.clock;
+    let utc_offset = a.map_or_else(|| clock.local_offset(), |a| a.utc_offset(&clock));
     std::fs::create_dir_all(&settings.mem.workspace).with_context(|| {
         format!(
             "cannot create the workspace {}",
@@ -110,10 +105,7 @@ async fn run_gateway(
     })?;
     claw_memory::private::create_dir_all(&settings.state_dir())
         .with_context(|| format!("cannot create {}", settings.state_dir().display()))?;
-    let token = match std::env::var(ENV_GATEWAY_TOKEN)
-        .ok()
-        .filter(|t| !t.is_empty())
-    {
+    let token = match settings.gateway_token.clone() {
         Some(t) => token::Token::new(t),
         None => token::load_or_create(&settings.state_dir())?,
     };
@@ -132,10 +124,9 @@ async fn run_gateway(
         zone,
         heartbeat,
     };
-    let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
     let channels = settings
         .channels
-        .resolve(&env)
+        .resolve(settings.env.vars())
         .map_err(|e| anyhow::anyhow!("{e} (export it before starting the gateway)"))?;
     let opts = GatewayOptions {
         mem: settings.mem.clone(),
@@ -284,10 +275,9 @@ fn run_install(settings: &Settings, args: InstallArgs) -> anyhow::Result<Exit> {
     let path = match args.output {
         Some(p) => p,
         None => {
-            let base = std::env::var_os("XDG_CONFIG_HOME")
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from)
-                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
+            let base = settings
+                .config_home
+                .clone()
                 .context("no home directory: pass --output FILE")?;
             base.join("systemd/user/claw-gateway.service")
         }

@@ -5,7 +5,6 @@
 use super::output::{Exit, print_json, sanitize};
 use crate::config::Settings;
 use anyhow::Context;
-use chrono::Offset;
 use claw_mcp::{McpClients, MemoryServer, ServerOptions, ServerState};
 use std::io::Write;
 use std::sync::Arc;
@@ -41,12 +40,7 @@ impl McpArgs {
 /// and time zone (the day's note is the user's day).
 pub fn server_options(settings: &Settings) -> anyhow::Result<ServerOptions> {
     let agent = &settings.assistant.agent;
-    let utc_offset = match &agent.timezone {
-        Some(tz) => claw_agent::settings::parse_offset(tz).with_context(|| {
-            format!("invalid agent.timezone `{tz}` (expected UTC or an offset like +02:00)")
-        })?,
-        None => chrono::Local::now().offset().fix(),
-    };
+    let utc_offset = super::cron::agent_offset(settings)?;
     Ok(ServerOptions {
         mem: settings.mem.clone(),
         read_only: settings.mcp.read_only,
