@@ -4,6 +4,7 @@
 //! on stderr, plus a JSON object on stdout under `--json`; a closed stdout exits 0.
 
 use clap::Parser;
+mod app;
 mod cli;
 mod config;
 mod logging;

@@ -10,6 +10,7 @@
 //! `agent.confirm_side_effects: false` allows them.
 
 mod gateway_client;
+mod repl_watch;
 
 use super::output::Exit;
 use crate::config::Settings;
@@ -18,9 +19,9 @@ use claw_agent::core::TurnEnd;
 use claw_agent::driver::{ConfirmRequest, Driver, DriverOptions, Ui};
 use claw_agent::memory_backend::EngineBackend;
 use claw_agent::provider::{ProviderChain, RetryPolicy};
-use claw_agent::settings::{self as agent_settings, AgentSettings, Overrides};
+use claw_agent::settings::{self as agent_settings, Overrides};
 use claw_agent::subagents::{ChildKit, Subagents};
-use claw_agent::tools::{Answer, ToolContext, ToolRegistry};
+use claw_agent::tools::{Answer, ToolRegistry};
 use claw_memory::freshness::SyncReport;
 use std::collections::VecDeque;
 use std::io::{BufRead, IsTerminal, Write};
@@ -276,22 +277,6 @@ fn parse_answer(line: Option<&str>) -> Answer {
     }
 }
 
-pub(crate) fn build_tools(
-    settings: &Settings,
-    a: &AgentSettings,
-    yes: bool,
-    session: &str,
-) -> (ToolRegistry, Arc<EngineBackend>) {
-    let mut ctx = ToolContext::from_settings(settings.mem.workspace.clone(), a, yes);
-    let progress: claw_agent::memory_backend::ProgressSink =
-        Arc::new(|line: &str| eprintln!("{}", super::output::sanitize(line)));
-    // One memory service whichever `memory.backend` is (claw-memory-api).
-    let memory = Arc::new(EngineBackend::new(settings.mem.clone()).with_progress(progress));
-    ctx.memory = Some(memory.clone());
-    ctx.cron = Some(super::cron::tool_context(settings, session));
-    (ToolRegistry::new(ctx), memory)
-}
-
 /// The session-start sync: a never-indexed workspace is indexed (progress on
 /// stderr), else the bounded inline sync runs; never waits for another writer.
 async fn sync_memory(memory: Arc<EngineBackend>, ui: &dyn Ui) {
@@ -316,38 +301,6 @@ async fn sync_memory(memory: Arc<EngineBackend>, ui: &dyn Ui) {
     }
 }
 
-/// The `hooks` section compiled for a session (variables from the process
-/// environment, resolved now); `None` without hooks.
-pub(crate) fn build_hooks(
-    settings: &Settings,
-) -> anyhow::Result<Option<Arc<claw_agent::hooks::Hooks>>> {
-    if settings.hooks.is_empty() {
-        return Ok(None);
-    }
-    let env = settings.env.vars();
-    let hooks = claw_agent::hooks::Hooks::new(&settings.hooks, settings.mem.workspace.clone(), env)
-        .context("invalid `hooks` configuration")?;
-    Ok(Some(Arc::new(hooks)))
-}
-
-pub(crate) fn driver_options(settings: &Settings, a: &AgentSettings, key: &str) -> DriverOptions {
-    let offset = a.utc_offset(&settings.mem.clock);
-    DriverOptions {
-        workspace: settings.mem.workspace.clone(),
-        sessions_dir: settings.sessions_dir(),
-        session_key: key.to_string(),
-        secrets: a.secrets(),
-        max_iterations: a.max_iterations,
-        max_tokens: a.max_tokens,
-        context_window: a.context_window,
-        utc_offset: offset,
-        timezone: format!("UTC{offset}"),
-        os: format!("{} {}", std::env::consts::OS, std::env::consts::ARCH),
-        clock: settings.mem.clock,
-        memory_max_bytes: a.memory_max_bytes,
-    }
-}
-
 /// `claw` / `claw -m`.
 pub async fn run(settings: Settings, args: ChatArgs) -> anyhow::Result<Exit> {
     // A running gateway owns the sessions: send the work there (`--model` and
@@ -355,7 +308,7 @@ pub async fn run(settings: Settings, args: ChatArgs) -> anyhow::Result<Exit> {
     if !args.local
         && args.model.is_none()
         && args.profile.is_none()
-        && let Some(client) = super::gateway::running(&settings)
+        && let Some(client) = crate::app::running_gateway(&settings)
     {
         let s = settings.clone();
         let color = std::io::stderr().is_terminal();
@@ -535,15 +488,15 @@ async fn run_local(settings: Settings, args: ChatArgs) -> anyhow::Result<Exit> {
         ProviderChain::new(a.profiles.clone(), RetryPolicy::default())
             .context("cannot set up the LLM client")?,
     );
-    let (tools, memory) = build_tools(&settings, &a, args.yes, &args.session);
+    let (tools, memory) = crate::app::build_tools(&settings, &a, args.yes, &args.session);
     let dynamic: Option<Arc<dyn claw_agent::tools::DynamicTools>> =
         if settings.mcp.servers.is_empty() {
             None
         } else {
-            Some(super::mcp::start_clients(&settings).await)
+            Some(crate::app::start_clients(&settings).await)
         };
-    let opts = driver_options(&settings, &a, &args.session);
-    let hooks = build_hooks(&settings)?;
+    let opts = crate::app::driver_options(&settings, &a, &args.session);
+    let hooks = crate::app::build_hooks(&settings)?;
     // Sub-agents: children get the parent's context minus `spawn`/`cron`/`message`.
     let (subagents, announcements) = Subagents::new(
         ChildKit {
@@ -796,10 +749,10 @@ async fn repl(
         driver.agent().history().len()
     ));
     sync_memory(memory.clone(), ui.as_ref()).await;
-    // The memory watcher runs while the REPL is open (cli/repl_watch.rs).
+    // The memory watcher runs while the REPL is open (cli/chat/repl_watch.rs).
     let say_ui = ui.clone();
-    let say: super::repl_watch::Say = Arc::new(move |line: &str| say_ui.status(line));
-    let watcher = super::repl_watch::start(memory, driver.session_path(), say).await;
+    let say: repl_watch::Say = Arc::new(move |line: &str| say_ui.status(line));
+    let watcher = repl_watch::start(memory, driver.session_path(), say).await;
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let (mode_tx, mode_rx) = std::sync::mpsc::channel();
     spawn_reader(history, tx, mode_rx);

@@ -16,10 +16,7 @@ use claw_agent::core::TurnEnd;
 use claw_agent::driver::{Driver, Ui};
 use claw_agent::provider::{ProviderChain, RetryPolicy};
 use claw_agent::settings::{self as agent_settings, Overrides};
-use claw_agent::tools::CronToolContext;
-use claw_schedule::{
-    Clock, JobStore, JobView, NewJob, SpecError, StoreError, Zone, schedule_from_parts,
-};
+use claw_schedule::{JobStore, JobView, NewJob, SpecError, StoreError, Zone, schedule_from_parts};
 use serde::Serialize;
 use std::io::Write;
 use std::sync::Arc;
@@ -113,57 +110,6 @@ where
     tokio::task::spawn_blocking(f).await?
 }
 
-/// The scheduler's clock: claw's clock (`CLAW_NOW` shifts it).
-pub fn clock(settings: &Settings) -> Clock {
-    settings.mem.clock
-}
-
-/// The user's zone: `agent.timezone`, else `$TZ`, else the system zone, else UTC.
-pub fn user_zone(settings: &Settings) -> Zone {
-    if let Ok(Some(z)) = agent_zone(settings) {
-        return z;
-    }
-    if let Some(z) = settings.tz.as_deref().and_then(|tz| Zone::parse(tz).ok()) {
-        return z;
-    }
-    iana_time_zone::get_timezone()
-        .ok()
-        .and_then(|tz| Zone::parse(&tz).ok())
-        .unwrap_or(Zone::Utc)
-}
-
-/// `agent.timezone`, parsed by claw's one zone parser ([`Zone::parse`]: IANA
-/// names, UTC, offsets); `None` when it is not set.
-pub fn agent_zone(settings: &Settings) -> anyhow::Result<Option<Zone>> {
-    settings
-        .assistant
-        .agent
-        .timezone
-        .as_deref()
-        .map(|tz| Zone::parse(tz).map_err(|e| anyhow::anyhow!("invalid agent.timezone: {e}")))
-        .transpose()
-}
-
-/// The offset of the assistant's day now: `agent.timezone`'s, else the
-/// machine's local zone's; an error when `agent.timezone` is not a zone.
-pub fn agent_offset(settings: &Settings) -> anyhow::Result<chrono::FixedOffset> {
-    let clock = settings.mem.clock;
-    Ok(match agent_zone(settings)? {
-        Some(zone) => zone.offset_at(clock.now()),
-        None => clock.local_offset(),
-    })
-}
-
-/// What the `cron` tool needs in a session with key `session`.
-pub fn tool_context(settings: &Settings, session: &str) -> CronToolContext {
-    CronToolContext {
-        jobs_path: claw_schedule::jobs_path(&settings.state_dir()),
-        session: Some(session.to_string()),
-        zone: user_zone(settings),
-        clock: clock(settings),
-    }
-}
-
 fn store(settings: &Settings) -> JobStore {
     JobStore::in_state_dir(&settings.state_dir())
 }
@@ -212,7 +158,7 @@ fn spec_hints(e: &SpecError) -> Vec<String> {
 }
 
 fn add(settings: &Settings, a: AddArgs) -> anyhow::Result<Exit> {
-    let zone = user_zone(settings);
+    let zone = crate::app::user_zone(settings);
     let schedule = match schedule_from_parts(
         a.every.as_deref(),
         a.at.as_deref(),
@@ -228,7 +174,7 @@ fn add(settings: &Settings, a: AddArgs) -> anyhow::Result<Exit> {
         message: a.message,
         deliver_to: a.session,
     };
-    let job = match store(settings).add(new, clock(settings).now()) {
+    let job = match store(settings).add(new, crate::app::clock(settings).now()) {
         Ok(j) => j,
         Err(e) => return fail(e, a.json),
     };
@@ -288,7 +234,9 @@ struct ActiveHoursJson {
 }
 
 fn heartbeat_json(settings: &Settings) -> anyhow::Result<HeartbeatJson> {
-    let hb = settings.heartbeat.resolve(user_zone(settings))?;
+    let hb = settings
+        .heartbeat
+        .resolve(crate::app::user_zone(settings))?;
     let file = settings
         .mem
         .workspace
@@ -327,7 +275,7 @@ fn list(settings: &Settings, a: ListArgs) -> anyhow::Result<Exit> {
         eprintln!("no scheduled jobs (add one with `claw cron add`)");
         return Ok(Exit::Ok);
     }
-    let zone = user_zone(settings);
+    let zone = crate::app::user_zone(settings);
     let mut out = std::io::stdout().lock();
     writeln!(
         out,
@@ -440,12 +388,12 @@ async fn run_now(settings: Settings, a: RunArgs) -> anyhow::Result<Exit> {
     let chain = ProviderChain::new(agent.profiles.clone(), RetryPolicy::default())
         .context("cannot set up the LLM client")?;
     let session = job.session();
-    let (tools, _memory) = super::chat::build_tools(&settings, &agent, a.yes, &session);
-    let opts = super::chat::driver_options(&settings, &agent, &session);
+    let (tools, _memory) = crate::app::build_tools(&settings, &agent, a.yes, &session);
+    let opts = crate::app::driver_options(&settings, &agent, &session);
     let mut driver = Driver::open(opts, Arc::new(chain), Arc::new(tools), Arc::new(RunUi))
         .await
         .context("cannot open the session")?;
-    if let Some(h) = super::chat::build_hooks(&settings)? {
+    if let Some(h) = crate::app::build_hooks(&settings)? {
         driver = driver.with_hooks(h);
     }
     let cancel = CancellationToken::new();
@@ -453,7 +401,7 @@ async fn run_now(settings: Settings, a: RunArgs) -> anyhow::Result<Exit> {
         .run_turn(&job.message, &cancel)
         .await
         .context("the session file could not be written")?;
-    let now = clock(&settings).now();
+    let now = crate::app::clock(&settings).now();
     let job_id = job.id.clone();
     tokio::task::spawn_blocking(move || st.record_manual_run(&job_id, now)).await??;
     Ok(match outcome.end {

@@ -122,7 +122,7 @@ fn database(settings: &Settings) -> (Section, Option<MemoryStatus>) {
         );
         return (s, None);
     }
-    let opened = super::index::open_memory(settings).and_then(|m| {
+    let opened = crate::app::open_memory(settings).and_then(|m| {
         let location = m.location();
         Ok((location, m.status()?))
     });
@@ -270,7 +270,7 @@ fn watcher(status: Option<&MemoryStatus>) -> Section {
     section(
         "watcher",
         Status::Ok,
-        super::index::describe_watcher(st, now_unix()),
+        super::output::describe_watcher(st, now_unix()),
         json!({"alive": st.is_some_and(|s| s.alive), "status": st}),
     )
 }

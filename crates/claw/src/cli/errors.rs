@@ -136,9 +136,7 @@ fn classify(e: &(dyn std::error::Error + 'static)) -> Option<(&'static str, Vec<
     if let Some(e) = e.downcast_ref::<StoreError>() {
         return Some(match e {
             StoreError::Busy => ("busy", vec!["try again in a moment".into()]),
-            StoreError::NewerSchema { .. } => {
-                ("schema", vec![super::index::NEWER_SCHEMA_HINT.into()])
-            }
+            StoreError::NewerSchema { .. } => ("schema", vec![NEWER_SCHEMA_HINT.into()]),
             StoreError::StateDir { .. } | StoreError::DbFile { .. } | StoreError::Io(_) => (
                 "io",
                 vec!["check that the workspace is writable (--workspace)".into()],
@@ -175,7 +173,7 @@ fn classify(e: &(dyn std::error::Error + 'static)) -> Option<(&'static str, Vec<
     if let Some(err) = e.downcast_ref::<EmbedError>() {
         return Some((
             "embedding",
-            super::index::embed_hint(err)
+            embed_hint(err)
                 .map(|h| vec![h.to_string()])
                 .unwrap_or_default(),
         ));
@@ -283,6 +281,53 @@ pub fn install_broken_pipe_hook() {
         }
         default(info);
     }));
+}
+
+// ---- hints the memory commands share ----
+
+/// How to get the local model, attached to the errors that installing it fixes.
+pub const INSTALL_HINT: &str =
+    "run `claw memory install-model` (or set CLAW_EMBED_MODEL_DIR and ORT_DYLIB_PATH)";
+
+/// What to do about a database written by a newer claw.
+pub const NEWER_SCHEMA_HINT: &str =
+    "upgrade claw, or move the file away and run `claw memory index` to rebuild";
+
+/// The hint line for an embedding error, if one helps.
+pub fn embed_hint(e: &EmbedError) -> Option<&'static str> {
+    e.is_missing_model().then_some(INSTALL_HINT)
+}
+
+/// An embedding error with its hint, in one sentence (`message; hint`): the form
+/// the `keyword_only` JSON field has always carried.
+pub fn embed_error_with_hint(e: &EmbedError) -> String {
+    match embed_hint(e) {
+        Some(h) => format!("{e}; {h}"),
+        None => e.to_string(),
+    }
+}
+
+/// What the user can do about a file the indexer left out, when the CLI has
+/// something to say (the library's messages name no command or setting).
+pub fn issue_hint(reason: claw_memory::walk::IssueReason) -> Option<&'static str> {
+    match reason {
+        claw_memory::walk::IssueReason::SymlinkOutside => Some(
+            "register the folder with `claw memory add --follow-symlinks-outside` to index such links",
+        ),
+        claw_memory::walk::IssueReason::TooBig => {
+            Some("raise memory.max_file_bytes in the config to index it")
+        }
+        _ => None,
+    }
+}
+
+/// An issue's message as printed and in `--json`: the library's sentence with
+/// the hint in parentheses, the form these messages have always had.
+pub fn issue_message(i: &claw_memory::indexer::IndexIssue) -> String {
+    match issue_hint(i.reason) {
+        Some(h) => format!("{} ({h})", i.message),
+        None => i.message.clone(),
+    }
 }
 
 #[cfg(test)]

@@ -8,7 +8,6 @@ use super::output::{Exit, print_json, sanitize, sanitize_path};
 use crate::config::Settings;
 use anyhow::Context;
 use claw_agent::settings::{self as agent_settings, Overrides};
-use claw_gateway::client::Client;
 use claw_gateway::server::{self, GatewayOptions, ScheduleOptions};
 use claw_gateway::token;
 use std::io::Write;
@@ -59,15 +58,6 @@ impl GatewayArgs {
     }
 }
 
-/// The running gateway of this workspace, if any (a stale `gateway.json` is ignored).
-pub fn running(settings: &Settings) -> Option<Client> {
-    Client::discover(
-        &settings.state_dir(),
-        &settings.mem.workspace,
-        settings.gateway_token.as_deref(),
-    )
-}
-
 pub async fn run(settings: Settings, args: GatewayArgs) -> anyhow::Result<Exit> {
     match args.command {
         Some(GatewayCommand::Status(a)) => {
@@ -113,14 +103,14 @@ async fn run_gateway(
     if let Some(p) = port {
         gateway.port = p;
     }
-    let zone = super::cron::user_zone(&settings);
+    let zone = crate::app::user_zone(&settings);
     let heartbeat = settings
         .heartbeat
         .resolve(zone)
         .map_err(|e| anyhow::anyhow!("invalid heartbeat section: {e}"))?;
     let schedule = ScheduleOptions {
         jobs_path: claw_schedule::jobs_path(&settings.state_dir()),
-        clock: super::cron::clock(&settings),
+        clock: crate::app::clock(&settings),
         zone,
         heartbeat,
     };
@@ -138,7 +128,7 @@ async fn run_gateway(
         schedule: Some(schedule),
         channels,
         subagents: settings.agents.clone(),
-        hooks: super::chat::build_hooks(&settings)?,
+        hooks: crate::app::build_hooks(&settings)?,
         mcp_read_only: settings.mcp.read_only,
     };
     let stop = CancellationToken::new();
@@ -148,7 +138,7 @@ async fn run_gateway(
 }
 
 fn run_status(settings: &Settings, args: StatusArgs) -> anyhow::Result<Exit> {
-    let Some(client) = running(settings) else {
+    let Some(client) = crate::app::running_gateway(settings) else {
         if args.json {
             print_json(&serde_json::json!({
                 "running": false,
@@ -345,6 +335,6 @@ mod tests {
         )
         .expect("write");
         token::load_or_create(&s.state_dir()).expect("token");
-        assert!(running(&s).is_none());
+        assert!(crate::app::running_gateway(&s).is_none());
     }
 }

@@ -4,10 +4,7 @@
 use super::output::{Exit, Output, print_json, sanitize, sanitize_path, show_progress};
 use crate::config::Settings;
 use anyhow::Context;
-use claw_memory::embed::{self, EmbedError, Loaded};
-use claw_memory::indexer::IndexIssue;
-use claw_memory::walk::IssueReason;
-use claw_memory::watch;
+use claw_memory::embed::Loaded;
 use claw_memory_api::{IndexOptions, IndexReport, Memory, Progress, Status};
 use serde::Serialize;
 use std::io::Write;
@@ -70,19 +67,6 @@ pub struct InstallModelArgs {
     pub dir: Option<PathBuf>,
 }
 
-/// Open the workspace's memory on its configured backend (`memory.backend`).
-pub fn open_memory(settings: &Settings) -> anyhow::Result<Memory> {
-    Memory::open(settings.mem.clone()).with_context(|| match &settings.mem.backend {
-        crate::config::Backend::Sqlite => format!(
-            "cannot open the memory database {}",
-            settings.db_path().display()
-        ),
-        crate::config::Backend::Postgres(_) => {
-            "cannot open the PostgreSQL memory index (memory.backend)".to_string()
-        }
-    })
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum MigrateTarget {
     Postgres,
@@ -98,71 +82,11 @@ pub struct MigrateArgs {
     pub json: bool,
 }
 
-/// How to get the local model, attached to the errors that installing it fixes.
-pub const INSTALL_HINT: &str =
-    "run `claw memory install-model` (or set CLAW_EMBED_MODEL_DIR and ORT_DYLIB_PATH)";
-
-/// What to do about a database written by a newer claw.
-pub const NEWER_SCHEMA_HINT: &str =
-    "upgrade claw, or move the file away and run `claw memory index` to rebuild";
-
-/// The hint line for an embedding error, if one helps.
-pub fn embed_hint(e: &EmbedError) -> Option<&'static str> {
-    e.is_missing_model().then_some(INSTALL_HINT)
-}
-
-/// An embedding error with its hint, in one sentence (`message; hint`): the form
-/// the `keyword_only` JSON field has always carried.
-pub fn embed_error_with_hint(e: &EmbedError) -> String {
-    match embed_hint(e) {
-        Some(h) => format!("{e}; {h}"),
-        None => e.to_string(),
-    }
-}
-
-/// Load the configured embedder, describing a fallback on stderr (text mode).
-pub fn load_embedder(settings: &Settings, output: Output) -> Loaded {
-    let loaded = embed::load(&settings.mem.embed, settings.mem.memory.embed_batch_size);
-    if let Loaded::Unavailable(e) = &loaded
-        && output == Output::Text
-    {
-        eprintln!(
-            "note: keyword-only (no embeddings): {}",
-            sanitize(&e.to_string())
-        );
-        if let Some(h) = embed_hint(e) {
-            eprintln!("hint: {h}");
-        }
-    }
-    loaded
-}
-
-/// What the user can do about a file the indexer left out, when the CLI has
-/// something to say (the library's messages name no command or setting).
-pub fn issue_hint(reason: IssueReason) -> Option<&'static str> {
-    match reason {
-        IssueReason::SymlinkOutside => Some(
-            "register the folder with `claw memory add --follow-symlinks-outside` to index such links",
-        ),
-        IssueReason::TooBig => Some("raise memory.max_file_bytes in the config to index it"),
-        _ => None,
-    }
-}
-
-/// An issue's message as printed and in `--json`: the library's sentence with
-/// the hint in parentheses, the form these messages have always had.
-pub fn issue_message(i: &IndexIssue) -> String {
-    match issue_hint(i.reason) {
-        Some(h) => format!("{} ({h})", i.message),
-        None => i.message.clone(),
-    }
-}
-
 /// The report with each issue's message as the CLI shows it.
 fn with_hints(r: &IndexReport) -> IndexReport {
     let mut r = r.clone();
     for i in &mut r.issues {
-        i.message = issue_message(i);
+        i.message = super::errors::issue_message(i);
     }
     r
 }
@@ -172,7 +96,7 @@ fn keyword_only_reason(loaded: &Loaded) -> Option<String> {
     match loaded {
         Loaded::Ready(_) => None,
         Loaded::Disabled => Some("embedding provider is `none`".into()),
-        Loaded::Unavailable(e) => Some(embed_error_with_hint(e)),
+        Loaded::Unavailable(e) => Some(super::errors::embed_error_with_hint(e)),
     }
 }
 
@@ -186,9 +110,9 @@ struct IndexJson<'a> {
 
 pub fn run_index(settings: &Settings, args: IndexArgs) -> anyhow::Result<Exit> {
     let output = Output::from_flag(args.json);
-    let memory = open_memory(settings)?;
+    let memory = crate::app::open_memory(settings)?;
     let lock = memory.writer_lock("claw memory index", Duration::from_secs(args.lock_timeout))?;
-    let loaded = load_embedder(settings, output);
+    let loaded = crate::app::load_embedder(settings, output);
     let bar = progress_bar(output);
     let on_progress = |p: Progress| match p {
         Progress::Planned { to_read, .. } => {
@@ -292,7 +216,7 @@ fn print_index_report(r: &IndexReport, keyword_only: Option<String>) -> std::io:
 /// `claw memory status`: the memory's one status object (MCP's
 /// `memory_status` returns the same).
 pub fn run_status(settings: &Settings, args: StatusArgs) -> anyhow::Result<Exit> {
-    let status = open_memory(settings)?.status()?;
+    let status = crate::app::open_memory(settings)?.status()?;
     print_status(&status, args.json)
 }
 
@@ -381,7 +305,10 @@ pub fn print_status(status: &Status, json: bool) -> anyhow::Result<Exit> {
         writeln!(
             out,
             "watcher:    {}",
-            describe_watcher(status.watcher.as_ref(), claw_memory::store::now_unix())
+            super::output::describe_watcher(
+                status.watcher.as_ref(),
+                claw_memory::store::now_unix()
+            )
         )?;
     }
     for s in &status.sources {
@@ -416,7 +343,7 @@ fn human_bytes(n: u64) -> String {
 }
 
 pub fn run_add(settings: &Settings, args: AddArgs) -> anyhow::Result<Exit> {
-    let memory = open_memory(settings)?;
+    let memory = crate::app::open_memory(settings)?;
     let added = memory.add_source(
         &args.path,
         args.name.as_deref(),
@@ -441,7 +368,7 @@ pub fn run_add(settings: &Settings, args: AddArgs) -> anyhow::Result<Exit> {
 }
 
 pub fn run_sources(settings: &Settings, args: SourcesArgs) -> anyhow::Result<Exit> {
-    let sources = open_memory(settings)?.sources()?;
+    let sources = crate::app::open_memory(settings)?.sources()?;
     if args.json {
         print_json(&sources)?;
     } else {
@@ -460,7 +387,7 @@ pub fn run_sources(settings: &Settings, args: SourcesArgs) -> anyhow::Result<Exi
 }
 
 pub fn run_remove(settings: &Settings, args: RemoveArgs) -> anyhow::Result<Exit> {
-    match open_memory(settings)?.remove_source(&args.name, WRITER_WAIT)? {
+    match crate::app::open_memory(settings)?.remove_source(&args.name, WRITER_WAIT)? {
         Some((files, chunks)) => {
             println!(
                 "removed source `{}` ({files} files, {chunks} chunks)",
@@ -576,32 +503,10 @@ fn default_models_dir(settings: &Settings) -> anyhow::Result<PathBuf> {
         .context("no home directory to install into; pass --dir")
 }
 
-/// One line for `claw memory status`: whether a watcher keeps the index fresh.
-pub fn describe_watcher(status: Option<&watch::WatcherStatus>, now: i64) -> String {
-    let ago = |t: Option<i64>| match t {
-        Some(t) => format!("{}s ago", (now - t).max(0)),
-        None => "never".to_string(),
-    };
-    match status {
-        None => "no watcher running (run `claw memory watch` to keep the index fresh)".into(),
-        Some(s) if s.alive => format!(
-            "watching (pid {}), last event {}, last sync {}, {} pending",
-            s.pid,
-            ago(s.last_event),
-            ago(s.last_sync),
-            s.pending
-        ),
-        Some(s) => format!(
-            "NOT RUNNING: watcher pid {} stopped answering (last heartbeat {}); the index may be behind the disk",
-            s.pid,
-            ago(Some(s.heartbeat))
-        ),
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use claw_memory::embed::EmbedError;
+    use claw_memory::watch;
 
     fn status(pid: i64, alive: bool) -> watch::WatcherStatus {
         watch::WatcherStatus {
@@ -620,22 +525,31 @@ mod tests {
     fn hints_come_from_typed_errors() {
         let e = EmbedError::NoModelDir;
         assert_eq!(
-            embed_error_with_hint(&e),
-            format!("no local embedding model configured; {INSTALL_HINT}")
+            crate::cli::errors::embed_error_with_hint(&e),
+            format!(
+                "no local embedding model configured; {}",
+                crate::cli::errors::INSTALL_HINT
+            )
         );
         let e = EmbedError::Inference("boom".into());
-        assert_eq!(embed_error_with_hint(&e), "embedding failed: boom");
-        assert_eq!(embed_hint(&EmbedError::NoRuntime), Some(INSTALL_HINT));
+        assert_eq!(
+            crate::cli::errors::embed_error_with_hint(&e),
+            "embedding failed: boom"
+        );
+        assert_eq!(
+            crate::cli::errors::embed_hint(&EmbedError::NoRuntime),
+            Some(crate::cli::errors::INSTALL_HINT)
+        );
     }
 
     #[test]
     fn watcher_lines() {
-        assert!(describe_watcher(None, 200).starts_with("no watcher running"));
+        assert!(crate::cli::output::describe_watcher(None, 200).starts_with("no watcher running"));
         assert_eq!(
-            describe_watcher(Some(&status(42, true)), 200),
+            crate::cli::output::describe_watcher(Some(&status(42, true)), 200),
             "watching (pid 42), last event 20s ago, last sync never, 2 pending"
         );
-        let dead = describe_watcher(Some(&status(43, false)), 200);
+        let dead = crate::cli::output::describe_watcher(Some(&status(43, false)), 200);
         assert!(dead.starts_with("NOT RUNNING: watcher pid 43"), "{dead}");
         assert!(dead.contains("last heartbeat 10s ago"), "{dead}");
     }

@@ -7,7 +7,6 @@ use crate::config::Settings;
 use anyhow::Context;
 use claw_mcp::{McpClients, MemoryServer, ServerOptions, ServerState};
 use std::io::Write;
-use std::sync::Arc;
 
 #[derive(Debug, clap::Args)]
 pub struct McpArgs {
@@ -40,7 +39,7 @@ impl McpArgs {
 /// and time zone (the day's note is the user's day).
 pub fn server_options(settings: &Settings) -> anyhow::Result<ServerOptions> {
     let agent = &settings.assistant.agent;
-    let utc_offset = super::cron::agent_offset(settings)?;
+    let utc_offset = crate::app::agent_offset(settings)?;
     Ok(ServerOptions {
         mem: settings.mem.clone(),
         read_only: settings.mcp.read_only,
@@ -104,20 +103,4 @@ async fn list(settings: &Settings, args: ListArgs) -> anyhow::Result<Exit> {
         .iter()
         .any(|s| !matches!(s.state, ServerState::Ready));
     Ok(if failed { Exit::Error } else { Exit::Ok })
-}
-
-/// The configured MCP servers for a chat session, started in parallel; a server
-/// that did not start is reported on stderr and its tools are not offered.
-pub async fn start_clients(settings: &Settings) -> Arc<McpClients> {
-    let clients = McpClients::start(&settings.mcp).await;
-    for s in clients.summaries() {
-        if let ServerState::Failed { error } = &s.state {
-            eprintln!(
-                "warning: MCP server `{}` is not available: {}",
-                sanitize(&s.name),
-                sanitize(error)
-            );
-        }
-    }
-    Arc::new(clients)
 }

@@ -11,7 +11,6 @@ pub mod gateway;
 pub mod index;
 pub mod mcp;
 pub mod output;
-pub mod repl_watch;
 pub mod search;
 pub mod state;
 pub mod watch;

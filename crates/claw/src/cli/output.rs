@@ -89,6 +89,29 @@ pub fn sanitize_path(p: &std::path::Path) -> String {
     sanitize(&p.display().to_string()).into_owned()
 }
 
+/// One line for `claw memory status`: whether a watcher keeps the index fresh.
+pub fn describe_watcher(status: Option<&claw_memory::watch::WatcherStatus>, now: i64) -> String {
+    let ago = |t: Option<i64>| match t {
+        Some(t) => format!("{}s ago", (now - t).max(0)),
+        None => "never".to_string(),
+    };
+    match status {
+        None => "no watcher running (run `claw memory watch` to keep the index fresh)".into(),
+        Some(s) if s.alive => format!(
+            "watching (pid {}), last event {}, last sync {}, {} pending",
+            s.pid,
+            ago(s.last_event),
+            ago(s.last_sync),
+            s.pending
+        ),
+        Some(s) => format!(
+            "NOT RUNNING: watcher pid {} stopped answering (last heartbeat {}); the index may be behind the disk",
+            s.pid,
+            ago(Some(s.heartbeat))
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::{finite_f64, sanitize};

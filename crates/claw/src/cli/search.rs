@@ -95,7 +95,7 @@ fn via_gateway(
     path: &str,
     body: serde_json::Value,
 ) -> Option<claw_gateway::client::HttpResponse> {
-    let client = super::gateway::running(settings)?;
+    let client = crate::app::running_gateway(settings)?;
     let resp = client.post_json(path, &body).ok()?;
     (resp.status == 200).then_some(resp)
 }
@@ -286,7 +286,7 @@ pub fn run_search(settings: &Settings, args: SearchArgs) -> anyhow::Result<Exit>
 
 fn print_embedder_note(settings: &Settings, err: &str) {
     let hint = match &settings.mem.embed {
-        EmbedProvider::Local { .. } => super::index::INSTALL_HINT.to_string(),
+        EmbedProvider::Local { .. } => super::errors::INSTALL_HINT.to_string(),
         _ => "check the embedding settings in the config file".to_string(),
     };
     let note = format!("keyword-only search, the embedding model did not load ({err}); {hint}");

@@ -1,8 +1,8 @@
 //! `claw memory watch [--json]`: run the watcher in the foreground until Ctrl-C
 //! (or SIGTERM), printing one line per sync (text) or one JSON Line per event.
 
-use super::index::{load_embedder, open_memory};
 use super::output::{Exit, Output, sanitize, sanitize_path};
+use crate::app::{load_embedder, open_memory};
 use crate::config::Settings;
 use anyhow::Context;
 use claw_memory::embed::Loaded;
@@ -33,7 +33,7 @@ pub async fn run_watch(settings: Settings, args: WatchArgs) -> anyhow::Result<Ex
             // embedded index without its vectors: refuse, and say what to fix.
             Loaded::Unavailable(e) if !index_model.is_empty() => anyhow::bail!(
                 "the index was built with {index_model}, but the model does not load: {}",
-                super::index::embed_error_with_hint(&e)
+                super::errors::embed_error_with_hint(&e)
             ),
             Loaded::Unavailable(_) => None,
         };
@@ -234,7 +234,7 @@ fn error_line(i: &IndexIssue) -> String {
         "{}/{}: {}",
         i.source,
         i.path,
-        super::index::issue_message(i)
+        super::errors::issue_message(i)
     )
 }
 
