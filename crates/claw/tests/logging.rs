@@ -12,14 +12,8 @@ use std::time::{Duration, Instant};
 /// Run `claw gateway --port 0 <args>` until it says it listens, then stop it
 /// with SIGTERM; its stderr, whole.
 fn gateway_log(ws: &Path, args: &[&str], rust_log: Option<&str>) -> String {
-    let mut c = Command::new(claw_testkit::claw_bin());
-    c.env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", ws.join("home"))
-        .env("CLAW_WORKSPACE", ws)
-        .env("CLAW_EMBED_PROVIDER", "none")
-        .env("TZ", "UTC")
-        .args(["gateway", "--port", "0"])
+    let mut c = claw_testkit::claw_keyword_only(ws);
+    c.args(["gateway", "--port", "0"])
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -105,10 +99,7 @@ fn gateway_logs_are_text_by_default_json_on_request_and_follow_rust_log() {
 #[test]
 fn an_unknown_log_format_is_a_usage_error() {
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(claw_testkit::claw_bin())
-        .env_clear()
-        .env("HOME", dir.path().join("home"))
-        .env("CLAW_WORKSPACE", dir.path())
+    let out = claw_testkit::claw_keyword_only(dir.path())
         .args(["gateway", "--log-format", "xml"])
         .output()
         .unwrap();
