@@ -11,6 +11,7 @@
 
 pub mod echo_llm;
 pub mod engine_suite;
+pub mod gateway_http;
 pub mod gateway_proc;
 pub mod llama;
 pub mod mcp_peers;
