@@ -18,6 +18,15 @@ pub fn chat_body(text: &str, stream: bool) -> Value {
     ]})
 }
 
+/// Write `<ws>/config.json` with `gateway` (JSON text) as its `gateway` section.
+pub fn write_gateway_config(ws: &Path, gateway: &str) {
+    std::fs::write(
+        ws.join("config.json"),
+        format!(r#"{{"gateway": {gateway}}}"#),
+    )
+    .unwrap();
+}
+
 /// Read `s` until the server closes it (end of file or reset), at most until
 /// `deadline`: when it closed, or None while it is still open. Bytes the server
 /// sends first are returned too.
@@ -94,8 +103,8 @@ pub fn pairs(path: &Path) -> Vec<(String, String)> {
         .iter()
         .map(|m| {
             (
-                m["role"].as_str().unwrap().to_string(),
-                m["content"].as_str().unwrap().to_string(),
+                m["role"].as_str().unwrap_or_default().to_string(),
+                m["content"].as_str().unwrap_or_default().to_string(),
             )
         })
         .collect()

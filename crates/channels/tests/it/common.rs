@@ -9,7 +9,7 @@ use serde_json::Value;
 use std::collections::{BTreeMap, VecDeque};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// The assistant: answers each turn with the next scripted answer, in order,
@@ -98,15 +98,7 @@ impl Running {
 
     /// Wait until the log contains `needle` (panics with the log after `limit`).
     pub fn wait_log(&self, needle: &str, limit: Duration) {
-        let t = Instant::now();
-        while !self.log().contains(needle) {
-            assert!(
-                t.elapsed() < limit,
-                "no `{needle}` in the channel log: {}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        claw_testkit::wait_log("the channel", || self.log(), needle, limit)
     }
 
     /// Run `f` on the channels' runtime.

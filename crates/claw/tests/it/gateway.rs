@@ -17,12 +17,16 @@ use claw_gateway::client::{ChatEvent, Client};
 use claw_gateway::discovery::{self, GatewayInfo};
 use claw_gateway::token::Token;
 use claw_testkit::echo_llm::{EchoLlm, answer_for, expected_pairs};
-use claw_testkit::gateway_http::{self, chat_body};
+use claw_testkit::gateway_http;
 use claw_testkit::gateway_proc::GatewayProc;
 use serde_json::{Value, json};
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
+
+#[path = "../../../gateway/tests/it/client_support.rs"]
+mod client_support;
+use client_support::{post_chat, stream_turn, streamed_text};
 
 /// `claw` with a clean environment, keyword-only memory, the echo LLM.
 pub fn claw(ws: &Path, llm: Option<&str>) -> Command {
@@ -32,20 +36,12 @@ pub fn claw(ws: &Path, llm: Option<&str>) -> Command {
 /// `claw` with a clean environment and the echo LLM; `model`: the real local
 /// embedding model (else keyword-only).
 pub fn claw_env(ws: &Path, llm: Option<&str>, model: bool) -> Command {
-    let mut c = Command::new(claw_testkit::claw_bin());
-    c.env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", ws.join("home"))
-        .env("CLAW_WORKSPACE", ws)
-        .env("CLAW_NOW", claw_testkit::TEST_NOW)
-        .env("TZ", "UTC");
-    if model {
-        let (dir, ort) = claw_testkit::model_paths();
-        c.env("CLAW_EMBED_MODEL_DIR", dir)
-            .env("ORT_DYLIB_PATH", ort);
+    let mut c = if model {
+        claw_testkit::claw(ws)
     } else {
-        c.env("CLAW_EMBED_PROVIDER", "none");
-    }
+        claw_testkit::claw_keyword_only(ws)
+    };
+    c.env("TZ", "UTC");
     if let Some(url) = llm {
         c.env("CLAW_LLM_API", "openai")
             .env("CLAW_LLM_BASE_URL", url)
@@ -107,20 +103,6 @@ impl Gateway {
     pub fn wait_log(&self, needle: &str, limit: Duration) {
         self.proc.wait_log(needle, limit)
     }
-}
-
-/// POST a chat completion with an explicit session header.
-fn post_chat(c: &Client, session: &str, text: &str) -> Value {
-    let r = c
-        .request_with(
-            "POST",
-            "/v1/chat/completions",
-            Some(&serde_json::to_vec(&chat_body(text, false)).unwrap()),
-            &[("X-Claw-Session", session)],
-        )
-        .unwrap();
-    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
-    serde_json::from_slice(&r.body).unwrap()
 }
 
 /// The messages of session `key`'s transcript.
@@ -342,26 +324,6 @@ fn load_50_sessions_x_5_messages() {
     assert_eq!(f.messages, 250);
 }
 
-/// A streaming turn's end: `(end, message)` or the client's error.
-pub type StreamEnd = std::thread::JoinHandle<Result<(String, Option<String>), String>>;
-
-/// Start a streaming turn on a thread; returns (events receiver, join handle).
-pub fn stream_turn(
-    c: Client,
-    session: &str,
-    text: &str,
-) -> (std::sync::mpsc::Receiver<ChatEvent>, StreamEnd) {
-    let (tx, rx) = std::sync::mpsc::channel();
-    let (session, text) = (session.to_string(), text.to_string());
-    let h = std::thread::spawn(move || {
-        c.chat(&session, &text, false, "test", |ev| {
-            let _ = tx.send(ev.clone());
-        })
-        .map_err(|e| e.to_string())
-    });
-    (rx, h)
-}
-
 #[test]
 fn sigterm_during_a_streaming_turn_finishes_it_and_exits_0() {
     let dir = tempfile::tempdir().unwrap();
@@ -381,13 +343,7 @@ fn sigterm_during_a_streaming_turn_finishes_it_and_exits_0() {
     assert!(took < Duration::from_secs(10), "took {took:?}");
     let (end, _) = h.join().unwrap().expect("the stream completed");
     assert_eq!(end, "answered");
-    let text: String = rx
-        .try_iter()
-        .filter_map(|e| match e {
-            ChatEvent::Text(t) => Some(t),
-            _ => None,
-        })
-        .collect();
+    let text: String = streamed_text(&rx);
     assert!(answer_for("a long answer please").ends_with(&text));
     assert_eq!(
         pairs(ws, "term"),

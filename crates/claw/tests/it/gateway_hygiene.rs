@@ -6,20 +6,11 @@
 //! gateway in-process: `crates/gateway/tests/it/hygiene.rs`.)
 
 use super::gateway::Gateway;
-use claw_testkit::gateway_http::{request_on, wait_closed};
+use claw_testkit::gateway_http::{request_on, wait_closed, write_gateway_config};
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::Path;
 use std::time::{Duration, Instant};
-
-fn config(ws: &Path, gateway: &str) {
-    std::fs::write(
-        ws.join("config.json"),
-        format!(r#"{{"gateway": {gateway}}}"#),
-    )
-    .unwrap();
-}
 
 fn connect(gw: &Gateway) -> TcpStream {
     TcpStream::connect(("127.0.0.1", gw.info.port)).unwrap()
@@ -30,7 +21,7 @@ fn connections_over_the_per_client_cap_are_refused_and_open_ones_keep_working() 
     const CAP: usize = 4;
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path();
-    config(ws, &format!(r#"{{"max_connections_per_client": {CAP}}}"#));
+    write_gateway_config(ws, &format!(r#"{{"max_connections_per_client": {CAP}}}"#));
     let gw = Gateway::start(ws, None);
     // One kept-alive connection that has been answered, and idle ones up to the cap.
     let mut kept = connect(&gw);

@@ -9,7 +9,19 @@ use crate::common::Gateway;
 use claw_testkit::scripted_server::{Reply, ScriptedServer, Step, openai};
 use claw_testkit::telegram_api::{FakeTelegram, parse_markdown_v2};
 use serde_json::{Value, json};
+use std::path::Path;
 use std::time::{Duration, Instant};
+
+/// `<ws>/config.json`: the `agent` section and Telegram at `tg`, its token in
+/// `CLAW_TG_TOKEN`, `allow` the one allowed sender.
+fn config(ws: &Path, tg: &FakeTelegram, allow: &str, agent: Value) {
+    let channels = json!({"telegram": {"token_env": "CLAW_TG_TOKEN", "allow_from": [allow], "base_url": tg.url()}});
+    std::fs::write(
+        ws.join("config.json"),
+        json!({"agent": agent, "channels": channels}).to_string(),
+    )
+    .unwrap();
+}
 
 #[test]
 fn telegram_message_tool_reaches_allowed_chats_only() {
@@ -17,15 +29,7 @@ fn telegram_message_tool_reaches_allowed_chats_only() {
     let ws = dir.path();
     let token = "999:tool-token";
     let tg = FakeTelegram::start(token);
-    std::fs::write(
-        ws.join("config.json"),
-        serde_json::to_vec(&json!({
-            "agent": {"confirm_side_effects": false},
-            "channels": {"telegram": {"token_env": "CLAW_TG_TOKEN", "allow_from": ["42"], "base_url": tg.url()}}
-        }))
-        .unwrap(),
-    )
-    .unwrap();
+    config(ws, &tg, "42", json!({"confirm_side_effects": false}));
     let llm = ScriptedServer::start([
         openai::tool_call(
             "c1",
@@ -81,12 +85,7 @@ fn telegram_stop_cancels_the_running_turn_from_the_chat() {
     let ws = dir.path();
     let token = "555:stop-token";
     let tg = FakeTelegram::start(token);
-    std::fs::write(
-        ws.join("config.json"),
-        json!({"channels": {"telegram": {"token_env": "CLAW_TG_TOKEN", "allow_from": ["@ann"], "base_url": tg.url()}}})
-            .to_string(),
-    )
-    .unwrap();
+    config(ws, &tg, "@ann", json!({}));
     // The first answer would take 20 s to start.
     let mut slow = vec![Step::delay_ms(20_000)];
     slow.extend(openai::text_steps(&["far too late"]));

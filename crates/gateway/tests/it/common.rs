@@ -7,12 +7,11 @@
 //! LLM (an OpenAI-compatible server, model `echo`) given by the test. Stopped
 //! (the same cancellation as SIGTERM) when dropped.
 
-use claw_gateway::client::{ChatEvent, Client};
+use claw_gateway::client::Client;
 use claw_gateway::config::{GatewayConfig, GatewaySection};
 use claw_gateway::discovery::GatewayInfo;
 use claw_gateway::server::{self, GatewayOptions};
 use claw_gateway::token::{self, Token};
-use claw_testkit::gateway_http::chat_body;
 use serde_json::{Value, json};
 use std::path::Path;
 use std::time::Duration;
@@ -159,20 +158,6 @@ fn options(ws: &Path, llm: Option<&str>, env: &[(&str, &str)]) -> GatewayOptions
     }
 }
 
-/// POST a chat completion with an explicit session header.
-pub fn post_chat(c: &Client, session: &str, text: &str) -> Value {
-    let r = c
-        .request_with(
-            "POST",
-            "/v1/chat/completions",
-            Some(&serde_json::to_vec(&chat_body(text, false)).unwrap()),
-            &[("X-Claw-Session", session)],
-        )
-        .unwrap();
-    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
-    serde_json::from_slice(&r.body).unwrap()
-}
-
 /// (role, content) of the user/assistant messages of session `key`'s transcript.
 pub fn pairs(ws: &Path, key: &str) -> Vec<(String, String)> {
     claw_testkit::gateway_http::pairs(&transcript_path(ws, key))
@@ -182,24 +167,4 @@ pub fn pairs(ws: &Path, key: &str) -> Vec<(String, String)> {
 pub fn transcript_path(ws: &Path, key: &str) -> std::path::PathBuf {
     ws.join("sessions")
         .join(claw_agent::session::file_name_for_key(key))
-}
-
-/// A streaming turn's end: `(end, message)` or the client's error.
-pub type StreamEnd = std::thread::JoinHandle<Result<(String, Option<String>), String>>;
-
-/// Start a streaming turn on a thread; returns (events receiver, join handle).
-pub fn stream_turn(
-    c: Client,
-    session: &str,
-    text: &str,
-) -> (std::sync::mpsc::Receiver<ChatEvent>, StreamEnd) {
-    let (tx, rx) = std::sync::mpsc::channel();
-    let (session, text) = (session.to_string(), text.to_string());
-    let h = std::thread::spawn(move || {
-        c.chat(&session, &text, false, "test", |ev| {
-            let _ = tx.send(ev.clone());
-        })
-        .map_err(|e| e.to_string())
-    });
-    (rx, h)
 }

@@ -5,7 +5,8 @@
 //! per-session order. (The load test, shared with the benchmark example, runs
 //! `claw gateway` in the `claw` crate.)
 
-use crate::common::{Gateway, pairs, post_chat};
+use crate::client_support::post_chat;
+use crate::common::{Gateway, pairs};
 use claw_testkit::echo_llm::{EchoLlm, answer_for, expected_pairs};
 use claw_testkit::gateway_http::chat_body;
 use serde_json::{Value, json};

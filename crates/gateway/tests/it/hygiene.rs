@@ -8,23 +8,14 @@
 //! cut. (The per-client connection cap, whose refusals are judged by the log
 //! lines they leave, is tested on `claw gateway` in the `claw` crate.)
 
-use crate::common::{Gateway, stream_turn};
-use claw_gateway::client::ChatEvent;
+use crate::client_support::{stream_turn, streamed_text};
+use crate::common::Gateway;
 use claw_testkit::echo_llm::{EchoLlm, answer_for};
-use claw_testkit::gateway_http::{chat_body, request_on, wait_closed};
+use claw_testkit::gateway_http::{chat_body, request_on, wait_closed, write_gateway_config};
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::Path;
 use std::time::{Duration, Instant};
-
-fn config(ws: &Path, gateway: &str) {
-    std::fs::write(
-        ws.join("config.json"),
-        format!(r#"{{"gateway": {gateway}}}"#),
-    )
-    .unwrap();
-}
 
 fn connect(gw: &Gateway) -> TcpStream {
     TcpStream::connect(("127.0.0.1", gw.info.port)).unwrap()
@@ -44,7 +35,7 @@ fn slow_header_connections_are_closed_while_the_gateway_keeps_serving() {
     const MARGIN: Duration = Duration::from_secs(5);
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path();
-    config(ws, r#"{"header_read_timeout_seconds": 2}"#);
+    write_gateway_config(ws, r#"{"header_read_timeout_seconds": 2}"#);
     let gw = Gateway::start(ws, None);
     let started = Instant::now();
     // 50 connections that never finish their head: half stop inside the request
@@ -140,7 +131,7 @@ fn slow_header_connections_are_closed_while_the_gateway_keeps_serving() {
 fn streams_and_slow_answers_outlast_the_header_timeout() {
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path();
-    config(ws, r#"{"header_read_timeout_seconds": 1}"#);
+    write_gateway_config(ws, r#"{"header_read_timeout_seconds": 1}"#);
     // First token after 1.5 s, then pieces 1.2 s apart: ~4 s per answer, each
     // silence longer than the 1 s header timeout (keep-alive comments come every 15 s).
     let llm = EchoLlm::start(Duration::from_millis(1500), Duration::from_millis(1200), 3);
@@ -161,13 +152,7 @@ fn streams_and_slow_answers_outlast_the_header_timeout() {
 
     let (end, message) = streamed.join().unwrap().expect("the stream completed");
     assert_eq!(end, "answered", "{message:?}");
-    let text: String = rx
-        .try_iter()
-        .filter_map(|e| match e {
-            ChatEvent::Text(t) => Some(t),
-            _ => None,
-        })
-        .collect();
+    let text: String = streamed_text(&rx);
     assert_eq!(text, answer_for("a slow stream"));
     let r = plain.join().unwrap().expect("the slow answer arrived");
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));

@@ -5,6 +5,7 @@
 #![allow(unsafe_code)] // killpg(2) on the browser's process group the WebChat test starts
 
 mod channels;
+mod client_support;
 mod common;
 mod http;
 mod hygiene;
