@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Headless Chromium for the WebChat browser test (crates/claw/tests/it/webchat_browser.rs).
+# Headless Chromium for the WebChat browser test (crates/gateway/tests/it/webchat_browser.rs).
 # Sourced by scripts/test.sh (`. scripts/setup-chromium.sh`); can also be run on its own.
 # Idempotent: installs Debian's `chromium` package only when no `chromium` is on PATH
 # (apt keeps its downloads in its own cache), then exports CLAW_CHROMIUM, the binary the

@@ -18,6 +18,9 @@ SHARED=${CLAW_SHARED:-$(cd .. && pwd)/shared}
 # disk for this workspace (a cold run on a small disk ran out of space with it);
 # a developer's own setting wins.
 export CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0}
+# This script installs every server the tests use: a test whose server is missing
+# must fail here, not print "NOT RUN" and pass (the helpers' rule under CI=true).
+export CI=${CI:-true}
 ASSETS=${CLAW_TEST_ASSETS:-$HOME/.cache/claw-assets}
 
 # Phase timing: `phase NAME` closes the running phase and opens the next.

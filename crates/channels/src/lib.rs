@@ -79,6 +79,8 @@ pub enum ChannelError {
 /// The running channels.
 pub struct Channels {
     cores: BTreeMap<String, Arc<core::Core>>,
+    /// The poll loops, awaited by [`Channels::stopped`].
+    loops: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
 impl std::fmt::Debug for Channels {
@@ -99,6 +101,7 @@ impl Channels {
         stop: CancellationToken,
     ) -> Result<Channels, ChannelError> {
         let mut cores = BTreeMap::new();
+        let mut loops = Vec::new();
         if let Some(m) = &settings.matrix {
             let transport = Arc::new(matrix::Matrix::new(m.clone())?);
             let core = core::Core::new(
@@ -108,7 +111,11 @@ impl Channels {
                 runner.clone(),
                 log.clone(),
             )?;
-            tokio::spawn(matrix::run(transport, core.clone(), stop.clone()));
+            loops.push(tokio::spawn(matrix::run(
+                transport,
+                core.clone(),
+                stop.clone(),
+            )));
             cores.insert("matrix".to_string(), core);
         }
         if let Some(t) = &settings.telegram {
@@ -120,13 +127,31 @@ impl Channels {
                 runner.clone(),
                 log.clone(),
             )?;
-            tokio::spawn(telegram::run(transport, core.clone(), stop.clone()));
+            loops.push(tokio::spawn(telegram::run(
+                transport,
+                core.clone(),
+                stop.clone(),
+            )));
             cores.insert("telegram".to_string(), core);
         }
         for name in cores.keys() {
             log(format!("channel {name} started"));
         }
-        Ok(Channels { cores })
+        Ok(Channels {
+            cores,
+            loops: std::sync::Mutex::new(loops),
+        })
+    }
+
+    /// Wait until every poll loop has ended (once the `stop` token given to
+    /// [`Channels::start`] is cancelled), each having written its last state
+    /// (poll position, handled events) to the state directory: after this, a
+    /// new `start` on the same state directory resumes where these left off.
+    pub async fn stopped(&self) {
+        let loops = std::mem::take(&mut *self.loops.lock().unwrap_or_else(|p| p.into_inner()));
+        for l in loops {
+            let _ = l.await;
+        }
     }
 
     /// Names of the running channels.

@@ -11,7 +11,7 @@
 //!   `fixtures/garden-queries/queries.tsv`. Needs `CLAW_EMBED_MODEL_DIR` and
 //!   `ORT_DYLIB_PATH`.
 
-#![allow(clippy::unwrap_used, dead_code, unsafe_code)]
+#![allow(clippy::unwrap_used, dead_code, unused_imports, unsafe_code)]
 
 #[path = "../tests/it/gateway.rs"]
 mod gateway;

@@ -114,6 +114,20 @@ pub fn answer_for(input: &str) -> String {
     format!("echo: {input}")
 }
 
+/// The (role, content) pairs a transcript holds after `inputs` were answered
+/// by this server, in order.
+pub fn expected_pairs(inputs: &[String]) -> Vec<(String, String)> {
+    inputs
+        .iter()
+        .flat_map(|i| {
+            [
+                ("user".to_string(), i.clone()),
+                ("assistant".to_string(), answer_for(i)),
+            ]
+        })
+        .collect()
+}
+
 fn last_user(body: &Value) -> String {
     body["messages"]
         .as_array()

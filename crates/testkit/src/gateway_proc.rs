@@ -83,15 +83,7 @@ impl GatewayProc {
 
     /// Wait until the log contains `needle` (panics with the log after `limit`).
     pub fn wait_log(&self, needle: &str, limit: Duration) {
-        let t = Instant::now();
-        while !self.log().contains(needle) {
-            assert!(
-                t.elapsed() < limit,
-                "no `{needle}` in the gateway log: {}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        crate::wait_log("the gateway", || self.log(), needle, limit)
     }
 
     /// Send `sig` to the gateway.

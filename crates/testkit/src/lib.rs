@@ -11,6 +11,7 @@
 
 pub mod echo_llm;
 pub mod engine_suite;
+pub mod gateway_http;
 pub mod gateway_proc;
 pub mod llama;
 pub mod mcp_peers;
@@ -142,19 +143,105 @@ pub fn claw_keyword_only(workspace: &Path) -> Command {
     c
 }
 
-/// A keyword-only `claw` ([`claw_keyword_only`]) with `TZ=UTC`, talking to the
-/// OpenAI-compatible server at `llm` (model `scripted-model`), with `config`
-/// written to `<ws>/config.json` and named by `CLAW_CONFIG`.
-pub fn claw_scripted(workspace: &Path, llm: &str, config: &serde_json::Value) -> Command {
-    let cfg = workspace.join("config.json");
-    std::fs::write(&cfg, config.to_string()).unwrap();
+/// A keyword-only `claw` ([`claw_keyword_only`]) with `TZ=UTC`.
+pub fn claw_utc(workspace: &Path) -> Command {
     let mut c = claw_keyword_only(workspace);
-    c.env("CLAW_CONFIG", &cfg)
-        .env("TZ", "UTC")
-        .env("CLAW_LLM_API", "openai")
+    c.env("TZ", "UTC");
+    c
+}
+
+/// [`claw_utc`] talking to the OpenAI-compatible server at `llm` (model
+/// `scripted-model`).
+pub fn claw_llm(workspace: &Path, llm: &str) -> Command {
+    let mut c = claw_utc(workspace);
+    c.env("CLAW_LLM_API", "openai")
         .env("CLAW_LLM_BASE_URL", llm)
         .env("CLAW_LLM_MODEL", "scripted-model");
     c
+}
+
+/// [`claw_llm`] with `config` written to `<ws>/config.json` and named by
+/// `CLAW_CONFIG`.
+pub fn claw_scripted(workspace: &Path, llm: &str, config: &serde_json::Value) -> Command {
+    let cfg = workspace.join("config.json");
+    std::fs::write(&cfg, config.to_string()).unwrap();
+    let mut c = claw_llm(workspace, llm);
+    c.env("CLAW_CONFIG", &cfg);
+    c
+}
+
+/// Wait until `log()` contains `needle`, polling every 20 ms; panics with the
+/// log (`whose`: "the gateway", "the channel") after `limit`.
+#[track_caller]
+pub fn wait_log(whose: &str, log: impl Fn() -> String, needle: &str, limit: std::time::Duration) {
+    let t = std::time::Instant::now();
+    loop {
+        let l = log();
+        if l.contains(needle) {
+            return;
+        }
+        assert!(t.elapsed() < limit, "no `{needle}` in {whose}'s log: {l}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Run `cmd` to its end and assert that it succeeded (its stderr is the
+/// failure's message); its output.
+#[track_caller]
+pub fn run_ok(cmd: &mut Command) -> std::process::Output {
+    let out = cmd.output().expect("run the command");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// [`run_ok`], its standard output parsed as JSON.
+#[track_caller]
+pub fn run_json(cmd: &mut Command) -> serde_json::Value {
+    serde_json::from_slice(&run_ok(cmd).stdout).expect("the command printed JSON")
+}
+
+/// Run `cmd` to its end (whatever its exit code) and parse its standard output
+/// as JSON; panics with both outputs when it is not JSON.
+#[track_caller]
+pub fn stdout_json(cmd: &mut Command) -> serde_json::Value {
+    let out = cmd.output().expect("run the command");
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+/// True while process `pid` exists and is not a zombie (`/proc/<pid>/stat`).
+pub fn process_alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            let state = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().next())
+                .unwrap_or("X");
+            state != "Z" && state != "X"
+        }
+        Err(_) => false,
+    }
+}
+
+/// Poll (every 20 ms) until process `pid` is gone, at most `within`; whether it is.
+pub fn wait_process_gone(pid: u32, within: std::time::Duration) -> bool {
+    let deadline = std::time::Instant::now() + within;
+    while std::time::Instant::now() < deadline {
+        if !process_alive(pid) {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    !process_alive(pid)
 }
 
 /// The repository's `../shared` directory (data sets and tools).
@@ -162,6 +249,22 @@ pub fn shared_dir() -> PathBuf {
     let p = repo_root().join("../shared");
     assert!(p.is_dir(), "../shared is missing beside the repository");
     p
+}
+
+/// Extract `../shared/data/<archive>` (a `.tar.gz`) into `dest` (created if
+/// missing) with `tar`.
+pub fn extract_shared(archive: &str, dest: &Path) {
+    let tarball = shared_dir().join("data").join(archive);
+    assert!(tarball.is_file(), "{} is missing", tarball.display());
+    std::fs::create_dir_all(dest).unwrap();
+    let st = Command::new("tar")
+        .arg("-xzf")
+        .arg(&tarball)
+        .arg("-C")
+        .arg(dest)
+        .status()
+        .expect("run tar");
+    assert!(st.success(), "cannot extract {}", tarball.display());
 }
 
 /// Write `files` (relative path, content) under `root`.

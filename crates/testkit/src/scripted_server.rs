@@ -159,6 +159,18 @@ impl Recorded {
             .find(|(k, _)| *k == name)
             .map(|(_, v)| v.as_str())
     }
+
+    /// The content of the last tool result among this request's messages (a
+    /// session's earlier turns are replayed first).
+    pub fn last_tool_result(&self) -> Option<String> {
+        self.json["messages"]
+            .as_array()?
+            .iter()
+            .rev()
+            .find(|m| m["role"] == "tool")
+            .and_then(|m| m["content"].as_str())
+            .map(str::to_string)
+    }
 }
 
 #[derive(Default)]
@@ -237,6 +249,20 @@ impl ScriptedServer {
     /// Requests received so far, in order.
     pub fn requests(&self) -> Vec<Recorded> {
         self.lock().requests.clone()
+    }
+
+    /// The content of the latest result of tool call `call_id` the model got in
+    /// request `req` (a session's history may hold earlier runs of the same id).
+    pub fn tool_result(&self, req: usize, call_id: &str) -> String {
+        self.requests()[req].json["messages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .rev()
+            .find(|m| m["role"] == "tool" && m["tool_call_id"] == call_id)
+            .and_then(|m| m["content"].as_str())
+            .unwrap_or_else(|| panic!("no result of tool call {call_id} in request {req}"))
+            .to_string()
     }
 
     /// Replies not served yet.
@@ -452,6 +478,19 @@ pub mod openai {
     /// A streamed answer that calls one tool.
     pub fn tool_call(id: &str, name: &str, arg_pieces: &[&str]) -> Reply {
         Reply::sse(tool_call_steps(id, name, arg_pieces))
+    }
+
+    /// A turn in which the model writes `note.md` (`written\n`, tool call
+    /// `w1`), then answers `done`.
+    pub fn write_note_turn() -> [Reply; 2] {
+        [
+            tool_call(
+                "w1",
+                "write_file",
+                &[r#"{"path": "note.md", "content": "written\n"}"#],
+            ),
+            text(&["done"]),
+        ]
     }
 
     /// An OpenAI-style error body.

@@ -5,7 +5,6 @@
 
 use claw_testkit::scripted_server;
 
-use chrono::FixedOffset;
 use claw_agent::core::TurnEnd;
 use claw_agent::driver::{Driver, DriverOptions, Ui};
 use claw_agent::provider::{Api, Profile, ProviderChain, RetryPolicy};
@@ -47,20 +46,7 @@ impl Ui for RecordingUi {
 }
 
 fn options(ws: &Path) -> DriverOptions {
-    DriverOptions {
-        workspace: ws.to_path_buf(),
-        sessions_dir: ws.join("sessions"),
-        session_key: "test:driver".into(),
-        secrets: vec![],
-        max_iterations: 30,
-        max_tokens: 512,
-        context_window: 32_000,
-        utc_offset: FixedOffset::east_opt(0).unwrap(),
-        timezone: "UTC".into(),
-        os: "test".into(),
-        clock: Default::default(),
-        memory_max_bytes: claw_agent::consolidate::DEFAULT_MAX_BYTES,
-    }
+    crate::common::driver_options(ws, "test:driver")
 }
 
 fn chain(server: &ScriptedServer) -> ProviderChain {

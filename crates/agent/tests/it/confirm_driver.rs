@@ -8,11 +8,10 @@
 use claw_testkit::route_server::{Route, RouteServer};
 use claw_testkit::scripted_server::{ScriptedServer, openai};
 
-use chrono::FixedOffset;
 use claw_agent::driver::{ConfirmRequest, Driver, DriverOptions, Ui};
 use claw_agent::provider::{Api, Profile, ProviderChain, RetryPolicy};
 use claw_agent::tools::{Answer, Grant, ToolContext, ToolId, ToolRegistry};
-use serde_json::{Value, json};
+use serde_json::json;
 use std::collections::VecDeque;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -56,20 +55,7 @@ impl Ui for ScriptedUi {
 }
 
 fn options(ws: &Path) -> DriverOptions {
-    DriverOptions {
-        workspace: ws.to_path_buf(),
-        sessions_dir: ws.join("sessions"),
-        session_key: "test:confirm".into(),
-        secrets: vec![],
-        max_iterations: 30,
-        max_tokens: 512,
-        context_window: 32_000,
-        utc_offset: FixedOffset::east_opt(0).unwrap(),
-        timezone: "UTC".into(),
-        os: "test".into(),
-        clock: Default::default(),
-        memory_max_bytes: claw_agent::consolidate::DEFAULT_MAX_BYTES,
-    }
+    crate::common::driver_options(ws, "test:confirm")
 }
 
 async fn driver(
@@ -102,17 +88,6 @@ async fn driver(
     )
     .await
     .unwrap()
-}
-
-/// The tool result the model got for `call_id` in request `i`.
-fn tool_result(server: &ScriptedServer, i: usize, call_id: &str) -> String {
-    let reqs = server.requests();
-    let msgs = reqs[i].json["messages"].as_array().unwrap().clone();
-    let m: &Value = msgs
-        .iter()
-        .find(|m| m["role"] == "tool" && m["tool_call_id"] == call_id)
-        .unwrap_or_else(|| panic!("no result for {call_id} in request {i}"));
-    m["content"].as_str().unwrap().to_string()
 }
 
 #[tokio::test]
@@ -172,13 +147,13 @@ async fn always_once_deny_and_no_one_to_ask() {
     assert_eq!(asked[3].preview, "exec: echo ran > ran.txt");
     assert_eq!(std::fs::read_to_string(ws.join("a.txt")).unwrap(), "w1");
     assert_eq!(std::fs::read_to_string(ws.join("b.txt")).unwrap(), "w2");
-    assert!(tool_result(&server, 3, "r1").contains("w1"));
-    assert!(tool_result(&server, 4, "f1").contains("first page"));
-    assert!(tool_result(&server, 5, "f2").contains("second page"));
+    assert!(server.tool_result(3, "r1").contains("w1"));
+    assert!(server.tool_result(4, "f1").contains("first page"));
+    assert!(server.tool_result(5, "f2").contains("second page"));
     assert_eq!(web.hits(), ["/a", "/b"]);
     assert!(!ws.join("ran.txt").exists(), "denied exec never ran");
     assert_eq!(
-        tool_result(&server, 6, "x1"),
+        server.tool_result(6, "x1"),
         "Error: the user declined to run `exec`"
     );
 
@@ -192,7 +167,7 @@ async fn always_once_deny_and_no_one_to_ask() {
     assert_eq!(ui.asked().len(), 5);
     assert_eq!(ui.asked()[4].grant, Grant::Tool(ToolId::WriteFile));
     assert!(!ws.join("c.txt").exists());
-    let refusal = tool_result(&server, 8, "w3");
+    let refusal = server.tool_result(8, "w3");
     assert!(
         refusal.starts_with("Error: `write_file` was not run") && refusal.contains("no terminal"),
         "{refusal}"

@@ -3,6 +3,7 @@
 #![allow(unsafe_code)] // libc calls that set up hostile filesystem states (FIFOs, renameat2 races)
 
 mod agent_driver;
+mod common;
 mod confirm_driver;
 mod jail_escapes;
 mod protected_paths;

@@ -22,30 +22,9 @@ fn registry(ws: &Path, timeout: Duration) -> ToolRegistry {
     ToolRegistry::new(ctx)
 }
 
-/// True while the process exists and is not a zombie.
-fn alive(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => {
-            let state = stat
-                .rsplit_once(')')
-                .and_then(|(_, rest)| rest.split_whitespace().next())
-                .unwrap_or("X");
-            state != "Z" && state != "X"
-        }
-        Err(_) => false,
-    }
-}
-
 /// Polls until `pid` is gone, with a deadline.
 fn wait_dead(pid: i32) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        if !alive(pid) {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    false
+    claw_testkit::wait_process_gone(pid as u32, Duration::from_secs(10))
 }
 
 fn read_pid(path: &Path) -> i32 {
@@ -239,7 +218,7 @@ async fn cancelling_the_call_kills_the_group() {
         assert!(Instant::now() < deadline, "pid file never appeared");
     }
     let pid = read_pid(&pid_file);
-    assert!(alive(pid));
+    assert!(claw_testkit::process_alive(pid as u32));
     drop(run);
     assert!(wait_dead(pid), "sleep {pid} survived cancellation");
 }

@@ -174,16 +174,7 @@ fn ms(d: Duration) -> String {
 
 fn garden(ws: &Path) -> std::path::PathBuf {
     let root = ws.join("garden");
-    std::fs::create_dir_all(&root).unwrap();
-    let tarball = claw_testkit::shared_dir().join("data/notes-garden.tar.gz");
-    let st = std::process::Command::new("tar")
-        .arg("-xzf")
-        .arg(&tarball)
-        .arg("-C")
-        .arg(&root)
-        .status()
-        .unwrap();
-    assert!(st.success(), "cannot extract {}", tarball.display());
+    claw_testkit::extract_shared("notes-garden.tar.gz", &root);
     root
 }
 
@@ -192,18 +183,13 @@ fn hostile_queries_against_the_garden() {
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path();
     let notes = garden(ws);
-    let o = claw_testkit::claw_keyword_only(ws)
-        .args(["memory", "add"])
-        .arg(&notes)
-        .args(["--name", "garden"])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let o = claw_testkit::claw_keyword_only(ws)
-        .args(["memory", "index"])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    claw_testkit::run_ok(
+        claw_testkit::claw_keyword_only(ws)
+            .args(["memory", "add"])
+            .arg(&notes)
+            .args(["--name", "garden"]),
+    );
+    claw_testkit::run_ok(claw_testkit::claw_keyword_only(ws).args(["memory", "index"]));
 
     let store = Store::open(&claw_testkit::db_path(ws)).unwrap();
     let params = MemorySettings::default();

@@ -26,8 +26,8 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 fn claw(ws: &Path) -> Command {
-    let mut c = claw_testkit::claw_keyword_only(ws);
-    c.env("TZ", "UTC").stdin(Stdio::null());
+    let mut c = claw_testkit::claw_utc(ws);
+    c.stdin(Stdio::null());
     c
 }
 
@@ -75,17 +75,19 @@ fn hostile_turn(ws: &Path, calls: &[(&str, Value)]) -> Vec<String> {
 fn notes() -> (tempfile::TempDir, std::path::PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
     let ws = tmp.path().join("ws");
-    std::fs::create_dir_all(ws.join("memory")).unwrap();
-    std::fs::write(
-        ws.join("MEMORY.md"),
-        "# Memory\n\nThe offsite budget is 12000 EUR.\n",
-    )
-    .unwrap();
-    std::fs::write(
-        ws.join("memory/2026-11-01.md"),
-        "Met Ana about the webhook retries.\n",
-    )
-    .unwrap();
+    claw_testkit::write_tree(
+        &ws,
+        &[
+            (
+                "MEMORY.md",
+                "# Memory\n\nThe offsite budget is 12000 EUR.\n",
+            ),
+            (
+                "memory/2026-11-01.md",
+                "Met Ana about the webhook retries.\n",
+            ),
+        ],
+    );
     (tmp, ws)
 }
 

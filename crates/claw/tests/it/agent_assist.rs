@@ -31,19 +31,6 @@ fn ok(out: &Output) {
     );
 }
 
-/// The content of the tool result for `id` the model received in request `req`.
-fn tool_result(server: &ScriptedServer, req: usize, id: &str) -> String {
-    let reqs = server.requests();
-    reqs[req].json["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["role"] == "tool" && m["tool_call_id"] == id)
-        .and_then(|m| m["content"].as_str())
-        .unwrap_or_else(|| panic!("no tool result {id} in request {req}"))
-        .to_string()
-}
-
 #[test]
 fn a_fact_written_in_a_turn_is_found_by_memory_search_in_the_same_turn() {
     let dir = tempfile::tempdir().unwrap();
@@ -80,9 +67,9 @@ fn a_fact_written_in_a_turn_is_found_by_memory_search_in_the_same_turn() {
     );
     ok(&out);
     assert_eq!(server.requests().len(), 3);
-    let written = tool_result(&server, 1, "w1");
+    let written = server.tool_result(1, "w1");
     assert!(!written.starts_with("Error"), "{written}");
-    let found = tool_result(&server, 2, "s1");
+    let found = server.tool_result(2, "s1");
     assert!(found.contains("memory/2026-11-05.md#L1"), "{found}");
     assert!(found.contains("zorblax launch moved"), "{found}");
     assert!(!found.contains("note:"), "{found}");
@@ -129,7 +116,7 @@ fn a_never_indexed_workspace_is_indexed_on_first_use() {
         stderr.contains("indexing this workspace for the first time (31 files)"),
         "{stderr}"
     );
-    let found = tool_result(&server, 1, "s1");
+    let found = server.tool_result(1, "s1");
     assert!(found.contains("memory/2026-10-17.md#L"), "{found}");
     assert!(found.contains("Lake Vansj"), "{found}");
     assert!(!found.contains("no-vectors"), "{found}");
@@ -141,17 +128,7 @@ fn session_text(ws: &Path) -> String {
 }
 
 fn search_json(ws: &Path, query: &str) -> serde_json::Value {
-    let out = claw(ws)
-        .args(["memory", "search", query, "--json", "--mode", "fts"])
-        .output()
-        .unwrap();
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "{e}: {}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    })
+    claw_testkit::stdout_json(claw(ws).args(["memory", "search", query, "--json", "--mode", "fts"]))
 }
 
 #[test]

@@ -9,7 +9,7 @@ use claw_testkit::scripted_server;
 use scripted_server::{Reply, ScriptedServer, Step, anthropic, openai};
 use serde_json::{Value, json};
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -19,27 +19,11 @@ struct Run {
     stderr: String,
 }
 
-/// "Now" for every run (`CLAW_NOW`): the daily note's date follows it.
-const TEST_NOW: &str = "2026-11-05T12:00:00Z";
-
-fn claw_bin() -> PathBuf {
-    claw_testkit::claw_bin()
-}
-
 /// `claw` with a clean environment: workspace `ws`, no embedding model, and the
 /// given extra variables.
 fn claw(ws: &Path, env: &[(&str, &str)]) -> Command {
-    let mut c = Command::new(claw_bin());
-    c.env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", ws.join("home"))
-        .env("CLAW_WORKSPACE", ws)
-        .env("CLAW_EMBED_PROVIDER", "none")
-        .env("CLAW_NOW", TEST_NOW)
-        .env("TZ", "UTC");
-    for (k, v) in env {
-        c.env(k, v);
-    }
+    let mut c = claw_testkit::claw_utc(ws);
+    c.envs(env.iter().copied());
     c
 }
 
@@ -480,7 +464,7 @@ fn compaction_flushes_memory_then_summarises_then_answers() {
         r#"{"agent": {"context_window": 4096, "max_tokens": 512, "timezone": "UTC"}}"#,
     )
     .unwrap();
-    let today = &TEST_NOW[..10];
+    let today = &claw_testkit::TEST_NOW[..10];
     let mem_path = format!("memory/{today}.md");
     let server = ScriptedServer::start([
         openai::tool_call(

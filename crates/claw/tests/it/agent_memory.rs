@@ -13,17 +13,19 @@ use support::claw_keyword_only as claw;
 fn memory_search_and_get_reach_the_model_with_citations() {
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path();
-    std::fs::create_dir_all(ws.join("memory")).unwrap();
-    std::fs::write(
-        ws.join("MEMORY.md"),
-        "# Memory\n\n## Travel\nThe quokka colony lives on Rottnest Island, a ferry ride from Fremantle.\n",
-    )
-    .unwrap();
-    std::fs::write(
-        ws.join("memory/2026-11-02.md"),
-        "# Standup\nNothing about marsupials.\n",
-    )
-    .unwrap();
+    claw_testkit::write_tree(
+        ws,
+        &[
+            (
+                "MEMORY.md",
+                "# Memory\n\n## Travel\nThe quokka colony lives on Rottnest Island, a ferry ride from Fremantle.\n",
+            ),
+            (
+                "memory/2026-11-02.md",
+                "# Standup\nNothing about marsupials.\n",
+            ),
+        ],
+    );
     let out = claw(ws).args(["memory", "index"]).output().unwrap();
     assert!(
         out.status.success(),
@@ -44,17 +46,12 @@ fn memory_search_and_get_reach_the_model_with_citations() {
         ),
         openai::text(&["On Rottnest Island [MEMORY.md#L3-L4]."]),
     ]);
-    let out = claw(ws)
-        .env("CLAW_LLM_API", "openai")
-        .env("CLAW_LLM_BASE_URL", server.url())
-        .env("CLAW_LLM_MODEL", "scripted")
-        .args(["-m", "where do quokkas live?"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    claw_testkit::run_ok(
+        claw(ws)
+            .env("CLAW_LLM_API", "openai")
+            .env("CLAW_LLM_BASE_URL", server.url())
+            .env("CLAW_LLM_MODEL", "scripted")
+            .args(["-m", "where do quokkas live?"]),
     );
 
     let reqs = server.requests();

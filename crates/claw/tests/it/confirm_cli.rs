@@ -6,37 +6,19 @@
 
 use claw_testkit::scripted_server::{ScriptedServer, openai};
 
-use serde_json::Value;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 fn claw(ws: &Path, llm: &str) -> Command {
-    let mut c = Command::new(claw_testkit::claw_bin());
-    c.env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", ws.join("home"))
-        .env("CLAW_WORKSPACE", ws)
-        .env("CLAW_EMBED_PROVIDER", "none")
-        .env("CLAW_NOW", claw_testkit::TEST_NOW)
-        .env("TZ", "UTC")
-        .env("CLAW_LLM_API", "openai")
-        .env("CLAW_LLM_BASE_URL", llm)
-        .env("CLAW_LLM_MODEL", "scripted-model")
-        .stdin(Stdio::null());
+    let mut c = claw_testkit::claw_llm(ws, llm);
+    c.stdin(Stdio::null());
     c
 }
 
 /// One `-m` turn in which the model writes `note.md`; the run and the tool
 /// result the model got.
 fn write_turn(ws: &Path, extra: &[&str], config: Option<&Path>) -> (Output, String) {
-    let llm = ScriptedServer::start([
-        openai::tool_call(
-            "w1",
-            "write_file",
-            &[r#"{"path": "note.md", "content": "written\n"}"#],
-        ),
-        openai::text(&["done"]),
-    ]);
+    let llm = ScriptedServer::start(openai::write_note_turn());
     let mut cmd = claw(ws, &llm.url());
     if let Some(cfg) = config {
         cmd.env("CLAW_CONFIG", cfg);
@@ -48,15 +30,7 @@ fn write_turn(ws: &Path, extra: &[&str], config: Option<&Path>) -> (Output, Stri
         .expect("run claw");
     let reqs = llm.requests();
     assert_eq!(reqs.len(), 2, "{}", String::from_utf8_lossy(&out.stderr));
-    let result = reqs[1].json["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .rev()
-        .find(|m: &&Value| m["role"] == "tool")
-        .and_then(|m| m["content"].as_str())
-        .unwrap()
-        .to_string();
+    let result = reqs[1].last_tool_result().unwrap();
     (out, result)
 }
 

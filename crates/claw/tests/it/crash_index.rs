@@ -81,16 +81,7 @@ impl Rng {
 
 /// Extract the garden and keep the first `limit` Markdown files (sorted by path).
 fn garden(dest: &Path, limit: Option<usize>) {
-    let tarball = support::shared_dir().join("data/notes-garden.tar.gz");
-    std::fs::create_dir_all(dest).unwrap();
-    let st = std::process::Command::new("tar")
-        .arg("xzf")
-        .arg(&tarball)
-        .arg("-C")
-        .arg(dest)
-        .status()
-        .unwrap();
-    assert!(st.success(), "cannot extract {}", tarball.display());
+    support::extract_shared("notes-garden.tar.gz", dest);
     let Some(limit) = limit else { return };
     let mut all: Vec<_> = walkdir::WalkDir::new(dest)
         .sort_by_file_name()

@@ -16,15 +16,8 @@ struct Run {
 
 /// `claw` with a clean environment: workspace `ws`, no model, UTC, claw's clock at TEST_NOW.
 fn claw(ws: &Path) -> Command {
-    let mut c = Command::new(claw_testkit::claw_bin());
-    c.env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", ws.join("home"))
-        .env("CLAW_WORKSPACE", ws)
-        .env("CLAW_EMBED_PROVIDER", "none")
-        .env("CLAW_NOW", claw_testkit::TEST_NOW)
-        .env("TZ", "UTC")
-        .stdin(Stdio::null());
+    let mut c = claw_testkit::claw_utc(ws);
+    c.stdin(Stdio::null());
     c
 }
 
@@ -312,18 +305,6 @@ fn run_now_answers_in_the_jobs_session() {
     );
 }
 
-/// The latest result of `call_id` in request `req` (the session's history holds earlier runs).
-fn tool_result(server: &ScriptedServer, req: usize, call_id: &str) -> String {
-    server.requests()[req].json["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .rev()
-        .find(|m| m["role"] == "tool" && m["tool_call_id"] == call_id)
-        .map(|m| m["content"].as_str().unwrap().to_string())
-        .expect("tool result sent to the model")
-}
-
 #[test]
 fn the_assistant_schedules_a_reminder_with_the_cron_tool() {
     let dir = tempfile::tempdir().unwrap();
@@ -361,9 +342,9 @@ fn the_assistant_schedules_a_reminder_with_the_cron_tool() {
         .collect();
     assert!(offered.contains(&"cron".to_string()), "{offered:?}");
     assert!(
-        tool_result(&server, 1, "c1").contains("confirmation"),
+        server.tool_result(1, "c1").contains("confirmation"),
         "{}",
-        tool_result(&server, 1, "c1")
+        server.tool_result(1, "c1")
     );
     assert!(!claw_testkit::state_dir(ws).join("cron/jobs.json").exists());
 
@@ -375,7 +356,7 @@ fn the_assistant_schedules_a_reminder_with_the_cron_tool() {
     ]);
     let r = llm(&server, true);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let result = tool_result(&server, 1, "c1");
+    let result = server.tool_result(1, "c1");
     assert!(result.starts_with("Scheduled job"), "{result}");
     assert!(
         result.contains("next run 2026-11-06 09:00 +00:00"),

@@ -38,17 +38,13 @@ fn embeddings(vectors: &[[f32; 4]]) -> Reply {
 fn openai_compatible_embeddings_index_and_search() {
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path();
-    std::fs::create_dir_all(ws.join("memory")).unwrap();
-    std::fs::write(
-        ws.join("MEMORY.md"),
-        "The ferry to the island leaves at nine.\n",
-    )
-    .unwrap();
-    std::fs::write(
-        ws.join("memory/cats.md"),
-        "Our cat sleeps on the radiator.\n",
-    )
-    .unwrap();
+    claw_testkit::write_tree(
+        ws,
+        &[
+            ("MEMORY.md", "The ferry to the island leaves at nine.\n"),
+            ("memory/cats.md", "Our cat sleeps on the radiator.\n"),
+        ],
+    );
     // One request per file (MEMORY.md first), then one for the query.
     let server = ScriptedServer::start([
         embeddings(&[[1.0, 0.0, 0.0, 0.0]]),
@@ -64,15 +60,7 @@ fn openai_compatible_embeddings_index_and_search() {
     )
     .unwrap();
 
-    let out = claw(ws, &config)
-        .args(["memory", "index", "--json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = claw_testkit::run_ok(claw(ws, &config).args(["memory", "index", "--json"]));
     let r: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(r["model"], "openai:tiny-embed");
     assert_eq!(r["embeddings_computed"], 2, "{r}");
@@ -90,22 +78,14 @@ fn openai_compatible_embeddings_index_and_search() {
     );
 
     // A query with no shared words: only the vector stage (via the endpoint) finds it.
-    let out = claw(ws, &config)
-        .args([
-            "memory",
-            "search",
-            "--json",
-            "--mode",
-            "vector",
-            "pet resting spot",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = claw_testkit::run_ok(claw(ws, &config).args([
+        "memory",
+        "search",
+        "--json",
+        "--mode",
+        "vector",
+        "pet resting spot",
+    ]));
     let s: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(s["fallback"], Value::Null, "{s}");
     assert_eq!(s["results"][0]["path"], "memory/cats.md", "{s}");
@@ -116,16 +96,7 @@ fn openai_compatible_embeddings_index_and_search() {
         500,
         json!({"error": {"message": "overloaded"}}),
     ));
-    let out = claw(ws, &config)
-        .args(["memory", "search", "--json", "ferry"])
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = claw_testkit::run_ok(claw(ws, &config).args(["memory", "search", "--json", "ferry"]));
     let s: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(s["fallback"].is_string(), "{s}");
     assert_eq!(s["results"][0]["path"], "MEMORY.md");

@@ -151,17 +151,11 @@ fn eval_all_modes_on_fixture_with_the_real_model() {
 #[test]
 fn keyword_only_runs_fts_and_skips_the_model_modes_with_a_reason() {
     let ws = tempfile::tempdir().unwrap();
-    let out = support::claw_keyword_only(ws.path())
-        .args(["memory", "eval", "--beir"])
-        .arg(fixture())
-        .args(["--mode", "all", "--json"])
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = claw_testkit::run_ok(
+        support::claw_keyword_only(ws.path())
+            .args(["memory", "eval", "--beir"])
+            .arg(fixture())
+            .args(["--mode", "all", "--json"]),
     );
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(v["modes"]["fts"]["ndcg@10"].as_f64().unwrap() >= 0.5, "{v}");

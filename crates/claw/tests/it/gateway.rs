@@ -1,24 +1,32 @@
 //! `claw gateway` as a real process against an OpenAI-compatible LLM server that
-//! echoes each message (`claw_testkit::echo_llm`): the bearer token (401 without
-//! it), streaming and non-streaming chat completions, sessions and their
-//! transcripts, per-session order, the CLI routed through the gateway (output
-//! identical to `--local`), a load of 50 sessions × 5 messages (each answered once,
-//! in order, transcripts without lost or duplicated lines; throughput and the
-//! gateway's overhead printed), SIGTERM during a streaming turn (exit 0 within the
-//! grace period, transcript intact), SIGTERM past the grace period (the turn is
-//! cancelled, exit 0) and `kill -9` (nothing answered is lost, the next start works);
-//! and one turn end to end against the real llama.cpp server (`real_model_turn`, run by
-//! `e2e_local_llm` on its server, through its relay, within its budget).
+//! echoes each message (`claw_testkit::echo_llm`): the CLI routed through the
+//! gateway (output identical to `--local`), a load of 50 sessions × 5 messages
+//! (each answered once, in order, transcripts without lost or duplicated lines;
+//! throughput and the gateway's overhead printed — the same code as
+//! `examples/gateway_bench load`, whose figures BENCHMARKS.md gives), SIGTERM during a streaming turn (exit
+//! 0 within the grace period, transcript intact), SIGTERM past the grace period
+//! (the turn is cancelled, exit 0) and `kill -9` (nothing answered is lost, the
+//! next start works), `install-service`, cron jobs run by the gateway, a channel
+//! whose token variable is unset; and one turn end to end against the real
+//! llama.cpp server (`real_model_turn`, run by `e2e_local_llm` on its server,
+//! through its relay, within its budget). The HTTP API itself, its connection
+//! hygiene, channels in the gateway and WebChat are tested in-process in
+//! `claw-gateway`; the channels in `claw-channels`.
 
 use claw_gateway::client::{ChatEvent, Client};
 use claw_gateway::discovery::{self, GatewayInfo};
 use claw_gateway::token::Token;
-use claw_testkit::echo_llm::{EchoLlm, answer_for};
+use claw_testkit::echo_llm::{EchoLlm, answer_for, expected_pairs};
+use claw_testkit::gateway_http;
 use claw_testkit::gateway_proc::GatewayProc;
 use serde_json::{Value, json};
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
+
+#[path = "../../../gateway/tests/it/client_support.rs"]
+mod client_support;
+use client_support::{post_chat, stream_turn, streamed_text};
 
 /// `claw` with a clean environment, keyword-only memory, the echo LLM.
 pub fn claw(ws: &Path, llm: Option<&str>) -> Command {
@@ -28,20 +36,12 @@ pub fn claw(ws: &Path, llm: Option<&str>) -> Command {
 /// `claw` with a clean environment and the echo LLM; `model`: the real local
 /// embedding model (else keyword-only).
 pub fn claw_env(ws: &Path, llm: Option<&str>, model: bool) -> Command {
-    let mut c = Command::new(claw_testkit::claw_bin());
-    c.env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", ws.join("home"))
-        .env("CLAW_WORKSPACE", ws)
-        .env("CLAW_NOW", claw_testkit::TEST_NOW)
-        .env("TZ", "UTC");
-    if model {
-        let (dir, ort) = claw_testkit::model_paths();
-        c.env("CLAW_EMBED_MODEL_DIR", dir)
-            .env("ORT_DYLIB_PATH", ort);
+    let mut c = if model {
+        claw_testkit::claw(ws)
     } else {
-        c.env("CLAW_EMBED_PROVIDER", "none");
-    }
+        claw_testkit::claw_keyword_only(ws)
+    };
+    c.env("TZ", "UTC");
     if let Some(url) = llm {
         c.env("CLAW_LLM_API", "openai")
             .env("CLAW_LLM_BASE_URL", url)
@@ -86,10 +86,6 @@ impl Gateway {
         c
     }
 
-    fn client_with(&self, token: &str) -> Client {
-        Client::new(self.info.clone(), Token::new(token))
-    }
-
     fn signal(&self, sig: i32) {
         self.proc.signal(sig)
     }
@@ -109,211 +105,23 @@ impl Gateway {
     }
 }
 
-pub fn chat_body(text: &str, stream: bool) -> Value {
-    json!({"model": "claw", "stream": stream, "messages": [
-        {"role": "system", "content": "ignored: claw has its own prompt"},
-        {"role": "user", "content": text}
-    ]})
-}
-
-/// POST a chat completion with an explicit session header.
-fn post_chat(c: &Client, session: &str, text: &str) -> Value {
-    let r = c
-        .request_with(
-            "POST",
-            "/v1/chat/completions",
-            Some(&serde_json::to_vec(&chat_body(text, false)).unwrap()),
-            &[("X-Claw-Session", session)],
-        )
-        .unwrap();
-    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
-    serde_json::from_slice(&r.body).unwrap()
-}
-
-/// The messages of a transcript file (all records must parse).
+/// The messages of session `key`'s transcript.
 fn transcript(ws: &Path, key: &str) -> Vec<Value> {
-    let path = ws
-        .join("sessions")
-        .join(claw_agent::session::file_name_for_key(key));
-    let text = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(
-        text.is_empty() || text.ends_with('\n'),
-        "torn last line in {}",
-        path.display()
-    );
-    text.lines()
-        .map(|l| serde_json::from_str::<Value>(l).expect("every transcript line parses"))
-        .filter(|v| v["type"] == "message")
-        .collect()
+    gateway_http::transcript(&transcript_path(ws, key))
 }
 
-/// (role, content) of a transcript's user/assistant messages.
+/// (role, content) of the user/assistant messages of session `key`'s transcript.
 fn pairs(ws: &Path, key: &str) -> Vec<(String, String)> {
-    transcript(ws, key)
-        .iter()
-        .map(|m| {
-            (
-                m["role"].as_str().unwrap().to_string(),
-                m["content"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect()
+    gateway_http::pairs(&transcript_path(ws, key))
 }
 
-fn expected_pairs(inputs: &[String]) -> Vec<(String, String)> {
-    inputs
-        .iter()
-        .flat_map(|i| {
-            [
-                ("user".to_string(), i.clone()),
-                ("assistant".to_string(), answer_for(i)),
-            ]
-        })
-        .collect()
+fn transcript_path(ws: &Path, key: &str) -> std::path::PathBuf {
+    ws.join("sessions")
+        .join(claw_agent::session::file_name_for_key(key))
 }
 
 #[test]
-fn token_streaming_non_streaming_and_sessions() {
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path();
-    let llm = EchoLlm::start(Duration::ZERO, Duration::from_millis(5), 3);
-    let gw = Gateway::start(ws, Some(&llm.url()));
-    let c = gw.client();
-
-    // The token: generated on first start, private, required everywhere but /healthz.
-    let mode = std::os::unix::fs::PermissionsExt::mode(
-        &std::fs::metadata(claw_testkit::state_dir(ws).join("gateway.token"))
-            .unwrap()
-            .permissions(),
-    );
-    assert_eq!(mode & 0o777, 0o600);
-    assert_eq!(gw.token.len(), 64);
-    let health = gw.client_with("").request("GET", "/healthz", None).unwrap();
-    assert_eq!(health.status, 200);
-    for bad in ["", "wrong", &gw.token[..63]] {
-        let anon = gw.client_with(bad);
-        for (method, path) in [
-            ("GET", "/v1/models"),
-            ("GET", "/v1/sessions"),
-            ("POST", "/v1/chat/completions"),
-            ("POST", "/v1/memory/search"),
-        ] {
-            let body = serde_json::to_vec(&chat_body("sneaky", false)).unwrap();
-            let r = anon.request(method, path, Some(&body)).unwrap();
-            assert_eq!(r.status, 401, "{method} {path} with token {bad:?}");
-        }
-    }
-    assert!(
-        llm.served().is_empty(),
-        "nothing reached the LLM without the token"
-    );
-    let models: Value =
-        serde_json::from_slice(&c.request("GET", "/v1/models", None).unwrap().body).unwrap();
-    assert_eq!(models["data"][0]["id"], "claw");
-
-    // Non-streaming.
-    let v = post_chat(&c, "t:1", "hello");
-    assert_eq!(v["object"], "chat.completion");
-    assert_eq!(v["choices"][0]["message"]["role"], "assistant");
-    assert_eq!(v["choices"][0]["message"]["content"], "echo: hello");
-    assert_eq!(v["choices"][0]["finish_reason"], "stop");
-
-    // Streaming: standard chunks, role first, the text in pieces, then [DONE].
-    let mut body = chat_body("again", true);
-    body["user"] = json!("ignored-when-the-header-is-set");
-    let r = c
-        .request_with(
-            "POST",
-            "/v1/chat/completions",
-            Some(&serde_json::to_vec(&body).unwrap()),
-            &[("X-Claw-Session", "t:1")],
-        )
-        .unwrap();
-    assert_eq!(r.status, 200);
-    assert_eq!(r.header("content-type"), Some("text/event-stream"));
-    let text = String::from_utf8(r.body).unwrap();
-    let frames: Vec<&str> = text
-        .split("\n\n")
-        .filter(|f| !f.is_empty())
-        .map(|f| {
-            f.strip_prefix("data: ")
-                .expect("every frame is a data line")
-        })
-        .collect();
-    assert_eq!(*frames.last().unwrap(), "[DONE]");
-    let chunks: Vec<Value> = frames[..frames.len() - 1]
-        .iter()
-        .map(|f| serde_json::from_str(f).unwrap())
-        .collect();
-    assert!(
-        chunks
-            .iter()
-            .all(|c| c["object"] == "chat.completion.chunk")
-    );
-    assert_eq!(chunks[0]["choices"][0]["delta"]["role"], "assistant");
-    let streamed: String = chunks
-        .iter()
-        .filter_map(|c| c["choices"][0]["delta"]["content"].as_str())
-        .collect();
-    assert_eq!(streamed, "echo: again");
-    assert!(
-        chunks
-            .iter()
-            .filter(|c| c["choices"][0]["delta"]["content"]
-                .as_str()
-                .is_some_and(|s| !s.is_empty()))
-            .count()
-            >= 2,
-        "the answer streams in pieces: {text}"
-    );
-    let last = chunks.last().unwrap();
-    assert_eq!(last["choices"][0]["finish_reason"], "stop");
-    assert_eq!(last["claw"]["end"], "answered");
-
-    // The `user` field names the session when there is no header.
-    let mut body = chat_body("from alice", false);
-    body["user"] = json!("alice");
-    let r = c
-        .post_json("/v1/chat/completions", &body)
-        .expect("post as alice");
-    assert_eq!(r.header("x-claw-session"), Some("alice"));
-
-    // History is claw's transcript; the sessions API reads it back.
-    assert_eq!(
-        pairs(ws, "t:1"),
-        expected_pairs(&["hello".into(), "again".into()])
-    );
-    let sessions: Value =
-        serde_json::from_slice(&c.request("GET", "/v1/sessions", None).unwrap().body).unwrap();
-    let list = sessions["data"].as_array().unwrap();
-    let find = |k: &str| list.iter().find(|s| s["key"] == k).cloned();
-    assert_eq!(find("t:1").unwrap()["messages"], 4);
-    assert_eq!(find("alice").unwrap()["messages"], 2);
-    assert!(find("t:1").unwrap()["last_activity"].is_string());
-    let msgs: Value = serde_json::from_slice(
-        &c.request("GET", "/v1/sessions/t:1/messages", None)
-            .unwrap()
-            .body,
-    )
-    .unwrap();
-    let roles: Vec<&str> = msgs["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["role"].as_str().unwrap())
-        .collect();
-    assert_eq!(roles, ["user", "assistant", "user", "assistant"]);
-    assert_eq!(msgs["data"][3]["content"], "echo: again");
-    let missing = c
-        .request("GET", "/v1/sessions/nobody/messages", None)
-        .unwrap();
-    assert_eq!(missing.status, 404);
-    // The second turn's request carried the first turn as history.
-    assert_eq!(llm.served().len(), 3);
-}
-
-#[test]
-fn per_session_order_and_the_cli_through_the_gateway() {
+fn the_cli_through_the_gateway_prints_what_the_local_run_prints() {
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path();
     std::fs::create_dir_all(ws.join("memory")).unwrap();
@@ -324,53 +132,8 @@ fn per_session_order_and_the_cli_through_the_gateway() {
     .unwrap();
     let out = claw(ws, None).args(["memory", "index"]).output().unwrap();
     assert!(out.status.success());
-    let llm = EchoLlm::start(Duration::from_millis(250), Duration::ZERO, 1);
+    let llm = EchoLlm::start(Duration::ZERO, Duration::ZERO, 1);
     let gw = Gateway::start(ws, Some(&llm.url()));
-
-    // Five messages to one session, each sent once the gateway has accepted the
-    // previous one, while each turn takes 250 ms: they queue behind the running
-    // turn and run in the order they were accepted, one at a time.
-    let inputs: Vec<String> = (0..5).map(|i| format!("ordered {i}")).collect();
-    let c = gw.client();
-    let accepted = || -> u64 {
-        let v: Value =
-            serde_json::from_slice(&c.request("GET", "/v1/status", None).unwrap().body).unwrap();
-        v["turns"]["accepted"].as_u64().unwrap()
-    };
-    let mut pending = Vec::new();
-    for (i, text) in inputs.iter().enumerate() {
-        let mut sock = std::net::TcpStream::connect(("127.0.0.1", gw.info.port)).unwrap();
-        let body = serde_json::to_vec(&chat_body(text, false)).unwrap();
-        let head = format!(
-            "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\n\
-             X-Claw-Session: order\r\nContent-Type: application/json\r\n\
-             Content-Length: {}\r\nConnection: close\r\n\r\n",
-            gw.token,
-            body.len()
-        );
-        std::io::Write::write_all(&mut sock, head.as_bytes()).unwrap();
-        std::io::Write::write_all(&mut sock, &body).unwrap();
-        pending.push(sock);
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while accepted() < i as u64 + 1 {
-            assert!(Instant::now() < deadline, "message {i} was not accepted");
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
-    let status: Value =
-        serde_json::from_slice(&c.request("GET", "/v1/status", None).unwrap().body).unwrap();
-    assert!(
-        status["queues"]["waiting"].as_u64().unwrap() >= 3,
-        "later messages wait behind the running turn: {status}"
-    );
-    for (sock, text) in pending.iter_mut().zip(&inputs) {
-        let mut raw = String::new();
-        std::io::Read::read_to_string(sock, &mut raw).unwrap();
-        let body = &raw[raw.find("\r\n\r\n").unwrap() + 4..];
-        let v: Value = serde_json::from_str(body).unwrap();
-        assert_eq!(v["choices"][0]["message"]["content"], answer_for(text));
-    }
-    assert_eq!(pairs(ws, "order"), expected_pairs(&inputs));
 
     // `claw -m` through the gateway prints what the local run prints.
     let routed = claw(ws, Some(&llm.url()))
@@ -396,7 +159,7 @@ fn per_session_order_and_the_cli_through_the_gateway() {
     )
     .unwrap();
     assert_eq!(status["running"], true);
-    assert_eq!(status["turns"]["finished"], 6, "{status}");
+    assert_eq!(status["turns"]["finished"], 1, "{status}");
 
     // `claw memory search/get` give the same output either way (once the new
     // transcripts are indexed, so both report a fresh index).
@@ -561,26 +324,6 @@ fn load_50_sessions_x_5_messages() {
     assert_eq!(f.messages, 250);
 }
 
-/// A streaming turn's end: `(end, message)` or the client's error.
-pub type StreamEnd = std::thread::JoinHandle<Result<(String, Option<String>), String>>;
-
-/// Start a streaming turn on a thread; returns (events receiver, join handle).
-pub fn stream_turn(
-    c: Client,
-    session: &str,
-    text: &str,
-) -> (std::sync::mpsc::Receiver<ChatEvent>, StreamEnd) {
-    let (tx, rx) = std::sync::mpsc::channel();
-    let (session, text) = (session.to_string(), text.to_string());
-    let h = std::thread::spawn(move || {
-        c.chat(&session, &text, false, "test", |ev| {
-            let _ = tx.send(ev.clone());
-        })
-        .map_err(|e| e.to_string())
-    });
-    (rx, h)
-}
-
 #[test]
 fn sigterm_during_a_streaming_turn_finishes_it_and_exits_0() {
     let dir = tempfile::tempdir().unwrap();
@@ -600,13 +343,7 @@ fn sigterm_during_a_streaming_turn_finishes_it_and_exits_0() {
     assert!(took < Duration::from_secs(10), "took {took:?}");
     let (end, _) = h.join().unwrap().expect("the stream completed");
     assert_eq!(end, "answered");
-    let text: String = rx
-        .try_iter()
-        .filter_map(|e| match e {
-            ChatEvent::Text(t) => Some(t),
-            _ => None,
-        })
-        .collect();
+    let text: String = streamed_text(&rx);
     assert!(answer_for("a long answer please").ends_with(&text));
     assert_eq!(
         pairs(ws, "term"),
@@ -840,4 +577,27 @@ fn cron_jobs_run_in_the_gateway_and_deliver_their_answers() {
         "{}",
         gw.log()
     );
+}
+
+/// A configured channel whose token variable is not set: `claw gateway`
+/// refuses to start, naming the variable.
+#[test]
+fn gateway_refuses_to_start_without_a_channel_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    std::fs::write(
+        ws.join("config.json"),
+        json!({"channels": {"telegram": {"token_env": "CLAW_TG_TOKEN", "allow_from": ["42"],
+            "base_url": "http://127.0.0.1:9"}}})
+        .to_string(),
+    )
+    .unwrap();
+    let llm = EchoLlm::start(Duration::ZERO, Duration::ZERO, 1);
+    let out = claw(ws, Some(&llm.url()))
+        .args(["gateway", "--port", "0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("CLAW_TG_TOKEN"), "{err}");
 }

@@ -18,14 +18,7 @@ fn claw(ws: &Path, llm: &str, config: &Value) -> Command {
 
 /// One `--yes -m` turn in which the model writes `note.md`; the run, the requests.
 fn write_turn(ws: &Path, hooks: Value, envs: &[(&str, &str)]) -> (Output, Vec<Recorded>) {
-    let llm = ScriptedServer::start([
-        openai::tool_call(
-            "w1",
-            "write_file",
-            &[r#"{"path": "note.md", "content": "written\n"}"#],
-        ),
-        openai::text(&["done"]),
-    ]);
+    let llm = ScriptedServer::start(openai::write_note_turn());
     let mut cmd = claw(ws, &llm.url(), &json!({ "hooks": hooks }));
     for (k, v) in envs {
         cmd.env(k, v);
@@ -45,15 +38,7 @@ fn write_turn(ws: &Path, hooks: Value, envs: &[(&str, &str)]) -> (Output, Vec<Re
 }
 
 fn tool_result(reqs: &[Recorded]) -> String {
-    reqs[1].json["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .rev()
-        .find(|m| m["role"] == "tool")
-        .and_then(|m| m["content"].as_str())
-        .unwrap()
-        .to_string()
+    reqs[1].last_tool_result().unwrap()
 }
 
 fn system_prompt(req: &Recorded) -> String {
@@ -246,14 +231,7 @@ fn the_gateway_runs_hooks_in_its_session_workers() {
         .to_string(),
     )
     .unwrap();
-    let llm = ScriptedServer::start([
-        openai::tool_call(
-            "w1",
-            "write_file",
-            &[r#"{"path": "note.md", "content": "written\n"}"#],
-        ),
-        openai::text(&["done"]),
-    ]);
+    let llm = ScriptedServer::start(openai::write_note_turn());
     let gw = crate::gateway::Gateway::start(ws, Some(&llm.url()));
     let (end, why) = gw
         .client()

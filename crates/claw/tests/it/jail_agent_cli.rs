@@ -15,18 +15,8 @@ use std::process::{Command, Stdio};
 const SECRET: &str = "TOP SECRET\n";
 
 fn claw(ws: &Path, home: &Path, server: &str) -> Command {
-    let mut c = Command::new(claw_testkit::claw_bin());
-    c.env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", home)
-        .env("CLAW_WORKSPACE", ws)
-        .env("CLAW_EMBED_PROVIDER", "none")
-        .env("CLAW_NOW", "2026-11-05T12:00:00Z")
-        .env("TZ", "UTC")
-        .env("CLAW_LLM_API", "openai")
-        .env("CLAW_LLM_BASE_URL", server)
-        .env("CLAW_LLM_MODEL", "scripted-model")
-        .stdin(Stdio::null());
+    let mut c = claw_testkit::claw_llm(ws, server);
+    c.env("HOME", home).stdin(Stdio::null());
     c
 }
 
@@ -125,16 +115,7 @@ fn jail_to_workspace_false_turns_it_off() {
     let (_tmp, ws, outside, home) =
         setup(r#"{"confirm_side_effects": false, "jail_to_workspace": false}"#);
     let server = script();
-    let out = claw(&ws, &home, &server.url())
-        .args(["-m", "try to escape"])
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    claw_testkit::run_ok(claw(&ws, &home, &server.url()).args(["-m", "try to escape"]));
     let results = tool_results(&server);
     assert!(results[0].contains("root:"), "{}", results[0]);
     assert_eq!(

@@ -5,8 +5,8 @@
 //! `readOnlyHint: true` needs confirmation like `write_file`, a server that
 //! does not start is a warning, not a failure; and `claw mcp list`.
 
+use claw_testkit::mcp_peers;
 use claw_testkit::scripted_server::{ScriptedServer, openai};
-use claw_testkit::{TEST_NOW, claw_bin, mcp_peers};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::process::Command;
@@ -25,15 +25,8 @@ fn config(ws: &Path, fs_root: &Path) -> std::path::PathBuf {
 }
 
 fn claw(ws: &Path, config: &Path) -> Command {
-    let mut c = Command::new(claw_bin());
-    c.env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", ws.join("home"))
-        .env("CLAW_WORKSPACE", ws)
-        .env("CLAW_CONFIG", config)
-        .env("CLAW_EMBED_PROVIDER", "none")
-        .env("CLAW_NOW", TEST_NOW)
-        .env("TZ", "UTC");
+    let mut c = claw_testkit::claw_utc(ws);
+    c.env("CLAW_CONFIG", config);
     c
 }
 

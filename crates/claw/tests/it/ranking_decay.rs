@@ -95,11 +95,7 @@ fn old_notes_rank_but_are_never_hidden() {
     ];
     let refs: Vec<(&str, &str)> = files.iter().map(|(p, t)| (p.as_str(), *t)).collect();
     support::write_tree(ws.path(), &refs);
-    let o = support::claw(ws.path())
-        .args(["memory", "index"])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    claw_testkit::run_ok(support::claw(ws.path()).args(["memory", "index"]));
 
     // An exact match in a 400-day-old note: top 3, relevance above the cut, the
     // final score decayed by (nearly) the maximum penalty.

@@ -26,13 +26,7 @@ const NOTES: usize = 2000;
 const KILLS: usize = 20;
 
 fn claw_json(ws: &Path, args: &[&str]) -> Value {
-    let out = support::claw_keyword_only(ws).args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    claw_testkit::run_json(support::claw_keyword_only(ws).args(args))
 }
 
 /// (files, chunks) as `claw memory status --json` reports them.

@@ -131,19 +131,6 @@ fn indexed_mtime(c: &Connection, path: &str) -> i64 {
     .unwrap()
 }
 
-/// The content of the tool result for `id` the model received in request `req`.
-fn tool_result(server: &ScriptedServer, req: usize, id: &str) -> String {
-    let reqs = server.requests();
-    reqs[req].json["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["role"] == "tool" && m["tool_call_id"] == id)
-        .and_then(|m| m["content"].as_str())
-        .unwrap_or_else(|| panic!("no tool result {id} in request {req}"))
-        .to_string()
-}
-
 fn wait_requests(server: &ScriptedServer, n: usize) {
     let end = Instant::now() + DEADLINE;
     while server.requests().len() < n {
@@ -153,17 +140,7 @@ fn wait_requests(server: &ScriptedServer, n: usize) {
 }
 
 fn search_json(ws: &Path, query: &str) -> Value {
-    let out = claw_keyword_only(ws)
-        .args(["memory", "search", query, "--json"])
-        .output()
-        .unwrap();
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "{e}: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    })
+    claw_testkit::stdout_json(claw_keyword_only(ws).args(["memory", "search", query, "--json"]))
 }
 
 fn writer_lock_is_free(ws: &Path) -> bool {
@@ -257,7 +234,7 @@ fn fresh_and_vouching(ws: &Path) {
 
     repl.send("where is the fresh note?");
     wait_requests(&server, 2);
-    let found = tool_result(&server, 1, "s1");
+    let found = server.tool_result(1, "s1");
     assert!(found.contains("memory/new.md#L"), "{found}");
     assert!(found.contains("freshword arrives"), "{found}");
     assert!(!found.contains("note:"), "{found}");

@@ -101,28 +101,8 @@ fn require_full_sandbox() -> SandboxStatus {
     s
 }
 
-fn alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => {
-            let state = stat
-                .rsplit_once(')')
-                .and_then(|(_, rest)| rest.split_whitespace().next())
-                .unwrap_or("X");
-            state != "Z" && state != "X"
-        }
-        Err(_) => false,
-    }
-}
-
 fn wait_dead(pid: u32, within: Duration) -> bool {
-    let deadline = Instant::now() + within;
-    while Instant::now() < deadline {
-        if !alive(pid) {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    !alive(pid)
+    claw_testkit::wait_process_gone(pid, within)
 }
 
 // ---------------------------------------------------------------------------
@@ -353,7 +333,7 @@ impl Lab {
     /// A live victim (a control run may have killed the previous one).
     fn ensure_victim(&self) {
         let mut v = self.victim.lock().unwrap();
-        if !alive(v.id()) {
+        if !claw_testkit::process_alive(v.id()) {
             let _ = v.kill();
             let _ = v.wait();
             *v = spawn_victim(&self.secret);
@@ -882,7 +862,7 @@ async fn run_attack(
     match attack.check {
         Check::Generic => {}
         Check::VictimAlive => {
-            if !alive(lab.victim_pid()) {
+            if !claw_testkit::process_alive(lab.victim_pid()) {
                 why.push("the victim process was killed".into());
             }
         }

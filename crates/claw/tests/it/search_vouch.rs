@@ -12,17 +12,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 fn search(ws: &Path, query: &str) -> Value {
-    let out = claw_keyword_only(ws)
-        .args(["memory", "search", query, "--json"])
-        .output()
-        .unwrap();
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "{e}: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    })
+    claw_testkit::stdout_json(claw_keyword_only(ws).args(["memory", "search", query, "--json"]))
 }
 
 fn paths(v: &Value) -> Vec<String> {

@@ -141,15 +141,7 @@ fn search_and_get_never_return_a_secret() {
     );
     let key_piece = "QyNTUxOQAAACDmQx1Lr5nLzY0K5p7vQ8cJ3xw2bqk9n1XgU4c6m0hWZgAAAJhBzE3nQcxN";
 
-    let out = support::claw_keyword_only(ws)
-        .args(["memory", "index", "--json"])
-        .output()
-        .expect("run claw memory index");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    claw_testkit::run_ok(support::claw_keyword_only(ws).args(["memory", "index", "--json"]));
 
     // Search: ordinary words still find both files, with markers where the secrets were ...
     let search = |q: &str| -> Value {
@@ -198,15 +190,13 @@ fn search_and_get_never_return_a_secret() {
     );
 
     // Get: the whole transcript, redacted, still one JSON object per line.
-    let out = support::claw_keyword_only(ws)
-        .args(["memory", "get", "sessions/x.jsonl", "--lines", "1000"])
-        .output()
-        .expect("run claw memory get");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = claw_testkit::run_ok(support::claw_keyword_only(ws).args([
+        "memory",
+        "get",
+        "sessions/x.jsonl",
+        "--lines",
+        "1000",
+    ]));
     let text = String::from_utf8(out.stdout).expect("utf-8");
     assert_clean("claw memory get sessions/x.jsonl", &text, &rows);
     assert!(text.contains("[REDACTED]"), "{text}");

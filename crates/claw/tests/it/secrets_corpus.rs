@@ -164,15 +164,7 @@ fn secrets_corpus_nothing_stays_searchable_and_clean_text_is_untouched() {
             ("sessions/corpus.jsonl", transcript.as_str()),
         ],
     );
-    let out = support::claw_keyword_only(ws)
-        .args(["memory", "index", "--json"])
-        .output()
-        .expect("run claw memory index");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    claw_testkit::run_ok(support::claw_keyword_only(ws).args(["memory", "index", "--json"]));
     let c = Connection::open(claw_testkit::db_path(ws)).unwrap();
     let chunks: i64 = c
         .query_row("SELECT count(*) FROM chunks", [], |r| r.get(0))

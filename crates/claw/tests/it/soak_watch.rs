@@ -237,15 +237,7 @@ fn soak_random_changes_end_equal_to_a_clean_index() {
     // A clean index of the final tree.
     let clean = dir.path().join("clean");
     copy_tree(&ws, &clean);
-    let out = support::claw_keyword_only(&clean)
-        .args(["memory", "index", "--json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    claw_testkit::run_ok(support::claw_keyword_only(&clean).args(["memory", "index", "--json"]));
     let want = snapshot(&clean).unwrap();
     assert!(!want.files.is_empty());
 

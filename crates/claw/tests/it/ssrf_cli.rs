@@ -14,18 +14,8 @@ use scripted_server::{ScriptedServer, openai};
 use ssrf_support::{Route, RouteServer};
 
 fn claw(ws: &Path, llm: &str, config: Option<&Path>) -> Command {
-    let mut c = Command::new(claw_testkit::claw_bin());
-    c.env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", ws.join("home"))
-        .env("CLAW_WORKSPACE", ws)
-        .env("CLAW_EMBED_PROVIDER", "none")
-        .env("CLAW_NOW", "2026-11-05T12:00:00Z")
-        .env("TZ", "UTC")
-        .env("CLAW_LLM_API", "openai")
-        .env("CLAW_LLM_BASE_URL", llm)
-        .env("CLAW_LLM_MODEL", "scripted-model")
-        .stdin(Stdio::null());
+    let mut c = claw_testkit::claw_llm(ws, llm);
+    c.stdin(Stdio::null());
     if let Some(cfg) = config {
         c.env("CLAW_CONFIG", cfg);
     }
@@ -47,12 +37,10 @@ fn turn(ws: &Path, url: &str, config: Option<&Path>) -> (Output, String) {
         .output()
         .expect("run claw");
     let reqs = llm.requests();
+    // The last tool message: earlier turns of the session are replayed first.
     let tool_result = reqs
         .get(1)
-        .and_then(|r| r.json["messages"].as_array().cloned())
-        // The last tool message: earlier turns of the session are replayed first.
-        .and_then(|msgs| msgs.into_iter().rev().find(|m| m["role"] == "tool"))
-        .and_then(|m| m["content"].as_str().map(str::to_string))
+        .and_then(|r| r.last_tool_result())
         .unwrap_or_default();
     (out, tool_result)
 }

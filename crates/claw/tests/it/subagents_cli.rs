@@ -410,30 +410,52 @@ fn repl_fan_out_done_failed_timed_out_and_stopped_each_announced() {
     assert!(stdout.contains("ack [system: sub-agent"), "{stdout}");
 }
 
-#[test]
-fn the_gateway_runs_children_in_its_session_worker_and_lists_them() {
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path();
+/// `claw gateway` whose model has session `key`'s turn (`fan out`) spawn one
+/// child (`task`, `label`), which the model answers `reply` after `delay_ms`;
+/// the parent's turn has been answered.
+fn gateway_with_a_child(
+    ws: &Path,
+    timeout_secs: u64,
+    (task, label): (&'static str, &str),
+    (delay_ms, reply): (u64, &'static str),
+    key: &str,
+) -> (crate::gateway::Gateway, Router) {
     std::fs::write(
         ws.join("config.json"),
-        json!({"agents": {"max_subagents": 2, "subagent_timeout_secs": 20}}).to_string(),
+        json!({"agents": {"max_subagents": 2, "subagent_timeout_secs": timeout_secs}}).to_string(),
     )
     .unwrap();
-    let spawns = vec![json!({"task": "TASK-GW summarise", "label": "gw"})];
+    let prefix = task.split_whitespace().next().unwrap();
+    let spawns = vec![json!({"task": task, "label": label})];
     let route: Route = Arc::new(move |req: &Value| {
-        if last_user(req).starts_with("TASK-GW") {
-            R::Text(200, "gateway child result".into())
+        if last_user(req).starts_with(prefix) {
+            R::Text(delay_ms, reply.into())
         } else {
             parent(req, &spawns)
         }
     });
     let llm = Router::start(route);
     let gw = crate::gateway::Gateway::start(ws, Some(&llm.url));
-    let client = gw.client();
-    let (end, why) = client
-        .chat("api:fan", "fan out", true, "http", |_| {})
+    let (end, why) = gw
+        .client()
+        .chat(key, "fan out", true, "http", |_| {})
         .expect("chat through the gateway");
     assert_eq!(end, "answered", "{why:?}");
+    (gw, llm)
+}
+
+#[test]
+fn the_gateway_runs_children_in_its_session_worker_and_lists_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    let (gw, llm) = gateway_with_a_child(
+        ws,
+        20,
+        ("TASK-GW summarise", "gw"),
+        (200, "gateway child result"),
+        "api:fan",
+    );
+    let client = gw.client();
     // The child's announcement starts a parent turn inside the gateway.
     llm.wait_for("the announcement turn", |s| {
         s.iter().any(|r| {
@@ -470,26 +492,14 @@ fn the_gateway_runs_children_in_its_session_worker_and_lists_them() {
 fn the_gateway_cancel_endpoint_stops_a_sessions_children() {
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path();
-    std::fs::write(
-        ws.join("config.json"),
-        json!({"agents": {"max_subagents": 2, "subagent_timeout_secs": 120}}).to_string(),
-    )
-    .unwrap();
-    let spawns = vec![json!({"task": "TASK-SLOW think for a long time", "label": "slow"})];
-    let route: Route = Arc::new(move |req: &Value| {
-        if last_user(req).starts_with("TASK-SLOW") {
-            R::Text(60_000, "too late".into())
-        } else {
-            parent(req, &spawns)
-        }
-    });
-    let llm = Router::start(route);
-    let gw = crate::gateway::Gateway::start(ws, Some(&llm.url));
+    let (gw, llm) = gateway_with_a_child(
+        ws,
+        120,
+        ("TASK-SLOW think for a long time", "slow"),
+        (60_000, "too late"),
+        "api:slow",
+    );
     let client = gw.client();
-    let (end, why) = client
-        .chat("api:slow", "fan out", true, "http", |_| {})
-        .expect("chat through the gateway");
-    assert_eq!(end, "answered", "{why:?}");
     llm.wait_for("the child's request", |s| {
         s.iter().any(|r| last_user(r).starts_with("TASK-SLOW"))
     });

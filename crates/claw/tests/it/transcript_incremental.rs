@@ -35,15 +35,7 @@ fn indexed(c: &Connection) -> (i64, i64) {
 }
 
 fn index(ws: &Path) {
-    let out = support::claw_keyword_only(ws)
-        .args(["memory", "index", "--json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    claw_testkit::run_ok(support::claw_keyword_only(ws).args(["memory", "index", "--json"]));
 }
 
 fn append(path: &Path, s: &str) {

@@ -68,15 +68,7 @@ fn no_secret_is_searchable() {
             ("sessions/s1.jsonl", transcript.as_str()),
         ],
     );
-    let out = support::claw_keyword_only(ws)
-        .args(["memory", "index", "--json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    claw_testkit::run_ok(support::claw_keyword_only(ws).args(["memory", "index", "--json"]));
 
     let c = Connection::open(claw_testkit::db_path(ws)).unwrap();
     // Both files were indexed (their ordinary words are searchable) ...

@@ -12,13 +12,7 @@ use serde_json::Value;
 use std::path::Path;
 
 fn claw_json(ws: &Path, args: &[&str]) -> Value {
-    let out = support::claw_keyword_only(ws).args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    claw_testkit::run_json(support::claw_keyword_only(ws).args(args))
 }
 
 fn delete_db(ws: &Path) {
@@ -42,16 +36,11 @@ fn a_deleted_database_is_noticed_rebuilt_and_sources_survive() {
         &notes,
         &[("garden.md", "# Garden\nthe quince fruits in April\n")],
     );
-    let out = support::claw_keyword_only(&ws)
-        .args(["memory", "add"])
-        .arg(&notes)
-        .args(["--name", "garden"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    claw_testkit::run_ok(
+        support::claw_keyword_only(&ws)
+            .args(["memory", "add"])
+            .arg(&notes)
+            .args(["--name", "garden"]),
     );
 
     let mut w = WatchProc::start(&ws);

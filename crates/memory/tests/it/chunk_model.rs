@@ -6,21 +6,12 @@ use claw_testkit as support;
 use claw_memory::chunk::{ChunkParams, TokenCounter, chunk_markdown, split_lines};
 use claw_memory::embed::HfTokenCounter;
 use std::path::PathBuf;
-use std::process::Command;
 
 /// The model accepts 256 tokens including [CLS] and [SEP].
 const BUDGET: usize = 254;
 
 fn extract_twir(dest: &std::path::Path) -> Vec<PathBuf> {
-    let archive = support::shared_dir().join("data/notes-twir.tar.gz");
-    let status = Command::new("tar")
-        .arg("-xzf")
-        .arg(&archive)
-        .arg("-C")
-        .arg(dest)
-        .status()
-        .expect("run tar");
-    assert!(status.success(), "tar failed on {}", archive.display());
+    support::extract_shared("notes-twir.tar.gz", dest);
     let mut files: Vec<PathBuf> = walkdir::WalkDir::new(dest)
         .into_iter()
         .map(|e| e.unwrap())

@@ -11,22 +11,13 @@ use claw_testkit as support;
 use claw_memory::redact::{find_secrets, is_high_entropy_token};
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Command;
 
 /// Lines flagged per 10,000 lines of each corpus, at most: one line in 2,000 (the
 /// measured rates are in BENCHMARKS.md, `## Secrets redaction`).
 const MAX_FLAGGED_PER_10K_LINES: f64 = 5.0;
 
 fn extract(archive: &str, dest: &Path) -> Vec<String> {
-    let archive = support::shared_dir().join("data").join(archive);
-    let status = Command::new("tar")
-        .arg("-xzf")
-        .arg(&archive)
-        .arg("-C")
-        .arg(dest)
-        .status()
-        .expect("run tar");
-    assert!(status.success(), "tar failed on {}", archive.display());
+    support::extract_shared(archive, dest);
     let mut texts = Vec::new();
     for e in walkdir::WalkDir::new(dest) {
         let e = e.expect("walk");

@@ -19,17 +19,16 @@ fn req(q: &str, mode: Mode) -> SearchRequest {
 fn search_syncs_by_policy_and_reports_status() {
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path();
-    std::fs::create_dir_all(ws.join("memory")).unwrap();
-    std::fs::write(
-        ws.join("MEMORY.md"),
-        "# Memory\nThe wombat burrow is behind the shed.\n",
-    )
-    .unwrap();
-    std::fs::write(
-        ws.join("memory/garden.md"),
-        "# Garden\nTomatoes need staking.\n",
-    )
-    .unwrap();
+    claw_testkit::write_tree(
+        ws,
+        &[
+            (
+                "MEMORY.md",
+                "# Memory\nThe wombat burrow is behind the shed.\n",
+            ),
+            ("memory/garden.md", "# Garden\nTomatoes need staking.\n"),
+        ],
+    );
     let service =
         MemoryService::open(MemoryConfig::for_workspace(ws, EmbedProvider::None)).unwrap();
 

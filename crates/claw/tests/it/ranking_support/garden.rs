@@ -9,7 +9,7 @@
 //! hybrid run.
 #![allow(dead_code)]
 
-use super::queries::{NOW, load_queries, open_store, rank_of, repo, search, search_with};
+use super::queries::{NOW, load_queries, open_store, rank_of, search, search_with};
 use claw_memory::config::{EmbedProvider, MemoryConfig as Settings, MemorySettings};
 use claw_memory::embed::Embedder;
 use claw_memory::indexer::{self, IndexOptions};
@@ -18,24 +18,14 @@ use claw_memory::search::engine::{self, Mode, SearchRequest};
 use claw_memory::search::score;
 use claw_memory::store::Store;
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 pub const QUERIES: &str = "fixtures/garden-queries/queries.tsv";
 
 /// Extract `../shared/data/notes-garden.tar.gz` into a new temp dir (with `tar`).
 pub fn extract_garden() -> tempfile::TempDir {
-    let tarball = repo().join("../shared/data/notes-garden.tar.gz");
-    assert!(tarball.is_file(), "{} is missing", tarball.display());
     let dir = tempfile::tempdir().unwrap();
-    let o = Command::new("tar")
-        .arg("xzf")
-        .arg(&tarball)
-        .arg("-C")
-        .arg(dir.path())
-        .output()
-        .expect("run tar");
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    claw_testkit::extract_shared("notes-garden.tar.gz", dir.path());
     dir
 }
 

@@ -1,4 +1,4 @@
-//! WebChat in a real browser: the real `claw gateway` (against the scripted
+//! WebChat in a real browser: the gateway, in-process (against the scripted
 //! OpenAI-compatible LLM server) serves its page to headless Chromium (Debian's
 //! `chromium`, installed by `scripts/setup-chromium.sh`), driven over the DevTools
 //! protocol by the small CDP client below (a websocket on `tungstenite`, real mouse
@@ -17,7 +17,7 @@
 //! Chromium: `CLAW_CHROMIUM`, else `chromium` on PATH. Missing under `CI=true`: the
 //! test fails saying how to install it; elsewhere it says so and passes.
 
-use crate::gateway::Gateway;
+use crate::common::Gateway;
 use claw_testkit::scripted_server::{Reply, ScriptedServer, Step, openai};
 use serde_json::{Value, json};
 use std::io::ErrorKind;
