@@ -112,7 +112,10 @@ source scripts/setup-mcp.sh # MCP test peers: PyPI mcp (venv), npm reference ser
 phase "synapse (PyPI matrix-synapse; cached venv)"
 . scripts/setup-synapse.sh # Synapse (PyPI matrix-synapse, cached venv) for the Matrix channel test (exports CLAW_SYNAPSE_PYTHON)
 phase "cargo test"
-cargo test --locked "$@"
+# Under CI every test binary runs even after one fails, so a red run names every failure.
+NO_FAIL_FAST=()
+if [ "${CI:-}" = true ] && [[ " $* " != *" --no-fail-fast "* ]]; then NO_FAIL_FAST=(--no-fail-fast); fi
+cargo test --locked "${NO_FAIL_FAST[@]}" "$@"
 
 # The date-sensitive tests again, with the clock shifted +400 and -30 days.
 phase "shifted clocks (+400d, -30d)"

@@ -1149,9 +1149,12 @@ async fn fork_bomb(namespaces: bool, template: &str) {
 async fn classic_fork_bomb_is_contained() {
     // `:(){ :|:& };:`, base64-encoded past the deny list, run by bash (which
     // retries failed forks); the shell stays to keep the bomb pushing until the timeout.
+    // It stays by `exec`, which needs no fork: once the bomb has used up the
+    // process limit, a forked `sleep` fails ("Cannot fork") and the shell would
+    // end before the timeout, depending on how fast the machine is.
     fork_bomb(
         true,
-        "echo $$ > {WS}/bomb.pid; echo OigpeyA6fDomIH07Og== | base64 -d > {WS}/b.sh; bash {WS}/b.sh; sleep 30",
+        "echo $$ > {WS}/bomb.pid; echo OigpeyA6fDomIH07Og== | base64 -d > {WS}/b.sh; bash {WS}/b.sh; exec sleep 30",
     )
     .await;
 }
