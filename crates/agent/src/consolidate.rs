@@ -261,7 +261,7 @@ pub fn merge(memory_md: &str, facts: &[Fact], max_bytes: usize) -> Merged {
     // Bullets added by this merge: (section index, line index), newest last.
     let mut fresh: Vec<(usize, usize)> = Vec::new();
     for fact in facts {
-        let text = claw_memory::redact::redact(fact.text.trim()).into_owned();
+        let text = claw_memory_api::redact::redact(fact.text.trim()).into_owned();
         let w = words(&text);
         if w.is_empty() {
             continue;

@@ -19,7 +19,7 @@ use crate::session::{self, History, SessionError, SessionHandle};
 use crate::think::ThinkFilter;
 use crate::tools::{Answer, Gate, Grant, Grants, ToolError, ToolResult, render_for_model};
 use chrono::FixedOffset;
-use claw_memory::clock::Clock;
+use claw_memory_api::clock::Clock;
 use std::collections::VecDeque;
 use std::future::Future;
 use std::path::PathBuf;

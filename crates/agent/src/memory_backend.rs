@@ -27,7 +27,7 @@ pub type ProgressSink = Arc<dyn Fn(&str) + Send + Sync>;
 /// retried on the next call.
 pub struct EngineBackend {
     settings: MemoryConfig,
-    service: OnceLock<Memory>,
+    service: OnceLock<Arc<Memory>>,
     policy: SyncPolicy,
     /// Set by [`MemoryBackend::note_write`], cleared by the next search.
     wrote: std::sync::atomic::AtomicBool,
@@ -60,12 +60,18 @@ impl EngineBackend {
         self
     }
 
-    fn service(&self) -> Result<&Memory, MemoryBackendError> {
+    fn service(&self) -> Result<&Arc<Memory>, MemoryBackendError> {
         if let Some(s) = self.service.get() {
             return Ok(s);
         }
         let opened = Memory::open(self.settings.clone()).map_err(MemoryBackendError::Open)?;
-        Ok(self.service.get_or_init(|| opened))
+        Ok(self.service.get_or_init(|| Arc::new(opened)))
+    }
+
+    /// The memory behind the tools (opened on first call), for a watcher in
+    /// this process: it indexes with the same model the searches load.
+    pub fn memory(&self) -> Result<Arc<Memory>, MemoryBackendError> {
+        self.service().cloned()
     }
 
     fn say(&self, line: &str) {
@@ -125,7 +131,7 @@ impl EngineBackend {
     /// loading the model a second time).
     pub fn index_embedder(
         &self,
-    ) -> Result<Option<&dyn claw_memory::embed::Embedder>, MemoryBackendError> {
+    ) -> Result<Option<&dyn claw_memory_api::embed::Embedder>, MemoryBackendError> {
         Ok(self.service()?.index_embedder()?)
     }
 

@@ -217,7 +217,7 @@ pub fn scrub(text: &str, secrets: &[String]) -> String {
             s = s.replace(secret.as_str(), REDACTED);
         }
     }
-    claw_memory::redact::redact(&s).into_owned()
+    claw_memory_api::redact::redact(&s).into_owned()
 }
 
 /// Prepare a message for the session file: scrub secrets, truncate large tool results.
@@ -256,18 +256,18 @@ impl SessionWriter {
             path: path.clone(),
             source,
         };
-        claw_memory::private::create_dir_all(dir).map_err(io)?;
+        claw_memory_api::private::create_dir_all(dir).map_err(io)?;
         let existing = match std::fs::read(&path) {
             Ok(bytes) => Some(bytes),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(e) => return Err(io(e)),
         };
-        let mut file = claw_memory::private::file_options()
+        let mut file = claw_memory_api::private::file_options()
             .create(true)
             .append(true)
             .open(&path)
             .map_err(io)?;
-        claw_memory::private::tighten_file(&path).map_err(io)?;
+        claw_memory_api::private::tighten_file(&path).map_err(io)?;
         let loaded = match existing {
             Some(bytes) if !bytes.is_empty() => {
                 let text = String::from_utf8_lossy(&bytes);
@@ -331,7 +331,7 @@ impl SessionWriter {
         out.extend_from_slice(rest.as_bytes());
         claw_base::fs::write_atomic(&self.path, &out, claw_base::fs::Durability::Durable)
             .map_err(io)?;
-        self.file = claw_memory::private::file_options()
+        self.file = claw_memory_api::private::file_options()
             .create(true)
             .append(true)
             .open(&self.path)

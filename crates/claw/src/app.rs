@@ -14,16 +14,30 @@ use claw_agent::settings::AgentSettings;
 use claw_agent::tools::{CronToolContext, ToolContext, ToolRegistry};
 use claw_gateway::client::Client;
 use claw_mcp::{McpClients, ServerState};
-use claw_memory::embed::{self, Loaded};
 use claw_memory_api::Memory;
+use claw_memory_api::embed::{self, Embedder, Loaded};
 use claw_schedule::{Clock, Zone};
 use std::sync::Arc;
 
 // ---- memory ------------------------------------------------------------------
 
-/// Open the workspace's memory on its configured backend (`memory.backend`).
+/// Open the workspace's memory on its configured backend (`memory.backend`);
+/// the model loads on first need.
 pub fn open_memory(settings: &Settings) -> anyhow::Result<Memory> {
-    Memory::open(settings.mem.clone()).with_context(|| match &settings.mem.backend {
+    Memory::open(settings.mem.clone()).with_context(|| open_context(settings))
+}
+
+/// [`open_memory`] with the model this process already loaded (`None`:
+/// keyword-only), so a watcher and the searches share one copy.
+pub fn open_memory_with(
+    settings: &Settings,
+    embedder: Option<Arc<dyn Embedder>>,
+) -> anyhow::Result<Memory> {
+    Memory::open_shared(settings.mem.clone(), embedder).with_context(|| open_context(settings))
+}
+
+fn open_context(settings: &Settings) -> String {
+    match &settings.mem.backend {
         crate::config::Backend::Sqlite => format!(
             "cannot open the memory database {}",
             settings.db_path().display()
@@ -31,7 +45,7 @@ pub fn open_memory(settings: &Settings) -> anyhow::Result<Memory> {
         crate::config::Backend::Postgres(_) => {
             "cannot open the PostgreSQL memory index (memory.backend)".to_string()
         }
-    })
+    }
 }
 
 /// Load the configured embedder, describing a fallback on stderr (text mode).

@@ -8,12 +8,12 @@ pub use claw_agent::config::{
     AgentConfig, AssistantConfig, ENV_LLM_API, ENV_LLM_API_KEY, ENV_LLM_BASE_URL, ENV_LLM_MODEL,
     ExecConfig, LlmEnv, WebConfig,
 };
-use claw_memory::clock::Clock;
-pub use claw_memory::config::{
+use claw_memory_api::Fusion;
+use claw_memory_api::clock::Clock;
+pub use claw_memory_api::config::{
     Backend, ENV_EMBED_MODEL_DIR, ENV_ORT_DYLIB_PATH, EmbedProvider, LocalRuntime, MemoryConfig,
     MemorySettings, PgSettings,
 };
-use claw_memory::search::score::Fusion;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -393,7 +393,7 @@ impl Settings {
                         .map(|h| h.join(".claw/state"))
                         .ok_or(ConfigError::NoHome)?,
                 };
-                claw_memory::state::state_dir_for(&root, &workspace)
+                claw_memory_api::state::state_dir_for(&root, &workspace)
             }
         };
         // What no tool may touch: the state directory, and the config file when
@@ -712,7 +712,7 @@ mod tests {
         let s = Settings::resolve(&input(&[])).unwrap();
         assert_eq!(s.mem.workspace, PathBuf::from("/home/u/.claw/workspace"));
         // The state lives outside the workspace, keyed by it.
-        let state = claw_memory::state::state_dir_for(
+        let state = claw_memory_api::state::state_dir_for(
             Path::new("/home/u/.claw/state"),
             Path::new("/home/u/.claw/workspace"),
         );

@@ -2,8 +2,10 @@
 //!
 //! 1. The crate graph (`cargo metadata`): each crate depends only on the claw
 //!    crates below it; nothing above the memory crates names a storage backend
-//!    (only `claw-memory-api` depends on `claw-memory-pg`); the memory core has
-//!    no async runtime and no CLI parser.
+//!    (only `claw-memory-api` depends on `claw-memory-pg`), and nothing above
+//!    the memory crates reaches the core `claw-memory` past the curated API
+//!    `claw-memory-api` re-exports; the memory core has no async runtime and
+//!    no CLI parser.
 //! 2. SQL is written only in the store modules.
 //! 3. The environment is read only by the binary's config module (and testkit).
 //! 4. The wall clock is read only in the clock modules.
@@ -98,7 +100,11 @@ fn scan(sources: &[(String, String)], re: &Regex, allow: &[&str]) -> Vec<String>
 
 // ---- 1. the crate graph ----------------------------------------------------
 
-/// The claw crates each crate may depend on (normal dependencies).
+/// The claw crates each crate may depend on (normal dependencies). Above
+/// the memory layer only `claw-memory-api` is allowed: it is the memory
+/// library's curated public API, so the store, the indexer's internals and the
+/// watcher actor of `claw-memory` are out of reach (tests may look deeper, as
+/// dev-dependencies).
 const LAYERS: &[(&str, &[&str])] = &[
     ("claw-base", &[]),
     ("claw-memory", &["claw-base"]),
@@ -108,17 +114,9 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("claw-channels", &["claw-base"]),
     (
         "claw-agent",
-        &[
-            "claw-base",
-            "claw-memory",
-            "claw-memory-api",
-            "claw-schedule",
-        ],
+        &["claw-base", "claw-memory-api", "claw-schedule"],
     ),
-    (
-        "claw-mcp",
-        &["claw-agent", "claw-base", "claw-memory", "claw-memory-api"],
-    ),
+    ("claw-mcp", &["claw-agent", "claw-base", "claw-memory-api"]),
     (
         "claw-gateway",
         &[
@@ -126,7 +124,6 @@ const LAYERS: &[(&str, &[&str])] = &[
             "claw-base",
             "claw-channels",
             "claw-mcp",
-            "claw-memory",
             "claw-memory-api",
             "claw-schedule",
         ],
@@ -139,7 +136,6 @@ const LAYERS: &[(&str, &[&str])] = &[
             "claw-channels",
             "claw-gateway",
             "claw-mcp",
-            "claw-memory",
             "claw-memory-api",
             "claw-schedule",
         ],
@@ -467,12 +463,22 @@ fn each_check_catches_a_planted_violation() {
     let mut deps = Deps::new();
     deps.insert(
         "claw-mcp".to_string(),
-        BTreeMap::from([dep("claw-memory-pg", &[]), dep("rusqlite", &[])]),
+        BTreeMap::from([
+            dep("claw-memory-pg", &[]),
+            dep("rusqlite", &[]),
+            // Past the curated API, into the engine's internals.
+            dep("claw-memory", &[]),
+        ]),
     );
     deps.insert(
         "claw-memory".to_string(),
         BTreeMap::from([dep("tokio", &[]), dep("claw-base", &["tokio"])]),
     );
     let v = graph_violations(&deps);
-    assert_eq!(v.len(), 4, "{v:?}");
+    assert_eq!(v.len(), 5, "{v:?}");
+    assert!(
+        v.iter()
+            .any(|x| x == "claw-mcp depends on claw-memory, which is not below it"),
+        "{v:?}"
+    );
 }

@@ -71,7 +71,7 @@ pub struct AppState {
     pub stop: CancellationToken,
     /// `/v1/status` body besides the live counters.
     pub status: Box<dyn Fn() -> Value + Send + Sync>,
-    pub clock: claw_memory::clock::Clock,
+    pub clock: claw_memory_api::clock::Clock,
     /// The most recently active session of a user-facing channel (where
     /// heartbeat answers and cron answers without a target go).
     pub recent: Arc<std::sync::Mutex<Option<String>>>,
@@ -94,7 +94,7 @@ impl AppState {
         sessions_dir: PathBuf,
         stop: CancellationToken,
         status: Box<dyn Fn() -> Value + Send + Sync>,
-        clock: claw_memory::clock::Clock,
+        clock: claw_memory_api::clock::Clock,
     ) -> AppState {
         AppState {
             token,

@@ -4,41 +4,12 @@
 //! like the engine: call it from `spawn_blocking`.
 
 use claw_agent::tools::memory::{MemoryBackend, MemoryBackendError};
-use claw_memory::chunk::TokenCounter;
-use claw_memory::embed::{self, EmbedError, Embedder, Loaded};
+use claw_memory_api::embed::{self, Embedder, Loaded};
 use claw_memory_api::{
     GetRequest, GetResponse, Memory, MemoryConfig, MemoryError, SearchOutcome, SearchRequest,
     SyncPolicy, SyncReport,
 };
 use std::sync::Arc;
-
-/// An embedder shared between owners (the service and the watcher's sink).
-#[derive(Clone)]
-pub struct SharedEmbedder(pub Arc<dyn Embedder>);
-
-impl Embedder for SharedEmbedder {
-    fn provider(&self) -> &str {
-        self.0.provider()
-    }
-    fn model_id(&self) -> &str {
-        self.0.model_id()
-    }
-    fn dims(&self) -> usize {
-        self.0.dims()
-    }
-    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        self.0.embed(texts)
-    }
-    fn embed_query(&self, query: &str) -> Result<Vec<f32>, EmbedError> {
-        self.0.embed_query(query)
-    }
-    fn token_counter(&self) -> &dyn TokenCounter {
-        self.0.token_counter()
-    }
-    fn max_input_tokens(&self) -> usize {
-        self.0.max_input_tokens()
-    }
-}
 
 /// Errors opening the engine.
 #[derive(Debug, thiserror::Error)]
@@ -55,8 +26,6 @@ pub enum MemoryHubError {
 pub struct MemoryHub {
     /// Shared with the `/mcp` server (one engine, one model).
     service: Arc<Memory>,
-    /// The loaded model (None: keyword-only, by choice or failure).
-    embedder: Option<SharedEmbedder>,
     /// Why the configured model did not load.
     embedder_error: Option<String>,
     /// The index was built with a model (so an unloadable model must not
@@ -85,16 +54,15 @@ impl MemoryHub {
             (None, None)
         } else {
             match embed::load(&mem.embed, mem.memory.embed_batch_size) {
-                Loaded::Ready(b) => (Some(SharedEmbedder(Arc::from(b))), None),
+                Loaded::Ready(b) => (Some(Arc::<dyn Embedder>::from(b)), None),
                 Loaded::Disabled => (None, None),
                 Loaded::Unavailable(e) => (None, Some(e.to_string())),
             }
         };
-        let shared = embedder.clone().map(|e| Arc::new(e) as Arc<dyn Embedder>);
-        let service = Arc::new(Memory::open_shared(mem, shared).map_err(open_err)?);
+        // One model for the searches, `/mcp` and the watcher.
+        let service = Arc::new(Memory::open_shared(mem, embedder).map_err(open_err)?);
         Ok(MemoryHub {
             service,
-            embedder,
             embedder_error,
             index_model,
         })
@@ -118,13 +86,6 @@ impl MemoryHub {
     /// assistant's own write, which the watcher may not have seen yet).
     pub fn sync_walk(&self, limit: usize) -> Result<SyncReport, MemoryError> {
         self.service.sync_walk(limit)
-    }
-
-    /// The shared model, for the watcher's sink.
-    pub fn embedder(&self) -> Option<Box<dyn Embedder>> {
-        self.embedder
-            .clone()
-            .map(|e| Box::new(e) as Box<dyn Embedder>)
     }
 
     /// Why the model did not load.

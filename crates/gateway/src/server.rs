@@ -19,7 +19,7 @@ use claw_agent::provider::{ProviderChain, RetryPolicy};
 use claw_agent::settings::AgentSettings;
 use claw_agent::tools::cron::CronToolContext;
 use claw_agent::tools::{ToolContext, ToolRegistry};
-use claw_memory::config::MemoryConfig;
+use claw_memory_api::config::MemoryConfig;
 use claw_memory_api::watch::{self, WatchEvent};
 use serde_json::json;
 use std::net::SocketAddr;
@@ -221,11 +221,13 @@ pub async fn run(
     ready: impl FnOnce(&GatewayInfo) + Send,
 ) -> Result<(), GatewayError> {
     let state_dir = opts.mem.state_dir();
-    claw_memory::private::create_dir_all(&state_dir).map_err(|source| GatewayError::StateDir {
-        path: state_dir.clone(),
-        source,
+    claw_memory_api::private::create_dir_all(&state_dir).map_err(|source| {
+        GatewayError::StateDir {
+            path: state_dir.clone(),
+            source,
+        }
     })?;
-    claw_memory::private::create_dir_all(&opts.mem.sessions_dir()).map_err(|source| {
+    claw_memory_api::private::create_dir_all(&opts.mem.sessions_dir()).map_err(|source| {
         GatewayError::StateDir {
             path: opts.mem.sessions_dir(),
             source,
@@ -270,11 +272,11 @@ pub async fn run(
             None
         } else {
             let (tx, rx) = std::sync::mpsc::channel();
-            let (memory, embedder) = (hub.service(), hub.embedder());
-            let w = tokio::task::spawn_blocking(move || {
-                watch::spawn(memory, embedder, watch::WATCH_HOLDER, tx)
-            })
-            .await??;
+            // The watcher indexes with the hub's model (shared at open).
+            let memory = hub.service();
+            let w =
+                tokio::task::spawn_blocking(move || watch::spawn(memory, watch::WATCH_HOLDER, tx))
+                    .await??;
             log_watch_events(rx);
             Some(w)
         }

@@ -1,7 +1,7 @@
 //! `memory_append`: adds a note to today's daily note (`memory/YYYY-MM-DD.md`,
 //! the date in the user's time zone from claw's clock) or to `MEMORY.md`.
 //!
-//! The text goes through the redactor ([`claw_memory::redact`]) before it is
+//! The text goes through the redactor ([`claw_memory_api::redact`]) before it is
 //! written, and the file is opened through the agent's file jail
 //! ([`claw_agent::tools::jail::Jail`]) — the policy of `write_file`: beneath the
 //! workspace, no symlink leading out, never through a hard link or a dangling
@@ -15,7 +15,7 @@
 use chrono::{DateTime, FixedOffset, Utc};
 use claw_agent::tools::ToolError;
 use claw_agent::tools::jail::Jail;
-use claw_memory::redact::redact;
+use claw_memory_api::redact::redact;
 use serde::Serialize;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
@@ -209,7 +209,7 @@ pub fn append(
         redacted,
         start_line,
         end_line,
-        citation: claw_memory::search::citation(rel, start_line, end_line),
+        citation: claw_memory_api::citation(rel, start_line, end_line),
     })
 }
 

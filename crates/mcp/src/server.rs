@@ -25,7 +25,7 @@
 use crate::append::{self, AppendError, MAX_APPEND_BYTES, Target};
 use crate::stdio::LineTransport;
 use chrono::FixedOffset;
-use claw_memory::config::MemoryConfig;
+use claw_memory_api::config::MemoryConfig;
 use claw_memory_api::{
     GetRequest, Memory, MemoryError, Mode, SearchError, SearchRequest, SourceFilter, SyncPolicy,
 };
@@ -391,7 +391,7 @@ impl MemoryServer {
             Ok(r) => {
                 let json = serde_json::to_value(&r)
                     .map_err(|e| McpError::internal_error(e.to_string(), None))?;
-                let cite = claw_memory::search::citation(&r.path, r.from, r.to);
+                let cite = claw_memory_api::citation(&r.path, r.from, r.to);
                 let more = match r.next_from {
                     Some(n) => format!(
                         "\n[lines {}-{} of {}; continue with from={n}]",
@@ -655,7 +655,7 @@ memory_get; cite `path#Lstart-Lend`.",
                     .handle
                     .read_to_string(&mut s)
                     .map_err(|e| e.to_string())?;
-                Ok(claw_memory::redact::redact(&s).into_owned())
+                Ok(claw_memory_api::redact::redact(&s).into_owned())
             })
             .await?
             .map_err(|e| McpError::resource_not_found(format!("`{uri}`: {e}"), None))?;

@@ -21,22 +21,42 @@ pub mod status;
 pub mod watch;
 
 use claw_memory::embed::{EmbedError, Embedder};
-use claw_memory::service::{MemoryService, ServiceError};
-use claw_memory::store::StoreError;
+use claw_memory::service::MemoryService;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+// ---- the memory library's public API ------------------------------------------
+//
+// The crates above the memory layer (the assistant, MCP, the gateway, the
+// binary) depend on this crate only, not on `claw-memory` (checked by the crate
+// graph in `crates/claw/tests/architecture.rs`): what they may name of the
+// engine is re-exported here. The rest of `claw_memory` (the store, the
+// indexer's and the freshness check's internals, the watcher actor, the
+// search storages) is reached only by the memory crates.
+
+/// Foundations the upper crates share with the engine: path resolution that
+/// cannot escape a root, the clock, configuration, the embedding model,
+/// private file modes, redaction, the state directory.
+pub use claw_memory::{beneath, clock, config, embed, private, redact, state};
+
 pub use claw_memory::config::{Backend, MemoryConfig, PgSettings};
+pub use claw_memory::freshness::IdentityMismatch;
 pub use claw_memory::freshness::{FileRef, StaleReason, SyncReport};
 pub use claw_memory::indexer::{IndexError, IndexOptions, IndexReport, Progress};
+pub use claw_memory::indexer::{IndexIssue, RebuildReason};
 pub use claw_memory::lock::{LockError, WriterLock};
 pub use claw_memory::search::engine::{GET_DEFAULT_LINES, GET_MAX_CHARS};
+pub use claw_memory::search::score::{Fusion, KeywordNorm};
+pub use claw_memory::search::{Fallback, SearchHit, citation};
 pub use claw_memory::search::{
     GetRequest, GetResponse, Mode, SearchError, SearchRequest, SearchResponse, SourceFilter,
 };
+pub use claw_memory::service::ServiceError;
 pub use claw_memory::service::{FirstIndex, SearchOutcome, SyncPolicy};
+pub use claw_memory::store::{StoreError, now_unix};
 pub use claw_memory::walk::SourceRoot;
+pub use claw_memory::walk::{IssueReason, SOURCE_SESSIONS};
 pub use sources::SourceError;
 pub use status::{ChangedOnDisk, Status};
 

@@ -1,28 +1,37 @@
 //! Keeping a memory fresh while files change (`claw memory watch`, the
-//! gateway's watcher), on either backend, with one event stream
-//! ([`WatchEvent`]).
+//! gateway's watcher, the REPL's own watcher), on either backend, with one
+//! event stream ([`WatchEvent`]).
 //!
 //! - SQLite: the memory crate's watcher actor (per-file batches, heartbeat
 //!   rows that let searches skip their stat walk, database-replacement
-//!   checks), indexing through `IndexerSink`.
+//!   checks), indexing through [`MemorySink`] with the memory's own embedder
+//!   (loaded once per process, shared with its searches).
 //! - PostgreSQL: an actor of its own, fed by the same OS notifications: after
 //!   a quiet period (or at most every few seconds while events keep coming) it
 //!   re-indexes every file that differs from this workspace's rows, under the
 //!   writer lock and the per-source advisory locks `claw memory index` uses.
 //!   The event queue is bounded; an overflow schedules a full rescan.
+//!
+//! A process that searches and writes files of its own (the REPL appends its
+//! transcript at every message) starts its watcher with [`spawn_in_process`]:
+//! only where no other process keeps the index, and its own files never stop
+//! the heartbeat vouching for the index.
 
 use crate::{Memory, MemoryError};
-use claw_memory::embed::Embedder;
-use claw_memory::watch::{self as sqlite_watch, BATCH_LOCK_WAIT, IndexerSink, WatchOptions};
+use claw_memory::freshness::{self, FileRef, SyncError, SyncOutcome};
+use claw_memory::lock::WriterLock;
+use claw_memory::store::Store;
+use claw_memory::walk::SOURCE_SESSIONS;
+use claw_memory::watch::{self as sqlite_watch, ApplyChanges, BATCH_LOCK_WAIT, WatchOptions};
 use std::collections::BTreeSet;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, Sender, SyncSender, TrySendError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-pub use claw_memory::watch::{WATCH_HOLDER, WatchError, WatchEvent};
+pub use claw_memory::watch::{WATCH_HOLDER, WatchError, WatchEvent, WatcherStatus};
 
 /// How long the PostgreSQL watcher waits for quiet after an event.
 const QUIET: Duration = Duration::from_millis(300);
@@ -67,20 +76,28 @@ impl From<WatchError> for MemoryError {
     }
 }
 
-/// Start watching every source of `memory`'s workspace. `embedder` indexes
-/// on SQLite (the one the process already loaded: `None` is keyword-only);
-/// on PostgreSQL the memory's own embedder does. `holder` names the writer
-/// in the lock; `events` receives progress.
+/// Start watching every source of `memory`'s workspace, indexing with the
+/// memory's own embedder (the one its searches use: loaded on the first batch
+/// that needs it, or shared at open with [`Memory::open_shared`]). `holder`
+/// names the writer in the lock; `events` receives progress.
+///
+/// A model change (the index built with another model) rebuilds the index
+/// with the running one; callers that must not degrade an embedded index to
+/// keyword-only check [`Memory::index_embedder`] first (`claw memory watch`
+/// and the gateway refuse to start then).
 pub fn spawn(
     memory: Arc<Memory>,
-    embedder: Option<Box<dyn Embedder>>,
     holder: &str,
     events: Sender<WatchEvent>,
 ) -> Result<MemoryWatcher, MemoryError> {
     let inner = match &memory.inner {
         crate::Inner::Sqlite(_) => {
             let settings = memory.settings().clone();
-            let sink = IndexerSink::new(settings.clone(), embedder).with_lock_holder(holder);
+            let sink = MemorySink {
+                memory,
+                holder: holder.to_string(),
+                rebuild: true,
+            };
             Inner::Sqlite(sqlite_watch::spawn(
                 settings,
                 WatchOptions::default(),
@@ -91,6 +108,141 @@ pub fn spawn(
         crate::Inner::Postgres(_) => Inner::Postgres(PgWatcher::spawn(memory, holder, events)?),
     };
     Ok(MemoryWatcher { inner })
+}
+
+/// Why [`spawn_in_process`] started no watcher: someone else keeps the index
+/// fresh, or nobody needs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NotStarted {
+    /// Another process's watcher is alive (its heartbeat is recent).
+    OtherWatcher {
+        /// Its process id.
+        pid: i64,
+    },
+    /// Another process holds the writer lock right now.
+    WriterBusy {
+        /// Its process id.
+        pid: u32,
+    },
+    /// A shared (PostgreSQL) index: every search syncs this workspace's
+    /// changed files inline, so no watcher is needed.
+    InlineSync,
+}
+
+/// Whether another process keeps (or is updating) this memory's index, or
+/// none is needed; `None` when this process should keep it.
+pub fn other_keeper(memory: &Memory) -> Result<Option<NotStarted>, MemoryError> {
+    let crate::Inner::Sqlite(service) = &memory.inner else {
+        return Ok(Some(NotStarted::InlineSync));
+    };
+    let me = std::process::id();
+    let watcher = service
+        .on_store(|store| sqlite_watch::watcher_status(store))
+        .map_err(MemoryError::Status)?;
+    if let Some(w) = watcher
+        && w.alive
+        && w.pid != me as i64
+    {
+        return Ok(Some(NotStarted::OtherWatcher { pid: w.pid }));
+    }
+    if let Some(h) = WriterLock::holder(&memory.settings().state_dir())?
+        && h.pid != me
+    {
+        return Ok(Some(NotStarted::WriterBusy { pid: h.pid }));
+    }
+    Ok(None)
+}
+
+/// The watcher of a process that searches this memory and writes `own_files`
+/// itself (the REPL and its session transcript): started only when
+/// [`other_keeper`] finds no other keeper (else `Ok(Err(why))`). Those files
+/// are indexed like any other, but waiting for them never stops the watcher
+/// vouching for the index (the process has their content already). It never
+/// rebuilds the index: a batch that would (another model, or no model for an
+/// embedded index) fails with an error event instead.
+pub fn spawn_in_process(
+    memory: Arc<Memory>,
+    holder: &str,
+    own_files: &[PathBuf],
+    events: Sender<WatchEvent>,
+) -> Result<Result<MemoryWatcher, NotStarted>, MemoryError> {
+    if let Some(why) = other_keeper(&memory)? {
+        return Ok(Err(why));
+    }
+    let settings = memory.settings().clone();
+    let own: BTreeSet<FileRef> = own_files
+        .iter()
+        .filter_map(|f| session_file_ref(&settings.workspace, f))
+        .collect();
+    let sink = MemorySink {
+        memory,
+        holder: holder.to_string(),
+        rebuild: false,
+    };
+    let w = sqlite_watch::spawn_with_own_files(
+        settings,
+        WatchOptions::default(),
+        Box::new(sink),
+        events,
+        own,
+    )?;
+    Ok(Ok(MemoryWatcher {
+        inner: Inner::Sqlite(w),
+    }))
+}
+
+/// The indexing side of a SQLite watcher: the indexer's targeted entry point
+/// under the writer lock (per batch, like `claw memory index`), with the
+/// memory's own embedder.
+struct MemorySink {
+    memory: Arc<Memory>,
+    holder: String,
+    /// Whether a batch may rebuild the index (model or chunker changed).
+    rebuild: bool,
+}
+
+impl ApplyChanges for MemorySink {
+    fn apply(&mut self, store: &mut Store, files: &[FileRef]) -> Result<SyncOutcome, SyncError> {
+        // The model loads here on the first batch that needs it, shared with
+        // the process's searches. One that cannot load is `None`: keyword-only
+        // for a keyword-only index, and refused below for an embedded one.
+        let embedder = self.memory.index_embedder().ok().flatten();
+        if let Some(mismatch) = freshness::identity_mismatch(store, embedder)?
+            && (!self.rebuild || embedder.is_none())
+        {
+            return Err(SyncError::Identity(mismatch));
+        }
+        let settings = self.memory.settings();
+        let lock = WriterLock::acquire(&settings.state_dir(), &self.holder, BATCH_LOCK_WAIT)?;
+        freshness::apply_paths(store, settings, embedder, files, &lock)
+    }
+}
+
+/// A file as a file of the `sessions` source, if it lies in the workspace.
+/// Both paths are canonicalised first (the file may not exist yet: then its
+/// directory is), so a workspace reached through a symlink or a `..` still
+/// finds its own transcript.
+fn session_file_ref(workspace: &Path, file: &Path) -> Option<FileRef> {
+    let workspace = canonical(workspace);
+    let file = match file.canonicalize() {
+        Ok(p) => p,
+        Err(_) => match (file.parent(), file.file_name()) {
+            (Some(dir), Some(name)) => canonical(dir).join(name),
+            _ => file.to_path_buf(),
+        },
+    };
+    let rel = file.strip_prefix(&workspace).ok()?;
+    let rel = rel
+        .components()
+        .map(|c| c.as_os_str().to_str())
+        .collect::<Option<Vec<_>>>()?
+        .join("/");
+    Some(FileRef::new(SOURCE_SESSIONS, rel))
+}
+
+/// `path` with symlinks and `..` resolved, or as given when it cannot be.
+fn canonical(path: &Path) -> PathBuf {
+    path.canonicalize().unwrap_or_else(|_| path.to_path_buf())
 }
 
 enum Msg {
@@ -308,4 +460,40 @@ fn chain(e: &dyn std::error::Error) -> String {
         cause = c.source();
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_transcript_is_a_file_of_the_sessions_source() {
+        let ws = Path::new("/ws");
+        assert_eq!(
+            session_file_ref(ws, Path::new("/ws/sessions/cli_default.jsonl")),
+            Some(FileRef::new("sessions", "sessions/cli_default.jsonl"))
+        );
+        assert_eq!(session_file_ref(ws, Path::new("/elsewhere/s.jsonl")), None);
+    }
+
+    #[test]
+    fn a_symlinked_or_dotted_workspace_still_finds_its_transcript() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let real = dir.path().join("real");
+        std::fs::create_dir_all(real.join("sessions")).expect("mkdir");
+        std::fs::create_dir_all(real.join("sub")).expect("mkdir");
+        std::os::unix::fs::symlink(&real, dir.path().join("link")).expect("symlink");
+        let want = Some(FileRef::new("sessions", "sessions/cli_default.jsonl"));
+        // The transcript named through the real path, the workspace through the link.
+        let file = real.join("sessions/cli_default.jsonl");
+        assert_eq!(session_file_ref(&dir.path().join("link"), &file), want);
+        // The other way round, with a `..`, and before the file exists.
+        let ws = dir.path().join("link/sub/..");
+        assert_eq!(
+            session_file_ref(&real, &ws.join("sessions/cli_default.jsonl")),
+            want
+        );
+        std::fs::write(&file, "").expect("write");
+        assert_eq!(session_file_ref(&ws, &file), want);
+    }
 }

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use super::jail::{Jail, io_error};
 use super::{ClosestMatch, ToolContext, ToolError, ToolOutput, ToolResult};
-use claw_memory::beneath::{self, EntryType};
+use claw_memory_api::beneath::{self, EntryType};
 
 /// Lines returned by one `read_file` when the model does not say.
 pub const DEFAULT_READ_LINES: usize = 500;

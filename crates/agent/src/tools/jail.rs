@@ -1,6 +1,6 @@
 //! The file tools' jail: every path the model gives `read_file`, `write_file`,
 //! `edit_file` and `list_dir` is opened *beneath* the workspace descriptor
-//! ([`claw_memory::beneath`]: `openat2` with `RESOLVE_BENEATH |
+//! ([`claw_memory_api::beneath`]: `openat2` with `RESOLVE_BENEATH |
 //! RESOLVE_NO_MAGICLINKS`, or the `O_NOFOLLOW` walk where `openat2` is missing),
 //! once, and the tool then works on the descriptor it got — never on the path
 //! again, so a swap between the check and the use changes nothing.
@@ -35,7 +35,7 @@ use std::path::{Component, Path, PathBuf};
 
 use super::policy::display_path;
 use super::{ToolContext, ToolError};
-use claw_memory::beneath::{self, Beneath, BeneathError, Resolver};
+use claw_memory_api::beneath::{self, Beneath, BeneathError, Resolver};
 
 /// How a path is reached.
 #[derive(Debug)]
@@ -65,7 +65,7 @@ impl Jail {
     pub fn protecting(mut self, paths: &[PathBuf]) -> Jail {
         self.protected = paths
             .iter()
-            .map(|p| claw_memory::state::resolve_existing(p))
+            .map(|p| claw_memory_api::state::resolve_existing(p))
             .collect();
         self
     }

@@ -9,12 +9,12 @@
 //! (SQLite and embedding are blocking work).
 #![warn(missing_docs)]
 
-use claw_memory::freshness::SyncReport;
-use claw_memory::search::{
+use claw_memory_api::MemoryError;
+use claw_memory_api::SearchOutcome;
+use claw_memory_api::SyncReport;
+use claw_memory_api::{
     GetRequest, GetResponse, Mode, SearchRequest, SearchResponse, SourceFilter, citation,
 };
-use claw_memory::service::SearchOutcome;
-use claw_memory_api::MemoryError;
 use serde::{Deserialize, Serialize};
 
 use super::{ToolContext, ToolError, ToolOutput, ToolResult};
@@ -268,7 +268,7 @@ mod tests {
     use super::*;
     use crate::message::ToolCall;
     use crate::tools::ToolRegistry;
-    use claw_memory::search::{Fallback, SearchError, SearchHit};
+    use claw_memory_api::{Fallback, SearchError, SearchHit};
     use std::sync::{Arc, Mutex};
 
     struct Recording {
@@ -281,7 +281,7 @@ mod tests {
             let sync = if req.query.contains("stale") {
                 SyncReport::Stale {
                     pending: 3,
-                    reason: claw_memory::freshness::StaleReason::Busy {
+                    reason: claw_memory_api::StaleReason::Busy {
                         pid: 7,
                         what: "claw memory index".into(),
                     },

@@ -22,7 +22,7 @@ use claw_agent::provider::{ProviderChain, RetryPolicy};
 use claw_agent::settings::{self as agent_settings, Overrides};
 use claw_agent::subagents::{ChildKit, Subagents};
 use claw_agent::tools::{Answer, ToolRegistry};
-use claw_memory::freshness::SyncReport;
+use claw_memory_api::SyncReport;
 use std::collections::VecDeque;
 use std::io::{BufRead, IsTerminal, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -387,7 +387,7 @@ fn via_gateway(
     args: ChatArgs,
     color: bool,
     history: std::path::PathBuf,
-    clock: claw_memory::clock::Clock,
+    clock: claw_memory_api::clock::Clock,
 ) -> Routed {
     use claw_gateway::client::ClientError;
     let ui = TerminalUi::new(color, None, args.yes);

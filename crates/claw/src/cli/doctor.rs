@@ -6,10 +6,10 @@
 
 use super::output::{Exit, print_json, sanitize};
 use crate::config::{EmbedProvider, Settings};
-use claw_memory::embed::{self, Loaded};
-use claw_memory::lock::WriterLock;
-use claw_memory::store::now_unix;
 use claw_memory_api::Status as MemoryStatus;
+use claw_memory_api::WriterLock;
+use claw_memory_api::embed::{self, Loaded};
+use claw_memory_api::now_unix;
 use serde::Serialize;
 use serde_json::{Value, json};
 use std::io::Write;

@@ -6,11 +6,11 @@
 
 use crate::config::ConfigError;
 use claw_agent::provider::ProfileError;
-use claw_memory::embed::EmbedError;
-use claw_memory::lock::LockError;
-use claw_memory::search::engine::SearchError;
-use claw_memory::store::StoreError;
+use claw_memory_api::LockError;
+use claw_memory_api::SearchError;
 use claw_memory_api::SourceError;
+use claw_memory_api::StoreError;
+use claw_memory_api::embed::EmbedError;
 use serde::Serialize;
 use std::io::Write;
 
@@ -63,8 +63,8 @@ fn classify(e: &(dyn std::error::Error + 'static)) -> Option<(&'static str, Vec<
     }
     // `ServiceError::Search` is transparent: the search error itself never shows up
     // in the source chain, so look inside.
-    if let Some(claw_memory::service::ServiceError::Search(inner)) =
-        e.downcast_ref::<claw_memory::service::ServiceError>()
+    if let Some(claw_memory_api::ServiceError::Search(inner)) =
+        e.downcast_ref::<claw_memory_api::ServiceError>()
     {
         return classify(inner);
     }
@@ -99,8 +99,8 @@ fn classify(e: &(dyn std::error::Error + 'static)) -> Option<(&'static str, Vec<
         };
         return Some(("config", vec![hint]));
     }
-    if let Some(e) = e.downcast_ref::<claw_memory::state::StateError>() {
-        use claw_memory::state::StateError;
+    if let Some(e) = e.downcast_ref::<claw_memory_api::state::StateError>() {
+        use claw_memory_api::state::StateError;
         return Some(match e {
             StateError::NotPrivate { path, .. } => (
                 "state-not-private",
@@ -309,12 +309,12 @@ pub fn embed_error_with_hint(e: &EmbedError) -> String {
 
 /// What the user can do about a file the indexer left out, when the CLI has
 /// something to say (the library's messages name no command or setting).
-pub fn issue_hint(reason: claw_memory::walk::IssueReason) -> Option<&'static str> {
+pub fn issue_hint(reason: claw_memory_api::IssueReason) -> Option<&'static str> {
     match reason {
-        claw_memory::walk::IssueReason::SymlinkOutside => Some(
+        claw_memory_api::IssueReason::SymlinkOutside => Some(
             "register the folder with `claw memory add --follow-symlinks-outside` to index such links",
         ),
-        claw_memory::walk::IssueReason::TooBig => {
+        claw_memory_api::IssueReason::TooBig => {
             Some("raise memory.max_file_bytes in the config to index it")
         }
         _ => None,
@@ -323,7 +323,7 @@ pub fn issue_hint(reason: claw_memory::walk::IssueReason) -> Option<&'static str
 
 /// An issue's message as printed and in `--json`: the library's sentence with
 /// the hint in parentheses, the form these messages have always had.
-pub fn issue_message(i: &claw_memory::indexer::IndexIssue) -> String {
+pub fn issue_message(i: &claw_memory_api::IndexIssue) -> String {
     match issue_hint(i.reason) {
         Some(h) => format!("{} ({h})", i.message),
         None => i.message.clone(),

@@ -7,8 +7,8 @@
 use super::output::{Exit, Output, print_json, show_progress};
 use crate::config::Settings;
 use anyhow::Context;
-use claw_memory::embed::{self, Loaded};
-use claw_memory::search::score::KeywordNorm;
+use claw_memory_api::KeywordNorm;
+use claw_memory_api::embed::{self, Loaded};
 use claw_memory_api::eval::beir;
 use claw_memory_api::eval::runner::{EvalMode, EvalOptions, EvalProgress, EvalReport, ModeOutcome};
 use claw_memory_api::eval::{self, EvalBackend};

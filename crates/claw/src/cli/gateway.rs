@@ -74,9 +74,10 @@ async fn run_gateway(
     watch: bool,
 ) -> anyhow::Result<Exit> {
     if settings.ort_defaults
-        && let claw_memory::config::EmbedProvider::Local { runtime, .. } = &mut settings.mem.embed
+        && let claw_memory_api::config::EmbedProvider::Local { runtime, .. } =
+            &mut settings.mem.embed
     {
-        *runtime = claw_memory::config::LocalRuntime::ort_defaults();
+        *runtime = claw_memory_api::config::LocalRuntime::ort_defaults();
         server::log(
             "benchmark: the model runs with ONNX Runtime's defaults (CLAW_EMBED_ORT_DEFAULTS=1)",
         );
@@ -93,7 +94,7 @@ async fn run_gateway(
             settings.mem.workspace.display()
         )
     })?;
-    claw_memory::private::create_dir_all(&settings.state_dir())
+    claw_memory_api::private::create_dir_all(&settings.state_dir())
         .with_context(|| format!("cannot create {}", settings.state_dir().display()))?;
     let token = match settings.gateway_token.clone() {
         Some(t) => token::Token::new(t),

@@ -4,7 +4,7 @@
 use super::output::{Exit, Output, print_json, sanitize, sanitize_path, show_progress};
 use crate::config::Settings;
 use anyhow::Context;
-use claw_memory::embed::Loaded;
+use claw_memory_api::embed::Loaded;
 use claw_memory_api::{IndexOptions, IndexReport, Memory, Progress, Status};
 use serde::Serialize;
 use std::io::Write;
@@ -305,10 +305,7 @@ pub fn print_status(status: &Status, json: bool) -> anyhow::Result<Exit> {
         writeln!(
             out,
             "watcher:    {}",
-            super::output::describe_watcher(
-                status.watcher.as_ref(),
-                claw_memory::store::now_unix()
-            )
+            super::output::describe_watcher(status.watcher.as_ref(), claw_memory_api::now_unix())
         )?;
     }
     for s in &status.sources {
@@ -505,8 +502,8 @@ fn default_models_dir(settings: &Settings) -> anyhow::Result<PathBuf> {
 
 #[cfg(test)]
 mod tests {
-    use claw_memory::embed::EmbedError;
-    use claw_memory::watch;
+    use claw_memory_api::embed::EmbedError;
+    use claw_memory_api::watch;
 
     fn status(pid: i64, alive: bool) -> watch::WatcherStatus {
         watch::WatcherStatus {

@@ -90,7 +90,10 @@ pub fn sanitize_path(p: &std::path::Path) -> String {
 }
 
 /// One line for `claw memory status`: whether a watcher keeps the index fresh.
-pub fn describe_watcher(status: Option<&claw_memory::watch::WatcherStatus>, now: i64) -> String {
+pub fn describe_watcher(
+    status: Option<&claw_memory_api::watch::WatcherStatus>,
+    now: i64,
+) -> String {
     let ago = |t: Option<i64>| match t {
         Some(t) => format!("{}s ago", (now - t).max(0)),
         None => "never".to_string(),

@@ -447,7 +447,7 @@ pub fn run_get(settings: &Settings, args: GetArgs) -> anyhow::Result<Exit> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use claw_memory::freshness::IdentityMismatch;
+    use claw_memory_api::IdentityMismatch;
 
     #[test]
     fn sync_json_is_the_library_shape_with_cli_reasons() {

@@ -1,6 +1,6 @@
 //! The state directory at start-up: refuse one another user could write, and move
 //! an older claw's `<workspace>/.claw/` out of the workspace once
-//! ([`claw_memory::state`]), saying on stderr what moved and what to check.
+//! ([`claw_memory_api::state`]), saying on stderr what moved and what to check.
 
 use super::output::sanitize;
 use crate::config::Settings;
@@ -8,8 +8,8 @@ use crate::config::Settings;
 /// Runs before every command that reads settings.
 pub fn prepare(settings: &Settings) -> anyhow::Result<()> {
     let state = settings.state_dir();
-    claw_memory::state::check_private(&state)?;
-    let Some(m) = claw_memory::state::migrate_legacy(&settings.mem.workspace, &state)? else {
+    claw_memory_api::state::check_private(&state)?;
+    let Some(m) = claw_memory_api::state::migrate_legacy(&settings.mem.workspace, &state)? else {
         return Ok(());
     };
     eprintln!(

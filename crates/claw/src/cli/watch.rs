@@ -2,15 +2,16 @@
 //! (or SIGTERM), printing one line per sync (text) or one JSON Line per event.
 
 use super::output::{Exit, Output, sanitize, sanitize_path};
-use crate::app::{load_embedder, open_memory};
+use crate::app::{load_embedder, open_memory, open_memory_with};
 use crate::config::Settings;
 use anyhow::Context;
-use claw_memory::embed::Loaded;
-use claw_memory::freshness::FileRef;
-use claw_memory::indexer::IndexIssue;
+use claw_memory_api::FileRef;
+use claw_memory_api::IndexIssue;
+use claw_memory_api::embed::Loaded;
 use claw_memory_api::watch::{self, WatchEvent};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 #[derive(Debug, clap::Args)]
 pub struct WatchArgs {
@@ -24,10 +25,9 @@ pub async fn run_watch(settings: Settings, args: WatchArgs) -> anyhow::Result<Ex
     // Loading the model and opening the database are blocking work.
     let s = settings.clone();
     let (watcher, rx) = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
-        let memory = std::sync::Arc::new(open_memory(&s)?);
-        let index_model = memory.index_model()?;
+        let index_model = open_memory(&s)?.index_model()?;
         let embedder = match load_embedder(&s, output) {
-            Loaded::Ready(e) => Some(e),
+            Loaded::Ready(e) => Some(Arc::from(e)),
             Loaded::Disabled => None,
             // Falling back to keyword-only here would make the first sync rebuild an
             // embedded index without its vectors: refuse, and say what to fix.
@@ -37,9 +37,11 @@ pub async fn run_watch(settings: Settings, args: WatchArgs) -> anyhow::Result<Ex
             ),
             Loaded::Unavailable(_) => None,
         };
+        // The watcher indexes with the model loaded here, on either backend.
+        let memory = Arc::new(open_memory_with(&s, embedder)?);
         let (tx, rx) = std::sync::mpsc::channel();
-        let w = watch::spawn(memory, embedder, "claw memory watch", tx)
-            .context("cannot start the watcher")?;
+        let w =
+            watch::spawn(memory, "claw memory watch", tx).context("cannot start the watcher")?;
         Ok((w, rx))
     })
     .await??;
@@ -255,7 +257,7 @@ fn sample(reindexed: &[FileRef], removed: &[FileRef]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use claw_memory::indexer::RebuildReason;
+    use claw_memory_api::RebuildReason;
 
     #[test]
     fn json_lines_keep_their_shape() {
@@ -279,7 +281,7 @@ mod tests {
                         path: "c.md".into(),
                         message: "skipped: 12 MB is over the 10 MB limit".into(),
                         skipped: true,
-                        reason: claw_memory::walk::IssueReason::TooBig,
+                        reason: claw_memory_api::IssueReason::TooBig,
                     }],
                     rebuilt: Some(RebuildReason::ModelChanged {
                         from: String::new(),
