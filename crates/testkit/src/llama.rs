@@ -96,6 +96,87 @@ impl LlamaServer {
     pub fn url(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }
+
+    /// The CPU time the server has used so far (user + system, from
+    /// `/proc/<pid>/stat`); zero when it cannot be read.
+    pub fn cpu_time(&self) -> Duration {
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{}/stat", self.pid)) else {
+            return Duration::ZERO;
+        };
+        // Fields after the `)` that ends the command name: state is field 3,
+        // utime and stime are fields 14 and 15.
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            return Duration::ZERO;
+        };
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        let ticks: u64 = [11, 12]
+            .iter()
+            .filter_map(|i| f.get(*i).and_then(|v| v.parse::<u64>().ok()))
+            .sum();
+        // SAFETY: sysconf has no preconditions.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+        Duration::from_millis(ticks * 1000 / hz)
+    }
+
+    /// A budget for the work done on this server from now on: see [`Budget`].
+    pub fn budget(&self, cpu: Duration, wall: Duration) -> Budget<'_> {
+        Budget {
+            server: self,
+            cpu_at_start: self.cpu_time(),
+            started: Instant::now(),
+            cpu,
+            wall,
+        }
+    }
+}
+
+/// What a real-model test may spend: the server's CPU time (what a model that
+/// runs away, generating to its cap or calling tools again and again, burns),
+/// and a wall-clock cap. CPU time does not grow when other work shares the
+/// machine, so a loaded machine slows the test without failing it; a run-away
+/// model fails it within `cpu` on any machine, and `wall` bounds the rest.
+pub struct Budget<'a> {
+    server: &'a LlamaServer,
+    cpu_at_start: Duration,
+    started: Instant,
+    /// The server's CPU time allowed.
+    pub cpu: Duration,
+    /// The wall-clock time allowed.
+    pub wall: Duration,
+}
+
+impl Budget<'_> {
+    /// The server's CPU time spent since the budget started.
+    pub fn cpu_spent(&self) -> Duration {
+        self.server.cpu_time().saturating_sub(self.cpu_at_start)
+    }
+
+    /// When the wall-clock cap runs out.
+    pub fn deadline(&self) -> Instant {
+        self.started + self.wall
+    }
+
+    /// Why the budget is spent, if it is.
+    pub fn exceeded(&self) -> Option<String> {
+        let cpu = self.cpu_spent();
+        let wall = self.started.elapsed();
+        if cpu > self.cpu {
+            Some(format!(
+                "the server used {:.0} s of CPU, over the budget of {} s",
+                cpu.as_secs_f64(),
+                self.cpu.as_secs()
+            ))
+        } else if wall > self.wall {
+            Some(format!(
+                "{:.0} s passed, over the wall-clock cap of {} s (the server used {:.0} s of CPU)",
+                wall.as_secs_f64(),
+                self.wall.as_secs(),
+                cpu.as_secs_f64()
+            ))
+        } else {
+            None
+        }
+    }
 }
 
 impl Drop for LlamaServer {

@@ -118,7 +118,7 @@ fn the_python_sdk_drives_claw_mcp_over_stdio() {
     let hits = sc["results"].as_array().unwrap();
     assert!(!hits.is_empty(), "{search}");
     assert_eq!(hits[0]["path"], "memory/2026-11-02.md", "{search}");
-    assert_eq!(sc["results"], cli_search["results"], "MCP and CLI disagree");
+    assert_same_hits(&sc["results"], &cli_search["results"]);
     for k in ["query", "mode", "fallback"] {
         assert_eq!(sc[k], cli_search[k], "{k}");
     }
@@ -256,4 +256,23 @@ fn read_only_serves_no_append() {
     assert_eq!(e["code"], -32602, "{e}");
     assert!(e["message"].as_str().unwrap().contains("read-only"), "{e}");
     assert!(!ws.join("memory/2026-11-05.md").exists());
+}
+
+/// Two processes' hits for one query are the same: every field equal, the
+/// scores within 1e-4 (each process embeds the query itself, and the model's
+/// threaded sums may differ in the last float digits between runs).
+fn assert_same_hits(mcp: &serde_json::Value, cli: &serde_json::Value) {
+    let (a, b) = (mcp.as_array().unwrap(), cli.as_array().unwrap());
+    assert_eq!(a.len(), b.len(), "MCP and CLI disagree:\n{mcp}\n{cli}");
+    for (x, y) in a.iter().zip(b) {
+        let score = |v: &serde_json::Value| v["score"].as_f64().unwrap();
+        assert!(
+            (score(x) - score(y)).abs() < 1e-4,
+            "MCP and CLI disagree on a score:\n{x}\n{y}"
+        );
+        let (mut x, mut y) = (x.clone(), y.clone());
+        x["score"] = serde_json::Value::Null;
+        y["score"] = serde_json::Value::Null;
+        assert_eq!(x, y, "MCP and CLI disagree");
+    }
 }
