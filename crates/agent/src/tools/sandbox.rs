@@ -41,8 +41,24 @@
 //! 5. **seccomp** — `socket(AF_UNIX, …)` fails (`EACCES`): a Unix socket file in
 //!    the workspace cannot lead to its host listener (the mount namespace hides
 //!    every other socket file; Landlock scopes abstract ones); `io_uring_setup`
-//!    and other system call ABIs (x32, 32-bit) fail with `ENOSYS`.
-//! 6. **hidden paths** — claw's state directory and config file
+//!    and other system call ABIs (x32, 32-bit) fail with `ENOSYS`; `fallocate`
+//!    fails with `EOPNOTSUPP`.
+//! 6. **PID namespace** (with the mount namespace) — the command runs as pid 1
+//!    of a new PID namespace (a proxy process stays outside, see
+//!    `child::enter_pid_namespace`) with a fresh read-only `/proc`: it sees
+//!    only its own processes, not the command lines of the host's
+//!    (`--db-password=…`), and when its shell ends the kernel ends every
+//!    process left in it. The shell being pid 1, it ignores signals sent from
+//!    inside the namespace unless it handles them (`kill $$`); the timeout,
+//!    the cgroup and the quota kill from outside, which works as before. (No
+//!    init of claw's own is forked in there: it would be a copy of claw's
+//!    memory and environment, readable through `/proc/1`.) Without namespaces host processes are visible, and
+//!    the status and exec's first outcome say so.
+//! 7. **total write quota** (`exec.max_write_mb`) — a watcher in the parent
+//!    kills the command once its processes have written more than the quota
+//!    over all files (see `quota`); `fallocate` is refused by the seccomp
+//!    filter so that space cannot be reserved faster than the watcher polls.
+//! 8. **hidden paths** — claw's state directory and config file
 //!    ([`SandboxPolicy::hidden`]) are covered in the new root (an empty tmpfs, or
 //!    `/dev/null` for a file) where they lie inside the workspace or a configured
 //!    path, so a command can neither read the gateway token nor plant a source.
@@ -63,6 +79,8 @@
 //! caller) and the registry asks for confirmation before each command.
 //!
 //! [`probe`] reports which protections this machine offers (`claw doctor`).
+//! [`isolate_processes`] lends the PID namespace alone to commands that are
+//! otherwise unconfined (hooks).
 
 #[cfg(target_os = "linux")]
 mod child;

@@ -133,7 +133,9 @@ fn failing_hooks_are_logged_and_the_call_goes_on() {
         ws,
         json!({"before_tool_call": [
             {"command": "sleep 30", "timeout_ms": 300},
-            {"command": "kill -9 $$"},
+            // A hook's shell is pid 1 of its own PID namespace, which ignores
+            // signals sent from inside it: the child shell is what dies.
+            {"command": "sh -c 'kill -9 $$'"},
             {"command": "echo 'this is not json'"},
             {"command": "echo boom >&2; exit 7"}
         ]}),
@@ -150,7 +152,7 @@ fn failing_hooks_are_logged_and_the_call_goes_on() {
     assert!(!tool_result(&reqs).starts_with("Error"));
     for needle in [
         "timed out after 300 ms",
-        "killed by signal 9",
+        "exited with status 137",
         "printed invalid JSON",
         "exited with status 7: boom",
     ] {
