@@ -99,6 +99,8 @@ pub struct ExecConfig {
     pub network: Option<bool>,
     pub max_processes: Option<u64>,
     pub max_file_mb: Option<u64>,
+    /// Total bytes one command may write, in MiB (default 1024; 0 = unlimited).
+    pub max_write_mb: Option<u64>,
     pub max_cpu_secs: Option<u64>,
     /// Address space per process in MiB (default 8192; 0 = unlimited).
     pub max_memory_mb: Option<u64>,

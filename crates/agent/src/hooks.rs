@@ -20,6 +20,16 @@
 //! environment). stdout and stderr are capped at
 //! [`OUTPUT_CAP`] bytes each; on timeout the whole group is killed.
 //!
+//! The scrubbed environment would mean little if the hook could read claw's
+//! own: `/proc/$PPID/environ` shows the environment block claw was started
+//! with — API keys, the gateway token, a PostgreSQL URL — whatever claw unsets
+//! later, and to root whatever `PR_SET_DUMPABLE` says. So a hook runs with a
+//! process view of its own ([`crate::tools::sandbox::isolate_processes`]: a new
+//! PID namespace with a fresh `/proc`), where claw and every other process of
+//! the machine do not exist; its files, network and environment are unchanged.
+//! Where the machine has no PID namespaces, hooks run as before and claw warns
+//! once ([`Hooks::processes_isolated`] says which).
+//!
 //! `match` is a regex on the tool name, anchored at both ends (`exec` does not
 //! match `exec_x`; MCP tools are named `mcp__<server>__<tool>` like any other).
 //! For events without a tool it is ignored.
@@ -237,6 +247,8 @@ struct Compiled {
 pub struct Hooks {
     by_event: [Vec<Compiled>; 6],
     workspace: PathBuf,
+    /// Run hooks with their own PID namespace and `/proc` (where available).
+    private_proc: bool,
 }
 
 /// One hook run's report, for the caller's log.
@@ -316,7 +328,22 @@ impl Hooks {
                 compile("agent_end", &config.agent_end)?,
             ],
             workspace,
+            private_proc: true,
         })
+    }
+
+    /// Whether hooks run with their own PID namespace and `/proc` here (false
+    /// where this machine has no PID namespaces: they can then read claw's
+    /// environment through `/proc/$PPID/environ`).
+    pub fn processes_isolated(&self) -> bool {
+        self.private_proc && crate::tools::sandbox::status().hides_host_processes()
+    }
+
+    /// Turns the process view of its own off (on by default). For the tests'
+    /// positive control and diagnostics only: the hooks can then read claw's
+    /// environment.
+    pub fn set_private_proc(&mut self, on: bool) {
+        self.private_proc = on;
     }
 
     /// True when some hook is configured for `event`'s kind.
@@ -366,6 +393,9 @@ impl Hooks {
             .stderr(std::process::Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
+        if self.private_proc && !crate::tools::sandbox::isolate_processes(&mut cmd) {
+            warn_shared_proc();
+        }
         let mut child = cmd.spawn().map_err(|e| HookFailure::Spawn(e.to_string()))?;
         let pid = child.id();
         let mut stdin = child.stdin.take();
@@ -414,6 +444,17 @@ impl Hooks {
             &String::from_utf8_lossy(&out),
             &String::from_utf8_lossy(&err),
         )
+    }
+}
+
+/// Says once per process that hooks see the host's processes.
+fn warn_shared_proc() {
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !SAID.swap(true, std::sync::atomic::Ordering::SeqCst) {
+        tracing::warn!(
+            "hooks run without a PID namespace here: they can read claw's environment \
+             through /proc/$PPID/environ"
+        );
     }
 }
 

@@ -209,6 +209,10 @@ pub fn sandbox_policy(e: &crate::config::ExecConfig) -> Result<SandboxPolicy, Ag
         max_processes: at_least("max_processes", e.max_processes, 8, d.max_processes)?,
         max_file_bytes: at_least("max_file_mb", e.max_file_mb, 1, d.max_file_bytes / MB)?
             .saturating_mul(MB),
+        max_write_bytes: match e.max_write_mb {
+            Some(0) => 0,
+            v => at_least("max_write_mb", v, 1, d.max_write_bytes / MB)?.saturating_mul(MB),
+        },
         max_cpu_secs: at_least("max_cpu_secs", e.max_cpu_secs, 1, d.max_cpu_secs)?,
         max_memory_bytes: match e.max_memory_mb {
             Some(0) => 0,
@@ -400,7 +404,7 @@ mod tests {
     fn exec_section_builds_the_sandbox_policy() {
         use crate::config::ExecConfig;
         let exec: ExecConfig = serde_json::from_str(
-            r#"{"network": true, "max_processes": 64, "max_file_mb": 2,
+            r#"{"network": true, "max_processes": 64, "max_file_mb": 2, "max_write_mb": 3,
                 "read_paths": ["/opt/tools"], "write_paths": ["/srv/cache"]}"#,
         )
         .unwrap();
@@ -408,6 +412,9 @@ mod tests {
         assert!(p.enabled && p.network);
         assert_eq!(p.max_processes, 64);
         assert_eq!(p.max_file_bytes, 2 * 1024 * 1024);
+        assert_eq!(p.max_write_bytes, 3 * 1024 * 1024);
+        let off: ExecConfig = serde_json::from_str(r#"{"max_write_mb": 0}"#).unwrap();
+        assert_eq!(sandbox_policy(&off).unwrap().max_write_bytes, 0);
         assert_eq!(p.read_paths, vec![std::path::PathBuf::from("/opt/tools")]);
         assert_eq!(p.write_paths, vec![std::path::PathBuf::from("/srv/cache")]);
         // Defaults: sandbox on, network off.

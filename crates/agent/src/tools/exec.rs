@@ -67,9 +67,13 @@ pub struct ExecOutcome {
     /// The command ran inside the sandbox.
     #[serde(default)]
     pub sandboxed: bool,
-    /// A one-time note for the user and the model (the sandbox is unavailable).
+    /// A one-time note for the user and the model (the sandbox is unavailable,
+    /// or commands can see the host's processes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notice: Option<String>,
+    /// Why the sandbox killed the command (its total write quota).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub killed: Option<String>,
 }
 
 impl ExecOutcome {
@@ -78,7 +82,9 @@ impl ExecOutcome {
         if let Some(notice) = &self.notice {
             out.push_str(&format!("note: {notice}\n"));
         }
-        if self.timed_out {
+        if let Some(why) = &self.killed {
+            out.push_str(&format!("{why}\n"));
+        } else if self.timed_out {
             out.push_str(&format!(
                 "timed out after {:.1} s; the process group was killed\n",
                 self.duration_ms as f64 / 1000.0
@@ -479,6 +485,20 @@ fn fallback_notice() -> Option<String> {
     (!SAID.swap(true, std::sync::atomic::Ordering::SeqCst)).then_some(warning)
 }
 
+/// The notice for the first sandboxed command of this process that can see
+/// the host's processes (no PID namespace: namespaces off or unavailable).
+fn host_processes_notice(policy: &sandbox::SandboxPolicy) -> Option<String> {
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if policy.namespaces && sandbox::status().hides_host_processes() {
+        return None;
+    }
+    (!SAID.swap(true, std::sync::atomic::Ordering::SeqCst)).then(|| {
+        "commands run without a PID namespace here: they can see every process of this \
+         machine and its command line (`ls /proc`, `ps`)"
+            .to_string()
+    })
+}
+
 fn sandbox_error(e: SandboxError) -> ToolError {
     ToolError::Spawn {
         message: format!("exec sandbox: {e}"),
@@ -505,6 +525,8 @@ pub async fn run(ctx: &ToolContext, args: &ExecArgs) -> Result<ExecOutcome, Tool
     let confine = ctx.sandbox.enabled && sandbox::status().active();
     let notice = if ctx.sandbox.enabled && !confine {
         fallback_notice()
+    } else if confine {
+        host_processes_notice(&ctx.sandbox)
     } else {
         None
     };
@@ -562,6 +584,7 @@ pub async fn run(ctx: &ToolContext, args: &ExecArgs) -> Result<ExecOutcome, Tool
             message: "the shell exited before it could be tracked".into(),
         })?;
     let guard = GroupGuard { pgid };
+    let writes = prepared.as_ref().and_then(|p| p.watch_writes(pgid as u32));
     let out = Arc::new(Mutex::new(Capture::default()));
     let err = Arc::new(Mutex::new(Capture::default()));
     let mut readers = Vec::new();
@@ -588,6 +611,12 @@ pub async fn run(ctx: &ToolContext, args: &ExecArgs) -> Result<ExecOutcome, Tool
             _ = &mut grace => reader.abort(),
         }
     }
+    let report = match writes {
+        Some(w) => tokio::task::spawn_blocking(move || w.finish())
+            .await
+            .unwrap_or_default(),
+        None => sandbox::WriteReport::default(),
+    };
     if let Some(p) = prepared {
         // Empties and removes the command's cgroup (setsid escapees included).
         let _ = tokio::task::spawn_blocking(move || p.finish()).await;
@@ -610,6 +639,7 @@ pub async fn run(ctx: &ToolContext, args: &ExecArgs) -> Result<ExecOutcome, Tool
         duration_ms: started.elapsed().as_millis() as u64,
         sandboxed: confine,
         notice,
+        killed: report.message(),
     })
 }
 

@@ -41,8 +41,24 @@
 //! 5. **seccomp** — `socket(AF_UNIX, …)` fails (`EACCES`): a Unix socket file in
 //!    the workspace cannot lead to its host listener (the mount namespace hides
 //!    every other socket file; Landlock scopes abstract ones); `io_uring_setup`
-//!    and other system call ABIs (x32, 32-bit) fail with `ENOSYS`.
-//! 6. **hidden paths** — claw's state directory and config file
+//!    and other system call ABIs (x32, 32-bit) fail with `ENOSYS`; `fallocate`
+//!    fails with `EOPNOTSUPP`.
+//! 6. **PID namespace** (with the mount namespace) — the command runs as pid 1
+//!    of a new PID namespace (a proxy process stays outside, see
+//!    `child::enter_pid_namespace`) with a fresh read-only `/proc`: it sees
+//!    only its own processes, not the command lines of the host's
+//!    (`--db-password=…`), and when its shell ends the kernel ends every
+//!    process left in it. The shell being pid 1, it ignores signals sent from
+//!    inside the namespace unless it handles them (`kill $$`); the timeout,
+//!    the cgroup and the quota kill from outside, which works as before. (No
+//!    init of claw's own is forked in there: it would be a copy of claw's
+//!    memory and environment, readable through `/proc/1`.) Without namespaces host processes are visible, and
+//!    the status and exec's first outcome say so.
+//! 7. **total write quota** (`exec.max_write_mb`) — a watcher in the parent
+//!    kills the command once its processes have written more than the quota
+//!    over all files (see `quota`); `fallocate` is refused by the seccomp
+//!    filter so that space cannot be reserved faster than the watcher polls.
+//! 8. **hidden paths** — claw's state directory and config file
 //!    ([`SandboxPolicy::hidden`]) are covered in the new root (an empty tmpfs, or
 //!    `/dev/null` for a file) where they lie inside the workspace or a configured
 //!    path, so a command can neither read the gateway token nor plant a source.
@@ -63,9 +79,13 @@
 //! caller) and the registry asks for confirmation before each command.
 //!
 //! [`probe`] reports which protections this machine offers (`claw doctor`).
+//! [`isolate_processes`] lends the PID namespace alone to commands that are
+//! otherwise unconfined (hooks).
 
 #[cfg(target_os = "linux")]
 mod child;
+#[cfg(target_os = "linux")]
+mod quota;
 #[cfg(target_os = "linux")]
 mod sys;
 
@@ -86,6 +106,8 @@ pub const DEFAULT_MAX_CPU_SECS: u64 = 600;
 pub const DEFAULT_MAX_MEMORY_BYTES: u64 = 8 << 30;
 /// Default size of the private `/tmp`.
 pub const DEFAULT_TMP_BYTES: u64 = 1 << 30;
+/// Default total write quota of one command, over all its files.
+pub const DEFAULT_MAX_WRITE_BYTES: u64 = 1 << 30;
 
 /// How `exec` commands are confined. Built from the `exec` config section.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -103,6 +125,9 @@ pub struct SandboxPolicy {
     pub max_processes: u64,
     /// Largest file a command may write, bytes (`exec.max_file_mb`).
     pub max_file_bytes: u64,
+    /// Bytes one command may write in total, over all its files and processes
+    /// (`exec.max_write_mb`; 0 = unlimited); see the `quota` module.
+    pub max_write_bytes: u64,
     /// CPU seconds per process (`exec.max_cpu_secs`).
     pub max_cpu_secs: u64,
     /// Address space per process, bytes (`exec.max_memory_mb`; 0 = unlimited).
@@ -135,6 +160,7 @@ impl Default for SandboxPolicy {
             namespaces: true,
             max_processes: DEFAULT_MAX_PROCESSES,
             max_file_bytes: DEFAULT_MAX_FILE_BYTES,
+            max_write_bytes: DEFAULT_MAX_WRITE_BYTES,
             max_cpu_secs: DEFAULT_MAX_CPU_SECS,
             max_memory_bytes: DEFAULT_MAX_MEMORY_BYTES,
             tmp_bytes: DEFAULT_TMP_BYTES,
@@ -206,6 +232,9 @@ pub struct SandboxStatus {
     pub network_namespace: bool,
     /// A mount namespace can be created and `/` remounted read-only in it.
     pub mount_namespace: bool,
+    /// A PID namespace can be created in the user namespace, and its pid 1 can
+    /// mount a fresh proc: a command sees only its own processes.
+    pub pid_namespace: bool,
     pub process_limit: ProcessLimit,
     /// The process runs as root (uid 0).
     pub root: bool,
@@ -229,6 +258,12 @@ impl SandboxStatus {
     /// A fork bomb is stopped by a process limit.
     pub fn limits_processes(&self) -> bool {
         !matches!(self.process_limit, ProcessLimit::None)
+    }
+
+    /// Commands get their own PID namespace and `/proc` (with the namespaces
+    /// on): otherwise they see every process of the machine, command lines included.
+    pub fn hides_host_processes(&self) -> bool {
+        self.user_namespace && self.mount_namespace && self.pid_namespace
     }
 
     /// The network can be cut off (network namespace, or Landlock TCP rules).
@@ -295,10 +330,20 @@ impl fmt::Display for SandboxStatus {
         }
         writeln!(
             f,
-            "  namespaces: user {}, network {}, mount {}",
+            "  namespaces: user {}, network {}, mount {}, pid {}",
             yes_no(self.user_namespace),
             yes_no(self.user_namespace && self.network_namespace),
-            yes_no(self.user_namespace && self.mount_namespace)
+            yes_no(self.user_namespace && self.mount_namespace),
+            yes_no(self.hides_host_processes())
+        )?;
+        writeln!(
+            f,
+            "  processes visible: {}",
+            if self.hides_host_processes() {
+                "only the command's own (PID namespace with its own /proc)"
+            } else {
+                "ALL of the host's, command lines included (no PID namespace)"
+            }
         )?;
         if self.user_namespace && self.mount_namespace {
             writeln!(
@@ -354,6 +399,7 @@ pub fn probe() -> SandboxStatus {
             user_namespace: false,
             network_namespace: false,
             mount_namespace: false,
+            pid_namespace: false,
             process_limit: ProcessLimit::None,
             root: false,
         }
@@ -364,6 +410,94 @@ pub fn probe() -> SandboxStatus {
 pub fn status() -> &'static SandboxStatus {
     static STATUS: OnceLock<SandboxStatus> = OnceLock::new();
     STATUS.get_or_init(probe)
+}
+
+/// What the write-quota watcher saw of one command.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriteReport {
+    /// The quota, bytes.
+    pub quota: u64,
+    /// Bytes the command's processes wrote (dirtied in the page cache or sent
+    /// with `O_DIRECT`), the highest sum seen.
+    pub written: u64,
+    /// The largest growth of the used space of a file system it may write.
+    pub fs_growth: u64,
+    /// Over the quota.
+    pub exceeded: bool,
+    /// …noticed while the command ran: it was killed (otherwise the last
+    /// sample, after it ended, found it over).
+    pub killed: bool,
+}
+
+impl WriteReport {
+    /// The line for the user and the model when the command was killed.
+    pub fn message(&self) -> Option<String> {
+        const MIB: f64 = 1024.0 * 1024.0;
+        self.exceeded.then(|| {
+            format!(
+                "{}: over the write quota of {:.0} MiB per command (exec.max_write_mb): \
+                 {:.0} MiB written by its processes, the file system {:.0} MiB fuller",
+                if self.killed { "killed" } else { "ended" },
+                self.quota as f64 / MIB,
+                self.written as f64 / MIB,
+                self.fs_growth as f64 / MIB
+            )
+        })
+    }
+}
+
+/// The write-quota watcher of one running command.
+pub struct WriteWatch {
+    #[cfg(target_os = "linux")]
+    inner: quota::WriteWatch,
+}
+
+impl WriteWatch {
+    /// Stops watching and reports (blocking, at most one poll: ~10 ms).
+    pub fn finish(self) -> WriteReport {
+        #[cfg(target_os = "linux")]
+        {
+            self.inner.finish()
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            WriteReport::default()
+        }
+    }
+}
+
+/// Gives `cmd` (a hook: a command that is otherwise not confined) a process
+/// view of its own: a new PID namespace with a fresh `/proc` in a private mount
+/// namespace. It then sees only its own processes — not claw's
+/// `/proc/<pid>/environ` (whose initial block still holds every secret claw was
+/// started with: `unsetenv` does not change it) nor any other process of the
+/// machine — and keeps the file system, the network and its environment.
+/// Not root: a user namespace mapping only the user's own uid and gid (files
+/// of other users show as `nobody`; permissions are unchanged) and no
+/// capabilities; root: no user namespace, capabilities kept, the host's
+/// `/proc` detached beneath the fresh one.
+///
+/// Returns false, changing nothing, where this machine has no PID namespaces
+/// ([`SandboxStatus::hides_host_processes`]).
+pub fn isolate_processes(cmd: &mut tokio::process::Command) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        if !status().hides_host_processes() {
+            return false;
+        }
+        let view = sys::proc_view();
+        // SAFETY: `apply` only makes async-signal-safe system calls on data
+        // prepared before the fork (see `child`).
+        unsafe {
+            cmd.pre_exec(move || view.apply());
+        }
+        true
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = cmd;
+        false
+    }
 }
 
 /// A sandbox prepared for one command: apply it to the command with
@@ -406,6 +540,22 @@ impl Prepared {
         }
     }
 
+    /// Starts the write-quota watcher for the spawned command (its first
+    /// process `pid`); `None` when the quota is off.
+    pub fn watch_writes(&self, pid: u32) -> Option<WriteWatch> {
+        #[cfg(target_os = "linux")]
+        {
+            self.inner
+                .watch_writes(pid)
+                .map(|inner| WriteWatch { inner })
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = pid;
+            None
+        }
+    }
+
     /// Kills whatever is left in the command's cgroup and removes it, and
     /// removes the private temp directory. Blocking (a few milliseconds).
     pub fn finish(self) {
@@ -445,6 +595,7 @@ mod tests {
             user_namespace: true,
             network_namespace: true,
             mount_namespace: true,
+            pid_namespace: true,
             process_limit: ProcessLimit::PidsCgroup {
                 base: PathBuf::from("/sys/fs/cgroup/pids"),
                 version: 1,
@@ -456,7 +607,8 @@ mod tests {
             "exec sandbox: active",
             "ABI 7",
             "TCP bind/connect",
-            "user yes, network yes, mount yes",
+            "user yes, network yes, mount yes, pid yes",
+            "processes visible: only the command's own",
             "pids cgroup v1",
             "FSIZE, CPU",
         ] {
@@ -474,6 +626,7 @@ mod tests {
             user_namespace: false,
             network_namespace: false,
             mount_namespace: false,
+            pid_namespace: false,
             process_limit: ProcessLimit::None,
             root: true,
         };
@@ -488,6 +641,10 @@ mod tests {
         assert!(text.contains("processes: NOT limited"), "{text}");
         assert!(
             text.contains("network off by default: NOT isolated"),
+            "{text}"
+        );
+        assert!(
+            text.contains("processes visible: ALL of the host's"),
             "{text}"
         );
         assert!(!s.isolates_network());

@@ -1,6 +1,9 @@
 //! `exec` against real processes: exit codes, workspace as cwd, output
 //! truncation, the deny list (the command must not run), and the timeout /
 //! cancellation killing the whole process group (a grandchild `sleep` included).
+//! The sandbox gives commands a PID namespace, so a pid a command prints (`$!`)
+//! is not the host's: the tests find their `sleep` on the host by its unique
+//! duration ([`unique_sleep`]).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -27,20 +30,49 @@ fn wait_dead(pid: i32) -> bool {
     claw_testkit::wait_process_gone(pid as u32, Duration::from_secs(10))
 }
 
-fn read_pid(path: &Path) -> i32 {
+/// A `sleep` duration no other process of the machine has: 300.<pid><n> seconds.
+fn unique_sleep() -> String {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    format!(
+        "300.{}{}",
+        std::process::id(),
+        N.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+    )
+}
+
+/// The host pid of the live `sleep DURATION`, if there is one.
+fn sleep_pid(duration: &str) -> Option<i32> {
+    let want = format!("sleep\0{duration}\0");
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let pid: i32 = e.file_name().to_str()?.parse().ok()?;
+        let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
+        (cmdline == want.as_bytes()).then_some(pid)
+    })
+}
+
+/// Once `path` (written by the command after it started `sleep DURATION`)
+/// exists: the host pid of that `sleep`, waiting for it to appear.
+fn read_pid(path: &Path, duration: &str) -> i32 {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        if let Ok(s) = std::fs::read_to_string(path)
-            && let Ok(pid) = s.trim().parse()
+        if std::fs::read_to_string(path).is_ok_and(|s| !s.trim().is_empty())
+            && let Some(pid) = sleep_pid(duration)
         {
             return pid;
         }
         assert!(
             Instant::now() < deadline,
-            "pid file {path:?} never appeared"
+            "pid file {path:?} or `sleep {duration}` never appeared"
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// After the call: no `sleep DURATION` of the command is left (or it dies soon).
+fn sleep_ended(path: &Path, duration: &str) -> bool {
+    assert!(path.exists(), "the command never wrote {path:?}");
+    std::thread::sleep(Duration::from_millis(200));
+    sleep_pid(duration).is_none_or(wait_dead)
 }
 
 fn exec_outcome(out: ToolOutput) -> claw_agent::tools::ExecOutcome {
@@ -146,7 +178,8 @@ async fn timeout_kills_the_whole_process_group() {
     let dir = tempfile::tempdir().unwrap();
     let reg = registry(dir.path(), Duration::from_secs(30));
     // The shell starts a child shell which starts a grandchild `sleep`.
-    let command = "sh -c 'sleep 300 & echo $! > grandchild.pid; wait'; echo never";
+    let sleep = unique_sleep();
+    let command = format!("sh -c 'sleep {sleep} & echo $! > grandchild.pid; wait'; echo never");
     let out = exec_outcome(
         reg.dispatch(&call(
             serde_json::json!({ "command": command, "timeout_secs": 1 }),
@@ -158,10 +191,9 @@ async fn timeout_kills_the_whole_process_group() {
     assert_eq!(out.exit_code, None);
     assert!(!out.stdout.contains("never"));
     assert!(out.render().contains("timed out"), "{}", out.render());
-    let pid = read_pid(&dir.path().join("grandchild.pid"));
     assert!(
-        wait_dead(pid),
-        "grandchild sleep {pid} survived the timeout"
+        sleep_ended(&dir.path().join("grandchild.pid"), &sleep),
+        "grandchild sleep survived the timeout"
     );
 }
 
@@ -183,9 +215,10 @@ async fn configured_timeout_caps_the_models_request() {
 async fn background_jobs_are_ended_when_the_command_exits() {
     let dir = tempfile::tempdir().unwrap();
     let reg = registry(dir.path(), Duration::from_secs(60));
+    let sleep = unique_sleep();
     let out = exec_outcome(
         reg.dispatch(&call(serde_json::json!({
-            "command": "sleep 300 & echo $! > bg.pid; echo started"
+            "command": format!("sleep {sleep} & echo $! > bg.pid; echo started")
         })))
         .await
         .unwrap(),
@@ -193,15 +226,19 @@ async fn background_jobs_are_ended_when_the_command_exits() {
     assert!(!out.timed_out);
     assert_eq!(out.exit_code, Some(0));
     assert_eq!(out.stdout, "started\n");
-    let pid = read_pid(&dir.path().join("bg.pid"));
-    assert!(wait_dead(pid), "background sleep {pid} was left running");
+    assert!(
+        sleep_ended(&dir.path().join("bg.pid"), &sleep),
+        "background sleep was left running"
+    );
 }
 
 #[tokio::test]
 async fn cancelling_the_call_kills_the_group() {
     let dir = tempfile::tempdir().unwrap();
     let reg = registry(dir.path(), Duration::from_secs(60));
-    let c = call(serde_json::json!({ "command": "sleep 300 & echo $! > c.pid; wait" }));
+    let sleep = unique_sleep();
+    let c =
+        call(serde_json::json!({ "command": format!("sleep {sleep} & echo $! > c.pid; wait") }));
     let pid_file = dir.path().join("c.pid");
     let mut run = Box::pin(reg.dispatch(&c));
     // Drive the command until the grandchild has written its pid, then drop the future
@@ -212,12 +249,12 @@ async fn cancelling_the_call_kills_the_group() {
             r = &mut run => panic!("command finished early: {r:?}"),
             _ = tokio::time::sleep(Duration::from_millis(20)) => {}
         }
-        if std::fs::read_to_string(&pid_file).is_ok_and(|s| s.trim().parse::<i32>().is_ok()) {
+        if std::fs::read_to_string(&pid_file).is_ok_and(|s| !s.trim().is_empty()) {
             break;
         }
         assert!(Instant::now() < deadline, "pid file never appeared");
     }
-    let pid = read_pid(&pid_file);
+    let pid = read_pid(&pid_file, &sleep);
     assert!(claw_testkit::process_alive(pid as u32));
     drop(run);
     assert!(wait_dead(pid), "sleep {pid} survived cancellation");

@@ -3,7 +3,8 @@
 //! `session_start` / `user_prompt` hooks add context to the prompt, hooks that
 //! time out, crash or print invalid JSON are logged and ignored (fail open), the
 //! notifications (`after_tool_call`, `agent_end`) get their JSON events on stdin,
-//! and an environment secret reaches a hook only when its `env` lists it.
+//! and an environment secret reaches a hook only when its `env` lists it — nor
+//! through `/proc/$PPID/environ`: a hook has a PID namespace and `/proc` of its own.
 
 use claw_testkit::scripted_server::{Recorded, ScriptedServer, openai};
 use serde_json::{Value, json};
@@ -132,7 +133,9 @@ fn failing_hooks_are_logged_and_the_call_goes_on() {
         ws,
         json!({"before_tool_call": [
             {"command": "sleep 30", "timeout_ms": 300},
-            {"command": "kill -9 $$"},
+            // A hook's shell is pid 1 of its own PID namespace, which ignores
+            // signals sent from inside it: the child shell is what dies.
+            {"command": "sh -c 'kill -9 $$'"},
             {"command": "echo 'this is not json'"},
             {"command": "echo boom >&2; exit 7"}
         ]}),
@@ -149,7 +152,7 @@ fn failing_hooks_are_logged_and_the_call_goes_on() {
     assert!(!tool_result(&reqs).starts_with("Error"));
     for needle in [
         "timed out after 300 ms",
-        "killed by signal 9",
+        "exited with status 137",
         "printed invalid JSON",
         "exited with status 7: boom",
     ] {
@@ -249,4 +252,59 @@ fn the_gateway_runs_hooks_in_its_session_workers() {
         serde_json::from_str(&std::fs::read_to_string(ws.join("end.json")).unwrap()).unwrap();
     assert_eq!(end["session"], "api:hooks");
     assert_eq!(end["end"], "answered");
+}
+
+/// A hook reads claw's environment through `/proc/$PPID/environ` (and every
+/// other process's): claw was started with `CLAW_LLM_API_KEY` and a secret in
+/// its environment block. The hook runs in a PID namespace of its own, so claw
+/// does not exist for it; the positive control reads the same file from
+/// outside, while the hook runs, and finds both.
+#[test]
+fn a_hook_cannot_read_claws_environment_through_proc() {
+    let status = claw_agent::tools::sandbox::probe();
+    assert!(
+        status.hides_host_processes(),
+        "no PID namespaces on this machine:\n{status}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    let llm = ScriptedServer::start(openai::write_note_turn());
+    let secret = format!("hunter2-{}", std::process::id());
+    let read = "sleep 1; { echo ppid=$PPID; cat /proc/$PPID/environ; cat /proc/[0-9]*/environ; \
+                ls /proc; } 2>&1 | tr '\\0' '\\n' > leak.txt";
+    let mut cmd = claw(
+        ws,
+        &llm.url(),
+        &json!({ "hooks": {"user_prompt": [{"command": read, "timeout_ms": 10000}]} }),
+    );
+    cmd.env("CLAW_T_SECRET", &secret)
+        .env("CLAW_LLM_API_KEY", &secret)
+        .args(["--yes", "-m", "write the note"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = cmd.spawn().expect("run claw");
+    let pid = child.id();
+    // Positive control: claw's environment block holds the secrets, and a
+    // process outside the hook's namespace reads them at the same moment.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+    let environ = String::from_utf8_lossy(&environ);
+    let out = child.wait_with_output().expect("claw ends");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        environ.contains(&secret) && environ.contains("CLAW_LLM_API_KEY="),
+        "control: claw's environ does not hold the secrets"
+    );
+    let leak = std::fs::read_to_string(ws.join("leak.txt")).unwrap();
+    assert!(leak.contains("ppid=0"), "{leak}");
+    assert!(!leak.contains(&secret), "the hook read the secret: {leak}");
+    assert!(!leak.contains("CLAW_LLM_API_KEY"), "{leak}");
+    assert!(
+        !leak.lines().any(|l| l.trim() == pid.to_string()),
+        "claw's pid is in the hook's /proc: {leak}"
+    );
 }

@@ -101,8 +101,35 @@ fn require_full_sandbox() -> SandboxStatus {
     s
 }
 
-fn wait_dead(pid: u32, within: Duration) -> bool {
-    claw_testkit::wait_process_gone(pid, within)
+/// Live (not zombie) processes of the host whose command line contains `marker`.
+fn host_pids_running(marker: &str) -> Vec<u32> {
+    let me = std::process::id();
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in entries.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let Ok(cmdline) = std::fs::read(e.path().join("cmdline")) else {
+            continue;
+        };
+        let zombie = std::fs::read_to_string(e.path().join("stat"))
+            .ok()
+            .and_then(|s| {
+                s.rsplit_once(')')
+                    .map(|(_, r)| r.trim_start().starts_with('Z'))
+            })
+            .unwrap_or(true);
+        if !zombie && String::from_utf8_lossy(&cmdline).contains(marker) {
+            out.push(pid);
+        }
+    }
+    out
 }
 
 // ---------------------------------------------------------------------------
@@ -506,9 +533,11 @@ enum Check {
     Generic,
     /// …and the victim process must still be alive.
     VictimAlive,
-    /// …and the pid in `{WS}/escape.pid` must be dead after the call (a
-    /// `setsid` escapee is outside the process group: only the pids cgroup
-    /// finds it).
+    /// …and the process that wrote `{WS}/escape.pid` (found on the host by the
+    /// `{U}-escapee` in its command line: in a PID namespace the pid it wrote
+    /// is the namespace's) must be dead after the call (a `setsid` escapee is
+    /// outside the process group: only the pids cgroup or the end of the PID
+    /// namespace finds it).
     EscapeeDead,
     /// …and `{WS}/big.bin` must not exceed the file-size limit.
     FileSizeLimited,
@@ -719,20 +748,21 @@ fn attacks() -> Vec<Attack> {
             "python3 -c \"import os, signal; os.kill({VICTIM}, signal.SIGKILL)\"",
         )
         .check(Check::VictimAlive),
-        a("process", "kill -0 1 && echo PWNED-{U}").no_control(),
+        // The host's init; in a PID namespace pid 1 is the command's own shell.
+        a("process", "kill -0 1 && [ $$ != 1 ] && echo PWNED-{U}").no_control(),
         a(
             "process",
             "python3 -c \"import ctypes; print('PWNED-{U}' if ctypes.CDLL(None).ptrace(16, {VICTIM}, 0, 0) == 0 else '')\"",
         ),
         a(
             "process",
-            "setsid sh -c 'echo $$ > {WS}/escape.pid; exec sleep 600' > /dev/null 2>&1 & \
+            "setsid sh -c 'echo $$ > {WS}/escape.pid; exec python3 -c \"import time; time.sleep(600)\" {U}-escapee' > /dev/null 2>&1 & \
              while [ ! -s {WS}/escape.pid ]; do sleep 0.05; done",
         )
             .check(Check::EscapeeDead),
         a(
             "process",
-            "python3 -c \"import os, time\nif os.fork() == 0:\n    os.setsid()\n    open('{WS}/escape.pid', 'w').write(str(os.getpid()))\n    time.sleep(600)\"; \
+            "python3 -c \"import os, time\nif os.fork() == 0:\n    os.setsid()\n    open('{WS}/escape.pid', 'w').write(str(os.getpid()))\n    time.sleep(600)\" {U}-escapee; \
              while [ ! -s {WS}/escape.pid ]; do sleep 0.05; done",
         )
         .check(Check::EscapeeDead),
@@ -868,25 +898,27 @@ async fn run_attack(
         }
         Check::EscapeeDead => {
             let deadline = Instant::now() + Duration::from_secs(5);
-            let pid = loop {
-                if let Ok(s) = std::fs::read_to_string(lab.ws.join("escape.pid"))
-                    && let Ok(p) = s.trim().parse::<u32>()
-                {
-                    break Some(p);
-                }
-                if Instant::now() > deadline {
-                    break None;
-                }
+            while !std::fs::read_to_string(lab.ws.join("escape.pid"))
+                .is_ok_and(|s| s.trim().parse::<u32>().is_ok())
+            {
+                assert!(
+                    Instant::now() < deadline,
+                    "{command}: the escapee never wrote its pid"
+                );
                 std::thread::sleep(Duration::from_millis(20));
-            };
-            match pid {
-                Some(pid) if !wait_dead(pid, Duration::from_secs(2)) => {
-                    why.push(format!("process {pid} outlived the command"));
-                    // SAFETY: kills the escapee this attack started.
-                    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-                }
-                Some(_) => {}
-                None => panic!("{command}: the escapee never wrote its pid"),
+            }
+            let marker = format!("{}-escapee", lab.u);
+            let gone = Instant::now() + Duration::from_secs(2);
+            let mut left = host_pids_running(&marker);
+            while !left.is_empty() && Instant::now() < gone {
+                std::thread::sleep(Duration::from_millis(20));
+                left = host_pids_running(&marker);
+            }
+            for pid in left {
+                why.push(format!("process {pid} outlived the command"));
+                // SAFETY: kills the escapee this attack started (its command
+                // line carries this lab's unique marker).
+                unsafe { libc::kill(pid as i32, libc::SIGKILL) };
             }
         }
         Check::FileSizeLimited => {
@@ -1107,25 +1139,12 @@ async fn fork_bomb(namespaces: bool, template: &str) {
     assert!(o.timed_out, "the bomb ended by itself? {o:?}");
     assert!(forked_meanwhile);
     assert!(elapsed < Duration::from_secs(15), "took {elapsed:?}");
-    // Nothing of it survives: no process left in its process group, no cgroup left.
-    let pgid: i32 = std::fs::read_to_string(lab.ws.join("bomb.pid"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    // Nothing of it survives: no process left whose command line names this
+    // lab (every process of the bomb carries `{U}`; in a PID namespace the
+    // shell's `$$` is not a host pid, so the process group cannot be used).
     let deadline = Instant::now() + Duration::from_secs(5);
     let leftovers = loop {
-        let mut left = 0;
-        for e in std::fs::read_dir("/proc").unwrap().flatten() {
-            if let Ok(stat) = std::fs::read_to_string(e.path().join("stat"))
-                && let Some((_, rest)) = stat.rsplit_once(')')
-            {
-                let f: Vec<&str> = rest.split_whitespace().collect();
-                if f.len() > 3 && f[3] == pgid.to_string() && f[0] != "Z" {
-                    left += 1;
-                }
-            }
-        }
+        let left = host_pids_running(&lab.u).len();
         if left == 0 || Instant::now() > deadline {
             break left;
         }
@@ -1154,7 +1173,7 @@ async fn classic_fork_bomb_is_contained() {
     // end before the timeout, depending on how fast the machine is.
     fork_bomb(
         true,
-        "echo $$ > {WS}/bomb.pid; echo OigpeyA6fDomIH07Og== | base64 -d > {WS}/b.sh; bash {WS}/b.sh; exec sleep 30",
+        "echo OigpeyA6fDomIH07Og== | base64 -d > {WS}/b.sh; bash {WS}/b.sh {U}-bomb; exec python3 -c 'import time; time.sleep(30)' {U}-bomb",
     )
     .await;
 }
@@ -1162,18 +1181,14 @@ async fn classic_fork_bomb_is_contained() {
 #[tokio::test]
 async fn function_fork_bomb_is_contained() {
     // `f(){ f & f & wait; }` is not the deny list's `f|f` pattern.
-    fork_bomb(
-        true,
-        "echo $$ > {WS}/bomb.pid; bash -c 'f(){ f & f & wait; }; f'",
-    )
-    .await;
+    fork_bomb(true, "bash -c 'f(){ f & f & wait; }; f' {U}-bomb").await;
 }
 
 #[tokio::test]
 async fn python_fork_bomb_is_contained_without_namespaces_too() {
     fork_bomb(
         false,
-        "echo $$ > {WS}/bomb.pid; python3 -c \"import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\"",
+        "python3 -c \"import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\" {U}-bomb",
     )
     .await;
 }
@@ -1353,4 +1368,229 @@ async fn a_runaway_allocation_fails_inside_the_command() {
             other => panic!("large allocation: {other:?}"),
         }
     }
+}
+
+// ---------------------------------------------------------------------------
+// Host processes: a PID namespace with its own /proc
+
+/// A host process with a password in its command line.
+struct CmdlineVictim {
+    child: std::process::Child,
+    secret: String,
+}
+
+impl CmdlineVictim {
+    fn spawn(tag: &str) -> CmdlineVictim {
+        let secret = format!("pw-{tag}-{}", std::process::id());
+        let child = std::process::Command::new("python3")
+            .args(["-c", "import time; time.sleep(600)"])
+            .arg(format!("--db-password={secret}"))
+            .spawn()
+            .unwrap();
+        CmdlineVictim { child, secret }
+    }
+}
+
+impl Drop for CmdlineVictim {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Reads of other processes' command lines and of the host's process list;
+/// each prints `VISIBLE` or the password when it gets through.
+const PROCESS_VIEW_ATTACKS: &[&str] = &[
+    "cat /proc/{VPID}/cmdline",
+    "grep -a -h -o 'db-password=[^[:cntrl:]]*' /proc/[0-9]*/cmdline",
+    "ps axww | grep -a db-password",
+    "[ -d /proc/{VPID} ] && echo VISIBLE",
+    "[ -d /proc/{TESTPID} ] && echo VISIBLE",
+    "ls /proc | grep -qx {VPID} && echo VISIBLE",
+    "cat /proc/{VPID}/status | grep -q '^Name:' && echo VISIBLE",
+    "python3 -c \"import os; print('VISIBLE' if '{VPID}' in os.listdir('/proc') else '')\"",
+];
+
+/// How many of [`PROCESS_VIEW_ATTACKS`] got through with this policy.
+async fn process_view_through(policy: SandboxPolicy, tag: &str) -> (usize, Vec<String>) {
+    let lab = Lab::new(tag);
+    let victim = CmdlineVictim::spawn(tag);
+    let reg = registry(&lab.ws, policy);
+    let mut through = Vec::new();
+    for template in PROCESS_VIEW_ATTACKS {
+        let command = template
+            .replace("{VPID}", &victim.child.id().to_string())
+            .replace("{TESTPID}", &std::process::id().to_string());
+        match exec(&reg, &command, 20).await {
+            Ran::Done(o) => {
+                if o.stdout.contains(&victim.secret) || o.stdout.contains("VISIBLE") {
+                    through.push(command);
+                }
+            }
+            other => panic!("`{command}`: {other:?}"),
+        }
+    }
+    (PROCESS_VIEW_ATTACKS.len(), through)
+}
+
+#[tokio::test]
+async fn host_processes_and_their_command_lines_are_invisible_in_the_sandbox() {
+    let status = require_full_sandbox();
+    assert!(
+        status.hides_host_processes(),
+        "no PID namespace with its own /proc on this machine:\n{status}"
+    );
+    // Positive control: without the sandbox every read sees the host process.
+    let (tried, control) = process_view_through(unsandboxed(), "pv-ctl").await;
+    assert_eq!(
+        control.len(),
+        tried,
+        "control: only {control:?} got through"
+    );
+    // The documented fallback (Landlock alone, no namespaces) sees them too.
+    let (_, fallback) = process_view_through(test_policy(false), "pv-ll").await;
+    assert!(
+        fallback.iter().any(|c| c.starts_with("cat /proc/")),
+        "Landlock alone hides host processes? {fallback:?}"
+    );
+    let (tried, through) = process_view_through(test_policy(true), "pv").await;
+    println!(
+        "process view: {tried} reads of host processes; got through: full sandbox {}, \
+         Landlock only {} (documented), control {}",
+        through.len(),
+        fallback.len(),
+        control.len()
+    );
+    assert!(through.is_empty(), "got through: {through:#?}");
+    // Commands still see their own processes.
+    let lab = Lab::new("pv-own");
+    let reg = registry(&lab.ws, test_policy(true));
+    match exec(
+        &reg,
+        "sleep 5 & ps -o comm= | sort | tr '\\n' ' '; echo $$",
+        20,
+    )
+    .await
+    {
+        Ran::Done(o) => assert_eq!(o.stdout, "ps sh sleep sort tr 1\n", "{}", o.stderr),
+        other => panic!("{other:?}"),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The total write quota
+
+const QUOTA: u64 = 64 * MIB;
+
+fn quota_policy(max_write_bytes: u64) -> SandboxPolicy {
+    SandboxPolicy {
+        max_write_bytes,
+        max_file_bytes: 256 * MIB,
+        ..test_policy(true)
+    }
+}
+
+/// Bytes allocated under `dir` (what the disk lost).
+fn disk_bytes(dir: &Path) -> u64 {
+    let mut total = 0;
+    for e in walkdir::WalkDir::new(dir).into_iter().flatten() {
+        if let Ok(m) = e.metadata()
+            && m.is_file()
+        {
+            total += m.blocks() * 512;
+        }
+    }
+    total
+}
+
+/// Ways to write far more than [`QUOTA`] in many files, each 384 MiB or more.
+const WRITE_ATTACKS: &[(&str, &str)] = &[
+    (
+        "many files, one shell loop",
+        "for i in $(seq 1 24); do head -c 16M /dev/zero > f$i; done",
+    ),
+    (
+        "many files, 8 parallel writers",
+        "seq 1 24 | xargs -P 8 -I N sh -c 'head -c 16M /dev/zero > p$0' N",
+    ),
+    (
+        "many files, one python process",
+        "python3 -c \"\nfor i in range(24):\n    open('y%d' % i, 'wb').write(b'x' * (16 << 20))\"",
+    ),
+    (
+        "mmap writes",
+        "python3 -c \"\nimport mmap, os\nfor i in range(24):\n    fd = os.open('m%d' % i, os.O_CREAT | os.O_RDWR)\n    os.ftruncate(fd, 16 << 20)\n    m = mmap.mmap(fd, 16 << 20)\n    for o in range(0, 16 << 20, 4096):\n        m[o] = 1\n    m.close()\"",
+    ),
+    (
+        "fallocate (reserves without writing)",
+        "python3 -c \"\nimport os\nfor i in range(24):\n    os.posix_fallocate(os.open('a%d' % i, os.O_CREAT | os.O_WRONLY), 0, 16 << 20)\"",
+    ),
+    (
+        "children reaped automatically (SIGCHLD ignored), 1.5 GiB",
+        "python3 -c \"\nimport os, signal, time\nsignal.signal(signal.SIGCHLD, signal.SIG_IGN)\nfor i in range(48):\n    if os.fork() == 0:\n        open('c%d' % i, 'wb').write(b'x' * (32 << 20))\n        os._exit(0)\n    time.sleep(0.02)\ntime.sleep(2)\"",
+    ),
+];
+
+#[tokio::test]
+async fn the_write_quota_stops_many_files_and_its_evasions() {
+    require_full_sandbox();
+    let lab = Lab::new("quota");
+    let control = registry(&lab.ws, quota_policy(0));
+    let reg = registry(&lab.ws, quota_policy(QUOTA));
+    // Within the quota nothing changes.
+    match exec(&reg, "head -c 32M /dev/zero > ok.bin && echo ok", 30).await {
+        Ran::Done(o) => {
+            assert_eq!((o.stdout.as_str(), o.killed.as_deref()), ("ok\n", None))
+        }
+        other => panic!("{other:?}"),
+    }
+    let mut rows = Vec::new();
+    let mut through = Vec::new();
+    for (name, command) in WRITE_ATTACKS {
+        lab.reset_ws();
+        // Positive control: the same sandbox without a quota writes it all.
+        match exec(&control, command, 60).await {
+            Ran::Done(o) => assert!(o.killed.is_none(), "{name}: {o:?}"),
+            other => panic!("{name} (control): {other:?}"),
+        }
+        let written = disk_bytes(&lab.ws);
+        assert!(
+            written >= 6 * QUOTA,
+            "{name}: the control wrote only {written} bytes"
+        );
+        lab.reset_ws();
+        let started = Instant::now();
+        let o = match exec(&reg, command, 60).await {
+            Ran::Done(o) => o,
+            other => panic!("{name}: {other:?}"),
+        };
+        let secs = started.elapsed().as_secs_f64();
+        let on_disk = disk_bytes(&lab.ws);
+        let over = on_disk.saturating_sub(QUOTA);
+        rows.push(format!(
+            "| {name} | {:.0} MiB | {:.1} MiB | {:.1} MiB | {secs:.1} s | {} |",
+            written as f64 / MIB as f64,
+            on_disk as f64 / MIB as f64,
+            over as f64 / MIB as f64,
+            o.killed.as_deref().unwrap_or("NOT KILLED")
+        ));
+        // The file-system backstop allows quota + 1 GiB; what the per-process
+        // count sees stops within the write rate × a few ms (a few MiB; tens
+        // on a loaded machine, where the watcher thread waits for a CPU).
+        let allowed = if name.contains("SIGCHLD") {
+            QUOTA + (1 << 30) + 64 * MIB
+        } else {
+            2 * QUOTA
+        };
+        if o.killed.is_none() || on_disk > allowed {
+            through.push(format!("{name}: {on_disk} bytes, {:?}", o.killed));
+        }
+    }
+    lab.reset_ws();
+    println!(
+        "write quota {} MiB:\n| attack | control wrote | on disk | over the quota | time | outcome |\n|---|---|---|---|---|---|\n{}",
+        QUOTA / MIB,
+        rows.join("\n")
+    );
+    assert!(through.is_empty(), "got through: {through:#?}");
 }

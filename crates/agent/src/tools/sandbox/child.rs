@@ -30,7 +30,8 @@ pub(super) const STEP_NAMES: &[&str] = &[
     "adding the private /tmp and the new root to the Landlock ruleset",
     "setting no_new_privs",
     "enforcing the Landlock ruleset",
-    "installing the seccomp filter (no Unix-domain sockets)",
+    "installing the seccomp filter (no Unix-domain sockets, no fallocate)",
+    "starting the command as pid 1 of its PID namespace",
 ];
 pub(super) const STEP_DONE: u32 = 1000;
 
@@ -51,6 +52,7 @@ const STEP_LANDLOCK_TMP: u32 = 14;
 const STEP_NO_NEW_PRIVS: u32 = 15;
 const STEP_LANDLOCK: u32 = 16;
 const STEP_SECCOMP: u32 = 17;
+const STEP_PID_NS: u32 = 18;
 
 /// `AUDIT_ARCH_*` of the native system call ABI.
 #[cfg(target_arch = "x86_64")]
@@ -85,9 +87,12 @@ const fn jump(code: u32, k: u32, jt: u8, jf: u8) -> libc::sock_filter {
 /// allowed: it reaches nobody). `io_uring_setup` fails with `ENOSYS` (its
 /// `IORING_OP_SOCKET` would bypass the filter), and so does every call of another
 /// ABI (x32, 32-bit compat), whose numbers and multiplexed `socketcall` this
-/// filter does not parse. Offsets are `struct seccomp_data`'s: `nr` 0, `arch` 4,
+/// filter does not parse. `fallocate` fails with `EOPNOTSUPP`: it reserves
+/// gigabytes in microseconds without writing a byte, past the write quota's
+/// count and faster than its watcher polls (glibc's `posix_fallocate` then
+/// writes the blocks instead, which the quota counts). Offsets are `struct seccomp_data`'s: `nr` 0, `arch` 4,
 /// `args[0]` 16 (its low word, little-endian).
-static SECCOMP_FILTER: [libc::sock_filter; 13] = [
+static SECCOMP_FILTER: [libc::sock_filter; 15] = [
     /* 0 */ stmt(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, 4),
     /* 1 */
     jump(
@@ -129,24 +134,36 @@ static SECCOMP_FILTER: [libc::sock_filter; 13] = [
     /* 8 */
     jump(
         libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K,
+        libc::SYS_fallocate as u32,
+        0,
+        1,
+    ),
+    /* 9 */
+    stmt(
+        libc::BPF_RET | libc::BPF_K,
+        libc::SECCOMP_RET_ERRNO | libc::EOPNOTSUPP as u32,
+    ),
+    /* 10 */
+    jump(
+        libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K,
         libc::SYS_socket as u32,
         0,
         3,
     ),
-    /* 9 */ stmt(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, 16),
-    /* 10 */
+    /* 11 */ stmt(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, 16),
+    /* 12 */
     jump(
         libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K,
         libc::AF_UNIX as u32,
         0,
         1,
     ),
-    /* 11 */
+    /* 13 */
     stmt(
         libc::BPF_RET | libc::BPF_K,
         libc::SECCOMP_RET_ERRNO | libc::EACCES as u32,
     ),
-    /* 12 */ stmt(libc::BPF_RET | libc::BPF_K, libc::SECCOMP_RET_ALLOW),
+    /* 14 */ stmt(libc::BPF_RET | libc::BPF_K, libc::SECCOMP_RET_ALLOW),
 ];
 
 /// One `u32` in a shared anonymous mapping: the child writes the step it is
@@ -229,6 +246,13 @@ pub(super) enum RootEntry {
         contents: CString,
         target: CString,
     },
+    /// A fresh, read-only proc file system of the command's own PID namespace
+    /// (mounted by pid 1 of that namespace while the host's `/proc` is still
+    /// visible: the kernel refuses a new proc in a user namespace otherwise).
+    Proc {
+        mkdirs: Vec<CString>,
+        target: CString,
+    },
     /// A fresh writable tmpfs (the private /tmp).
     Tmpfs {
         mkdirs: Vec<CString>,
@@ -268,7 +292,8 @@ pub(super) struct ChildPlan {
     pub max_memory_bytes: Option<u64>,
     /// `RLIMIT_NPROC`, if set.
     pub nproc: Option<u64>,
-    /// `CLONE_NEW*` flags (with `CLONE_NEWUSER`); 0 for none.
+    /// `CLONE_NEW*` flags (with `CLONE_NEWUSER`); 0 for none. With
+    /// `CLONE_NEWPID` the child forks once more (see [`enter_pid_namespace`]).
     pub unshare_flags: libc::c_int,
     pub id_maps: Option<IdMaps>,
     pub mounts: Option<MountPlan>,
@@ -443,6 +468,10 @@ impl ChildPlan {
             m.set(STEP_NPROC);
             setrlimit(libc::RLIMIT_NPROC, n, n)?;
         }
+        if self.unshare_flags & libc::CLONE_NEWPID != 0 {
+            m.set(STEP_PID_NS);
+            enter_pid_namespace()?;
+        }
         if let Some(mounts) = &self.mounts {
             self.apply_mounts(mounts)?;
         }
@@ -608,6 +637,20 @@ impl ChildPlan {
                         return Err(io::Error::last_os_error());
                     }
                 }
+                RootEntry::Proc {
+                    mkdirs: dirs,
+                    target,
+                } => {
+                    mkdirs(dirs)?;
+                    mkdirs(std::slice::from_ref(target))?;
+                    mount(
+                        Some(c"proc"),
+                        target,
+                        Some(c"proc"),
+                        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC | libc::MS_RDONLY,
+                        None,
+                    )?;
+                }
                 RootEntry::Tmpfs {
                     mkdirs: dirs,
                     target,
@@ -669,6 +712,126 @@ impl ChildPlan {
             None,
         )?;
         Ok(())
+    }
+}
+
+/// A process view of its own for a command that is otherwise not confined (a
+/// hook): a new PID namespace whose pid 1 mounts a fresh proc on `/proc` in a
+/// private mount namespace, so the command sees only its own processes — not
+/// claw's `/proc/<pid>/environ` nor any other process of the host — and keeps
+/// the file system, the network and its environment.
+pub(super) struct ProcView {
+    /// Not root: a user namespace is needed, with these maps (own uid and gid
+    /// only). After the mounts every capability is dropped, so the command
+    /// cannot unmount the fresh proc and uncover the host's beneath it.
+    /// Root (`None`): no user namespace (root keeps its capabilities and its
+    /// access to every file); the host's `/proc` is detached before the fresh
+    /// one is mounted, so there is nothing beneath to uncover.
+    pub id_maps: Option<IdMaps>,
+}
+
+impl ProcView {
+    /// Runs between `fork` and `exec`: raw system calls only.
+    pub(super) fn apply(&self) -> io::Result<()> {
+        match &self.id_maps {
+            Some(maps) => {
+                // SAFETY: plain system call.
+                cvt(unsafe {
+                    libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS | libc::CLONE_NEWPID)
+                })?;
+                write_file(c"/proc/self/setgroups", b"deny")?;
+                write_file(c"/proc/self/uid_map", &maps.uid_map)?;
+                write_file(c"/proc/self/gid_map", &maps.gid_map)?;
+            }
+            // SAFETY: plain system call.
+            None => cvt(unsafe { libc::unshare(libc::CLONE_NEWNS | libc::CLONE_NEWPID) })?,
+        }
+        enter_pid_namespace()?;
+        mount(None, c"/", None, libc::MS_REC | libc::MS_PRIVATE, None)?;
+        if self.id_maps.is_none() {
+            // SAFETY: NUL-terminated path; EINVAL (nothing mounted) is fine.
+            if unsafe { libc::umount2(c"/proc".as_ptr(), libc::MNT_DETACH) } < 0
+                && errno() != libc::EINVAL
+            {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        mount(
+            Some(c"proc"),
+            c"/proc",
+            Some(c"proc"),
+            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            None,
+        )?;
+        if self.id_maps.is_some() {
+            drop_capabilities()?;
+        }
+        Ok(())
+    }
+}
+
+/// Makes the calling process (just after `unshare(CLONE_NEWPID)`) a proxy and
+/// returns in its child, which is pid 1 of the new PID namespace: a process
+/// does not enter the PID namespace it creates, only its children do.
+///
+/// The proxy stays outside: it closes every descriptor it inherited (the
+/// output pipes and `std`'s exec-error pipe belong to the child now, so the
+/// spawn reports the child's exec and the pipes close when the command's
+/// processes are gone), waits for the child and ends the way it ended (same
+/// exit code, or the same signal), so the caller's process and its group
+/// behave as before. The child dies with the proxy (`PR_SET_PDEATHSIG`), and
+/// when pid 1 ends the kernel kills every process left in its namespace — a
+/// `setsid` escapee cannot outlive the command even without a pids cgroup.
+///
+/// Runs between `fork` and `exec`: raw system calls only.
+pub(super) fn enter_pid_namespace() -> io::Result<()> {
+    // SAFETY: fork in a single-threaded child; both sides only make raw system calls.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if pid == 0 {
+        // SAFETY: plain prctl.
+        cvt(unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) })?;
+        return Ok(());
+    }
+    proxy(pid)
+}
+
+/// The proxy's side of [`enter_pid_namespace`]: never returns.
+fn proxy(child: libc::pid_t) -> ! {
+    // SAFETY (whole function): raw system calls on local data; ends with _exit
+    // or a fatal signal.
+    unsafe {
+        if libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32) < 0 {
+            for fd in 0..1024 {
+                libc::close(fd);
+            }
+        }
+        let mut status = 0;
+        loop {
+            let r = libc::waitpid(child, &mut status, 0);
+            if r == child {
+                break;
+            }
+            if r < 0 && errno() != libc::EINTR {
+                libc::_exit(127);
+            }
+        }
+        if libc::WIFEXITED(status) {
+            libc::_exit(libc::WEXITSTATUS(status));
+        }
+        let sig = libc::WTERMSIG(status);
+        // End by the same signal: default action, unblocked, raised.
+        let mut act: libc::sigaction = std::mem::zeroed();
+        act.sa_sigaction = libc::SIG_DFL;
+        libc::sigaction(sig, &act, std::ptr::null_mut());
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, sig);
+        libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+        libc::kill(libc::getpid(), sig);
+        libc::_exit(128 + sig);
     }
 }
 

@@ -12,8 +12,10 @@ use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::child::{
-    ChildPlan, IdMaps, LandlockPlan, MountPlan, RootEntry, STEP_DONE, STEP_NAMES, StepMarker,
+    ChildPlan, IdMaps, LandlockPlan, MountPlan, ProcView, RootEntry, STEP_DONE, STEP_NAMES,
+    StepMarker,
 };
+use super::quota::{QuotaPlan, WriteWatch};
 use super::{LandlockSupport, ProcessLimit, SandboxError, SandboxPolicy, SandboxStatus};
 
 /// Read and execute: programs and their libraries.
@@ -90,15 +92,38 @@ fn id_maps() -> IdMaps {
     }
 }
 
-/// Forks a child that tries the namespaces (and a `pivot_root` into a tmpfs
-/// holding a read-only `/usr`); returns (user, network, mount).
-fn probe_namespaces(usr_flags: libc::c_ulong) -> (bool, bool, bool) {
+/// What [`probe_namespaces`] found.
+struct Namespaces {
+    user: bool,
+    network: bool,
+    mount: bool,
+    pid: bool,
+}
+
+/// The [`ProcView`] of a command run as this process's user.
+pub(super) fn proc_view() -> ProcView {
+    // SAFETY: getter without preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    ProcView {
+        id_maps: (!root).then(id_maps),
+    }
+}
+
+/// Forks a child that tries the namespaces (a PID namespace whose pid 1 mounts
+/// a fresh proc, and a `pivot_root` into a tmpfs holding a read-only `/usr`).
+fn probe_namespaces(usr_flags: libc::c_ulong) -> Namespaces {
     let maps = id_maps();
     // SAFETY: the child only makes raw system calls on data prepared above and
     // leaves with _exit; the parent waits for it.
     let pid = unsafe { libc::fork() };
+    let none = Namespaces {
+        user: false,
+        network: false,
+        mount: false,
+        pid: false,
+    };
     if pid < 0 {
-        return (false, false, false);
+        return none;
     }
     if pid == 0 {
         let mut bits = 0;
@@ -113,7 +138,7 @@ fn probe_namespaces(usr_flags: libc::c_ulong) -> (bool, bool, bool) {
                 if libc::unshare(libc::CLONE_NEWNET) == 0 {
                     bits |= 2;
                 }
-                if libc::unshare(libc::CLONE_NEWNS) == 0
+                let staged = libc::unshare(libc::CLONE_NEWNS) == 0
                     && libc::mount(
                         std::ptr::null(),
                         c"/".as_ptr(),
@@ -142,7 +167,38 @@ fn probe_namespaces(usr_flags: libc::c_ulong) -> (bool, bool, bool) {
                         std::ptr::null(),
                         libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | usr_flags,
                         std::ptr::null(),
-                    ) == 0
+                    ) == 0;
+                if staged {
+                    // A fresh proc, mounted by pid 1 of a new PID namespace
+                    // while the host's /proc is still visible (as the sandbox does).
+                    if libc::unshare(libc::CLONE_NEWPID) == 0 {
+                        let init = libc::fork();
+                        if init == 0 {
+                            let ok = libc::mkdir(c"/tmp/proc".as_ptr(), 0o755) == 0
+                                && libc::mount(
+                                    c"proc".as_ptr(),
+                                    c"/tmp/proc".as_ptr(),
+                                    c"proc".as_ptr(),
+                                    libc::MS_NOSUID
+                                        | libc::MS_NODEV
+                                        | libc::MS_NOEXEC
+                                        | libc::MS_RDONLY,
+                                    std::ptr::null(),
+                                ) == 0
+                                && libc::getpid() == 1;
+                            libc::_exit(if ok { 0 } else { 1 });
+                        }
+                        let mut st = 0;
+                        if init > 0
+                            && libc::waitpid(init, &mut st, 0) == init
+                            && libc::WIFEXITED(st)
+                            && libc::WEXITSTATUS(st) == 0
+                        {
+                            bits |= 8;
+                        }
+                    }
+                }
+                if staged
                     && libc::chdir(c"/tmp".as_ptr()) == 0
                     && libc::syscall(libc::SYS_pivot_root, c".".as_ptr(), c".".as_ptr()) == 0
                     && libc::umount2(c".".as_ptr(), libc::MNT_DETACH) == 0
@@ -161,35 +217,41 @@ fn probe_namespaces(usr_flags: libc::c_ulong) -> (bool, bool, bool) {
             break;
         }
         if r < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-            return (false, false, false);
+            return none;
         }
     }
     if !libc::WIFEXITED(status) {
-        return (false, false, false);
+        return none;
     }
     let bits = libc::WEXITSTATUS(status);
-    (bits & 1 != 0, bits & 2 != 0, bits & 4 != 0)
+    Namespaces {
+        user: bits & 1 != 0,
+        network: bits & 2 != 0,
+        mount: bits & 4 != 0,
+        pid: bits & 8 != 0,
+    }
 }
 
 pub(super) fn probe() -> SandboxStatus {
     let landlock = landlock_support();
     let mounts = read_mountinfo().unwrap_or_default();
     let usr_flags = mount_of(&mounts, Path::new("/usr")).map_or(0, |m| mount_flags(&m.options));
-    let (user_namespace, network_namespace, mount_namespace) = probe_namespaces(usr_flags);
+    let ns = probe_namespaces(usr_flags);
     // SAFETY: getter without preconditions.
     let root = unsafe { libc::geteuid() } == 0;
     let process_limit = match find_pids_cgroup(&mounts) {
         Some((base, version)) => ProcessLimit::PidsCgroup { base, version },
         None if !root => ProcessLimit::Rlimit {
-            per_sandbox: user_namespace,
+            per_sandbox: ns.user,
         },
         None => ProcessLimit::None,
     };
     SandboxStatus {
         landlock,
-        user_namespace,
-        network_namespace,
-        mount_namespace,
+        user_namespace: ns.user,
+        network_namespace: ns.network,
+        mount_namespace: ns.mount,
+        pid_namespace: ns.pid,
         process_limit,
         root,
     }
@@ -509,7 +571,7 @@ fn build_ruleset(
     read_exec: &[PathBuf],
     read_only: &[PathBuf],
     devices: &[PathBuf],
-) -> Result<(OwnedFd, u64, u64), SandboxError> {
+) -> Result<(OwnedFd, RuleMasks), SandboxError> {
     use landlock::{
         ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, Ruleset, RulesetAttr,
         RulesetCreatedAttr, Scope, path_beneath_rules,
@@ -544,7 +606,21 @@ fn build_ruleset(
         .map_err(err)?;
     let fd: Option<OwnedFd> = created.into();
     let fd = fd.ok_or_else(|| SandboxError::Landlock("the kernel returned no ruleset".into()))?;
-    Ok((fd, all.bits(), (all & AccessFs::ReadDir).bits()))
+    Ok((
+        fd,
+        RuleMasks {
+            full: all.bits(),
+            read_dir: (all & AccessFs::ReadDir).bits(),
+            read: read_access.bits(),
+        },
+    ))
+}
+
+/// Landlock access masks for rules added in the child.
+struct RuleMasks {
+    full: u64,
+    read_dir: u64,
+    read: u64,
 }
 
 /// What goes into the sandbox's root.
@@ -565,6 +641,10 @@ enum Item {
     HideFile {
         path: PathBuf,
     },
+    /// A fresh proc of the command's PID namespace.
+    Proc {
+        path: PathBuf,
+    },
 }
 
 impl Item {
@@ -573,7 +653,8 @@ impl Item {
             Item::Bind { path, .. }
             | Item::Symlink { path, .. }
             | Item::Tmpfs { path, .. }
-            | Item::HideFile { path } => path,
+            | Item::HideFile { path }
+            | Item::Proc { path } => path,
         }
     }
 }
@@ -582,7 +663,9 @@ impl Item {
 /// devices, the private `/tmp`, and the workspace and configured paths, with the
 /// `hidden` paths (claw's state directory and config file; canonical) that lie
 /// inside any of them covered: an empty tmpfs over a directory, `/dev/null` over a
-/// file.
+/// file. With `fresh_proc` (a PID namespace) `/proc` is a new proc of the
+/// command's own namespace instead of a bind of the host's.
+#[allow(clippy::too_many_arguments)]
 fn plan_root(
     mounts: &[MountEntry],
     ws: &Path,
@@ -591,6 +674,7 @@ fn plan_root(
     etc: &[PathBuf],
     tmp_bytes: u64,
     hidden: &[PathBuf],
+    fresh_proc: bool,
 ) -> Result<MountPlan, SandboxError> {
     let staging = Path::new("/tmp");
     if !staging.is_dir() {
@@ -620,8 +704,18 @@ fn plan_root(
             ro.push(p.to_path_buf());
         }
     }
-    ro.extend(READ_ONLY.iter().map(PathBuf::from).filter(|p| p.exists()));
+    ro.extend(
+        READ_ONLY
+            .iter()
+            .map(PathBuf::from)
+            .filter(|p| p.exists() && !(fresh_proc && p == Path::new("/proc"))),
+    );
     ro.extend(read_paths.iter().cloned());
+    if fresh_proc {
+        items.push(Item::Proc {
+            path: PathBuf::from("/proc"),
+        });
+    }
     // /etc entries that link elsewhere (resolv.conf -> /run/...).
     for e in etc {
         if e.symlink_metadata()
@@ -752,6 +846,10 @@ fn plan_root(
                 readonly: None,
                 sub_readonly: Vec::new(),
             },
+            Item::Proc { path } => RootEntry::Proc {
+                mkdirs: parents(path)?,
+                target: staged(path)?,
+            },
             Item::Tmpfs { path, data } => RootEntry::Tmpfs {
                 mkdirs: parents(path)?,
                 target: staged(path)?,
@@ -801,6 +899,7 @@ pub(super) struct PreparedLinux {
     tmpdir: PathBuf,
     _tmp: Option<tempfile::TempDir>,
     cgroup: Option<CgroupGuard>,
+    quota: Option<QuotaPlan>,
 }
 
 impl PreparedLinux {
@@ -838,6 +937,10 @@ impl PreparedLinux {
         &self.tmpdir
     }
 
+    pub(super) fn watch_writes(&self, pid: u32) -> Option<WriteWatch> {
+        self.quota.as_ref().map(|q| WriteWatch::start(q, pid))
+    }
+
     pub(super) fn finish(mut self) {
         if let Some(mut cg) = self.cgroup.take() {
             cg.finish();
@@ -868,6 +971,8 @@ pub(super) fn prepare(
     let userns = status.user_namespace && policy.namespaces;
     let netns = userns && status.network_namespace && !policy.network;
     let mountns = userns && status.mount_namespace;
+    // A PID namespace only helps with its own /proc, which needs the mount namespace.
+    let pidns = mountns && status.pid_namespace;
 
     let write_paths = existing_canonical(policy.write_paths.iter().cloned());
     let read_paths = existing_canonical(policy.read_paths.iter().cloned());
@@ -895,7 +1000,7 @@ pub(super) fn prepare(
     let mut read_only = etc.clone();
     read_only.extend(READ_ONLY.iter().map(PathBuf::from));
     let devices: Vec<PathBuf> = DEVICES.iter().map(PathBuf::from).collect();
-    let (ruleset, fs_mask, read_dir_mask) =
+    let (ruleset, masks) =
         build_ruleset(abi, policy.network, &full, &read_exec, &read_only, &devices)?;
 
     let mounts = if mountns {
@@ -911,6 +1016,7 @@ pub(super) fn prepare(
             &etc,
             policy.tmp_bytes,
             &existing_canonical(policy.hidden.iter().cloned()),
+            pidns,
         )?)
     } else {
         None
@@ -943,6 +1049,9 @@ pub(super) fn prepare(
         if netns {
             unshare_flags |= libc::CLONE_NEWNET;
         }
+        if pidns {
+            unshare_flags |= libc::CLONE_NEWPID;
+        }
     }
     let plan = ChildPlan {
         marker: StepMarker::new().map_err(|source| SandboxError::Io {
@@ -964,20 +1073,34 @@ pub(super) fn prepare(
         landlock: Some(LandlockPlan {
             ruleset,
             child_rules: if mountns {
-                vec![
-                    (c"/tmp".to_owned(), fs_mask),
-                    (c"/".to_owned(), read_dir_mask),
-                ]
+                let mut rules = vec![
+                    (c"/tmp".to_owned(), masks.full),
+                    (c"/".to_owned(), masks.read_dir),
+                ];
+                if pidns {
+                    rules.push((c"/proc".to_owned(), masks.read));
+                }
+                rules
             } else {
                 Vec::new()
             },
         }),
     };
+    let quota = (policy.max_write_bytes > 0).then(|| {
+        let mut roots = vec![ws.clone()];
+        roots.extend(write_paths.iter().cloned());
+        QuotaPlan {
+            max_write_bytes: policy.max_write_bytes,
+            cgroup_procs: cgroup.as_ref().and_then(|c| c.procs()),
+            roots,
+        }
+    });
     Ok(PreparedLinux {
         plan: Arc::new(plan),
         tmpdir,
         _tmp: tmp_guard,
         cgroup,
+        quota,
     })
 }
 
