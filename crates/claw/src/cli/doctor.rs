@@ -1,6 +1,7 @@
 //! `claw doctor [--json]`: what claw would use and whether it works — the config
-//! file, the workspace, the database, the embedding model, the writer lock and the
-//! watcher. The report is a list of independent sections (`name`, `status`,
+//! file, the workspace, the database, the embedding model, the writer lock, the
+//! watcher, the protections and the notes too big to index. The report is a
+//! list of independent sections (`name`, `status`,
 //! `summary`, typed `details`), so a new check (e.g. the exec sandbox probe) is one
 //! more function pushing one more [`Section`]; the JSON shape does not change.
 
@@ -347,6 +348,35 @@ fn protections(settings: &Settings) -> Section {
     )
 }
 
+/// Notes left out of the index for their size: never silently dropped.
+fn too_big(settings: &Settings, status: Option<&MemoryStatus>) -> Section {
+    let limit = settings.mem.memory.max_file_bytes;
+    let notes = status.map(|s| s.too_big.as_slice()).unwrap_or_default();
+    let details = json!({"max_file_bytes": limit, "notes": notes});
+    if notes.is_empty() {
+        return section(
+            "too_big",
+            Status::Ok,
+            format!(
+                "no note is over the index's size limit ({})",
+                claw_memory::indexer::human_bytes(limit)
+            ),
+            details,
+        );
+    }
+    let list: Vec<String> = notes.iter().map(|n| n.describe()).collect();
+    section(
+        "too_big",
+        Status::Warn,
+        format!(
+            "{} note(s) not indexed, over the size limit: {} (split them, or raise memory.max_file_bytes)",
+            notes.len(),
+            list.join(", ")
+        ),
+        details,
+    )
+}
+
 /// Run every check.
 pub fn diagnose(settings: &Settings) -> DoctorReport {
     let (db, status) = database(settings);
@@ -362,6 +392,7 @@ pub fn diagnose(settings: &Settings) -> DoctorReport {
         writer_lock(settings),
         watcher(status.as_ref()),
         protections(settings),
+        too_big(settings, status.as_ref()),
     ];
     DoctorReport::new(sections)
 }

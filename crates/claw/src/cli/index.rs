@@ -5,6 +5,7 @@ use super::output::{Exit, Output, print_json, sanitize, sanitize_path, show_prog
 use crate::config::Settings;
 use anyhow::Context;
 use claw_memory::embed::Loaded;
+use claw_memory::indexer::human_bytes;
 use claw_memory_api::{IndexOptions, IndexReport, Memory, Progress, Status};
 use serde::Serialize;
 use std::io::Write;
@@ -210,6 +211,9 @@ fn print_index_report(r: &IndexReport, keyword_only: Option<String>) -> std::io:
         let line = format!("{what}: {}:{}: {}", i.source, i.path, i.message);
         eprintln!("{}", sanitize(&line));
     }
+    for n in &r.too_big {
+        writeln!(out, "not indexed, too big: {}", sanitize(&n.describe()))?;
+    }
     writeln!(out, "elapsed: {:.2}s", r.elapsed_ms as f64 / 1000.0)
 }
 
@@ -301,6 +305,13 @@ pub fn print_status(status: &Status, json: bool) -> anyhow::Result<Exit> {
             status.skipped_files
         )?;
     }
+    for n in &status.too_big {
+        writeln!(
+            out,
+            "too big:    {} is not searchable (split it, or raise memory.max_file_bytes)",
+            sanitize(&n.describe())
+        )?;
+    }
     if status.backend == "sqlite" {
         writeln!(
             out,
@@ -333,14 +344,6 @@ fn format_time(unix: i64) -> String {
         .unwrap_or_else(|| unix.to_string())
 }
 
-fn human_bytes(n: u64) -> String {
-    match n {
-        n if n >= 1 << 30 => format!("{:.1} GiB", n as f64 / (1u64 << 30) as f64),
-        n if n >= 1 << 20 => format!("{:.1} MiB", n as f64 / (1u64 << 20) as f64),
-        n if n >= 1 << 10 => format!("{:.1} KiB", n as f64 / 1024.0),
-        n => format!("{n} B"),
-    }
-}
 
 pub fn run_add(settings: &Settings, args: AddArgs) -> anyhow::Result<Exit> {
     let memory = crate::app::open_memory(settings)?;

@@ -52,6 +52,7 @@ mod skipped_files;
 mod soak_watch;
 mod ssrf_cli;
 mod subagents_cli;
+mod too_big_notes;
 mod transcript_incremental;
 mod transcript_secrets;
 mod watch_db_deleted;
