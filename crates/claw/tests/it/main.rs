@@ -29,6 +29,7 @@ mod mcp_client_cli;
 mod mcp_server;
 mod mcp_stdio_framing;
 mod memory_contract;
+mod migration_trust;
 mod pg_agent;
 mod pg_cli;
 mod pg_eval;
