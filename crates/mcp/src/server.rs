@@ -531,6 +531,9 @@ fn render_search(o: &claw_memory_api::SearchOutcome) -> String {
     if let Some(note) = o.sync.note() {
         s.push_str(&format!("\n[{note}]"));
     }
+    if let Some(note) = claw_memory_api::describe_oversized(&o.too_big) {
+        s.push_str(&format!("\n[{note}]"));
+    }
     s
 }
 

@@ -44,7 +44,9 @@ pub use claw_memory::config::{Backend, MemoryConfig, PgSettings};
 pub use claw_memory::freshness::IdentityMismatch;
 pub use claw_memory::freshness::{FileRef, StaleReason, SyncReport};
 pub use claw_memory::indexer::{IndexError, IndexOptions, IndexReport, Progress};
-pub use claw_memory::indexer::{IndexIssue, RebuildReason};
+pub use claw_memory::indexer::{
+    IndexIssue, OversizedNote, RebuildReason, describe_oversized, human_bytes,
+};
 pub use claw_memory::lock::{LockError, WriterLock};
 pub use claw_memory::search::engine::{GET_DEFAULT_LINES, GET_MAX_CHARS};
 pub use claw_memory::search::score::{Fusion, KeywordNorm};
@@ -56,7 +58,7 @@ pub use claw_memory::service::ServiceError;
 pub use claw_memory::service::{FirstIndex, SearchOutcome, SyncPolicy};
 pub use claw_memory::store::{StoreError, now_unix};
 pub use claw_memory::walk::SourceRoot;
-pub use claw_memory::walk::{IssueReason, SOURCE_SESSIONS};
+pub use claw_memory::walk::{IssueReason, SOURCE_SESSIONS, SourceKind};
 pub use sources::SourceError;
 pub use status::{ChangedOnDisk, Status};
 

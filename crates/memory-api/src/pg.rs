@@ -13,11 +13,12 @@ use claw_memory::config::{MemoryConfig, PgSettings};
 use claw_memory::embed::{self, Embedder, Loaded};
 use claw_memory::freshness::{self, FileRef, StaleReason, SyncReport};
 use claw_memory::index_storage::{IndexStorage, source_roots};
-use claw_memory::indexer::{self, IndexOptions, IndexReport, Progress};
+use claw_memory::indexer::{self, IndexOptions, IndexReport, OversizedNote, Progress};
 use claw_memory::lock::{LockError, WriterLock};
 use claw_memory::search::engine;
 use claw_memory::search::{GetRequest, Mode, SearchError, SearchRequest};
 use claw_memory::service::{FirstIndex, SearchOutcome, SyncPolicy};
+use claw_memory::store::SkippedRecord;
 use claw_memory::store::StoreError;
 use claw_memory::walk::SourceRoot;
 use claw_memory_pg::{PgConfig, PgStore};
@@ -56,6 +57,9 @@ struct Behind {
     new: Vec<(String, String)>,
     modified: Vec<(String, String)>,
     removed: Vec<FileRef>,
+    /// Files over the size limit with no rows: left out, not new. (This
+    /// backend keeps no record of skipped files; the disk is the record.)
+    too_big: Vec<OversizedNote>,
 }
 
 impl PgMemory {
@@ -150,11 +154,34 @@ impl PgMemory {
             new: Vec::new(),
             modified: Vec::new(),
             removed: Vec::new(),
+            too_big: Vec::new(),
         };
+        let limit = self.settings.memory.max_file_bytes;
         for src in source_roots(&self.settings, pg)? {
             let (disk, _) = claw_memory::walk::walk_source(&src);
             let stored = pg.file_records(&src.name)?;
-            let p = claw_memory::plan::plan(&disk, &stored, false);
+            // What the SQLite index remembers as skipped for its size, as of now.
+            let oversized: std::collections::HashMap<String, SkippedRecord> = disk
+                .iter()
+                .filter(|f| f.size.max(0) as u64 > limit && !stored.contains_key(&f.rel))
+                .map(|f| {
+                    b.too_big.push(OversizedNote {
+                        source: src.name.clone(),
+                        path: f.rel.clone(),
+                        size: f.size.max(0) as u64,
+                        limit,
+                    });
+                    let r = SkippedRecord {
+                        path: f.rel.clone(),
+                        mtime_ns: f.mtime_ns,
+                        size: f.size,
+                        reason: claw_memory::walk::IssueReason::TooBig.as_str().to_string(),
+                        message: String::new(),
+                    };
+                    (f.rel.clone(), r)
+                })
+                .collect();
+            let p = claw_memory::plan::plan_with_skipped(&disk, &stored, &oversized, false);
             let named = |f: &claw_memory::walk::DiskFile| (src.name.clone(), f.rel.clone());
             b.new.extend(p.add.iter().map(named));
             b.modified.extend(p.check.iter().map(named));
@@ -169,8 +196,9 @@ impl PgMemory {
     /// The bounded inline sync, as on SQLite: stat the sources, re-index up
     /// to `limit` changed files without waiting for the writer lock, else
     /// answer from the index and say it is stale. Rows are written per source
-    /// under PostgreSQL advisory locks (by the store).
-    fn sync_now(&self, limit: usize) -> Result<SyncReport, MemoryError> {
+    /// under PostgreSQL advisory locks (by the store). With the report, the
+    /// notes left out for their size.
+    fn sync_now(&self, limit: usize) -> Result<(SyncReport, Vec<OversizedNote>), MemoryError> {
         let started = Instant::now();
         let behind = self.behind_disk().map_err(MemoryError::Freshness)?;
         let gone = behind.removed;
@@ -178,10 +206,11 @@ impl PgMemory {
         dirty.extend(behind.modified);
         dirty.extend(gone.iter().map(|g| (g.source.clone(), g.path.clone())));
         if dirty.is_empty() {
-            return Ok(SyncReport::Fresh {
+            let fresh = SyncReport::Fresh {
                 checked_ms: started.elapsed().as_millis() as u64,
                 watcher: None,
-            });
+            };
+            return Ok((fresh, behind.too_big));
         }
         let sample = || {
             dirty
@@ -191,11 +220,12 @@ impl PgMemory {
                 .collect()
         };
         if dirty.len() > limit {
-            return Ok(SyncReport::Stale {
+            let stale = SyncReport::Stale {
                 pending: dirty.len(),
                 reason: StaleReason::Backlog { limit },
                 sample: sample(),
-            });
+            };
+            return Ok((stale, behind.too_big));
         }
         let lock =
             match WriterLock::acquire(&self.settings.state_dir(), &self.holder, Duration::ZERO) {
@@ -207,29 +237,44 @@ impl PgMemory {
                             message: other.to_string(),
                         },
                     };
-                    return Ok(SyncReport::Stale {
+                    let stale = SyncReport::Stale {
                         pending: dirty.len(),
                         reason,
                         sample: sample(),
-                    });
+                    };
+                    return Ok((stale, behind.too_big));
                 }
             };
         let embedder = self.embedder().map_err(MemoryError::Freshness)?;
         // `run_paths` needs the store mutably only for grouping, which the
         // PostgreSQL store does per file: a second handle on the pool does it.
         let mut pg = self.store().clone();
-        indexer::run_paths(&mut pg, &self.settings, embedder, &dirty, &lock, &|_| {})
+        let report = indexer::run_paths(&mut pg, &self.settings, embedder, &dirty, &lock, &|_| {})
             .map_err(MemoryError::Index)?;
+        // A file the run left out (too big, binary, unreadable) was not
+        // re-indexed, as on SQLite.
+        let left_out = |s: &str, p: &str| {
+            report
+                .issues
+                .iter()
+                .any(|i| i.skipped && i.source == s && i.path == p)
+        };
         let reindexed = dirty
             .iter()
             .filter(|(s, p)| !gone.iter().any(|g| &g.source == s && &g.path == p))
+            .filter(|(s, p)| !left_out(s, p))
             .map(|(s, p)| FileRef::new(s.clone(), p.clone()))
             .collect();
-        Ok(SyncReport::Synced {
+        let mut too_big = behind.too_big;
+        too_big.extend(report.too_big);
+        too_big.sort_by(|a, b| (&a.source, &a.path).cmp(&(&b.source, &b.path)));
+        too_big.dedup_by(|a, b| a.source == b.source && a.path == b.path);
+        let synced = SyncReport::Synced {
             reindexed,
             removed: gone,
             elapsed_ms: started.elapsed().as_millis() as u64,
-        })
+        };
+        Ok((synced, too_big))
     }
 
     /// One watcher batch: every file that differs from its rows is
@@ -265,7 +310,7 @@ impl PgMemory {
     }
 
     pub(crate) fn sync(&self, limit: usize) -> Result<SyncReport, MemoryError> {
-        off_runtime(|| self.sync_now(limit))
+        off_runtime(|| self.sync_now(limit)).map(|(sync, _)| sync)
     }
 
     pub(crate) fn search(
@@ -274,8 +319,9 @@ impl PgMemory {
         policy: SyncPolicy,
     ) -> Result<SearchOutcome, MemoryError> {
         off_runtime(|| {
-            let sync = match policy {
-                SyncPolicy::Skip => SyncReport::Skipped,
+            let (sync, too_big) = match policy {
+                // Not checked: the disk is this backend's record of what is too big.
+                SyncPolicy::Skip => (SyncReport::Skipped, Vec::new()),
                 SyncPolicy::Inline { limit } => self.sync_now(limit)?,
             };
             let embedder = if req.mode == Mode::Fts {
@@ -290,7 +336,11 @@ impl PgMemory {
                 req,
                 self.settings.clock.now_unix(),
             )?;
-            Ok(SearchOutcome { response, sync })
+            Ok(SearchOutcome {
+                response,
+                sync,
+                too_big,
+            })
         })
     }
 
@@ -361,13 +411,15 @@ impl PgMemory {
                     deleted: behind.removed.len(),
                 },
                 sources: source_roots(&self.settings, pg).map_err(read)?,
-                // Skipped files are re-examined by each index run.
                 watcher: None,
-                skipped_files: 0,
+                // Binary files are re-examined by each index run; a note over
+                // the size limit is left out until it changes.
+                skipped_files: behind.too_big.len() as i64,
                 location: loc,
                 namespaces: pg.namespaces().to_vec(),
                 visible_chunks: st.visible_chunks,
                 workspace_id: Some(pg.config().workspace.clone()),
+                too_big: behind.too_big,
             })
         })
     }

@@ -4,6 +4,7 @@
 #![allow(missing_docs)] // the fields are documented where they are not obvious
 
 use claw_memory::config::MemoryConfig;
+use claw_memory::indexer::OversizedNote;
 use claw_memory::service::ServiceStatus;
 use claw_memory::store::VecBackend;
 use claw_memory::{walk, watch};
@@ -54,6 +55,10 @@ pub struct Status {
     /// --workspace-id` on another machine takes); null until a shared backend
     /// has created it.
     pub workspace_id: Option<String>,
+    /// The notes left out of the index for being over the size limit
+    /// (`memory.max_file_bytes`), by path and size: not searchable until they
+    /// shrink or the limit is raised.
+    pub too_big: Vec<OversizedNote>,
 }
 
 /// Stat-level difference between disk and index.
@@ -99,6 +104,7 @@ impl Status {
             workspace_id: claw_memory::workspace_id::existing_workspace_id(&mem.state_dir())
                 .ok()
                 .flatten(),
+            too_big: st.too_big.clone(),
         }
     }
 }
@@ -111,7 +117,7 @@ impl Status {
         } else {
             format!("{} ({} dims)", self.model, self.dims)
         };
-        format!(
+        let mut out = format!(
             "workspace: {}\nindexed: {} files, {} chunks, {} vectors\nmodel: {}\nchanged on disk: {} new, {} modified, {} deleted\nsources: {}",
             self.workspace,
             self.files,
@@ -126,6 +132,10 @@ impl Status {
                 .map(|s| s.name.clone())
                 .collect::<Vec<_>>()
                 .join(", ")
-        )
+        );
+        for n in &self.too_big {
+            out.push_str(&format!("\nnot indexed, too big: {}", n.describe()));
+        }
+        out
     }
 }

@@ -91,6 +91,85 @@ pub struct IndexReport {
     pub rebuilt: Option<RebuildReason>,
     /// Per-file problems.
     pub issues: Vec<IndexIssue>,
+    /// Notes left out because they are over the size limit, by path and
+    /// size (each is also one of `issues`, reason `too_big`).
+    pub too_big: Vec<OversizedNote>,
+}
+
+/// A note left out of the index because it is larger than the limit
+/// (`memory.max_file_bytes`): never silently dropped, every surface that says
+/// what the index holds (index, search, status, doctor) lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct OversizedNote {
+    /// Source name.
+    pub source: String,
+    /// Path relative to the source root.
+    pub path: String,
+    /// Its size on disk, in bytes, when it was left out.
+    pub size: u64,
+    /// The limit it is over, in bytes.
+    pub limit: u64,
+}
+
+impl OversizedNote {
+    /// `source:path (12.0 MiB, over the 16.0 MiB limit)`.
+    pub fn describe(&self) -> String {
+        format!(
+            "{}:{} ({}, over the {} limit)",
+            self.source,
+            self.path,
+            human_bytes(self.size),
+            human_bytes(self.limit)
+        )
+    }
+}
+
+/// One command-free line naming the notes a search cannot find for their size
+/// (None when there are none); front ends add what to do about it.
+pub fn describe_oversized(notes: &[OversizedNote]) -> Option<String> {
+    if notes.is_empty() {
+        return None;
+    }
+    let list: Vec<String> = notes.iter().map(OversizedNote::describe).collect();
+    Some(format!(
+        "{} note(s) not searchable, over the index's size limit: {}",
+        notes.len(),
+        list.join(", ")
+    ))
+}
+
+/// `n` bytes for a reader: `16.0 MiB`, `1.5 KiB`, `980 B`.
+pub fn human_bytes(n: u64) -> String {
+    match n {
+        n if n >= 1 << 30 => format!("{:.1} GiB", n as f64 / (1u64 << 30) as f64),
+        n if n >= 1 << 20 => format!("{:.1} MiB", n as f64 / (1u64 << 20) as f64),
+        n if n >= 1 << 10 => format!("{:.1} KiB", n as f64 / 1024.0),
+        n => format!("{n} B"),
+    }
+}
+
+/// The notes of `sources` remembered as skipped for being over the limit
+/// that still are (a file the limit now admits is not listed), sorted.
+pub fn oversized_notes(
+    store: &dyn IndexStorage,
+    sources: &[SourceRoot],
+    max_file_bytes: u64,
+) -> Result<Vec<OversizedNote>, StoreError> {
+    let mut out = Vec::new();
+    for src in sources {
+        for r in skipped_records(store, &src.name, max_file_bytes)?.into_values() {
+            if r.reason == IssueReason::TooBig.as_str() {
+                out.push(OversizedNote {
+                    source: src.name.clone(),
+                    path: r.path,
+                    size: r.size.max(0) as u64,
+                    limit: max_file_bytes,
+                });
+            }
+        }
+    }
+    out.sort_by(|a, b| (&a.source, &a.path).cmp(&(&b.source, &b.path)));
+    Ok(out)
 }
 
 /// Progress notifications for a UI.
@@ -485,6 +564,19 @@ impl<'a> Run<'a> {
     fn still_skipped(&mut self, source: &str, r: &SkippedRecord) {
         let reason = IssueReason::parse(&r.reason).unwrap_or(IssueReason::Unreadable);
         self.issue(source, &r.path, &r.message, true, reason);
+        if reason == IssueReason::TooBig {
+            self.too_big(source, &r.path, r.size);
+        }
+    }
+
+    /// Report a note left out for its size.
+    fn too_big(&mut self, source: &str, path: &str, size: i64) {
+        self.report.too_big.push(OversizedNote {
+            source: source.to_string(),
+            path: path.to_string(),
+            size: size.max(0) as u64,
+            limit: self.settings.memory.max_file_bytes,
+        });
     }
 
     /// Leave a file out for a cause in the file itself and remember it with its
@@ -538,10 +630,11 @@ impl<'a> Run<'a> {
     ) -> Result<(), IndexError> {
         if f.size as u64 > self.settings.memory.max_file_bytes {
             let msg = format!(
-                "skipped: {} MB is over the {} MB limit",
-                f.size / 1_000_000,
-                self.settings.memory.max_file_bytes / 1_000_000
+                "skipped: {} is over the {} limit",
+                human_bytes(f.size.max(0) as u64),
+                human_bytes(self.settings.memory.max_file_bytes)
             );
+            self.too_big(&src.name, &f.rel, f.size);
             return self.skip_for_cause(src, f, stored, IssueReason::TooBig, msg);
         }
         let bytes = match walk::read_source_file(src, &f.rel) {

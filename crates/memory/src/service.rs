@@ -50,6 +50,10 @@ pub struct SearchOutcome {
     pub response: SearchResponse,
     /// `{"status": "fresh" | "synced" | "stale" | "skipped", ...}`.
     pub sync: SyncReport,
+    /// Notes the index leaves out for their size, so a search cannot find
+    /// them (absent from the JSON when there are none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub too_big: Vec<indexer::OversizedNote>,
 }
 
 /// What the index holds and how far it is behind the disk.
@@ -77,6 +81,8 @@ pub struct ServiceStatus {
     pub watcher: Option<WatcherStatus>,
     /// Files remembered as skipped for cause (too big, binary).
     pub skipped_files: i64,
+    /// Of those, the notes over the size limit, by path and size.
+    pub too_big: Vec<indexer::OversizedNote>,
 }
 
 /// Errors of the service. Each variant's message is its context; the cause is
@@ -307,7 +313,12 @@ impl<'e> MemoryService<'e> {
                     None => SyncReport::Skipped,
                 };
                 let response = self.query(&store, query_embedder(embedder), req)?;
-                return Ok(SearchOutcome { response, sync });
+                let too_big = self.oversized(&store)?;
+                return Ok(SearchOutcome {
+                    response,
+                    sync,
+                    too_big,
+                });
             }
         };
         let pending =
@@ -326,6 +337,7 @@ impl<'e> MemoryService<'e> {
                     checked_ms: st.elapsed_ms,
                     watcher: None,
                 },
+                too_big: self.oversized(&store)?,
             });
         }
         let embedder = self.embedder(&store).map_err(ServiceError::Freshness)?;
@@ -352,7 +364,19 @@ impl<'e> MemoryService<'e> {
             Ok(response) if unchanged => response,
             _ => self.query(&store, query_embedder(embedder), req)?,
         };
-        Ok(SearchOutcome { response, sync })
+        let too_big = self.oversized(&store)?;
+        Ok(SearchOutcome {
+            response,
+            sync,
+            too_big,
+        })
+    }
+
+    /// The notes the index leaves out for their size ([`indexer::oversized_notes`]).
+    fn oversized(&self, store: &Store) -> Result<Vec<indexer::OversizedNote>, ServiceError> {
+        let sources = walk::sources(&self.settings, store).map_err(ServiceError::Status)?;
+        indexer::oversized_notes(store, &sources, self.settings.memory.max_file_bytes)
+            .map_err(ServiceError::Status)
     }
 
     fn query(
@@ -506,6 +530,7 @@ impl<'e> MemoryService<'e> {
             sources: walk::sources(&self.settings, &store).map_err(read)?,
             watcher: watch::watcher_status(&store).map_err(read)?,
             skipped_files: store.skipped_count().map_err(read)?,
+            too_big: self.oversized(&store)?,
         })
     }
 }

@@ -41,10 +41,15 @@ pub fn path_for(db: &Path) -> PathBuf {
 /// Write the store's registered sources to its sidecar (atomically: a
 /// temporary file renamed over it).
 pub(crate) fn save(store: &Store) -> Result<(), StoreError> {
+    write(&path_for(store.path()), store.sources()?)
+}
+
+/// Write `sources` to the sidecar at `path` atomically (a temporary file
+/// renamed over it).
+fn write(path: &Path, sources: Vec<SourceRecord>) -> Result<(), StoreError> {
     let file = SidecarFile {
         version: 1,
-        sources: store
-            .sources()?
+        sources: sources
             .into_iter()
             .map(|s| SidecarSource {
                 name: s.name,
@@ -54,18 +59,17 @@ pub(crate) fn save(store: &Store) -> Result<(), StoreError> {
             })
             .collect(),
     };
-    let path = path_for(store.path());
     let mut json = serde_json::to_vec_pretty(&file).map_err(|e| StoreError::Sidecar {
-        path: path.clone(),
+        path: path.to_path_buf(),
         source: e.into(),
     })?;
     json.push(b'\n');
-    claw_base::fs::write_atomic(&path, &json, claw_base::fs::Durability::Durable).map_err(
-        |source| StoreError::Sidecar {
-            path: path.clone(),
+    claw_base::fs::write_atomic(path, &json, claw_base::fs::Durability::Durable).map_err(|source| {
+        StoreError::Sidecar {
+            path: path.to_path_buf(),
             source,
-        },
-    )
+        }
+    })
 }
 
 /// Read the sidecar of the database at `db`; `None` when there is none.
@@ -91,6 +95,25 @@ fn load(db: &Path) -> Result<Option<Vec<SourceRecord>>, StoreError> {
             })
             .collect(),
     ))
+}
+
+/// Keep only the sources of the sidecar of the database at `db` that `keep`
+/// accepts (rewritten atomically when one goes) and return those dropped; no
+/// sidecar drops nothing. For a sidecar that was not the store's to write (one
+/// carried over from a tool-writable directory), before any database reads it.
+pub(crate) fn retain(
+    db: &Path,
+    keep: impl Fn(&SourceRecord) -> bool,
+) -> Result<Vec<SourceRecord>, StoreError> {
+    let Some(sources) = load(db)? else {
+        return Ok(Vec::new());
+    };
+    let (kept, dropped): (Vec<_>, Vec<_>) = sources.into_iter().partition(|s| keep(s));
+    if dropped.is_empty() {
+        return Ok(dropped);
+    }
+    write(&path_for(db), kept)?;
+    Ok(dropped)
 }
 
 /// At open: a database just created takes its sources from the sidecar; an

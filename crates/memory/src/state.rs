@@ -15,8 +15,12 @@
 //! directory's contents once (the database with its embedding cache, so nothing
 //! is re-embedded); what a tool could have planted there and claw can rebuild
 //! (the gateway's discovery file and token, the directory cache) is dropped
-//! instead of trusted. [`check_private`] refuses a state directory another user
-//! could write.
+//! instead of trusted. A registered source carried over from there with a root
+//! outside the workspace, or following symlinks out of its folder, is what only
+//! the user's own `memory add` may register: it is unregistered (its rows go
+//! too) and recorded in `untrusted-sources.json` ([`untrusted_sources`]) so
+//! the user can be told and re-register it. [`check_private`] refuses a state
+//! directory another user could write; [`inspect`] says whether it is private.
 //!
 //! Pure library code: no terminal I/O, no environment; the caller reports.
 
@@ -73,6 +77,22 @@ pub enum StateError {
         to: PathBuf,
         pid: u32,
         what: String,
+    },
+    /// The sources registered in a database moved out of the workspace could
+    /// not be checked: it is not used until they are.
+    #[error(
+        "cannot check the folders registered in {path}, moved from the workspace: {source} \
+         (it is not used until they are checked)"
+    )]
+    Vet {
+        path: PathBuf,
+        source: crate::store::StoreError,
+    },
+    /// The record of sources not trusted could not be read or written.
+    #[error("{path}: {source}")]
+    Record {
+        path: PathBuf,
+        source: serde_json::Error,
     },
 }
 
@@ -195,6 +215,76 @@ pub fn check_private(state_dir: &Path) -> Result<(), StateError> {
     Ok(())
 }
 
+/// Whether a state directory is private, as `claw doctor` reports it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct StateDirInfo {
+    /// The state directory.
+    pub path: PathBuf,
+    /// It exists (claw creates it on first use).
+    pub exists: bool,
+    /// Its owner's uid, when it exists.
+    pub owner_uid: Option<u32>,
+    /// This process's uid.
+    pub user_uid: Option<u32>,
+    /// Its permission bits in octal (`"700"`), when it exists.
+    pub mode: Option<String>,
+    /// It is the workspace or lies beneath it (resolved).
+    pub inside_workspace: bool,
+    /// A real directory (no symlink), owned by this user, mode 0700 (no
+    /// access for group or others), outside the workspace.
+    pub private: bool,
+    /// Why it is not private, one phrase each.
+    pub problems: Vec<String>,
+}
+
+/// Whether `state_dir` is private ([`StateDirInfo::private`]), and why not.
+pub fn inspect(state_dir: &Path, workspace: &Path) -> StateDirInfo {
+    let mut info = StateDirInfo {
+        path: state_dir.to_path_buf(),
+        exists: false,
+        owner_uid: None,
+        user_uid: std::fs::metadata("/proc/self").ok().map(|m| m.uid()),
+        mode: None,
+        inside_workspace: is_within(state_dir, workspace),
+        private: false,
+        problems: Vec::new(),
+    };
+    if info.inside_workspace {
+        info.problems
+            .push("it is inside the workspace: only the file jail and the exec sandbox keep the assistant's tools out of it".into());
+    }
+    match std::fs::symlink_metadata(state_dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            info.problems.push("it does not exist yet".into());
+        }
+        Err(e) => info.problems.push(format!("it cannot be read: {e}")),
+        Ok(meta) => {
+            info.exists = true;
+            info.owner_uid = Some(meta.uid());
+            let mode = meta.permissions().mode() & 0o7777;
+            info.mode = Some(format!("{mode:o}"));
+            if meta.file_type().is_symlink() {
+                info.problems.push("it is a symlink".into());
+            } else if !meta.is_dir() {
+                info.problems.push("it is not a directory".into());
+            }
+            if info.user_uid.is_some_and(|me| me != meta.uid()) {
+                info.problems.push(format!(
+                    "it is owned by uid {}, not by this user",
+                    meta.uid()
+                ));
+            }
+            if mode & 0o077 != 0 {
+                info.problems.push(format!(
+                    "its mode is {mode:o}: group or others have access (chmod 700 it)"
+                ));
+            }
+        }
+    }
+    info.private = info.problems.is_empty();
+    info
+}
+
 /// What [`migrate_legacy`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Migration {
@@ -208,6 +298,151 @@ pub struct Migration {
     pub dropped: Vec<String>,
     /// Whether the legacy directory was removed (false: it held other files).
     pub removed_legacy: bool,
+    /// Registered sources not carried over: a tool could have registered them
+    /// (also kept in `untrusted-sources.json`, see [`untrusted_sources`]).
+    pub untrusted: Vec<UntrustedSource>,
+}
+
+/// A registered source found in a moved legacy state directory that claw does
+/// not trust: its folder is outside the workspace, or it follows symlinks out
+/// of its folder. Only the user registers such a source, with their own command.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct UntrustedSource {
+    /// The source's name.
+    pub name: String,
+    /// Its folder as registered.
+    pub root: PathBuf,
+    /// Whether it followed symlinks outside its folder.
+    pub follow_symlinks_outside: bool,
+    /// Why it is not trusted, one sentence.
+    pub reason: String,
+    /// Where it was found (the legacy database or source registry).
+    pub found_in: PathBuf,
+}
+
+/// `untrusted-sources.json` in the state directory.
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+struct UntrustedFile {
+    version: u32,
+    sources: Vec<UntrustedSource>,
+}
+
+/// The file recording the sources not carried over by a migration.
+pub const UNTRUSTED_FILE: &str = "untrusted-sources.json";
+
+/// Why a source carried over from the workspace is not trusted, or `None`
+/// when it is (a folder inside the workspace, links not followed out of it).
+pub fn distrust_reason(workspace: &Path, root: &Path, follow_outside: bool) -> Option<String> {
+    let outside = !is_within(root, workspace);
+    match (outside, follow_outside) {
+        (false, false) => None,
+        (true, false) => Some("its folder is outside the workspace".into()),
+        (false, true) => Some("it follows symlinks outside its folder".into()),
+        (true, true) => {
+            Some("its folder is outside the workspace and it follows symlinks outside it".into())
+        }
+    }
+}
+
+/// The sources a migration did not carry over ([`Migration::untrusted`]) and
+/// the user has not registered again since; empty when there is no record.
+pub fn untrusted_sources(state_dir: &Path) -> Result<Vec<UntrustedSource>, StateError> {
+    let path = state_dir.join(UNTRUSTED_FILE);
+    let bytes = match std::fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io(&path)(e)),
+    };
+    let file: UntrustedFile =
+        serde_json::from_slice(&bytes).map_err(|source| StateError::Record { path, source })?;
+    Ok(file.sources)
+}
+
+/// Drop `name` from the record of untrusted sources (the user registered it
+/// again, or removed it); whether it was there.
+pub fn forget_untrusted(state_dir: &Path, name: &str) -> Result<bool, StateError> {
+    let mut list = untrusted_sources(state_dir)?;
+    let before = list.len();
+    list.retain(|s| s.name != name);
+    if list.len() == before {
+        return Ok(false);
+    }
+    save_untrusted(state_dir, list)?;
+    Ok(true)
+}
+
+fn save_untrusted(state_dir: &Path, sources: Vec<UntrustedSource>) -> Result<(), StateError> {
+    let path = state_dir.join(UNTRUSTED_FILE);
+    if sources.is_empty() {
+        return match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io(&path)(e)),
+            _ => Ok(()),
+        };
+    }
+    let file = UntrustedFile {
+        version: 1,
+        sources,
+    };
+    let mut json = serde_json::to_vec_pretty(&file).map_err(|source| StateError::Record {
+        path: path.clone(),
+        source,
+    })?;
+    json.push(b'\n');
+    claw_base::fs::write_atomic(&path, &json, claw_base::fs::Durability::Durable)
+        .map_err(io(&path))?;
+    crate::private::set_mode(&path, crate::private::FILE_MODE).map_err(io(&path))
+}
+
+/// Unregister the sources of the registry and database just moved into
+/// `state_dir` that a tool could have planted ([`distrust_reason`]): the
+/// registry file first (a database created later would read it back), then
+/// the database, whose rows of such a source go with it. Each is recorded in
+/// [`UNTRUSTED_FILE`].
+fn distrust_moved_sources(
+    workspace: &Path,
+    state_dir: &Path,
+    legacy: &Path,
+) -> Result<Vec<UntrustedSource>, StateError> {
+    use crate::store::{SourceRecord, Store};
+    let db = state_dir.join("memory.sqlite");
+    let vet = |source| StateError::Vet {
+        path: db.clone(),
+        source,
+    };
+    let untrusted = |s: &SourceRecord, found_in: &str| {
+        distrust_reason(workspace, &s.root, s.follow_symlinks_outside).map(|reason| {
+            UntrustedSource {
+                name: s.name.clone(),
+                root: s.root.clone(),
+                follow_symlinks_outside: s.follow_symlinks_outside,
+                reason,
+                found_in: legacy.join(found_in),
+            }
+        })
+    };
+    let mut found: Vec<UntrustedSource> =
+        crate::sidecar::retain(&db, |s| untrusted(s, "").is_none())
+            .map_err(vet)?
+            .iter()
+            .filter_map(|s| untrusted(s, "memory.sources.json"))
+            .collect();
+    if std::fs::symlink_metadata(&db).is_ok() {
+        let mut store = Store::open(&db).map_err(vet)?;
+        for s in store.sources().map_err(vet)? {
+            if let Some(u) = untrusted(&s, "memory.sqlite") {
+                store.remove_source(&s.name).map_err(vet)?;
+                found.retain(|f| f.name != u.name);
+                found.push(u);
+            }
+        }
+    }
+    if !found.is_empty() {
+        let mut record = untrusted_sources(state_dir)?;
+        record.retain(|r| !found.iter().any(|f| f.name == r.name));
+        record.extend(found.iter().cloned());
+        save_untrusted(state_dir, record)?;
+    }
+    Ok(found)
 }
 
 /// Moves the state of an older claw from `<workspace>/.claw/` to `state_dir`, when
@@ -220,30 +455,32 @@ pub struct Migration {
 /// gateway or watcher of an older claw). A symlinked `.claw` is not followed (a
 /// tool may have made it). Renames within a file system; across file systems,
 /// copies (synced) and then removes the original. An interrupted move resumes on
-/// the next call: the database moves last.
+/// the next call: the database moves last. Registered sources a tool could have
+/// planted are not carried over ([`Migration::untrusted`]); the move is not
+/// finished (it resumes) until they are checked.
 pub fn migrate_legacy(workspace: &Path, state_dir: &Path) -> Result<Option<Migration>, StateError> {
     let legacy = workspace.join(LEGACY_DIR);
     if resolve_existing(&legacy) == resolve_existing(state_dir) {
         return Ok(None); // the state dir was configured to be the old place
     }
-    let meta = match std::fs::symlink_metadata(&legacy) {
-        Ok(m) => m,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+    let legacy_dir = match std::fs::symlink_metadata(&legacy) {
+        Ok(m) => m.is_dir() && !m.file_type().is_symlink(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
         Err(e) => return Err(io(&legacy)(e)),
     };
-    if !meta.is_dir() || meta.file_type().is_symlink() {
-        return Ok(None);
+    // An interrupted move (the marker is still there) resumes, also when
+    // everything moved but the check of the moved sources had not finished.
+    let resume = resuming(state_dir);
+    if !resume {
+        let has = |name: &str| std::fs::symlink_metadata(legacy.join(name)).is_ok();
+        if !legacy_dir || !MOVED.iter().any(|n| has(n)) {
+            return Ok(None);
+        }
+        if std::fs::symlink_metadata(state_dir).is_ok() {
+            return Ok(None); // moved already, or this layout was in use before: leave both alone
+        }
     }
-    let has = |name: &str| std::fs::symlink_metadata(legacy.join(name)).is_ok();
-    if !MOVED.iter().any(|n| has(n)) {
-        return Ok(None);
-    }
-    if std::fs::symlink_metadata(state_dir.join("memory.sqlite")).is_ok()
-        || (std::fs::symlink_metadata(state_dir).is_ok() && !resuming(state_dir))
-    {
-        return Ok(None); // moved already, or this layout was in use before: leave both alone
-    }
-    if let Ok(Some(h)) = crate::lock::WriterLock::holder(&legacy) {
+    if legacy_dir && let Ok(Some(h)) = crate::lock::WriterLock::holder(&legacy) {
         return Err(StateError::LegacyInUse {
             path: legacy,
             to: state_dir.to_path_buf(),
@@ -254,18 +491,21 @@ pub fn migrate_legacy(workspace: &Path, state_dir: &Path) -> Result<Option<Migra
     crate::private::create_dir_all(state_dir).map_err(io(state_dir))?;
     std::fs::write(state_dir.join(MARKER), b"").map_err(io(state_dir))?;
     let mut moved = Vec::new();
-    for name in MOVED {
-        let from = legacy.join(name);
-        match std::fs::symlink_metadata(&from) {
-            Ok(m) if m.file_type().is_symlink() => {
-                // Never carried over: a link could point anywhere.
-                std::fs::remove_file(&from).map_err(io(&from))?;
+    let mut dropped = Vec::new();
+    if legacy_dir {
+        for name in MOVED {
+            let from = legacy.join(name);
+            match std::fs::symlink_metadata(&from) {
+                Ok(m) if m.file_type().is_symlink() => {
+                    // Never carried over: a link could point anywhere.
+                    std::fs::remove_file(&from).map_err(io(&from))?;
+                }
+                Ok(_) => {
+                    move_entry(&from, &state_dir.join(name))?;
+                    moved.push((*name).to_string());
+                }
+                Err(_) => {}
             }
-            Ok(_) => {
-                move_entry(&from, &state_dir.join(name))?;
-                moved.push((*name).to_string());
-            }
-            Err(_) => {}
         }
     }
     let jobs = workspace.join("cron").join("jobs.json");
@@ -281,14 +521,17 @@ pub fn migrate_legacy(workspace: &Path, state_dir: &Path) -> Result<Option<Migra
             let _ = std::fs::remove_dir(workspace.join("cron"));
         }
     }
-    let mut dropped = Vec::new();
-    for name in DROPPED {
-        let p = legacy.join(name);
-        if std::fs::symlink_metadata(&p).is_ok() && std::fs::remove_file(&p).is_ok() {
-            dropped.push((*name).to_string());
+    if legacy_dir {
+        for name in DROPPED {
+            let p = legacy.join(name);
+            if std::fs::symlink_metadata(&p).is_ok() && std::fs::remove_file(&p).is_ok() {
+                dropped.push((*name).to_string());
+            }
         }
     }
-    let removed_legacy = std::fs::remove_dir(&legacy).is_ok();
+    // Before the marker goes: a failure here leaves the move to resume.
+    let untrusted = distrust_moved_sources(workspace, state_dir, &legacy)?;
+    let removed_legacy = legacy_dir && std::fs::remove_dir(&legacy).is_ok();
     std::fs::remove_file(state_dir.join(MARKER)).map_err(io(state_dir))?;
     Ok(Some(Migration {
         from: legacy,
@@ -296,6 +539,7 @@ pub fn migrate_legacy(workspace: &Path, state_dir: &Path) -> Result<Option<Migra
         moved,
         dropped,
         removed_legacy,
+        untrusted,
     }))
 }
 
@@ -403,13 +647,27 @@ mod tests {
         );
     }
 
+    /// A database at `db` with `marker` in its meta (so a test can tell two apart).
+    fn database(db: &Path, marker: &str) {
+        let s = crate::store::Store::open(db).unwrap();
+        s.set_meta("marker", marker).unwrap();
+    }
+
+    fn marker(db: &Path) -> Option<String> {
+        crate::store::Store::open(db)
+            .unwrap()
+            .meta("marker")
+            .unwrap()
+    }
+
     #[test]
     fn the_legacy_state_moves_once_and_planted_files_are_dropped() {
         let tmp = tempfile::tempdir().unwrap();
         let ws = tmp.path().join("ws");
         let legacy = ws.join(LEGACY_DIR);
         std::fs::create_dir_all(legacy.join("channels")).unwrap();
-        std::fs::write(legacy.join("memory.sqlite"), b"db").unwrap();
+        database(&legacy.join("memory.sqlite"), "db");
+        std::fs::remove_file(legacy.join("memory.sources.json")).ok();
         std::fs::write(legacy.join("workspace-id"), b"0123456789abcdef\n").unwrap();
         std::fs::write(legacy.join("channels/matrix.json"), b"{}").unwrap();
         std::fs::write(legacy.join("gateway.json"), b"{\"pid\":1}").unwrap();
@@ -429,13 +687,20 @@ mod tests {
                 "cron/jobs.json"
             ]
         );
-        assert_eq!(m.dropped, ["gateway.json", "gateway.token"]);
+        // (The swap lock is the database's own, left by opening it.)
+        assert_eq!(
+            m.dropped,
+            ["memory.swap.lock", "gateway.json", "gateway.token"]
+        );
         assert!(m.removed_legacy);
-        assert_eq!(std::fs::read(state.join("memory.sqlite")).unwrap(), b"db");
+        assert_eq!(m.untrusted, []);
+        assert_eq!(marker(&state.join("memory.sqlite")).as_deref(), Some("db"));
         assert_eq!(std::fs::read(state.join("cron/jobs.json")).unwrap(), b"[]");
         assert!(state.join("channels/matrix.json").is_file());
         assert!(
-            !state.join("memory.sources.json").exists(),
+            !std::fs::read_to_string(state.join("memory.sources.json"))
+                .unwrap_or_default()
+                .contains("passwd"),
             "a link is never carried over"
         );
         assert!(!state.join("gateway.token").exists());
@@ -448,9 +713,9 @@ mod tests {
         // Once only: a later `.claw` in the workspace is just a folder, also when
         // the database was deleted since (a planted one is never imported).
         std::fs::create_dir_all(&legacy).unwrap();
-        std::fs::write(legacy.join("memory.sqlite"), b"planted").unwrap();
+        database(&legacy.join("memory.sqlite"), "planted");
         assert_eq!(migrate_legacy(&ws, &state).unwrap(), None);
-        assert_eq!(std::fs::read(state.join("memory.sqlite")).unwrap(), b"db");
+        assert_eq!(marker(&state.join("memory.sqlite")).as_deref(), Some("db"));
         std::fs::remove_file(state.join("memory.sqlite")).unwrap();
         assert_eq!(migrate_legacy(&ws, &state).unwrap(), None);
         assert!(!state.join("memory.sqlite").exists());
@@ -459,11 +724,120 @@ mod tests {
         std::fs::create_dir_all(&state2).unwrap();
         std::fs::write(state2.join(MARKER), b"").unwrap();
         let m = migrate_legacy(&ws, &state2).unwrap().expect("resumed");
-        assert_eq!(m.moved, ["memory.sqlite"]);
+        assert!(m.moved.contains(&"memory.sqlite".to_string()), "{m:?}");
         assert_eq!(
-            std::fs::read(state2.join("memory.sqlite")).unwrap(),
-            b"planted"
+            marker(&state2.join("memory.sqlite")).as_deref(),
+            Some("planted")
         );
+    }
+
+    #[test]
+    fn sources_outside_the_workspace_are_not_carried_over() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = tmp.path().join("ws");
+        let legacy = ws.join(LEGACY_DIR);
+        let inside = ws.join("notes");
+        let outside = tmp.path().join("host");
+        for d in [&legacy, &inside, &outside] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        {
+            let s = crate::store::Store::open(&legacy.join("memory.sqlite")).unwrap();
+            s.add_source("inside", &inside).unwrap();
+            s.add_source("host", &outside).unwrap();
+            s.add_source("links", &ws.join("memory")).unwrap();
+            s.set_source_follow_symlinks_outside("links", true).unwrap();
+        }
+        let state = tmp.path().join("state/ws");
+        let m = migrate_legacy(&ws, &state).unwrap().expect("a migration");
+        let names: Vec<&str> = m.untrusted.iter().map(|u| u.name.as_str()).collect();
+        assert_eq!(names, ["host", "links"]);
+        assert_eq!(m.untrusted[0].root, outside);
+        assert_eq!(m.untrusted[0].reason, "its folder is outside the workspace");
+        assert!(m.untrusted[1].follow_symlinks_outside);
+        assert_eq!(m.untrusted[1].found_in, legacy.join("memory.sqlite"));
+        let db = state.join("memory.sqlite");
+        let kept: Vec<String> = crate::store::Store::open(&db)
+            .unwrap()
+            .sources()
+            .unwrap()
+            .into_iter()
+            .map(|s| s.name)
+            .collect();
+        assert_eq!(kept, ["inside"], "the inside source migrates as before");
+        assert_eq!(untrusted_sources(&state).unwrap(), m.untrusted);
+        // The registry beside the database says the same: a rebuilt index
+        // does not bring them back.
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
+        }
+        let rebuilt = crate::store::Store::open(&db).unwrap().sources().unwrap();
+        assert_eq!(rebuilt.len(), 1, "{rebuilt:?}");
+        assert!(forget_untrusted(&state, "host").unwrap());
+        assert!(!forget_untrusted(&state, "host").unwrap());
+        assert_eq!(untrusted_sources(&state).unwrap().len(), 1);
+        assert!(forget_untrusted(&state, "links").unwrap());
+        assert!(!state.join(UNTRUSTED_FILE).exists());
+
+        // The registry alone (the database deleted by a tool) is checked too.
+        let ws2 = tmp.path().join("ws2");
+        std::fs::create_dir_all(ws2.join(LEGACY_DIR)).unwrap();
+        let sidecar = serde_json::json!({"version": 1, "sources": [
+            {"name": "pw", "root": "/etc", "added_at": 0, "follow_symlinks_outside": true}
+        ]});
+        std::fs::write(ws2.join(".claw/memory.sources.json"), sidecar.to_string()).unwrap();
+        let state2 = tmp.path().join("state/ws2");
+        let m = migrate_legacy(&ws2, &state2).unwrap().expect("a migration");
+        assert_eq!(m.untrusted.len(), 1);
+        assert_eq!(m.untrusted[0].root, Path::new("/etc"));
+        let db2 = state2.join("memory.sqlite");
+        assert!(!db2.exists());
+        assert!(
+            crate::store::Store::open(&db2)
+                .unwrap()
+                .sources()
+                .unwrap()
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_check_that_fails_leaves_the_move_to_resume() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = tmp.path().join("ws");
+        std::fs::create_dir_all(ws.join(LEGACY_DIR)).unwrap();
+        std::fs::write(ws.join(".claw/memory.sqlite"), b"not a database").unwrap();
+        let state = tmp.path().join("state");
+        let e = migrate_legacy(&ws, &state).unwrap_err();
+        assert!(matches!(e, StateError::Vet { .. }), "{e}");
+        assert!(state.join(MARKER).exists(), "to resume");
+        // The user moves the database away: the move finishes.
+        std::fs::remove_file(state.join("memory.sqlite")).unwrap();
+        let m = migrate_legacy(&ws, &state).unwrap().expect("resumed");
+        assert!(m.untrusted.is_empty());
+        assert!(!state.join(MARKER).exists());
+    }
+
+    #[test]
+    fn a_private_state_dir_is_0700_owned_and_outside_the_workspace() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = tmp.path().join("ws");
+        std::fs::create_dir_all(&ws).unwrap();
+        let state = tmp.path().join("state");
+        let i = inspect(&state, &ws);
+        assert!(!i.exists && !i.private, "{i:?}");
+        crate::private::create_dir_all(&state).unwrap();
+        let i = inspect(&state, &ws);
+        assert!(i.private, "{i:?}");
+        assert_eq!(i.mode.as_deref(), Some("700"));
+        assert_eq!(i.owner_uid, i.user_uid);
+        std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let i = inspect(&state, &ws);
+        assert!(!i.private && i.problems[0].contains("755"), "{i:?}");
+        let inside = ws.join(".state");
+        crate::private::create_dir_all(&inside).unwrap();
+        let i = inspect(&inside, &ws);
+        assert!(i.inside_workspace && !i.private, "{i:?}");
     }
 
     #[test]

@@ -189,6 +189,11 @@ impl RenderForModel for SearchOutcome {
                 "\n\n(note: these results come from the index as it is: {behind} ({reason}))"
             ));
         }
+        if let Some(line) = claw_memory_api::describe_oversized(&self.too_big) {
+            out.push_str(&format!(
+                "\n\n(note: {line}; read them with read_file, or split them into smaller notes)"
+            ));
+        }
         out
     }
 }
@@ -315,7 +320,11 @@ mod tests {
                     explain: None,
                 }],
             };
-            Ok(SearchOutcome { response, sync })
+            Ok(SearchOutcome {
+                response,
+                sync,
+                too_big: Vec::new(),
+            })
         }
 
         fn get(&self, req: &GetRequest) -> Result<GetResponse, MemoryBackendError> {

@@ -1,6 +1,7 @@
 //! `claw doctor [--json]`: what claw would use and whether it works — the config
-//! file, the workspace, the database, the embedding model, the writer lock and the
-//! watcher. The report is a list of independent sections (`name`, `status`,
+//! file, the workspace, the database, the embedding model, the writer lock, the
+//! watcher, the protections, the state directory (private or not) and the notes
+//! too big to index. The report is a list of independent sections (`name`, `status`,
 //! `summary`, typed `details`), so a new check (e.g. the exec sandbox probe) is one
 //! more function pushing one more [`Section`]; the JSON shape does not change.
 
@@ -347,6 +348,87 @@ fn protections(settings: &Settings) -> Section {
     )
 }
 
+/// Where claw keeps what it trusts, and whether it is private: a 0700
+/// directory owned by the user, outside the workspace (the assistant's tools
+/// write the workspace). Also lists the sources a migration did not carry over.
+fn state_dir(settings: &Settings) -> Section {
+    let info = claw_memory_api::state::inspect(&settings.state_dir(), &settings.mem.workspace);
+    let path = info.path.display().to_string();
+    let untrusted = claw_memory_api::state::untrusted_sources(&info.path);
+    let mut details = json!({
+        "path": path,
+        "exists": info.exists,
+        "private": info.private,
+        "mode": info.mode,
+        "owner_uid": info.owner_uid,
+        "user_uid": info.user_uid,
+        "inside_workspace": info.inside_workspace,
+        "problems": info.problems,
+    });
+    let (status, mut summary) = if info.private {
+        (
+            Status::Ok,
+            format!("{path} (private: 0700, yours, outside the workspace)"),
+        )
+    } else if !info.exists {
+        (
+            Status::Warn,
+            format!("{path} not created yet (created on first use, 0700)"),
+        )
+    } else {
+        (
+            Status::Warn,
+            format!("{path} is NOT private: {}", info.problems.join("; ")),
+        )
+    };
+    let status = match untrusted {
+        Ok(list) if !list.is_empty() => {
+            summary.push_str(&format!(
+                "; {} source(s) from the old .claw/ not trusted (see `claw memory sources`)",
+                list.len()
+            ));
+            details["untrusted_sources"] = json!(list);
+            Status::Warn
+        }
+        Ok(_) => status,
+        Err(e) => {
+            summary.push_str(&format!("; {e}"));
+            details["untrusted_sources_error"] = json!(e.to_string());
+            Status::Warn
+        }
+    };
+    section("state_dir", status, summary, details)
+}
+
+/// Notes left out of the index for their size: never silently dropped.
+fn too_big(settings: &Settings, status: Option<&MemoryStatus>) -> Section {
+    let limit = settings.mem.memory.max_file_bytes;
+    let notes = status.map(|s| s.too_big.as_slice()).unwrap_or_default();
+    let details = json!({"max_file_bytes": limit, "notes": notes});
+    if notes.is_empty() {
+        return section(
+            "too_big",
+            Status::Ok,
+            format!(
+                "no note is over the index's size limit ({})",
+                claw_memory_api::human_bytes(limit)
+            ),
+            details,
+        );
+    }
+    let list: Vec<String> = notes.iter().map(|n| n.describe()).collect();
+    section(
+        "too_big",
+        Status::Warn,
+        format!(
+            "{} note(s) not indexed, over the size limit: {} (split them, or raise memory.max_file_bytes)",
+            notes.len(),
+            list.join(", ")
+        ),
+        details,
+    )
+}
+
 /// Run every check.
 pub fn diagnose(settings: &Settings) -> DoctorReport {
     let (db, status) = database(settings);
@@ -362,6 +444,8 @@ pub fn diagnose(settings: &Settings) -> DoctorReport {
         writer_lock(settings),
         watcher(status.as_ref()),
         protections(settings),
+        state_dir(settings),
+        too_big(settings, status.as_ref()),
     ];
     DoctorReport::new(sections)
 }

@@ -118,7 +118,14 @@ fn classify(e: &(dyn std::error::Error + 'static)) -> Option<(&'static str, Vec<
                     "stop process {pid} (an older claw's gateway or watcher), then run claw again"
                 )],
             ),
-            StateError::Io { .. } => ("io", vec![]),
+            StateError::Vet { path, .. } => (
+                "state-unchecked",
+                vec![format!(
+                    "move {} away (the index is rebuilt from your notes), then run claw again",
+                    path.display()
+                )],
+            ),
+            StateError::Io { .. } | StateError::Record { .. } => ("io", vec![]),
         });
     }
     if let Some(e) = e.downcast_ref::<LockError>() {

@@ -1,11 +1,15 @@
 //! `claw memory index|status|add|sources|remove|install-model`: the indexing half
 //! of the memory CLI, rendering `memory::indexer` and `memory::store` results.
 
-use super::output::{Exit, Output, print_json, sanitize, sanitize_path, show_progress};
+use super::output::{
+    Exit, Output, print_json, register_command, sanitize, sanitize_path, show_progress,
+};
 use crate::config::Settings;
 use anyhow::Context;
 use claw_memory_api::embed::Loaded;
-use claw_memory_api::{IndexOptions, IndexReport, Memory, Progress, Status};
+use claw_memory_api::{
+    IndexOptions, IndexReport, Memory, Progress, SourceRoot, Status, human_bytes,
+};
 use serde::Serialize;
 use std::io::Write;
 use std::path::PathBuf;
@@ -210,6 +214,9 @@ fn print_index_report(r: &IndexReport, keyword_only: Option<String>) -> std::io:
         let line = format!("{what}: {}:{}: {}", i.source, i.path, i.message);
         eprintln!("{}", sanitize(&line));
     }
+    for n in &r.too_big {
+        writeln!(out, "not indexed, too big: {}", sanitize(&n.describe()))?;
+    }
     writeln!(out, "elapsed: {:.2}s", r.elapsed_ms as f64 / 1000.0)
 }
 
@@ -301,6 +308,13 @@ pub fn print_status(status: &Status, json: bool) -> anyhow::Result<Exit> {
             status.skipped_files
         )?;
     }
+    for n in &status.too_big {
+        writeln!(
+            out,
+            "too big:    {} is not searchable (split it, or raise memory.max_file_bytes)",
+            sanitize(&n.describe())
+        )?;
+    }
     if status.backend == "sqlite" {
         writeln!(
             out,
@@ -330,15 +344,6 @@ fn format_time(unix: i64) -> String {
         .unwrap_or_else(|| unix.to_string())
 }
 
-fn human_bytes(n: u64) -> String {
-    match n {
-        n if n >= 1 << 30 => format!("{:.1} GiB", n as f64 / (1u64 << 30) as f64),
-        n if n >= 1 << 20 => format!("{:.1} MiB", n as f64 / (1u64 << 20) as f64),
-        n if n >= 1 << 10 => format!("{:.1} KiB", n as f64 / 1024.0),
-        n => format!("{n} B"),
-    }
-}
-
 pub fn run_add(settings: &Settings, args: AddArgs) -> anyhow::Result<Exit> {
     let memory = crate::app::open_memory(settings)?;
     let added = memory.add_source(
@@ -346,6 +351,8 @@ pub fn run_add(settings: &Settings, args: AddArgs) -> anyhow::Result<Exit> {
         args.name.as_deref(),
         args.follow_symlinks_outside,
     )?;
+    // Registered by the user now: no longer one a migration left out.
+    claw_memory_api::state::forget_untrusted(&settings.state_dir(), &added.name)?;
     let place = if memory.backend_name() == "sqlite" {
         String::new()
     } else {
@@ -364,20 +371,62 @@ pub fn run_add(settings: &Settings, args: AddArgs) -> anyhow::Result<Exit> {
     Ok(Exit::Ok)
 }
 
+/// One element of `claw memory sources --json`: a source as the memory has it
+/// plus `trusted`; a source a migration did not carry over (see
+/// `claw_memory_api::state::untrusted_sources`) has `trusted: false`, why, and the
+/// command that registers it again. Only trusted sources are indexed.
+#[derive(Serialize)]
+struct SourceJson<'a> {
+    #[serde(flatten)]
+    source: std::borrow::Cow<'a, SourceRoot>,
+    trusted: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    untrusted_reason: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    register: Option<String>,
+}
+
 pub fn run_sources(settings: &Settings, args: SourcesArgs) -> anyhow::Result<Exit> {
     let sources = crate::app::open_memory(settings)?.sources()?;
+    let untrusted = claw_memory_api::state::untrusted_sources(&settings.state_dir())?;
+    let listed: Vec<SourceJson<'_>> = sources
+        .iter()
+        .map(|s| SourceJson {
+            source: std::borrow::Cow::Borrowed(s),
+            trusted: true,
+            untrusted_reason: None,
+            register: None,
+        })
+        .chain(untrusted.iter().map(|u| SourceJson {
+            source: std::borrow::Cow::Owned(SourceRoot {
+                name: u.name.clone(),
+                root: u.root.clone(),
+                kind: claw_memory_api::SourceKind::Notes,
+                follow_symlinks_outside: u.follow_symlinks_outside,
+            }),
+            trusted: false,
+            untrusted_reason: Some(&u.reason),
+            register: Some(register_command(u)),
+        }))
+        .collect();
     if args.json {
-        print_json(&sources)?;
+        print_json(&listed)?;
     } else {
         let mut out = std::io::stdout().lock();
-        for s in &sources {
-            writeln!(
-                out,
+        for s in &listed {
+            let mut line = format!(
                 "{:<12} {:<10} {}",
-                sanitize(&s.name),
-                format!("{:?}", s.kind).to_lowercase(),
-                sanitize_path(&s.root)
-            )?;
+                s.source.name,
+                format!("{:?}", s.source.kind).to_lowercase(),
+                s.source.root.display()
+            );
+            if let (Some(why), Some(cmd)) = (s.untrusted_reason, &s.register) {
+                line.push_str(&format!(
+                    "  NOT TRUSTED, not indexed: moved from the workspace's old .claw/ and {why}; \
+                     if you registered it, run: {cmd}"
+                ));
+            }
+            writeln!(out, "{}", sanitize(&line))?;
         }
     }
     Ok(Exit::Ok)
@@ -388,6 +437,13 @@ pub fn run_remove(settings: &Settings, args: RemoveArgs) -> anyhow::Result<Exit>
         Some((files, chunks)) => {
             println!(
                 "removed source `{}` ({files} files, {chunks} chunks)",
+                sanitize(&args.name)
+            );
+            Ok(Exit::Ok)
+        }
+        None if claw_memory_api::state::forget_untrusted(&settings.state_dir(), &args.name)? => {
+            println!(
+                "forgot the untrusted source `{}` (it was never indexed)",
                 sanitize(&args.name)
             );
             Ok(Exit::Ok)

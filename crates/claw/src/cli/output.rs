@@ -115,9 +115,35 @@ pub fn describe_watcher(
     }
 }
 
+/// The command that registers `u` again, as the user would type it.
+pub fn register_command(u: &claw_memory_api::state::UntrustedSource) -> String {
+    let mut cmd = format!(
+        "claw memory add {} --name {}",
+        shell_quote(&u.root.display().to_string()),
+        shell_quote(&u.name)
+    );
+    if u.follow_symlinks_outside {
+        cmd.push_str(" --follow-symlinks-outside");
+    }
+    cmd
+}
+
+/// `s` as one shell word: as it is when it is plain, else single-quoted.
+fn shell_quote(s: &str) -> String {
+    let plain = !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-+:,@%=".contains(c));
+    if plain {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{finite_f64, sanitize};
+    use super::{finite_f64, register_command, sanitize};
+    use claw_memory_api::state::UntrustedSource;
 
     #[test]
     fn only_finite_numbers_parse() {
@@ -139,5 +165,26 @@ mod tests {
         assert_eq!(sanitize("c1\u{9b}2J del\u{7f}"), "c1\\x9b2J del\\x7f");
         assert_eq!(sanitize("rtl\u{202e}txt"), "rtl\\u{202e}txt");
         assert_eq!(sanitize("日本語 ok"), "日本語 ok");
+    }
+
+    #[test]
+    fn the_register_command_quotes_what_a_shell_would_split() {
+        let u = UntrustedSource {
+            name: "pw".into(),
+            root: "/home/me/My Notes/it's".into(),
+            follow_symlinks_outside: true,
+            reason: String::new(),
+            found_in: Default::default(),
+        };
+        assert_eq!(
+            register_command(&u),
+            r"claw memory add '/home/me/My Notes/it'\''s' --name pw --follow-symlinks-outside"
+        );
+        let u = UntrustedSource {
+            root: "/srv/notes".into(),
+            follow_symlinks_outside: false,
+            ..u
+        };
+        assert_eq!(register_command(&u), "claw memory add /srv/notes --name pw");
     }
 }

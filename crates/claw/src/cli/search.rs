@@ -3,6 +3,7 @@
 
 use super::output::{Exit, Output, print_json, sanitize};
 use crate::config::{EmbedProvider, Settings};
+use claw_memory_api::OversizedNote;
 use claw_memory_api::{
     FileRef, GET_DEFAULT_LINES, GET_MAX_CHARS, GetRequest, GetResponse, Memory, MemoryError, Mode,
     SearchError, SearchOutcome, SearchRequest, SearchResponse, SourceFilter, StaleReason,
@@ -119,10 +120,19 @@ fn search_via_gateway(
     let value: serde_json::Value = serde_json::from_slice(&resp.body).ok()?;
     let response = serde_json::from_value(value.clone()).ok()?;
     let sync = serde_json::from_value(value.get("sync")?.clone()).ok()?;
+    let too_big = match value.get("too_big") {
+        Some(v) => serde_json::from_value(v.clone()).ok()?,
+        None => Vec::new(),
+    };
     let embedder_error = resp
         .header(claw_gateway::http::EMBEDDER_ERROR_HEADER)
         .map(str::to_string);
-    Some((SearchOutcome { response, sync }, resp.body, embedder_error))
+    let outcome = SearchOutcome {
+        response,
+        sync,
+        too_big,
+    };
+    Some((outcome, resp.body, embedder_error))
 }
 
 /// What the user can do about a service error, when there is something: the
@@ -182,12 +192,22 @@ pub fn describe_sync(r: &SyncReport) -> Option<String> {
     })
 }
 
-/// `claw memory search --json`: the engine's response flattened beside `sync`.
+/// One `note:` line naming the notes a search cannot find because they are
+/// over the index's size limit (None when there are none).
+pub fn describe_too_big(too_big: &[OversizedNote]) -> Option<String> {
+    claw_memory_api::describe_oversized(too_big)
+        .map(|line| format!("{line} (split them, or raise memory.max_file_bytes in the config)"))
+}
+
+/// `claw memory search --json`: the engine's response flattened beside `sync`
+/// (and `too_big` when notes are left out for their size).
 #[derive(serde::Serialize)]
 struct SearchJson<'a> {
     #[serde(flatten)]
     response: &'a SearchResponse,
     sync: SyncJson<'a>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    too_big: &'a [OversizedNote],
 }
 
 /// The `sync` object, fields in the order the contract has always had.
@@ -303,10 +323,14 @@ pub fn render_search(
     explain: bool,
 ) -> anyhow::Result<Exit> {
     let resp = &outcome.response;
-    if output == Output::Text
-        && let Some(line) = describe_sync(&outcome.sync)
-    {
-        eprintln!("note: {}", sanitize(&line));
+    if output == Output::Text {
+        let notes = [
+            describe_sync(&outcome.sync),
+            describe_too_big(&outcome.too_big),
+        ];
+        for line in notes.into_iter().flatten() {
+            eprintln!("note: {}", sanitize(&line));
+        }
     }
     match (output, json_bytes) {
         (Output::Json, Some(bytes)) => {
@@ -317,6 +341,7 @@ pub fn render_search(
         (Output::Json, None) => print_json(&SearchJson {
             response: resp,
             sync: (&outcome.sync).into(),
+            too_big: &outcome.too_big,
         })?,
         (Output::Text, _) => {
             let mut out = std::io::stdout().lock();

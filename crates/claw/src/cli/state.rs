@@ -2,7 +2,7 @@
 //! an older claw's `<workspace>/.claw/` out of the workspace once
 //! ([`claw_memory_api::state`]), saying on stderr what moved and what to check.
 
-use super::output::sanitize;
+use super::output::{register_command, sanitize};
 use crate::config::Settings;
 
 /// Runs before every command that reads settings.
@@ -24,6 +24,23 @@ pub fn prepare(settings: &Settings) -> anyhow::Result<()> {
             "claw:   not carried over (rebuilt or regenerated): {}",
             m.dropped.join(", ")
         );
+    }
+    if !m.untrusted.is_empty() {
+        eprintln!(
+            "claw:   NOT carried over: {} registered folder(s) that a tool could have \
+             registered there (outside the workspace, or following symlinks out of it); \
+             if you registered them yourself, register them again:",
+            m.untrusted.len()
+        );
+        for u in &m.untrusted {
+            eprintln!(
+                "claw:     {} ({}; {}): {}",
+                sanitize(&u.name),
+                sanitize(&u.root.display().to_string()),
+                sanitize(&u.reason),
+                sanitize(&register_command(u))
+            );
+        }
     }
     if m.moved.iter().any(|n| n == "memory.sqlite") {
         eprintln!(

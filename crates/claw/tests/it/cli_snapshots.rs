@@ -195,6 +195,8 @@ fn doctor_text_and_json() {
     // What the exec sandbox can use depends on the machine's kernel (probed live).
     s.add_filter(r"exec sandboxed \([^)]*\)", "exec sandboxed ([PROBE])");
     s.add_filter(r#""exec_sandbox":\{[^}]*\}"#, r#""exec_sandbox":{[PROBE]}"#);
+    // Whose the state directory is depends on who runs the tests.
+    s.add_filter(r#""(owner|user)_uid":\d+"#, r#""${1}_uid":[UID]"#);
     s.bind(|| {
         insta::assert_snapshot!("doctor_text", run(w, &["doctor"]));
         insta::assert_snapshot!("doctor_json", run(w, &["doctor", "--json"]));
