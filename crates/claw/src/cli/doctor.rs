@@ -297,11 +297,16 @@ fn protections(settings: &Settings) -> Section {
         (
             Status::Ok,
             format!(
-                "exec sandboxed (Landlock ABI {abi}{}{}); file jail {}; confirmation {}; private addresses {}",
+                "exec sandboxed (Landlock ABI {abi}{}{}{}); file jail {}; confirmation {}; private addresses {}",
                 if probe.user_namespace {
                     ", namespaces"
                 } else {
                     ""
+                },
+                if probe.hides_host_processes() {
+                    ", own /proc"
+                } else {
+                    ", host processes VISIBLE"
                 },
                 if probe.limits_processes() {
                     ", process limit"
@@ -338,7 +343,13 @@ fn protections(settings: &Settings) -> Section {
                 "user_namespace": probe.user_namespace,
                 "network_namespace": probe.network_namespace,
                 "mount_namespace": probe.mount_namespace,
+                "pid_namespace": probe.pid_namespace,
+                "hides_host_processes": probe.hides_host_processes(),
                 "process_limit": process_limit,
+                // The total a command may write (0: unlimited).
+                "max_write_mb": a.exec.max_write_mb.unwrap_or(
+                    claw_agent::tools::sandbox::DEFAULT_MAX_WRITE_BYTES / (1024 * 1024)
+                ),
                 "network": a.exec.network.unwrap_or(false),
             },
             "file_jail": jail,
