@@ -70,16 +70,19 @@ pub fn claw_bin() -> PathBuf {
 /// A random test's seed: the number in the environment variable `var` (to replay a
 /// run), else one from the clock (odd, never 0). Print it so a failure can be replayed.
 pub fn seed_from_env(var: &str) -> u64 {
-    std::env::var(var)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos() as u64)
-                .unwrap_or(0)
-                | 1
-        })
+    env_number(var).unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0)
+            | 1
+    })
+}
+
+/// The number in the environment variable `var` (a test's or a bench's knob,
+/// such as `CLAW_SOAK_SECS`); `None` when it is unset or not a number.
+pub fn env_number<T: std::str::FromStr>(var: &str) -> Option<T> {
+    std::env::var(var).ok().and_then(|v| v.parse().ok())
 }
 
 /// The repository root (the workspace's top directory).
@@ -120,26 +123,28 @@ pub fn db_path(workspace: impl AsRef<Path>) -> PathBuf {
 /// real local model configured.
 pub fn claw(workspace: &Path) -> Command {
     let (dir, ort) = model_paths();
-    let mut c = Command::new(claw_bin());
-    c.env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", workspace.join("home"))
-        .env("CLAW_WORKSPACE", workspace)
-        .env("CLAW_NOW", TEST_NOW)
-        .env("CLAW_EMBED_MODEL_DIR", dir)
+    let mut c = claw_clean(workspace);
+    c.env("CLAW_EMBED_MODEL_DIR", dir)
         .env("ORT_DYLIB_PATH", ort);
     c
 }
 
 /// A `claw` command with keyword-only indexing (no model).
 pub fn claw_keyword_only(workspace: &Path) -> Command {
+    let mut c = claw_clean(workspace);
+    c.env("CLAW_EMBED_PROVIDER", "none");
+    c
+}
+
+/// The `claw` binary with only `PATH` kept from the environment, `HOME` at
+/// `<workspace>/home`, the workspace and the test's "now" set.
+fn claw_clean(workspace: &Path) -> Command {
     let mut c = Command::new(claw_bin());
     c.env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("HOME", workspace.join("home"))
         .env("CLAW_WORKSPACE", workspace)
-        .env("CLAW_NOW", TEST_NOW)
-        .env("CLAW_EMBED_PROVIDER", "none");
+        .env("CLAW_NOW", TEST_NOW);
     c
 }
 
@@ -185,17 +190,37 @@ pub fn wait_log(whose: &str, log: impl Fn() -> String, needle: &str, limit: std:
     }
 }
 
-/// Run `cmd` to its end and assert that it succeeded (its stderr is the
-/// failure's message); its output.
+/// Run `cmd` to its end and assert that it succeeded (its stdout and stderr are
+/// the failure's message); its output.
 #[track_caller]
 pub fn run_ok(cmd: &mut Command) -> std::process::Output {
     let out = cmd.output().expect("run the command");
     assert!(
         out.status.success(),
-        "{}",
+        "{:?} failed ({}): {}\n{}",
+        cmd.get_args().collect::<Vec<_>>(),
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
     out
+}
+
+/// Wait at most `secs` seconds for `child` to exit (polling every 20 ms); kill
+/// it and fail the test when it hangs.
+#[track_caller]
+pub fn wait_exit(child: &mut std::process::Child, secs: u64) -> std::process::ExitStatus {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        if std::time::Instant::now() > deadline {
+            child.kill().ok();
+            panic!("the child did not exit within {secs}s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }
 
 /// [`run_ok`], its standard output parsed as JSON.
@@ -273,5 +298,92 @@ pub fn write_tree(root: &Path, files: &[(&str, &str)]) {
         let p = root.join(rel);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(p, content).unwrap();
+    }
+}
+
+/// A fresh temporary workspace holding `files` ([`write_tree`]); it is removed
+/// when the returned directory is dropped.
+pub fn workspace(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    write_tree(dir.path(), files);
+    dir
+}
+
+/// The string at JSON `pointer` (`"/name"`, `"/function/name"`) in each element of
+/// the JSON array `array`; panics when `array` is not an array or an element has no
+/// string there.
+#[track_caller]
+pub fn strs<'a>(array: &'a serde_json::Value, pointer: &str) -> Vec<&'a str> {
+    array
+        .as_array()
+        .unwrap_or_else(|| panic!("not a JSON array: {array}"))
+        .iter()
+        .map(|x| {
+            x.pointer(pointer)
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or_else(|| panic!("no string at {pointer} in {x}"))
+        })
+        .collect()
+}
+
+/// Take `child`'s piped standard output and error and read each to its end on a
+/// thread of its own (so neither pipe can fill and stall the child); join the
+/// handles for the text.
+pub fn read_outputs(
+    child: &mut std::process::Child,
+) -> (
+    std::thread::JoinHandle<String>,
+    std::thread::JoinHandle<String>,
+) {
+    fn reader(mut r: impl std::io::Read + Send + 'static) -> std::thread::JoinHandle<String> {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            r.read_to_string(&mut s).ok();
+            s
+        })
+    }
+    let out = child.stdout.take().expect("stdout is piped");
+    let err = child.stderr.take().expect("stderr is piped");
+    (reader(out), reader(err))
+}
+
+/// A fresh temporary directory with the empty subfolders `names` (say a
+/// workspace `ws` and a folder `outside` it), and their paths in that order.
+pub fn temp_dirs<const N: usize>(names: [&str; N]) -> (tempfile::TempDir, [PathBuf; N]) {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = names.map(|n| {
+        let p = dir.path().join(n);
+        std::fs::create_dir_all(&p).unwrap();
+        p
+    });
+    (dir, paths)
+}
+
+/// A small deterministic random source for fixtures and benches (xorshift64:
+/// the same seed gives the same sequence on every machine). The seed must not be 0.
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// A number in [0, 1) with 24 random bits.
+    pub fn unit(&mut self) -> f32 {
+        (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32
+    }
+
+    /// A number in [0, n) (0 when `n` is 0).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n.max(1) as u64) as usize
+    }
+
+    /// One of `items`, which must not be empty.
+    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        &items[self.below(items.len())]
     }
 }

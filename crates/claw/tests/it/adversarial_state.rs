@@ -60,15 +60,7 @@ fn hostile_turn(ws: &Path, calls: &[(&str, Value)]) -> Vec<String> {
         .output()
         .unwrap();
     ok(&out);
-    let reqs = server.requests();
-    let last = &reqs.last().expect("requests").json;
-    last["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| m["content"].as_str().unwrap_or_default().to_string())
-        .collect()
+    server.last_tool_results()
 }
 
 /// A workspace with two notes, not indexed yet.

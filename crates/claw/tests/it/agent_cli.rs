@@ -8,7 +8,6 @@ use claw_testkit::scripted_server;
 
 use scripted_server::{Reply, ScriptedServer, Step, anthropic, openai};
 use serde_json::{Value, json};
-use std::io::Read;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -33,29 +32,8 @@ fn run(mut cmd: Command) -> Run {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let mut child = cmd.spawn().expect("spawn claw");
-    let mut out = child.stdout.take().unwrap();
-    let mut err = child.stderr.take().unwrap();
-    let t_out = std::thread::spawn(move || {
-        let mut s = String::new();
-        out.read_to_string(&mut s).ok();
-        s
-    });
-    let t_err = std::thread::spawn(move || {
-        let mut s = String::new();
-        err.read_to_string(&mut s).ok();
-        s
-    });
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if Instant::now() > deadline {
-            child.kill().ok();
-            panic!("claw did not finish within the deadline");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let (t_out, t_err) = claw_testkit::read_outputs(&mut child);
+    let status = claw_testkit::wait_exit(&mut child, 120);
     Run {
         code: status.code().unwrap_or(-1),
         stdout: t_out.join().unwrap(),
@@ -132,12 +110,7 @@ fn openai_tool_call_result_then_answer() {
         sys.contains("You are claw") && sys.contains("write_file"),
         "{sys}"
     );
-    let tool_names: Vec<&str> = body["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["function"]["name"].as_str().unwrap())
-        .collect();
+    let tool_names = claw_testkit::strs(&body["tools"], "/function/name");
     assert!(tool_names.contains(&"read_file") && tool_names.contains(&"exec"));
     let second = reqs[1].json["messages"].as_array().unwrap();
     let tool_msg = second

@@ -11,21 +11,17 @@ use support::claw_keyword_only as claw;
 
 #[test]
 fn memory_search_and_get_reach_the_model_with_citations() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = claw_testkit::workspace(&[
+        (
+            "MEMORY.md",
+            "# Memory\n\n## Travel\nThe quokka colony lives on Rottnest Island, a ferry ride from Fremantle.\n",
+        ),
+        (
+            "memory/2026-11-02.md",
+            "# Standup\nNothing about marsupials.\n",
+        ),
+    ]);
     let ws = dir.path();
-    claw_testkit::write_tree(
-        ws,
-        &[
-            (
-                "MEMORY.md",
-                "# Memory\n\n## Travel\nThe quokka colony lives on Rottnest Island, a ferry ride from Fremantle.\n",
-            ),
-            (
-                "memory/2026-11-02.md",
-                "# Standup\nNothing about marsupials.\n",
-            ),
-        ],
-    );
     let out = claw(ws).args(["memory", "index"]).output().unwrap();
     assert!(
         out.status.success(),
@@ -56,32 +52,16 @@ fn memory_search_and_get_reach_the_model_with_citations() {
 
     let reqs = server.requests();
     assert_eq!(reqs.len(), 3);
-    let tools: Vec<String> = reqs[0].json["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["function"]["name"].as_str().unwrap().to_string())
-        .collect();
-    assert!(
-        tools.contains(&"memory_search".to_string()) && tools.contains(&"memory_get".to_string())
-    );
-    let tool_text = |req: usize, id: &str| -> String {
-        reqs[req].json["messages"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|m| m["role"] == "tool" && m["tool_call_id"] == id)
-            .map(|m| m["content"].as_str().unwrap().to_string())
-            .expect("tool result sent to the model")
-    };
-    let search = tool_text(1, "call_1");
+    let tools = claw_testkit::strs(&reqs[0].json["tools"], "/function/name");
+    assert!(tools.contains(&"memory_search") && tools.contains(&"memory_get"));
+    let search = server.tool_result(1, "call_1");
     assert!(search.contains("MEMORY.md#L"), "{search}");
     assert!(search.contains("Rottnest"), "{search}");
     assert!(
         !search.contains("marsupials"),
         "irrelevant note ranked: {search}"
     );
-    let get = tool_text(2, "call_2");
+    let get = server.tool_result(2, "call_2");
     assert!(get.contains("Rottnest Island"), "{get}");
     assert!(!get.contains("# Memory"), "line range ignored: {get}");
 }

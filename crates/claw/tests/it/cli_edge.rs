@@ -8,6 +8,7 @@
 use claw_testkit as support;
 use claw_testkit::scripted_server::{ScriptedServer, openai};
 
+use claw_testkit::wait_exit as wait;
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
@@ -45,21 +46,6 @@ fn stderr(o: &Output) -> String {
 
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-/// Wait for a child with a deadline; kill it and fail if it hangs.
-fn wait(child: &mut std::process::Child, secs: u64) -> std::process::ExitStatus {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            return s;
-        }
-        if Instant::now() > deadline {
-            child.kill().ok();
-            panic!("claw did not exit within {secs}s");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// Run `claw args` with its stdout a pipe whose read end is closed before claw
@@ -447,12 +433,7 @@ fn doctor_reports_each_section_in_text_and_json() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["ok"], true, "{v}");
-    let names: Vec<&str> = v["sections"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["name"].as_str().unwrap())
-        .collect();
+    let names = claw_testkit::strs(&v["sections"], "/name");
     assert_eq!(
         names,
         [

@@ -19,7 +19,6 @@
 //! ~/.cache/claw-local-llm-noamx).
 
 use serde_json::Value;
-use std::io::Read;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -65,18 +64,7 @@ fn run_claw(ws: &Path, api: &str, relay: &Relay, deadline: Instant) -> Run {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn claw");
-    let mut o = child.stdout.take().unwrap();
-    let mut e = child.stderr.take().unwrap();
-    let to = std::thread::spawn(move || {
-        let mut s = String::new();
-        o.read_to_string(&mut s).ok();
-        s
-    });
-    let te = std::thread::spawn(move || {
-        let mut s = String::new();
-        e.read_to_string(&mut s).ok();
-        s
-    });
+    let (to, te) = claw_testkit::read_outputs(&mut child);
     let status = loop {
         if let Some(s) = child.try_wait().unwrap() {
             break s;

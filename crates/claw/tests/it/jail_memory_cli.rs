@@ -20,14 +20,7 @@ fn run(ws: &Path, args: &[&str]) -> Output {
 }
 
 fn ok_json(ws: &Path, args: &[&str]) -> Value {
-    let out = run(ws, args);
-    assert!(
-        out.status.success(),
-        "{args:?} failed: {}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    support::run_json(support::claw_keyword_only(ws).args(args))
 }
 
 fn text(b: &[u8]) -> String {

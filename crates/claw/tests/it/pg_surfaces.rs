@@ -23,7 +23,7 @@ use std::sync::mpsc::{Receiver, channel};
 use std::time::{Duration, Instant};
 
 /// Keyword-only `claw` in `ws` on the shared backend.
-fn claw(ws: &Path, cfg: &Path, url: &str) -> Command {
+pub(crate) fn claw(ws: &Path, cfg: &Path, url: &str) -> Command {
     let mut c = claw_keyword_only(ws);
     c.env("CLAW_PG_URL", url).env("CLAW_CONFIG", cfg);
     c
@@ -124,21 +124,19 @@ impl Drop for Lines {
     }
 }
 
-struct Setup {
+pub(crate) struct Setup {
     _pgs: TestSchema,
     _dir: tempfile::TempDir,
-    url: String,
-    cfg: PathBuf,
-    a: PathBuf,
-    b: PathBuf,
+    pub(crate) url: String,
+    pub(crate) cfg: PathBuf,
+    pub(crate) a: PathBuf,
+    pub(crate) b: PathBuf,
 }
 
 /// Two workspaces in one namespace, both indexed: A's MEMORY.md about the
 /// quokka, B's note about the platypus.
-fn setup(tag: &str) -> Option<Setup> {
-    let pgs = TestSchema::new(tag)?;
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = pgs.claw_config(dir.path(), "team");
+pub(crate) fn setup(tag: &str) -> Option<Setup> {
+    let (pgs, dir, cfg) = TestSchema::with_team_config(tag)?;
     let (a, b) = (dir.path().join("laptop"), dir.path().join("server"));
     for ws in [&a, &b] {
         std::fs::create_dir_all(ws.join("memory")).unwrap();
@@ -225,16 +223,11 @@ fn cli_and_watch_use_the_shared_index_with_the_sqlite_shapes() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("reserved source name"), "{err}");
     // Positive control: a free name is accepted.
-    let out = claw(&s.a, cfg, url)
-        .args(["memory", "add"])
-        .arg(&notes)
-        .args(["--name", "field-notes"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    claw_testkit::run_ok(
+        claw(&s.a, cfg, url)
+            .args(["memory", "add"])
+            .arg(&notes)
+            .args(["--name", "field-notes"]),
     );
 
     // watch: an edit in A reaches PostgreSQL; B finds it without syncing.

@@ -15,7 +15,7 @@ use claw_testkit::watch_proc::{DEADLINE, WatchProc, count, db, fts};
 use claw_testkit::{claw_keyword_only, write_tree};
 use rusqlite::Connection;
 use serde_json::{Value, json};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -40,18 +40,7 @@ impl Repl {
             .stderr(Stdio::piped());
         let mut child = cmd.spawn().expect("spawn the claw REPL");
         let stdin = child.stdin.take();
-        let mut o = child.stdout.take().unwrap();
-        let mut e = child.stderr.take().unwrap();
-        let out = std::thread::spawn(move || {
-            let mut s = String::new();
-            o.read_to_string(&mut s).ok();
-            s
-        });
-        let err = std::thread::spawn(move || {
-            let mut s = String::new();
-            e.read_to_string(&mut s).ok();
-            s
-        });
+        let (out, err) = claw_testkit::read_outputs(&mut child);
         Repl {
             child,
             stdin,

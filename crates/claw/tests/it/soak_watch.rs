@@ -130,10 +130,7 @@ fn copy_tree(from: &Path, to: &Path) {
 
 #[test]
 fn soak_random_changes_end_equal_to_a_clean_index() {
-    let secs: u64 = std::env::var("CLAW_SOAK_SECS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(20);
+    let secs: u64 = claw_testkit::env_number("CLAW_SOAK_SECS").unwrap_or(20);
     let seed = claw_testkit::seed_from_env("CLAW_SOAK_SEED");
     eprintln!("soak: {secs} s, CLAW_SOAK_SEED={seed}");
     let mut rng = Rng(seed);
