@@ -231,6 +231,18 @@ mod tests {
         AssistantConfig::default()
     }
 
+    /// Settings with an OpenAI-compatible LLM from the environment (`CLAW_LLM_*`).
+    fn openai_settings() -> AssistantConfig {
+        let mut s = settings();
+        s.llm_env = LlmEnv {
+            api: Some("openai".into()),
+            base_url: Some("http://127.0.0.1:9".into()),
+            model: Some("m".into()),
+            api_key: None,
+        };
+        s
+    }
+
     fn no_env(_: &str) -> Option<String> {
         None
     }
@@ -277,35 +289,20 @@ mod tests {
 
     #[test]
     fn file_jail_is_on_by_default() {
-        let mut s = settings();
-        s.llm_env = LlmEnv {
-            api: Some("openai".into()),
-            base_url: Some("http://127.0.0.1:9".into()),
-            model: Some("m".into()),
-            api_key: None,
+        let mut s = openai_settings();
+        let jailed = |s: &AssistantConfig| {
+            resolve(s, &Overrides::default(), &no_env)
+                .unwrap()
+                .jail_to_workspace
         };
-        assert!(
-            resolve(&s, &Overrides::default(), &no_env)
-                .unwrap()
-                .jail_to_workspace
-        );
+        assert!(jailed(&s));
         s.agent.jail_to_workspace = Some(false);
-        assert!(
-            !resolve(&s, &Overrides::default(), &no_env)
-                .unwrap()
-                .jail_to_workspace
-        );
+        assert!(!jailed(&s));
     }
 
     #[test]
     fn confirmation_of_side_effects_is_on_by_default() {
-        let mut s = settings();
-        s.llm_env = LlmEnv {
-            api: Some("openai".into()),
-            base_url: Some("http://127.0.0.1:9".into()),
-            model: Some("m".into()),
-            api_key: None,
-        };
+        let mut s = openai_settings();
         let resolved = |s: &AssistantConfig| {
             resolve(s, &Overrides::default(), &no_env)
                 .unwrap()

@@ -1,8 +1,12 @@
 //! What several of the driver tests build the same way.
 
 use chrono::FixedOffset;
-use claw_agent::driver::DriverOptions;
+use claw_agent::driver::{Driver, DriverOptions, Ui};
+use claw_agent::provider::{Api, Profile, ProviderChain, RetryPolicy};
+use claw_agent::tools::{ToolContext, ToolRegistry};
+use claw_testkit::scripted_server::ScriptedServer;
 use std::path::Path;
+use std::sync::Arc;
 
 /// Driver options for a turn in `ws`, session `session_key`: UTC, 30
 /// iterations, 512 tokens, a 32,000-token window.
@@ -21,4 +25,40 @@ pub fn driver_options(ws: &Path, session_key: &str) -> DriverOptions {
         clock: Default::default(),
         memory_max_bytes: claw_agent::consolidate::DEFAULT_MAX_BYTES,
     }
+}
+
+/// One OpenAI-compatible profile, `scripted`, at the scripted server (model
+/// `scripted-model`, a 32,000-token window).
+pub fn scripted_chain(server: &ScriptedServer) -> ProviderChain {
+    ProviderChain::new(
+        vec![Profile {
+            name: "scripted".into(),
+            api: Api::OpenAi,
+            base_url: server.url(),
+            model: "scripted-model".into(),
+            api_key: None,
+            context_window: 32_000,
+        }],
+        RetryPolicy::default(),
+    )
+    .unwrap()
+}
+
+/// The driver of session `session_key` in `ws` ([`driver_options`]) over the
+/// scripted server ([`scripted_chain`]) and the tools of `ctx`.
+pub async fn open_driver(
+    ws: &Path,
+    session_key: &str,
+    server: &ScriptedServer,
+    ctx: ToolContext,
+    ui: Arc<dyn Ui>,
+) -> Driver<ProviderChain, ToolRegistry> {
+    Driver::open(
+        driver_options(ws, session_key),
+        Arc::new(scripted_chain(server)),
+        Arc::new(ToolRegistry::new(ctx)),
+        ui,
+    )
+    .await
+    .unwrap()
 }

@@ -396,14 +396,9 @@ impl HostResolver for Rebinding {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn dns_rebinding_cannot_switch_the_address() {
-    let public = RouteServer::start("127.0.0.1:0");
-    let inner = RouteServer::start(&format!("127.0.0.2:{}", public.port()));
-    public.route("/page", Route::Page("PUBLIC PAGE".into()));
-    public.route("/again", Route::Redirect(302, "/page".into()));
-    inner.route("/page", Route::Page("INTERNAL".into()));
-    inner.route("/again", Route::Page("INTERNAL".into()));
+/// A fresh [`Rebinding`] resolver and a registry that uses it, with `public`'s
+/// address taken as public.
+fn rebinding_registry(public: &RouteServer) -> (Arc<Rebinding>, ToolRegistry) {
     let resolver = Arc::new(Rebinding {
         calls: AtomicUsize::new(0),
     });
@@ -412,6 +407,18 @@ async fn dns_rebinding_cannot_switch_the_address() {
         resolver: resolver.clone(),
         ..NetPolicy::default()
     });
+    (resolver, reg)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dns_rebinding_cannot_switch_the_address() {
+    let public = RouteServer::start("127.0.0.1:0");
+    let inner = RouteServer::start(&format!("127.0.0.2:{}", public.port()));
+    public.route("/page", Route::Page("PUBLIC PAGE".into()));
+    public.route("/again", Route::Redirect(302, "/page".into()));
+    inner.route("/page", Route::Page("INTERNAL".into()));
+    inner.route("/again", Route::Page("INTERNAL".into()));
+    let (resolver, reg) = rebinding_registry(&public);
     let url = format!("http://rebind.test:{}/page", public.port());
     let out = reg.dispatch(&fetch_call(&url)).await.unwrap();
     let ToolOutput::WebPage { title, .. } = out else {
@@ -427,14 +434,7 @@ async fn dns_rebinding_cannot_switch_the_address() {
     // A redirect back to the same name is looked up again for the hop, and the
     // new (rebinding) answer is refused before any connection.
     let url = format!("http://rebind.test:{}/again", public.port());
-    let resolver = Arc::new(Rebinding {
-        calls: AtomicUsize::new(0),
-    });
-    let reg = registry(NetPolicy {
-        assume_public: vec![public.addr()],
-        resolver: resolver.clone(),
-        ..NetPolicy::default()
-    });
+    let (resolver, reg) = rebinding_registry(&public);
     let err = reg.dispatch(&fetch_call(&url)).await.unwrap_err();
     assert!(
         err.render()
