@@ -148,6 +148,13 @@ fn claw_clean(workspace: &Path) -> Command {
     c
 }
 
+/// Index `workspace` keyword-only (`claw memory index --json`), asserting success;
+/// the index report.
+#[track_caller]
+pub fn index_keyword_only(workspace: &Path) -> serde_json::Value {
+    run_json(claw_keyword_only(workspace).args(["memory", "index", "--json"]))
+}
+
 /// A keyword-only `claw` ([`claw_keyword_only`]) with `TZ=UTC`.
 pub fn claw_utc(workspace: &Path) -> Command {
     let mut c = claw_keyword_only(workspace);
@@ -159,10 +166,22 @@ pub fn claw_utc(workspace: &Path) -> Command {
 /// `scripted-model`).
 pub fn claw_llm(workspace: &Path, llm: &str) -> Command {
     let mut c = claw_utc(workspace);
-    c.env("CLAW_LLM_API", "openai")
-        .env("CLAW_LLM_BASE_URL", llm)
-        .env("CLAW_LLM_MODEL", "scripted-model");
+    c.openai_llm(llm, "scripted-model");
     c
+}
+
+/// Environment for a `claw` command: the LLM settings (`CLAW_LLM_*`).
+pub trait LlmEnv {
+    /// Talk to the OpenAI-compatible server at `base_url` with model `model`.
+    fn openai_llm(&mut self, base_url: impl AsRef<std::ffi::OsStr>, model: &str) -> &mut Self;
+}
+
+impl LlmEnv for Command {
+    fn openai_llm(&mut self, base_url: impl AsRef<std::ffi::OsStr>, model: &str) -> &mut Self {
+        self.env("CLAW_LLM_API", "openai")
+            .env("CLAW_LLM_BASE_URL", base_url)
+            .env("CLAW_LLM_MODEL", model)
+    }
 }
 
 /// [`claw_llm`] with `config` written to `<ws>/config.json` and named by
@@ -386,4 +405,37 @@ impl Rng {
     pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
         &items[self.below(items.len())]
     }
+}
+
+/// The lines `r` gives (a child's stdout), read on a thread of their own and
+/// received in order; the channel ends with the stream (or a read error).
+pub fn line_channel(r: impl std::io::Read + Send + 'static) -> std::sync::mpsc::Receiver<String> {
+    use std::io::BufRead;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(r).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// Whether `child` exits within `within`, checked every `poll` (it is left
+/// running when it does not).
+pub fn exited_within(
+    child: &mut std::process::Child,
+    within: std::time::Duration,
+    poll: std::time::Duration,
+) -> bool {
+    let start = std::time::Instant::now();
+    while start.elapsed() < within {
+        if child.try_wait().unwrap().is_some() {
+            return true;
+        }
+        std::thread::sleep(poll);
+    }
+    false
 }

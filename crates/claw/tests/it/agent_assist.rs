@@ -5,6 +5,7 @@
 //! on first use, compaction consolidates durable facts into MEMORY.md once, and
 //! `<think>` blocks never reach the answer, the transcript or the index.
 
+use claw_testkit::LlmEnv;
 use claw_testkit::scripted_server::{ScriptedServer, openai};
 use claw_testkit::{claw, workspace, write_tree};
 use serde_json::Value;
@@ -13,9 +14,7 @@ use std::process::Output;
 
 fn run_claw(ws: &Path, server: &ScriptedServer, args: &[&str]) -> Output {
     claw(ws)
-        .env("CLAW_LLM_API", "openai")
-        .env("CLAW_LLM_BASE_URL", server.url())
-        .env("CLAW_LLM_MODEL", "scripted")
+        .openai_llm(server.url(), "scripted")
         .args(args)
         .output()
         .expect("run claw")
@@ -199,9 +198,7 @@ fn think_blocks_in_a_streamed_answer_are_never_shown_stored_or_indexed() {
 fn run_repl(ws: &Path, server: &ScriptedServer, lines: &str) -> Output {
     use std::io::Write;
     let mut child = claw(ws)
-        .env("CLAW_LLM_API", "openai")
-        .env("CLAW_LLM_BASE_URL", server.url())
-        .env("CLAW_LLM_MODEL", "scripted")
+        .openai_llm(server.url(), "scripted")
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

@@ -136,9 +136,8 @@ fn openai_tool_call_result_then_answer() {
 
 #[test]
 fn anthropic_tool_call_result_then_answer_and_history_is_reloaded() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = claw_testkit::workspace(&[("MEMORY.md", "The project codename is BLUEFIN.\n")]);
     let ws = dir.path();
-    std::fs::write(ws.join("MEMORY.md"), "The project codename is BLUEFIN.\n").unwrap();
     let server = ScriptedServer::start([
         anthropic::tool_use("toolu_1", "read_file", &[r#"{"path":"#, r#" "MEMORY.md"}"#]),
         anthropic::text(&["The codename ", "is BLUEFIN."]),
@@ -326,9 +325,8 @@ fn invalid_tool_argument_json_goes_back_to_the_model_as_an_error() {
 
 #[test]
 fn loop_breaker_ends_a_runaway_turn() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = claw_testkit::workspace(&[("status.txt", "pending\n")]);
     let ws = dir.path();
-    std::fs::write(ws.join("status.txt"), "pending\n").unwrap();
     let replies: Vec<Reply> = (0..40)
         .map(|i| {
             openai::tool_call(
@@ -380,10 +378,9 @@ fn loop_breaker_ends_a_runaway_turn() {
 
 #[test]
 fn max_iterations_is_said_plainly() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = claw_testkit::workspace(&[("config.json", r#"{"agent": {"max_iterations": 3}}"#)]);
     let ws = dir.path();
     let config = ws.join("config.json");
-    std::fs::write(&config, r#"{"agent": {"max_iterations": 3}}"#).unwrap();
     let replies: Vec<Reply> = (0..5)
         .map(|i| {
             openai::tool_call(

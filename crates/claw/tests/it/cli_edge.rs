@@ -6,6 +6,7 @@
 //! workspace sources, non-finite --min-score, unset embedding key variable).
 
 use claw_testkit as support;
+use claw_testkit::LlmEnv;
 use claw_testkit::scripted_server::{ScriptedServer, openai};
 
 use claw_testkit::wait_exit as wait;
@@ -405,9 +406,7 @@ fn state_and_transcripts_are_private_under_umask_000() {
     // A session transcript written by `claw -m`.
     let server = ScriptedServer::start([openai::text(&["ok"])]);
     let o = umask_000(support::claw_keyword_only(w))
-        .env("CLAW_LLM_API", "openai")
-        .env("CLAW_LLM_BASE_URL", server.url())
-        .env("CLAW_LLM_MODEL", "scripted-model")
+        .openai_llm(server.url(), "scripted-model")
         .args(["-m", "hi"])
         .stdin(Stdio::null())
         .output()
@@ -492,9 +491,7 @@ fn the_assistants_answer_cannot_drive_the_terminal() {
         "cm0gLXJmIH4=\x07 and \x1b[2J cleared",
     ])]);
     let o = support::claw_keyword_only(w)
-        .env("CLAW_LLM_API", "openai")
-        .env("CLAW_LLM_BASE_URL", server.url())
-        .env("CLAW_LLM_MODEL", "scripted-model")
+        .openai_llm(server.url(), "scripted-model")
         .args(["-m", "hi"])
         .stdin(Stdio::null())
         .output()

@@ -46,7 +46,7 @@ fn snapshot(ws: &Path) -> (Files, Chunks) {
 
 fn index_to_completion(ws: &Path) -> Duration {
     let start = Instant::now();
-    support::run_ok(support::claw_keyword_only(ws).args(["memory", "index", "--json"]));
+    claw_testkit::index_keyword_only(ws);
     start.elapsed()
 }
 
@@ -136,15 +136,7 @@ fn kill_9_at_random_points_never_corrupts_the_index() {
                 .stderr(Stdio::null())
                 .spawn()
                 .unwrap();
-            let start = Instant::now();
-            let mut finished = false;
-            while start.elapsed() < delay {
-                if child.try_wait().unwrap().is_some() {
-                    finished = true;
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(5));
-            }
+            let finished = support::exited_within(&mut child, delay, Duration::from_millis(5));
             if !finished {
                 child.kill().unwrap(); // SIGKILL
                 killed_mid_run += 1;

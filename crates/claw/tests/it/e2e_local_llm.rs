@@ -40,11 +40,7 @@ struct Run {
 fn run_claw(ws: &Path, api: &str, relay: &Relay, deadline: Instant) -> Run {
     std::fs::write(
         ws.join("config.json"),
-        // Side-effect tools need a confirmation that never comes (no terminal), so
-        // nonsense arguments can never write or run anything; file tools are jailed.
-        r#"{"agent": {"max_tokens": 256, "context_window": 4096, "max_iterations": 6,
-                       "confirm_side_effects": true, "jail_to_workspace": true},
-            "agents": {"max_subagents": 0}}"#,
+        claw_testkit::llama::SMALL_MODEL_CONFIG,
     )
     .unwrap();
     let mut child = Command::new(claw_testkit::claw_bin())

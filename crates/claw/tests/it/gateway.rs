@@ -16,6 +16,7 @@
 use claw_gateway::client::{ChatEvent, Client};
 use claw_gateway::discovery::{self, GatewayInfo};
 use claw_gateway::token::Token;
+use claw_testkit::LlmEnv;
 use claw_testkit::echo_llm::{EchoLlm, answer_for, expected_pairs};
 use claw_testkit::gateway_http;
 use claw_testkit::gateway_proc::GatewayProc;
@@ -43,9 +44,7 @@ pub fn claw_env(ws: &Path, llm: Option<&str>, model: bool) -> Command {
     };
     c.env("TZ", "UTC");
     if let Some(url) = llm {
-        c.env("CLAW_LLM_API", "openai")
-            .env("CLAW_LLM_BASE_URL", url)
-            .env("CLAW_LLM_MODEL", "echo");
+        c.openai_llm(url, "echo");
     }
     if ws.join("config.json").is_file() {
         c.env("CLAW_CONFIG", ws.join("config.json"));
@@ -122,14 +121,11 @@ fn transcript_path(ws: &Path, key: &str) -> std::path::PathBuf {
 
 #[test]
 fn the_cli_through_the_gateway_prints_what_the_local_run_prints() {
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path();
-    std::fs::create_dir_all(ws.join("memory")).unwrap();
-    std::fs::write(
-        ws.join("memory/2026-11-02.md"),
+    let dir = claw_testkit::workspace(&[(
+        "memory/2026-11-02.md",
         "# Webhooks\n\nThe payment webhook retried forever because the handler timed out.\n",
-    )
-    .unwrap();
+    )]);
+    let ws = dir.path();
     let out = claw(ws, None).args(["memory", "index"]).output().unwrap();
     assert!(out.status.success());
     let llm = EchoLlm::start(Duration::ZERO, Duration::ZERO, 1);
@@ -358,13 +354,8 @@ fn sigterm_during_a_streaming_turn_finishes_it_and_exits_0() {
 
 #[test]
 fn sigterm_past_the_grace_period_cancels_the_turn_and_exits_0() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = claw_testkit::workspace(&[("config.json", r#"{"gateway": {"grace_seconds": 1}}"#)]);
     let ws = dir.path();
-    std::fs::write(
-        ws.join("config.json"),
-        r#"{"gateway": {"grace_seconds": 1}}"#,
-    )
-    .unwrap();
     // ~20 s of streaming: far past the 1 s grace period.
     let llm = EchoLlm::start(Duration::from_millis(50), Duration::from_secs(2), 10);
     let mut gw = Gateway::start(ws, Some(&llm.url()));
@@ -457,9 +448,7 @@ pub fn real_model_turn(
     std::fs::write(ws.join("notes/today.md"), "- buy milk\n").unwrap();
     std::fs::write(
         ws.join("config.json"),
-        r#"{"agent": {"max_tokens": 256, "context_window": 4096, "max_iterations": 6,
-                       "confirm_side_effects": true, "jail_to_workspace": true},
-             "agents": {"max_subagents": 0}}"#,
+        claw_testkit::llama::SMALL_MODEL_CONFIG,
     )
     .unwrap();
     let url = relay.url();

@@ -5,6 +5,7 @@
 //! `readOnlyHint: true` needs confirmation like `write_file`, a server that
 //! does not start is a warning, not a failure; and `claw mcp list`.
 
+use claw_testkit::LlmEnv;
 use claw_testkit::mcp_peers;
 use claw_testkit::scripted_server::{ScriptedServer, openai};
 use serde_json::{Value, json};
@@ -66,9 +67,7 @@ fn mcp_tools_round_trip_through_the_agent_loop() {
         openai::text(&["done"]),
     ]);
     let out = claw(&ws, &cfg)
-        .env("CLAW_LLM_API", "openai")
-        .env("CLAW_LLM_BASE_URL", server.url())
-        .env("CLAW_LLM_MODEL", "scripted-model")
+        .openai_llm(server.url(), "scripted-model")
         .args(["-m", "use the tools"])
         .output()
         .unwrap();

@@ -10,16 +10,17 @@
 use claw_gateway::client::Client;
 use claw_gateway::discovery;
 use claw_gateway::token::Token;
+use claw_testkit::LlmEnv;
 use claw_testkit::claw_keyword_only;
 use claw_testkit::gateway_proc::GatewayProc;
 use claw_testkit::pg::TestSchema;
 use claw_testkit::scripted_server::{ScriptedServer, openai};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{Receiver, channel};
+use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 /// Keyword-only `claw` in `ws` on the shared backend.
@@ -75,16 +76,7 @@ impl Lines {
             .stderr(Stdio::inherit())
             .spawn()
             .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let lines = claw_testkit::line_channel(child.stdout.take().unwrap());
         Lines {
             stdin: child.stdin.take(),
             child,
@@ -297,9 +289,7 @@ fn gateway_and_mcp_search_the_shared_index() {
         openai::text(&["In the Derwent [memory/wildlife.md#L2]."]),
     ]);
     let mut cmd = claw(&s.a, cfg, url);
-    cmd.env("CLAW_LLM_API", "openai")
-        .env("CLAW_LLM_BASE_URL", llm.url())
-        .env("CLAW_LLM_MODEL", "scripted");
+    cmd.openai_llm(llm.url(), "scripted");
     let mut gw = GatewayProc::spawn(cmd);
     let state = claw_testkit::state_dir(&s.a);
     let info = gw.wait_until("listening", Duration::from_secs(60), |p| {

@@ -10,6 +10,7 @@
 //! workspace named through a symlink and a `..`. With a
 //! `claw memory watch` already running, the REPL starts no watcher of its own.
 
+use claw_testkit::LlmEnv;
 use claw_testkit::scripted_server::{ScriptedServer, openai};
 use claw_testkit::watch_proc::{DEADLINE, WatchProc, count, db, fts};
 use claw_testkit::{claw_keyword_only, write_tree};
@@ -31,9 +32,7 @@ struct Repl {
 impl Repl {
     fn start(ws: &Path, server: &ScriptedServer) -> Repl {
         let mut cmd: Command = claw_keyword_only(ws);
-        cmd.env("CLAW_LLM_API", "openai")
-            .env("CLAW_LLM_BASE_URL", server.url())
-            .env("CLAW_LLM_MODEL", "scripted")
+        cmd.openai_llm(server.url(), "scripted")
             .env("TZ", "UTC")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

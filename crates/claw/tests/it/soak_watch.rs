@@ -79,26 +79,20 @@ fn snapshot(ws: &Path) -> Option<Snapshot> {
         .ok()?
         .collect::<Result<_, _>>()
         .ok()?;
-    let mut s = c
-        .prepare("SELECT id, hash FROM chunks WHERE source <> 'sessions'")
-        .ok()?;
-    let note_chunks = s
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-        .ok()?
-        .collect::<Result<_, _>>()
-        .ok()?;
-    let mut s = c
-        .prepare(
-            "SELECT path, group_concat(text, char(10)) FROM
-               (SELECT path, text FROM chunks WHERE source = 'sessions' ORDER BY path, start_line, rowid)
-             GROUP BY path",
-        )
-        .ok()?;
-    let transcripts = s
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-        .ok()?
-        .collect::<Result<_, _>>()
-        .ok()?;
+    // Two text columns a row, as a set.
+    let pairs = |sql: &str| -> Option<BTreeSet<(String, String)>> {
+        let mut s = c.prepare(sql).ok()?;
+        s.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .ok()?
+            .collect::<Result<_, _>>()
+            .ok()
+    };
+    let note_chunks = pairs("SELECT id, hash FROM chunks WHERE source <> 'sessions'")?;
+    let transcripts = pairs(
+        "SELECT path, group_concat(text, char(10)) FROM
+           (SELECT path, text FROM chunks WHERE source = 'sessions' ORDER BY path, start_line, rowid)
+         GROUP BY path",
+    )?;
     Some(Snapshot {
         files,
         note_chunks,
@@ -234,7 +228,7 @@ fn soak_random_changes_end_equal_to_a_clean_index() {
     // A clean index of the final tree.
     let clean = dir.path().join("clean");
     copy_tree(&ws, &clean);
-    claw_testkit::run_ok(support::claw_keyword_only(&clean).args(["memory", "index", "--json"]));
+    claw_testkit::index_keyword_only(&clean);
     let want = snapshot(&clean).unwrap();
     assert!(!want.files.is_empty());
 

@@ -35,7 +35,7 @@ fn indexed(c: &Connection) -> (i64, i64) {
 }
 
 fn index(ws: &Path) {
-    claw_testkit::run_ok(support::claw_keyword_only(ws).args(["memory", "index", "--json"]));
+    claw_testkit::index_keyword_only(ws);
 }
 
 fn append(path: &Path, s: &str) {
