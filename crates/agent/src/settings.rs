@@ -243,6 +243,11 @@ mod tests {
         s
     }
 
+    /// `s` resolved without flags or environment.
+    fn resolved(s: &AssistantConfig) -> AgentSettings {
+        resolve(s, &Overrides::default(), &no_env).unwrap()
+    }
+
     fn no_env(_: &str) -> Option<String> {
         None
     }
@@ -270,7 +275,7 @@ mod tests {
             model: Some("m-env".into()),
             api_key: Some("sk-secret-key".into()),
         };
-        let a = resolve(&s, &Overrides::default(), &no_env).unwrap();
+        let a = resolved(&s);
         assert_eq!(a.profiles.len(), 1);
         assert_eq!(a.profiles[0].model, "m-env");
         assert_eq!(a.max_iterations, 30);
@@ -290,29 +295,19 @@ mod tests {
     #[test]
     fn file_jail_is_on_by_default() {
         let mut s = openai_settings();
-        let jailed = |s: &AssistantConfig| {
-            resolve(s, &Overrides::default(), &no_env)
-                .unwrap()
-                .jail_to_workspace
-        };
-        assert!(jailed(&s));
+        assert!(resolved(&s).jail_to_workspace);
         s.agent.jail_to_workspace = Some(false);
-        assert!(!jailed(&s));
+        assert!(!resolved(&s).jail_to_workspace);
     }
 
     #[test]
     fn confirmation_of_side_effects_is_on_by_default() {
         let mut s = openai_settings();
-        let resolved = |s: &AssistantConfig| {
-            resolve(s, &Overrides::default(), &no_env)
-                .unwrap()
-                .confirm_side_effects
-        };
-        assert!(resolved(&s));
+        assert!(resolved(&s).confirm_side_effects);
         s.agent.confirm_side_effects = Some(false);
-        assert!(!resolved(&s));
+        assert!(!resolved(&s).confirm_side_effects);
         s.agent.confirm_side_effects = Some(true);
-        assert!(resolved(&s));
+        assert!(resolved(&s).confirm_side_effects);
     }
 
     #[test]
@@ -389,7 +384,7 @@ mod tests {
         );
         // IANA names are time zones like any other.
         s.agent.timezone = Some("Europe/Berlin".into());
-        let a = resolve(&s, &Overrides::default(), &no_env).unwrap();
+        let a = resolved(&s);
         assert_eq!(a.zone.map(|z| z.name()).as_deref(), Some("Europe/Berlin"));
     }
 

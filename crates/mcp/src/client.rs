@@ -349,14 +349,8 @@ impl Server {
         drop(conn.take());
         let snap = self.snapshot();
         if snap.restarts >= 1 {
-            let error = format!("{why} again after its restart");
-            self.set(|s| {
-                s.state = ServerState::Down {
-                    error: error.clone(),
-                };
-                s.pid = None;
-            });
-            return format!("the server is down ({error}); it is not restarted again this session");
+            let down = self.down(format!("{why} again after its restart"));
+            return format!("{down}; it is not restarted again this session");
         }
         self.set(|s| s.restarts += 1);
         let t = match &self.transport {
@@ -368,27 +362,22 @@ impl Server {
                 self.install(&mut conn, connected, snap.generation + 1);
                 "the server was restarted; you may retry the call".into()
             }
-            Ok(Err(e)) => {
-                let error = format!("{why}; the restart failed: {e}");
-                self.set(|s| {
-                    s.state = ServerState::Down {
-                        error: error.clone(),
-                    };
-                    s.pid = None;
-                });
-                format!("the server is down ({error})")
-            }
-            Err(_) => {
-                let error = format!("{why}; the restart did not finish within {timeout:?}");
-                self.set(|s| {
-                    s.state = ServerState::Down {
-                        error: error.clone(),
-                    };
-                    s.pid = None;
-                });
-                format!("the server is down ({error})")
-            }
+            Ok(Err(e)) => self.down(format!("{why}; the restart failed: {e}")),
+            Err(_) => self.down(format!(
+                "{why}; the restart did not finish within {timeout:?}"
+            )),
         }
+    }
+
+    /// Marks the server down for the session after `error`; what to tell the model.
+    fn down(&self, error: String) -> String {
+        self.set(|s| {
+            s.state = ServerState::Down {
+                error: error.clone(),
+            };
+            s.pid = None;
+        });
+        format!("the server is down ({error})")
     }
 
     async fn peer(&self) -> Option<(Peer<RoleClient>, u64)> {

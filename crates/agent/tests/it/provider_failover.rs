@@ -48,6 +48,15 @@ fn recorder() -> (Sleeper, Arc<Mutex<Vec<Duration>>>) {
     (s, log)
 }
 
+/// The chain of `profiles` under [`policy`], its sleeps recorded ([`recorder`]).
+fn recorded_chain(profiles: Vec<Profile>) -> (ProviderChain, Arc<Mutex<Vec<Duration>>>) {
+    let (sleeper, delays) = recorder();
+    let c = ProviderChain::new(profiles, policy())
+        .unwrap()
+        .with_sleeper(sleeper);
+    (c, delays)
+}
+
 fn request() -> ChatRequest {
     ChatRequest {
         system: "sys".into(),
@@ -91,10 +100,7 @@ async fn rate_limited_with_retry_after_seconds_then_success() {
         openai::error(429, "Rate limit reached", None).header("retry-after", "2"),
         openai::text(&["ok"]),
     ]);
-    let (sleeper, delays) = recorder();
-    let c = ProviderChain::new(vec![profile("a", Api::OpenAi, &server.url())], policy())
-        .unwrap()
-        .with_sleeper(sleeper);
+    let (c, delays) = recorded_chain(vec![profile("a", Api::OpenAi, &server.url())]);
     let (r, d) = run(&c).await;
     assert_eq!(r.unwrap().text, "ok");
     assert_eq!(
@@ -124,10 +130,7 @@ async fn retry_after_http_date_is_honoured() {
         anthropic::error(429, "rate_limit_error", "slow down").header("retry-after", &date),
         anthropic::text(&["ok"]),
     ]);
-    let (sleeper, delays) = recorder();
-    let c = ProviderChain::new(vec![profile("a", Api::Anthropic, &server.url())], policy())
-        .unwrap()
-        .with_sleeper(sleeper);
+    let (c, delays) = recorded_chain(vec![profile("a", Api::Anthropic, &server.url())]);
     assert_eq!(run(&c).await.0.unwrap().text, "ok");
     let d = delays.lock().unwrap().clone();
     assert_eq!(d.len(), 1);
@@ -144,10 +147,7 @@ async fn server_errors_twice_then_success_with_growing_backoff() {
         Reply::text(503, "upstream unavailable"),
         openai::text(&["third time"]),
     ]);
-    let (sleeper, delays) = recorder();
-    let c = ProviderChain::new(vec![profile("a", Api::OpenAi, &server.url())], policy())
-        .unwrap()
-        .with_sleeper(sleeper);
+    let (c, delays) = recorded_chain(vec![profile("a", Api::OpenAi, &server.url())]);
     let (r, d) = run(&c).await;
     let r = r.unwrap();
     assert_eq!(r.text, "third time");
@@ -173,16 +173,10 @@ async fn server_errors_twice_then_success_with_growing_backoff() {
 async fn unauthorized_profile_fails_over_and_cools_down() {
     let a = ScriptedServer::start([openai::error(401, "Incorrect API key provided", None)]);
     let b = ScriptedServer::start([anthropic::text(&["from b"]), anthropic::text(&["again b"])]);
-    let (sleeper, delays) = recorder();
-    let c = ProviderChain::new(
-        vec![
-            profile("a", Api::OpenAi, &a.url()),
-            profile("b", Api::Anthropic, &b.url()),
-        ],
-        policy(),
-    )
-    .unwrap()
-    .with_sleeper(sleeper);
+    let (c, delays) = recorded_chain(vec![
+        profile("a", Api::OpenAi, &a.url()),
+        profile("b", Api::Anthropic, &b.url()),
+    ]);
     let (r, d) = run(&c).await;
     let r = r.unwrap();
     assert_eq!(r.text, "from b");
@@ -217,16 +211,10 @@ async fn all_profiles_failing_reports_what_was_tried() {
         "permission_error",
         "key lacks access",
     )]);
-    let (sleeper, delays) = recorder();
-    let c = ProviderChain::new(
-        vec![
-            profile("a", Api::OpenAi, &a.url()),
-            profile("b", Api::Anthropic, &b.url()),
-        ],
-        policy(),
-    )
-    .unwrap()
-    .with_sleeper(sleeper);
+    let (c, delays) = recorded_chain(vec![
+        profile("a", Api::OpenAi, &a.url()),
+        profile("b", Api::Anthropic, &b.url()),
+    ]);
     let (r, _) = run(&c).await;
     let err = r.unwrap_err();
     let ProviderError::AllFailed { attempts } = &err else {
@@ -283,16 +271,10 @@ async fn overlong_retry_after_moves_to_next_profile_without_waiting() {
     let a =
         ScriptedServer::start([openai::error(429, "quota", None).header("retry-after", "3600")]);
     let b = ScriptedServer::start([openai::text(&["b answers"])]);
-    let (sleeper, delays) = recorder();
-    let c = ProviderChain::new(
-        vec![
-            profile("a", Api::OpenAi, &a.url()),
-            profile("b", Api::OpenAi, &b.url()),
-        ],
-        policy(),
-    )
-    .unwrap()
-    .with_sleeper(sleeper);
+    let (c, delays) = recorded_chain(vec![
+        profile("a", Api::OpenAi, &a.url()),
+        profile("b", Api::OpenAi, &b.url()),
+    ]);
     assert_eq!(run(&c).await.0.unwrap().text, "b answers");
     assert!(delays.lock().unwrap().is_empty());
     assert!(
@@ -332,16 +314,10 @@ async fn connection_refused_is_retried_then_fails_over() {
         format!("http://{}", l.local_addr().unwrap())
     };
     let b = ScriptedServer::start([openai::text(&["alive"])]);
-    let (sleeper, delays) = recorder();
-    let c = ProviderChain::new(
-        vec![
-            profile("dead", Api::OpenAi, &dead),
-            profile("b", Api::OpenAi, &b.url()),
-        ],
-        policy(),
-    )
-    .unwrap()
-    .with_sleeper(sleeper);
+    let (c, delays) = recorded_chain(vec![
+        profile("dead", Api::OpenAi, &dead),
+        profile("b", Api::OpenAi, &b.url()),
+    ]);
     let (r, d) = run(&c).await;
     assert_eq!(r.unwrap().text, "alive");
     assert_eq!(
