@@ -439,3 +439,73 @@ pub fn exited_within(
     }
     false
 }
+
+/// A child with piped stdin and stdout whose output lines are read on a thread
+/// ([`line_channel`]), such as `claw mcp` or `claw memory watch --json`; killed
+/// when dropped.
+pub struct LineChild {
+    pub child: std::process::Child,
+    /// Its stdin, until taken to close it.
+    pub stdin: Option<std::process::ChildStdin>,
+    /// Its stdout, line by line.
+    pub lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl LineChild {
+    /// Spawn `cmd` (its stderr as set on it) with stdin and stdout piped.
+    pub fn spawn(cmd: &mut Command) -> LineChild {
+        use std::process::Stdio;
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn the child");
+        let lines = line_channel(child.stdout.take().unwrap());
+        LineChild {
+            stdin: child.stdin.take(),
+            child,
+            lines,
+        }
+    }
+
+    /// Write `line` and a newline to its stdin.
+    pub fn send(&mut self, line: &str) {
+        use std::io::Write;
+        let stdin = self.stdin.as_mut().expect("stdin is open");
+        stdin.write_all(line.as_bytes()).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// The next line satisfying `pred` within `limit`, as JSON (other lines are
+    /// skipped); `what` names it in the failure.
+    #[track_caller]
+    pub fn wait_json(
+        &self,
+        what: &str,
+        limit: std::time::Duration,
+        pred: impl Fn(&serde_json::Value) -> bool,
+    ) -> serde_json::Value {
+        let end = std::time::Instant::now() + limit;
+        loop {
+            let left = end.saturating_duration_since(std::time::Instant::now());
+            let line = self
+                .lines
+                .recv_timeout(left)
+                .unwrap_or_else(|e| panic!("no {what} within {limit:?}: {e}"));
+            let v: serde_json::Value =
+                serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+            if pred(&v) {
+                return v;
+            }
+        }
+    }
+}
+
+impl Drop for LineChild {
+    fn drop(&mut self) {
+        drop(self.stdin.take());
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -52,6 +52,14 @@ pub fn claw_env(ws: &Path, llm: Option<&str>, model: bool) -> Command {
     c
 }
 
+/// A fresh workspace, an instant one-piece echo LLM and the gateway over both.
+pub fn echo_gateway() -> (tempfile::TempDir, EchoLlm, Gateway) {
+    let dir = tempfile::tempdir().unwrap();
+    let llm = EchoLlm::start(Duration::ZERO, Duration::ZERO, 1);
+    let gw = Gateway::start(dir.path(), Some(&llm.url()));
+    (dir, llm, gw)
+}
+
 /// A running `claw gateway` (`claw_testkit::gateway_proc`) with its discovery
 /// info and token; killed when dropped.
 pub struct Gateway {
@@ -381,10 +389,8 @@ fn sigterm_past_the_grace_period_cancels_the_turn_and_exits_0() {
 
 #[test]
 fn kill_9_loses_no_answered_message_and_the_next_start_works() {
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, llm, mut gw) = echo_gateway();
     let ws = dir.path();
-    let llm = EchoLlm::start(Duration::ZERO, Duration::ZERO, 1);
-    let mut gw = Gateway::start(ws, Some(&llm.url()));
     let inputs: Vec<String> = (0..3).map(|i| format!("keep {i}")).collect();
     for i in &inputs {
         post_chat(&gw.client(), "durable", i);
@@ -517,10 +523,8 @@ pub fn real_model_turn(
 
 #[test]
 fn cron_jobs_run_in_the_gateway_and_deliver_their_answers() {
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, _llm, gw) = echo_gateway();
     let ws = dir.path();
-    let llm = EchoLlm::start(Duration::ZERO, Duration::ZERO, 1);
-    let gw = Gateway::start(ws, Some(&llm.url()));
     // Added while the gateway runs: it reads the jobs file without a restart.
     let out = claw(ws, None)
         .args([

@@ -10,18 +10,16 @@
 use claw_gateway::client::Client;
 use claw_gateway::discovery;
 use claw_gateway::token::Token;
-use claw_testkit::LlmEnv;
 use claw_testkit::claw_keyword_only;
 use claw_testkit::gateway_proc::GatewayProc;
 use claw_testkit::pg::TestSchema;
 use claw_testkit::scripted_server::{ScriptedServer, openai};
+use claw_testkit::{LineChild, LlmEnv};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::Receiver;
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 /// Keyword-only `claw` in `ws` on the shared backend.
 pub(crate) fn claw(ws: &Path, cfg: &Path, url: &str) -> Command {
@@ -59,61 +57,6 @@ fn paths(search: &Value) -> Vec<String> {
         .iter()
         .map(|h| h["path"].as_str().unwrap().to_string())
         .collect()
-}
-
-/// A child whose stdout is read line by line on a thread.
-struct Lines {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: Receiver<String>,
-}
-
-impl Lines {
-    fn spawn(mut cmd: Command) -> Lines {
-        let mut child = cmd
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let lines = claw_testkit::line_channel(child.stdout.take().unwrap());
-        Lines {
-            stdin: child.stdin.take(),
-            child,
-            lines,
-        }
-    }
-
-    /// The next JSON line satisfying `pred` within `limit` (others are skipped).
-    fn wait(&self, what: &str, limit: Duration, pred: impl Fn(&Value) -> bool) -> Value {
-        let end = Instant::now() + limit;
-        loop {
-            let left = end.saturating_duration_since(Instant::now());
-            let line = self
-                .lines
-                .recv_timeout(left)
-                .unwrap_or_else(|e| panic!("no {what} within {limit:?}: {e}"));
-            let v: Value =
-                serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
-            if pred(&v) {
-                return v;
-            }
-        }
-    }
-
-    fn send(&mut self, v: &Value) {
-        let stdin = self.stdin.as_mut().unwrap();
-        writeln!(stdin, "{v}").unwrap();
-        stdin.flush().unwrap();
-    }
-}
-
-impl Drop for Lines {
-    fn drop(&mut self) {
-        drop(self.stdin.take());
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 pub(crate) struct Setup {
@@ -225,8 +168,8 @@ fn cli_and_watch_use_the_shared_index_with_the_sqlite_shapes() {
     // watch: an edit in A reaches PostgreSQL; B finds it without syncing.
     let mut watch = claw(&s.a, cfg, url);
     watch.args(["memory", "watch", "--json"]);
-    let w = Lines::spawn(watch);
-    w.wait("started", Duration::from_secs(60), |v| {
+    let w = LineChild::spawn(&mut watch);
+    w.wait_json("started", Duration::from_secs(60), |v| {
         v["event"] == "started"
     });
     let before = run_json(
@@ -239,7 +182,7 @@ fn cli_and_watch_use_the_shared_index_with_the_sqlite_shapes() {
         "# Arctic\nA narwhal surfaced beside the ferry near Tromsø.\n",
     )
     .unwrap();
-    let synced = w.wait("a synced batch", Duration::from_secs(60), |v| {
+    let synced = w.wait_json("a synced batch", Duration::from_secs(60), |v| {
         v["event"] == "synced"
             && v["reindexed"]
                 .as_array()
@@ -261,22 +204,29 @@ fn gateway_and_mcp_search_the_shared_index() {
     // claw mcp: memory_search from A finds B's note; memory_status says postgres.
     let mut mcp = claw(&s.a, cfg, url);
     mcp.arg("mcp");
-    let mut m = Lines::spawn(mcp);
+    let mut m = LineChild::spawn(&mut mcp);
     m.send(
         &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": "pg-surfaces", "version": "0"}}}),
+        "clientInfo": {"name": "pg-surfaces", "version": "0"}}})
+        .to_string(),
     );
-    m.wait("initialize", Duration::from_secs(30), |v| v["id"] == 1);
-    m.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-    m.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-        "params": {"name": "memory_search", "arguments": {"query": "platypus"}}}));
-    let r = m.wait("memory_search", Duration::from_secs(60), |v| v["id"] == 2);
+    m.wait_json("initialize", Duration::from_secs(30), |v| v["id"] == 1);
+    m.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string());
+    m.send(
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "memory_search", "arguments": {"query": "platypus"}}})
+        .to_string(),
+    );
+    let r = m.wait_json("memory_search", Duration::from_secs(60), |v| v["id"] == 2);
     let found = &r["result"]["structuredContent"];
     assert_eq!(paths(found), vec!["memory/wildlife.md"], "{r}");
-    m.send(&json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-        "params": {"name": "memory_status", "arguments": {}}}));
-    let r = m.wait("memory_status", Duration::from_secs(60), |v| v["id"] == 3);
+    m.send(
+        &json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "memory_status", "arguments": {}}})
+        .to_string(),
+    );
+    let r = m.wait_json("memory_status", Duration::from_secs(60), |v| v["id"] == 3);
     let st = &r["result"]["structuredContent"];
     assert_eq!(st["backend"], "postgres", "{r}");
     let cli_status = run_json(claw(&s.a, cfg, url), &["memory", "status", "--json"]);
