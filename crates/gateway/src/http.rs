@@ -801,20 +801,14 @@ async fn memory_search(call: MemoryCall<SearchBody>) -> Response {
         }
     };
     let req = SearchRequest {
-        query: b.query,
         limit: b.limit,
         min_score: b.min_score,
         mode,
         source: SourceFilter::parse(b.source.as_deref().unwrap_or("all")),
         explain: b.explain,
-        mmr: true,
-        keyword_norm: Default::default(),
+        ..SearchRequest::new(b.query)
     };
-    let policy = if b.no_sync {
-        SyncPolicy::Skip
-    } else {
-        SyncPolicy::DEFAULT
-    };
+    let policy = SyncPolicy::skip_if(b.no_sync);
     let h = hub.clone();
     let started = std::time::Instant::now();
     let r = tokio::task::spawn_blocking(move || {

@@ -35,6 +35,16 @@ pub enum SyncPolicy {
 }
 
 impl SyncPolicy {
+    /// [`SyncPolicy::Skip`] when the caller asked for no sync (`--no-sync`,
+    /// `no_sync: true`), else [`SyncPolicy::DEFAULT`].
+    pub fn skip_if(no_sync: bool) -> SyncPolicy {
+        if no_sync {
+            SyncPolicy::Skip
+        } else {
+            SyncPolicy::DEFAULT
+        }
+    }
+
     /// `Inline` with [`freshness::DEFAULT_SYNC_LIMIT`] files.
     pub const DEFAULT: SyncPolicy = SyncPolicy::Inline {
         limit: freshness::DEFAULT_SYNC_LIMIT,
