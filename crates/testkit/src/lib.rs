@@ -509,3 +509,14 @@ impl Drop for LineChild {
         let _ = self.child.wait();
     }
 }
+
+/// The permission bits (`mode & 0o777`) of the file at `path`.
+#[track_caller]
+pub fn file_mode(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .permissions()
+        .mode()
+        & 0o777
+}
