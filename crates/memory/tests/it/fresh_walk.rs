@@ -226,7 +226,10 @@ fn a_source_with_symlinks_takes_the_full_walk() {
 
 #[test]
 fn a_large_directory_is_stat_by_two_threads_and_nothing_is_missed() {
-    let (_dir, [ws, garden]) = claw_testkit::temp_dirs(["ws", "garden"]);
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    let garden = dir.path().join("garden");
+    std::fs::create_dir_all(&ws).unwrap();
     // Over the two-thread threshold (512 files to stat in one directory).
     for i in 0..700 {
         write(
