@@ -2,8 +2,9 @@
 
 use chrono::FixedOffset;
 use claw_agent::driver::{Driver, DriverOptions, Ui};
+use claw_agent::message::ToolCall;
 use claw_agent::provider::{Api, Profile, ProviderChain, RetryPolicy};
-use claw_agent::tools::{ToolContext, ToolRegistry};
+use claw_agent::tools::{ToolContext, ToolError, ToolOutput, ToolRegistry};
 use claw_testkit::scripted_server::ScriptedServer;
 use std::path::Path;
 use std::sync::Arc;
@@ -61,4 +62,29 @@ pub async fn open_driver(
     )
     .await
     .unwrap()
+}
+
+/// A `web_fetch` call of `url`.
+pub fn fetch_call(url: &str) -> ToolCall {
+    ToolCall {
+        id: "w".into(),
+        name: "web_fetch".into(),
+        arguments: serde_json::json!({ "url": url }).to_string(),
+    }
+}
+
+/// `web_fetch` of `url` through `reg`.
+pub async fn fetch(reg: &ToolRegistry, url: &str) -> Result<ToolOutput, ToolError> {
+    reg.dispatch(&fetch_call(url)).await
+}
+
+/// The final URL and title of a fetched page; panics on any other output.
+pub fn page(out: ToolOutput) -> (String, Option<String>) {
+    let ToolOutput::WebPage {
+        final_url, title, ..
+    } = out
+    else {
+        panic!("not a web page: {out:?}")
+    };
+    (final_url, title)
 }

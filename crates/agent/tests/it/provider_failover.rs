@@ -85,6 +85,24 @@ async fn run(c: &ProviderChain) -> (Result<ChatResponse, ProviderError>, Vec<Str
     (r, drain(&mut rx))
 }
 
+/// `c.complete` on a task of its own: the token that cancels it, its deltas and
+/// the task.
+fn spawn_complete(
+    c: &Arc<ProviderChain>,
+) -> (
+    CancellationToken,
+    UnboundedReceiver<StreamDelta>,
+    tokio::task::JoinHandle<Result<ChatResponse, ProviderError>>,
+) {
+    let cancel = CancellationToken::new();
+    let (tx, rx) = unbounded_channel();
+    let task = {
+        let (c, cancel) = (c.clone(), cancel.clone());
+        tokio::spawn(async move { c.complete(&request(), &tx, &cancel).await })
+    };
+    (cancel, rx, task)
+}
+
 fn retries(d: &[StreamDelta]) -> Vec<(u32, String)> {
     d.iter()
         .filter_map(|d| match d {
@@ -352,12 +370,7 @@ async fn cancel_mid_stream_returns_promptly() {
         let server = ScriptedServer::start([Reply::sse(steps)]);
         let c =
             Arc::new(ProviderChain::new(vec![profile("a", api, &server.url())], policy()).unwrap());
-        let cancel = CancellationToken::new();
-        let (tx, mut rx) = unbounded_channel();
-        let task = {
-            let (c, cancel) = (c.clone(), cancel.clone());
-            tokio::spawn(async move { c.complete(&request(), &tx, &cancel).await })
-        };
+        let (cancel, mut rx, task) = spawn_complete(&c);
         let first = tokio::time::timeout(Duration::from_secs(10), rx.recv())
             .await
             .expect("first delta within 10 s");
@@ -382,12 +395,7 @@ async fn cancel_during_backoff_returns_promptly() {
     let c = Arc::new(
         ProviderChain::new(vec![profile("a", Api::OpenAi, &server.url())], policy()).unwrap(),
     );
-    let cancel = CancellationToken::new();
-    let (tx, mut rx) = unbounded_channel();
-    let task = {
-        let (c, cancel) = (c.clone(), cancel.clone());
-        tokio::spawn(async move { c.complete(&request(), &tx, &cancel).await })
-    };
+    let (cancel, mut rx, task) = spawn_complete(&c);
     let notice = tokio::time::timeout(Duration::from_secs(10), rx.recv())
         .await
         .expect("retry notice within 10 s");

@@ -24,19 +24,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use claw_agent::message::ToolCall;
+use crate::common::{fetch, fetch_call, page};
 use claw_agent::tools::netguard::{self, GuardError, HostResolver, NetPolicy};
 use claw_agent::tools::{ToolContext, ToolError, ToolOutput, ToolRegistry};
 use reqwest::Url;
 use ssrf_support::{Route, RouteServer};
-
-fn fetch_call(url: &str) -> ToolCall {
-    ToolCall {
-        id: "w".into(),
-        name: "web_fetch".into(),
-        arguments: serde_json::json!({ "url": url }).to_string(),
-    }
-}
 
 fn registry(net: NetPolicy) -> ToolRegistry {
     let mut ctx = ToolContext::new(std::env::temp_dir());
@@ -304,16 +296,7 @@ async fn redirect_to_loopback_is_refused_at_the_hop() {
     });
 
     // The allowed server works, redirects within it included.
-    let out = reg
-        .dispatch(&fetch_call(&public.url("/rel")))
-        .await
-        .unwrap();
-    let ToolOutput::WebPage {
-        final_url, title, ..
-    } = out
-    else {
-        panic!("{out:?}")
-    };
+    let (final_url, title) = page(fetch(&reg, &public.url("/rel")).await.unwrap());
     assert_eq!(final_url, public.url("/page"));
     assert_eq!(title.as_deref(), Some("PUBLIC PAGE"));
 
