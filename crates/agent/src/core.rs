@@ -1224,22 +1224,23 @@ mod tests {
         }
     }
 
+    /// What `pick` takes from each effect, in order.
+    fn effects<T>(fx: &[Effect], pick: impl Fn(&Effect) -> Option<T>) -> Vec<T> {
+        fx.iter().filter_map(pick).collect()
+    }
+
     fn model_calls(fx: &[Effect]) -> Vec<(Purpose, ChatRequest)> {
-        fx.iter()
-            .filter_map(|e| match e {
-                Effect::CallModel { purpose, request } => Some((*purpose, request.clone())),
-                _ => None,
-            })
-            .collect()
+        effects(fx, |e| match e {
+            Effect::CallModel { purpose, request } => Some((*purpose, request.clone())),
+            _ => None,
+        })
     }
 
     fn runs(fx: &[Effect]) -> Vec<ToolCall> {
-        fx.iter()
-            .filter_map(|e| match e {
-                Effect::RunTool(c) => Some(c.clone()),
-                _ => None,
-            })
-            .collect()
+        effects(fx, |e| match e {
+            Effect::RunTool(c) => Some(c.clone()),
+            _ => None,
+        })
     }
 
     fn end(fx: &[Effect]) -> Option<TurnEnd> {
@@ -1250,12 +1251,10 @@ mod tests {
     }
 
     fn hooks(fx: &[Effect]) -> Vec<HookEvent> {
-        fx.iter()
-            .filter_map(|e| match e {
-                Effect::Hook(h) => Some(h.clone()),
-                _ => None,
-            })
-            .collect()
+        effects(fx, |e| match e {
+            Effect::Hook(h) => Some(h.clone()),
+            _ => None,
+        })
     }
 
     #[test]
@@ -1305,12 +1304,10 @@ mod tests {
     }
 
     fn persisted(fx: &[Effect]) -> Vec<Record> {
-        fx.iter()
-            .filter_map(|e| match e {
-                Effect::Persist(r) => Some(r.clone()),
-                _ => None,
-            })
-            .collect()
+        effects(fx, |e| match e {
+            Effect::Persist(r) => Some(r.clone()),
+            _ => None,
+        })
     }
 
     #[test]

@@ -245,6 +245,24 @@ mod tests {
             .unwrap()
     }
 
+    /// The prompt on linux for the workspace `/ws` at [`now`].
+    fn build_at_ws(
+        timezone: &str,
+        model: &str,
+        files: &WorkspaceFiles,
+        tools: &[ToolSpec],
+    ) -> String {
+        build(&PromptInputs {
+            now: now(),
+            timezone: timezone.into(),
+            os: "linux".into(),
+            model: model.into(),
+            workspace: Path::new("/ws"),
+            files,
+            tools,
+        })
+    }
+
     fn tool(name: &str) -> ToolSpec {
         ToolSpec {
             name: name.into(),
@@ -267,16 +285,7 @@ mod tests {
             }],
         };
         let tools = [tool("read_file"), tool("memory_search")];
-        let ws = PathBuf::from("/ws");
-        let s = build(&PromptInputs {
-            now: now(),
-            timezone: "UTC+02:00".into(),
-            os: "linux".into(),
-            model: "smol".into(),
-            workspace: &ws,
-            files: &files,
-            tools: &tools,
-        });
+        let s = build_at_ws("UTC+02:00", "smol", &files, &tools);
         for needle in [
             "You are claw",
             "OS: linux",
@@ -304,16 +313,7 @@ mod tests {
     #[test]
     fn absent_files_leave_no_empty_sections() {
         let files = WorkspaceFiles::default();
-        let ws = PathBuf::from("/ws");
-        let s = build(&PromptInputs {
-            now: now(),
-            timezone: "UTC".into(),
-            os: "linux".into(),
-            model: "m".into(),
-            workspace: &ws,
-            files: &files,
-            tools: &[],
-        });
+        let s = build_at_ws("UTC", "m", &files, &[]);
         assert!(!s.contains("MEMORY.md (long-term"));
         assert!(!s.contains("## Tools"));
         assert!(!s.contains("## Skills"));
@@ -330,20 +330,20 @@ mod tests {
 
     #[test]
     fn skill_summaries() {
-        assert_eq!(
-            skill_summary("---\nname: w\ndescription: \"Weather lookups\"\n---\n# W\nbody")
-                .as_deref(),
-            Some("Weather lookups")
-        );
-        assert_eq!(
-            skill_summary("# Title\n\nFirst real line.\nSecond.").as_deref(),
-            Some("First real line.")
-        );
-        assert_eq!(
-            skill_summary("---\nname: x\n---\n# T\nBody line").as_deref(),
-            Some("Body line")
-        );
-        assert_eq!(skill_summary("# only a heading\n"), None);
+        for (skill, summary) in [
+            (
+                "---\nname: w\ndescription: \"Weather lookups\"\n---\n# W\nbody",
+                Some("Weather lookups"),
+            ),
+            (
+                "# Title\n\nFirst real line.\nSecond.",
+                Some("First real line."),
+            ),
+            ("---\nname: x\n---\n# T\nBody line", Some("Body line")),
+            ("# only a heading\n", None),
+        ] {
+            assert_eq!(skill_summary(skill).as_deref(), summary, "{skill:?}");
+        }
     }
 
     #[test]

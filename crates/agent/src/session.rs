@@ -510,13 +510,19 @@ mod tests {
         assert_eq!(loaded.history().messages, sample());
     }
 
-    #[test]
-    fn torn_last_line_is_tolerated_and_later_appends_are_readable() {
-        let dir = tempfile::tempdir().unwrap();
-        let (mut w, _) = SessionWriter::open(dir.path(), "k", vec![], t(0)).unwrap();
+    /// Session `k` in `dir`, created at t(0) and holding the [`sample`] messages.
+    fn sample_session(dir: &Path) -> SessionWriter {
+        let (mut w, _) = SessionWriter::open(dir, "k", vec![], t(0)).unwrap();
         for m in sample() {
             w.append(&Record::Message(m)).unwrap();
         }
+        w
+    }
+
+    #[test]
+    fn torn_last_line_is_tolerated_and_later_appends_are_readable() {
+        let dir = tempfile::tempdir().unwrap();
+        let w = sample_session(dir.path());
         drop(w);
         let path = dir.path().join("k.jsonl");
         let mut f = std::fs::OpenOptions::new()
@@ -655,10 +661,7 @@ mod tests {
     #[test]
     fn last_consolidated_is_kept_in_the_metadata_line() {
         let dir = tempfile::tempdir().unwrap();
-        let (mut w, _) = SessionWriter::open(dir.path(), "k", vec![], t(0)).unwrap();
-        for m in sample() {
-            w.append(&Record::Message(m)).unwrap();
-        }
+        let mut w = sample_session(dir.path());
         let mark = ConsolidationMark {
             at: t(5),
             messages: 4,

@@ -235,6 +235,23 @@ mod tests {
         AssistantConfig::default()
     }
 
+    /// Settings with an OpenAI-compatible LLM from the environment (`CLAW_LLM_*`).
+    fn openai_settings() -> AssistantConfig {
+        let mut s = settings();
+        s.llm_env = LlmEnv {
+            api: Some("openai".into()),
+            base_url: Some("http://127.0.0.1:9".into()),
+            model: Some("m".into()),
+            api_key: None,
+        };
+        s
+    }
+
+    /// `s` resolved without flags or environment.
+    fn resolved(s: &AssistantConfig) -> AgentSettings {
+        resolve(s, &Overrides::default(), &no_env).unwrap()
+    }
+
     fn no_env(_: &str) -> Option<String> {
         None
     }
@@ -262,7 +279,7 @@ mod tests {
             model: Some("m-env".into()),
             api_key: Some("sk-secret-key".into()),
         };
-        let a = resolve(&s, &Overrides::default(), &no_env).unwrap();
+        let a = resolved(&s);
         assert_eq!(a.profiles.len(), 1);
         assert_eq!(a.profiles[0].model, "m-env");
         assert_eq!(a.max_iterations, 30);
@@ -281,45 +298,20 @@ mod tests {
 
     #[test]
     fn file_jail_is_on_by_default() {
-        let mut s = settings();
-        s.llm_env = LlmEnv {
-            api: Some("openai".into()),
-            base_url: Some("http://127.0.0.1:9".into()),
-            model: Some("m".into()),
-            api_key: None,
-        };
-        assert!(
-            resolve(&s, &Overrides::default(), &no_env)
-                .unwrap()
-                .jail_to_workspace
-        );
+        let mut s = openai_settings();
+        assert!(resolved(&s).jail_to_workspace);
         s.agent.jail_to_workspace = Some(false);
-        assert!(
-            !resolve(&s, &Overrides::default(), &no_env)
-                .unwrap()
-                .jail_to_workspace
-        );
+        assert!(!resolved(&s).jail_to_workspace);
     }
 
     #[test]
     fn confirmation_of_side_effects_is_on_by_default() {
-        let mut s = settings();
-        s.llm_env = LlmEnv {
-            api: Some("openai".into()),
-            base_url: Some("http://127.0.0.1:9".into()),
-            model: Some("m".into()),
-            api_key: None,
-        };
-        let resolved = |s: &AssistantConfig| {
-            resolve(s, &Overrides::default(), &no_env)
-                .unwrap()
-                .confirm_side_effects
-        };
-        assert!(resolved(&s));
+        let mut s = openai_settings();
+        assert!(resolved(&s).confirm_side_effects);
         s.agent.confirm_side_effects = Some(false);
-        assert!(!resolved(&s));
+        assert!(!resolved(&s).confirm_side_effects);
         s.agent.confirm_side_effects = Some(true);
-        assert!(resolved(&s));
+        assert!(resolved(&s).confirm_side_effects);
     }
 
     #[test]
@@ -396,7 +388,7 @@ mod tests {
         );
         // IANA names are time zones like any other.
         s.agent.timezone = Some("Europe/Berlin".into());
-        let a = resolve(&s, &Overrides::default(), &no_env).unwrap();
+        let a = resolved(&s);
         assert_eq!(a.zone.map(|z| z.name()).as_deref(), Some("Europe/Berlin"));
     }
 

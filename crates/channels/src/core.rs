@@ -687,6 +687,45 @@ impl Backoff {
     pub fn reset(&mut self) {
         self.next = self.base;
     }
+
+    /// One poll's result in a poll loop: a success resets the backoff and is
+    /// handed on; a failure is logged (`<what> failed (<error>); retrying in N s`)
+    /// and waited out, unless `stop` comes first.
+    pub async fn settle<T, E: std::fmt::Display>(
+        &mut self,
+        res: Result<T, E>,
+        what: &str,
+        log: &Log,
+        stop: &tokio_util::sync::CancellationToken,
+    ) -> Polled<T> {
+        match res {
+            Ok(v) => {
+                self.reset();
+                Polled::Got(v)
+            }
+            Err(e) => {
+                let wait = self.next_delay();
+                log(format!(
+                    "{what} failed ({e}); retrying in {} s",
+                    wait.as_secs()
+                ));
+                tokio::select! {
+                    _ = stop.cancelled() => Polled::Stop,
+                    _ = tokio::time::sleep(wait) => Polled::Retry,
+                }
+            }
+        }
+    }
+}
+
+/// What a poll loop does next ([`Backoff::settle`]).
+pub enum Polled<T> {
+    /// Handle this answer.
+    Got(T),
+    /// Poll again (the failure was waited out).
+    Retry,
+    /// Stop was asked for.
+    Stop,
 }
 
 #[cfg(test)]

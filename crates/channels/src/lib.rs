@@ -102,37 +102,28 @@ impl Channels {
     ) -> Result<Channels, ChannelError> {
         let mut cores = BTreeMap::new();
         let mut loops = Vec::new();
+        // The channel's core (allow list, state, turns) over `transport`, kept by name.
+        let mut core_for =
+            |name: &str, transport: Arc<dyn core::Transport>, allow_from: &[String]| {
+                let core = core::Core::new(
+                    transport,
+                    allow_from.to_vec(),
+                    state_dir,
+                    runner.clone(),
+                    log.clone(),
+                )?;
+                cores.insert(name.to_string(), core.clone());
+                Ok::<_, ChannelError>(core)
+            };
         if let Some(m) = &settings.matrix {
             let transport = Arc::new(matrix::Matrix::new(m.clone())?);
-            let core = core::Core::new(
-                transport.clone(),
-                m.allow_from.clone(),
-                state_dir,
-                runner.clone(),
-                log.clone(),
-            )?;
-            loops.push(tokio::spawn(matrix::run(
-                transport,
-                core.clone(),
-                stop.clone(),
-            )));
-            cores.insert("matrix".to_string(), core);
+            let core = core_for("matrix", transport.clone(), &m.allow_from)?;
+            loops.push(tokio::spawn(matrix::run(transport, core, stop.clone())));
         }
         if let Some(t) = &settings.telegram {
             let transport = Arc::new(telegram::Telegram::new(t.clone())?);
-            let core = core::Core::new(
-                transport.clone(),
-                t.allow_from.clone(),
-                state_dir,
-                runner.clone(),
-                log.clone(),
-            )?;
-            loops.push(tokio::spawn(telegram::run(
-                transport,
-                core.clone(),
-                stop.clone(),
-            )));
-            cores.insert("telegram".to_string(), core);
+            let core = core_for("telegram", transport.clone(), &t.allow_from)?;
+            loops.push(tokio::spawn(telegram::run(transport, core, stop.clone())));
         }
         for name in cores.keys() {
             log(format!("channel {name} started"));

@@ -6,7 +6,7 @@
 //! duplicated), and shows typing while a turn runs. Unencrypted rooms only.
 
 use crate::config::MatrixSettings;
-use crate::core::{Backoff, Core, Incoming, Transport};
+use crate::core::{Backoff, Core, Incoming, Polled, Transport};
 use crate::{ChannelError, check, http_client};
 use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
@@ -99,20 +99,19 @@ impl Matrix {
     }
 
     pub async fn join(&self, room: &str) -> Result<(), ChannelError> {
-        self.request(
-            reqwest::Method::POST,
-            &format!("/join/{}", enc(room)),
-            Some(json!({})),
-            Duration::from_secs(30),
-        )
-        .await
-        .map(|_| ())
+        self.post_empty(&format!("/join/{}", enc(room))).await
     }
 
     pub async fn leave(&self, room: &str) -> Result<(), ChannelError> {
+        self.post_empty(&format!("/rooms/{}/leave", enc(room)))
+            .await
+    }
+
+    /// POST `{}` to `path` (a room membership change), ignoring the answer's body.
+    async fn post_empty(&self, path: &str) -> Result<(), ChannelError> {
         self.request(
             reqwest::Method::POST,
-            &format!("/rooms/{}/leave", enc(room)),
+            path,
             Some(json!({})),
             Duration::from_secs(30),
         )
@@ -300,22 +299,10 @@ pub async fn run(mx: Arc<Matrix>, core: Arc<Core>, stop: CancellationToken) {
             _ = stop.cancelled() => break,
             r = mx.sync(since.as_deref(), timeout) => r,
         };
-        let sync = match res {
-            Ok(s) => {
-                backoff.reset();
-                s
-            }
-            Err(e) => {
-                let wait = backoff.next_delay();
-                (core.log)(format!(
-                    "matrix: sync failed ({e}); retrying in {} s",
-                    wait.as_secs()
-                ));
-                tokio::select! {
-                    _ = stop.cancelled() => break,
-                    _ = tokio::time::sleep(wait) => continue,
-                }
-            }
+        let sync = match backoff.settle(res, "matrix: sync", &core.log, &stop).await {
+            Polled::Got(s) => s,
+            Polled::Retry => continue,
+            Polled::Stop => break,
         };
         handle_invites(&mx, &core, &sync).await;
         if since.is_some() {

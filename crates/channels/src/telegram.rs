@@ -6,7 +6,7 @@
 //! retried with backoff.
 
 use crate::config::{TELEGRAM_LIMIT, TelegramSettings};
-use crate::core::{Backoff, Core, Incoming, Transport};
+use crate::core::{Backoff, Core, Incoming, Polled, Transport};
 use crate::{ChannelError, check, http_client};
 use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
@@ -193,22 +193,13 @@ pub async fn run(tg: Arc<Telegram>, core: Arc<Core>, stop: CancellationToken) {
             _ = stop.cancelled() => break,
             b = tg.get_updates(offset) => b,
         };
-        let updates = match batch {
-            Ok(u) => {
-                backoff.reset();
-                u
-            }
-            Err(e) => {
-                let wait = backoff.next_delay();
-                (core.log)(format!(
-                    "telegram: getUpdates failed ({e}); retrying in {} s",
-                    wait.as_secs()
-                ));
-                tokio::select! {
-                    _ = stop.cancelled() => break,
-                    _ = tokio::time::sleep(wait) => continue,
-                }
-            }
+        let updates = match backoff
+            .settle(batch, "telegram: getUpdates", &core.log, &stop)
+            .await
+        {
+            Polled::Got(u) => u,
+            Polled::Retry => continue,
+            Polled::Stop => break,
         };
         let mut next = offset;
         for u in &updates {

@@ -124,20 +124,24 @@ mod tests {
 
     #[test]
     fn connection_limits_are_configurable_and_never_off() {
-        let s: GatewaySection = serde_json::from_str(
-            r#"{"header_read_timeout_seconds": 2, "max_connections_per_client": 4}"#,
-        )
-        .expect("valid");
-        let c = GatewayConfig::from_section(&s);
-        assert_eq!(c.header_read_timeout, Duration::from_secs(2));
-        assert_eq!(c.max_connections_per_client, 4);
-        let s: GatewaySection = serde_json::from_str(
-            r#"{"header_read_timeout_seconds": 0, "max_connections_per_client": 0}"#,
-        )
-        .expect("valid");
-        let c = GatewayConfig::from_section(&s);
-        assert_eq!(c.header_read_timeout, Duration::from_secs(1));
-        assert_eq!(c.max_connections_per_client, 1);
+        for (json, secs, conns) in [
+            (
+                r#"{"header_read_timeout_seconds": 2, "max_connections_per_client": 4}"#,
+                2,
+                4,
+            ),
+            // 0 would turn the limit off: it is raised to 1.
+            (
+                r#"{"header_read_timeout_seconds": 0, "max_connections_per_client": 0}"#,
+                1,
+                1,
+            ),
+        ] {
+            let s: GatewaySection = serde_json::from_str(json).expect("valid");
+            let c = GatewayConfig::from_section(&s);
+            assert_eq!(c.header_read_timeout, Duration::from_secs(secs), "{json}");
+            assert_eq!(c.max_connections_per_client, conns, "{json}");
+        }
     }
 
     #[test]

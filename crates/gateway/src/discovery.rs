@@ -153,7 +153,6 @@ pub fn pid_alive(pid: u32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::PermissionsExt;
 
     fn info(pid: u32) -> GatewayInfo {
         GatewayInfo {
@@ -170,11 +169,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let me = std::process::id();
         write(dir.path(), &info(me)).expect("write");
-        let mode = std::fs::metadata(info_path(dir.path()))
-            .expect("file")
-            .permissions()
-            .mode();
-        assert_eq!(mode & 0o777, 0o600);
+        assert_eq!(claw_testkit::file_mode(&info_path(dir.path())), 0o600);
         let got = read_live(dir.path()).expect("live");
         assert_eq!(got.port, 4242);
         assert_eq!(got.base_url(), "http://127.0.0.1:4242");

@@ -398,7 +398,14 @@ async fn chat_completions(
     let created = st.clock.now().timestamp();
     let session_header = HeaderValue::from_str(&key).ok();
     let mut resp = if stream {
-        stream_response(rx, id, created, key.clone(), st.sse_keepalive, open)
+        stream_response(sse_frames(
+            rx,
+            id,
+            created,
+            key.clone(),
+            st.sse_keepalive,
+            open,
+        ))
     } else {
         collect_response(rx, id, created, key.clone(), open).await
     };
@@ -468,17 +475,10 @@ async fn next_event(
     }
 }
 
-fn stream_response(
-    rx: tokio::sync::mpsc::UnboundedReceiver<TurnEvent>,
-    id: String,
-    created: i64,
-    key: String,
-    keepalive: Option<std::time::Duration>,
-    open: OpenRequest,
-) -> Response {
+/// An SSE response carrying `frames` ([`sse_frames`]).
+fn stream_response(frames: impl futures_util::Stream<Item = String> + Send + 'static) -> Response {
     use futures_util::StreamExt;
-    let s =
-        sse_frames(rx, id, created, key, keepalive, open).map(Ok::<_, std::convert::Infallible>);
+    let s = frames.map(Ok::<_, std::convert::Infallible>);
     Response::builder()
         .status(StatusCode::OK)
         .header(header::CONTENT_TYPE, "text/event-stream")
@@ -801,20 +801,14 @@ async fn memory_search(call: MemoryCall<SearchBody>) -> Response {
         }
     };
     let req = SearchRequest {
-        query: b.query,
         limit: b.limit,
         min_score: b.min_score,
         mode,
         source: SourceFilter::parse(b.source.as_deref().unwrap_or("all")),
         explain: b.explain,
-        mmr: true,
-        keyword_norm: Default::default(),
+        ..SearchRequest::new(b.query)
     };
-    let policy = if b.no_sync {
-        SyncPolicy::Skip
-    } else {
-        SyncPolicy::DEFAULT
-    };
+    let policy = SyncPolicy::skip_if(b.no_sync);
     let h = hub.clone();
     let started = std::time::Instant::now();
     let r = tokio::task::spawn_blocking(move || {

@@ -119,11 +119,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let t1 = load_or_create(dir.path()).expect("create");
         assert_eq!(t1.expose().len(), 64);
-        let mode = std::fs::metadata(token_path(dir.path()))
-            .expect("token file")
-            .permissions()
-            .mode();
-        assert_eq!(mode & 0o777, 0o600);
+        assert_eq!(claw_testkit::file_mode(&token_path(dir.path())), 0o600);
         let t2 = load_or_create(dir.path()).expect("reuse");
         assert_eq!(t1.expose(), t2.expose());
     }

@@ -193,10 +193,10 @@ fn remote_tools(server: &str, tools: Vec<Tool>) -> Vec<RemoteTool> {
     out
 }
 
-async fn connect(
-    name: &str,
-    transport: &Transport,
-) -> Result<(RunningService<RoleClient, ()>, Option<u32>, Vec<RemoteTool>), ConnectError> {
+/// A live connection: the service, the child's pid (stdio) and the server's tools.
+type Connected = (RunningService<RoleClient, ()>, Option<u32>, Vec<RemoteTool>);
+
+async fn connect(name: &str, transport: &Transport) -> Result<Connected, ConnectError> {
     let (service, pid) = match transport {
         Transport::Stdio { command, args, env } => {
             let mut cmd = tokio::process::Command::new(command);
@@ -280,6 +280,21 @@ impl Server {
         f(&mut self.snapshot.lock().unwrap_or_else(|p| p.into_inner()));
     }
 
+    /// Keeps a fresh connection as generation `generation` and marks the server ready.
+    fn install(&self, conn: &mut Option<Conn>, connected: Connected, generation: u64) {
+        let (service, pid, tools) = connected;
+        *conn = Some(Conn {
+            service,
+            generation,
+        });
+        self.set(|s| {
+            s.state = ServerState::Ready;
+            s.pid = pid;
+            s.generation = generation;
+            s.tools = tools;
+        });
+    }
+
     async fn start(&self, timeout: Duration) {
         let t = match &self.transport {
             Ok(t) => t.clone(),
@@ -291,18 +306,9 @@ impl Server {
         };
         let mut conn = self.conn.lock().await;
         match tokio::time::timeout(timeout, connect(&self.name, &t)).await {
-            Ok(Ok((service, pid, tools))) => {
+            Ok(Ok(connected)) => {
                 let generation = self.snapshot().generation + 1;
-                *conn = Some(Conn {
-                    service,
-                    generation,
-                });
-                self.set(|s| {
-                    s.state = ServerState::Ready;
-                    s.pid = pid;
-                    s.generation = generation;
-                    s.tools = tools;
-                });
+                self.install(&mut conn, connected, generation);
             }
             Ok(Err(e)) => {
                 let error = e.to_string();
@@ -343,14 +349,8 @@ impl Server {
         drop(conn.take());
         let snap = self.snapshot();
         if snap.restarts >= 1 {
-            let error = format!("{why} again after its restart");
-            self.set(|s| {
-                s.state = ServerState::Down {
-                    error: error.clone(),
-                };
-                s.pid = None;
-            });
-            return format!("the server is down ({error}); it is not restarted again this session");
+            let down = self.down(format!("{why} again after its restart"));
+            return format!("{down}; it is not restarted again this session");
         }
         self.set(|s| s.restarts += 1);
         let t = match &self.transport {
@@ -358,41 +358,26 @@ impl Server {
             Err(e) => return e.clone(),
         };
         match tokio::time::timeout(timeout, connect(&self.name, &t)).await {
-            Ok(Ok((service, pid, tools))) => {
-                let generation = snap.generation + 1;
-                *conn = Some(Conn {
-                    service,
-                    generation,
-                });
-                self.set(|s| {
-                    s.state = ServerState::Ready;
-                    s.pid = pid;
-                    s.generation = generation;
-                    s.tools = tools;
-                });
+            Ok(Ok(connected)) => {
+                self.install(&mut conn, connected, snap.generation + 1);
                 "the server was restarted; you may retry the call".into()
             }
-            Ok(Err(e)) => {
-                let error = format!("{why}; the restart failed: {e}");
-                self.set(|s| {
-                    s.state = ServerState::Down {
-                        error: error.clone(),
-                    };
-                    s.pid = None;
-                });
-                format!("the server is down ({error})")
-            }
-            Err(_) => {
-                let error = format!("{why}; the restart did not finish within {timeout:?}");
-                self.set(|s| {
-                    s.state = ServerState::Down {
-                        error: error.clone(),
-                    };
-                    s.pid = None;
-                });
-                format!("the server is down ({error})")
-            }
+            Ok(Err(e)) => self.down(format!("{why}; the restart failed: {e}")),
+            Err(_) => self.down(format!(
+                "{why}; the restart did not finish within {timeout:?}"
+            )),
         }
+    }
+
+    /// Marks the server down for the session after `error`; what to tell the model.
+    fn down(&self, error: String) -> String {
+        self.set(|s| {
+            s.state = ServerState::Down {
+                error: error.clone(),
+            };
+            s.pid = None;
+        });
+        format!("the server is down ({error})")
     }
 
     async fn peer(&self) -> Option<(Peer<RoleClient>, u64)> {

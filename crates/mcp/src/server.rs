@@ -224,6 +224,32 @@ fn bad_args(tool: &str, message: impl std::fmt::Display) -> McpError {
     McpError::invalid_params(format!("invalid arguments for `{tool}`: {message}"), None)
 }
 
+/// Argument `field` of `tool` must not be blank.
+fn not_blank(tool: &str, field: &str, value: &str) -> Result<(), McpError> {
+    if value.trim().is_empty() {
+        return Err(bad_args(tool, format!("`{field}` must not be empty")));
+    }
+    Ok(())
+}
+
+/// Argument `field` of `tool`: `default` when absent, else a number in `1..=max`.
+fn count_in(
+    tool: &str,
+    field: &str,
+    value: Option<i64>,
+    default: usize,
+    max: usize,
+) -> Result<usize, McpError> {
+    match value {
+        None => Ok(default),
+        Some(n) if (1..=max as i64).contains(&n) => Ok(n as usize),
+        Some(n) => Err(bad_args(
+            tool,
+            format!("`{field}` must be 1..={max}, got {n}"),
+        )),
+    }
+}
+
 fn parse<T: serde::de::DeserializeOwned>(tool: &str, args: Value) -> Result<T, McpError> {
     serde_json::from_value(args).map_err(|e| bad_args(tool, e))
 }
@@ -307,19 +333,8 @@ impl MemoryServer {
     async fn search(&self, args: Value) -> Result<CallToolResponse, McpError> {
         const T: &str = "memory_search";
         let a: SearchArgs = parse(T, args)?;
-        if a.query.trim().is_empty() {
-            return Err(bad_args(T, "`query` must not be empty"));
-        }
-        let limit = match a.limit {
-            None => 6,
-            Some(n) if (1..=MAX_SEARCH_LIMIT as i64).contains(&n) => n as usize,
-            Some(n) => {
-                return Err(bad_args(
-                    T,
-                    format!("`limit` must be 1..={MAX_SEARCH_LIMIT}, got {n}"),
-                ));
-            }
-        };
+        not_blank(T, "query", &a.query)?;
+        let limit = count_in(T, "limit", a.limit, 6, MAX_SEARCH_LIMIT)?;
         if let Some(m) = a.min_score
             && !(0.0..=1.0).contains(&m)
         {
@@ -360,24 +375,19 @@ impl MemoryServer {
     async fn get(&self, args: Value) -> Result<CallToolResponse, McpError> {
         const T: &str = "memory_get";
         let a: GetArgs = parse(T, args)?;
-        if a.path.trim().is_empty() {
-            return Err(bad_args(T, "`path` must not be empty"));
-        }
+        not_blank(T, "path", &a.path)?;
         let from = match a.from {
             None => 1,
             Some(n) if n >= 1 => n as usize,
             Some(n) => return Err(bad_args(T, format!("`from` must be at least 1, got {n}"))),
         };
-        let lines = match a.lines {
-            None => claw_memory_api::GET_DEFAULT_LINES,
-            Some(n) if (1..=MAX_GET_LINES as i64).contains(&n) => n as usize,
-            Some(n) => {
-                return Err(bad_args(
-                    T,
-                    format!("`lines` must be 1..={MAX_GET_LINES}, got {n}"),
-                ));
-            }
-        };
+        let lines = count_in(
+            T,
+            "lines",
+            a.lines,
+            claw_memory_api::GET_DEFAULT_LINES,
+            MAX_GET_LINES,
+        )?;
         let req = GetRequest {
             path: a.path,
             from,

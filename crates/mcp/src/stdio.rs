@@ -334,6 +334,12 @@ mod tests {
         serde_json::from_str(&s).unwrap_or_else(|e| panic!("{e}: {s:?}"))
     }
 
+    /// The message of the JSON-RPC error `e`, whose code must be `code`.
+    fn error_message(e: &Value, code: i64) -> &str {
+        assert_eq!(e["error"]["code"], code, "{e}");
+        e["error"]["message"].as_str().unwrap()
+    }
+
     fn is_ping(m: &RxJsonRpcMessage<RoleServer>) -> bool {
         serde_json::to_value(m).unwrap()["method"] == "ping"
     }
@@ -354,14 +360,7 @@ mod tests {
         assert_eq!(e["jsonrpc"], "2.0");
         assert_eq!(e["id"], Value::Null);
         assert!(e.as_object().unwrap().contains_key("id"));
-        assert_eq!(e["error"]["code"], -32700);
-        assert!(
-            e["error"]["message"]
-                .as_str()
-                .unwrap()
-                .starts_with("Parse error"),
-            "{e}"
-        );
+        assert!(error_message(&e, -32700).starts_with("Parse error"), "{e}");
         drop(client.await.unwrap());
         assert!(t.receive().await.is_none());
     }
@@ -429,14 +428,7 @@ mod tests {
         assert!(t.line.capacity() <= KEEP_LINE_CAPACITY);
         let e = reply(&mut r).await;
         assert_eq!(e["id"], Value::Null);
-        assert_eq!(e["error"]["code"], -32600);
-        assert!(
-            e["error"]["message"]
-                .as_str()
-                .unwrap()
-                .contains("100 bytes"),
-            "{e}"
-        );
+        assert!(error_message(&e, -32600).contains("100 bytes"), "{e}");
         drop(client.await.unwrap());
         assert!(t.receive().await.is_none());
     }

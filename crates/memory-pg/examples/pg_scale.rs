@@ -15,26 +15,16 @@ use claw_memory::search::engine::{SearchRequest, search_in};
 use claw_memory::search::storage::SearchStorage;
 use claw_memory::store::{FileRecord, NewChunk, WriteMode};
 use claw_memory_pg::{PgConfig, PgStore};
+use claw_testkit::Rng;
 use std::time::Instant;
 
 const DIMS: usize = 384;
 const MODEL: &str = "synthetic-384";
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn unit(&mut self) -> f32 {
-        (self.next() >> 40) as f32 / (1u64 << 24) as f32
-    }
-    fn gauss(&mut self) -> f32 {
-        let (u, v) = (self.unit().max(1e-9), self.unit());
-        (-2.0 * u.ln()).sqrt() * (std::f32::consts::TAU * v).cos()
-    }
+/// A normally distributed number (Box-Muller).
+fn gauss(rng: &mut Rng) -> f32 {
+    let (u, v) = (rng.unit().max(1e-9), rng.unit());
+    (-2.0 * u.ln()).sqrt() * (std::f32::consts::TAU * v).cos()
 }
 
 fn normed(mut v: Vec<f32>) -> Vec<f32> {
@@ -98,7 +88,7 @@ fn main() {
         .map(|i| format!("w{}{}", i, ["a", "e", "o", "u"][i % 4]))
         .collect();
     let centers: Vec<Vec<f32>> = (0..200)
-        .map(|_| normed((0..DIMS).map(|_| rng.gauss()).collect()))
+        .map(|_| normed((0..DIMS).map(|_| gauss(&mut rng)).collect()))
         .collect();
     let mut sample_vecs = Vec::new();
     let started = Instant::now();
@@ -106,13 +96,13 @@ fn main() {
     for f in 0..n.div_ceil(per_file) {
         let chunks: Vec<NewChunk> = (0..per_file.min(n - f * per_file))
             .map(|i| {
-                let c = &centers[rng.next() as usize % centers.len()];
-                let v = normed(c.iter().map(|x| x + 0.08 * rng.gauss()).collect());
+                let c = &centers[rng.next_u64() as usize % centers.len()];
+                let v = normed(c.iter().map(|x| x + 0.08 * gauss(&mut rng)).collect());
                 if (f * per_file + i) % 500 == 0 {
                     sample_vecs.push(v.clone());
                 }
                 let text: Vec<&str> = (0..40)
-                    .map(|_| vocab[(rng.next() % 5000) as usize].as_str())
+                    .map(|_| vocab[(rng.next_u64() % 5000) as usize].as_str())
                     .collect();
                 NewChunk {
                     id: format!("{f}-{i}"),
@@ -148,7 +138,7 @@ fn main() {
     let queries: Vec<Vec<f32>> = sample_vecs
         .iter()
         .take(100)
-        .map(|v| normed(v.iter().map(|x| x + 0.05 * rng.gauss()).collect()))
+        .map(|v| normed(v.iter().map(|x| x + 0.05 * gauss(&mut rng)).collect()))
         .collect();
     let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
     c.batch_execute(&format!("SET search_path = {schema}, public"))
@@ -195,9 +185,9 @@ fn main() {
                         *e.0.lock().unwrap() = queries[(i + t) % queries.len()].clone();
                         let q = format!(
                             "{} {} {}",
-                            vocab[(r.next() % 5000) as usize],
-                            vocab[(r.next() % 5000) as usize],
-                            vocab[(r.next() % 5000) as usize]
+                            vocab[(r.next_u64() % 5000) as usize],
+                            vocab[(r.next_u64() % 5000) as usize],
+                            vocab[(r.next_u64() % 5000) as usize]
                         );
                         let t = Instant::now();
                         let resp = search_in(

@@ -7,7 +7,9 @@
 
 use crate::store::{PgError, PgStore};
 use claw_memory::index_storage::IndexStorage;
-use claw_memory::store::{FileRecord, NewChunk, Store, StoreError, blob_to_vec, now_unix};
+use claw_memory::store::{
+    FileRecord, NewChunk, Store, StoreError, blob_to_vec, now_unix, row_to_file,
+};
 use pgvector::Vector;
 use rusqlite::OptionalExtension;
 
@@ -86,17 +88,7 @@ pub fn copy_sqlite(src: &Store, dst: &mut PgStore) -> Result<MigrateReport, Stor
         )
         .map_err(sq)?;
     let files: Vec<FileRecord> = fstmt
-        .query_map([], |r| {
-            Ok(FileRecord {
-                source: r.get(0)?,
-                path: r.get(1)?,
-                sha256: r.get(2)?,
-                mtime_ns: r.get(3)?,
-                size: r.get(4)?,
-                indexed_bytes: r.get(5)?,
-                indexed_lines: r.get(6)?,
-            })
-        })
+        .query_map([], row_to_file)
         .map_err(sq)?
         .collect::<rusqlite::Result<_>>()
         .map_err(sq)?;

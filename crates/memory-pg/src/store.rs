@@ -18,6 +18,10 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// Sets one `meta` value of a namespace: `($1 namespace, $2 key, $3 value)`.
+const UPSERT_META: &str = "INSERT INTO meta (namespace, key, value) VALUES ($1, $2, $3)
+     ON CONFLICT (namespace, key) DO UPDATE SET value = excluded.value";
+
 /// Numbered migrations, applied in order; `claw_schema.version` records the last applied.
 const MIGRATIONS: &[(i64, &str)] = &[
     (
@@ -609,11 +613,7 @@ impl IndexStorage for PgStore {
 
     fn set_meta(&self, key: &str, value: &str) -> Result<(), StoreError> {
         self.with_client(|c| {
-            c.execute(
-                "INSERT INTO meta (namespace, key, value) VALUES ($1, $2, $3)
-                 ON CONFLICT (namespace, key) DO UPDATE SET value = excluded.value",
-                &[&self.ns(), &key, &value],
-            )?;
+            c.execute(UPSERT_META, &[&self.ns(), &key, &value])?;
             Ok(())
         })?;
         Ok(())
@@ -664,11 +664,7 @@ impl IndexStorage for PgStore {
                 ("dims", dims.to_string()),
                 ("chunker_version", chunker_version.to_string()),
             ] {
-                tx.execute(
-                    "INSERT INTO meta (namespace, key, value) VALUES ($1, $2, $3)
-                     ON CONFLICT (namespace, key) DO UPDATE SET value = excluded.value",
-                    &[&self.ns(), &k, &v],
-                )?;
+                tx.execute(UPSERT_META, &[&self.ns(), &k, &v])?;
             }
             Ok(())
         })?;

@@ -38,10 +38,6 @@ fn main() {
     parent();
 }
 
-fn shared_data() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data")
-}
-
 fn quick() -> bool {
     std::env::var("CLAW_BENCH_QUICK").is_ok_and(|v| v == "1")
 }
@@ -51,17 +47,8 @@ fn parent() {
     let tmp = tempfile::tempdir().expect("temp dir");
     let mut rows = Vec::new();
     for set in sets.split(',').filter(|s| !s.is_empty()) {
-        let tarball = shared_data().join(format!("notes-{set}.tar.gz"));
         let dest = tmp.path().join(set);
-        std::fs::create_dir_all(&dest).unwrap();
-        let st = Command::new("tar")
-            .arg("xzf")
-            .arg(&tarball)
-            .arg("-C")
-            .arg(&dest)
-            .status()
-            .expect("run tar");
-        assert!(st.success(), "cannot extract {}", tarball.display());
+        claw_testkit::extract_shared(&format!("notes-{set}.tar.gz"), &dest);
         for group in ["keyword", "model"] {
             eprintln!("indexing bench: {set} / {group} …");
             let out = Command::new(std::env::current_exe().unwrap())

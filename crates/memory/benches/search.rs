@@ -24,6 +24,7 @@ use claw_memory::search::engine::{
 use claw_memory::search::query::{ParsedQuery, TermPlan};
 use claw_memory::search::score::KeywordNorm;
 use claw_memory::store::{FileRecord, NewChunk, Store, WriteMode};
+use claw_testkit::Rng;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -35,20 +36,9 @@ const QUERIES: usize = 200;
 /// when it is loaded, so the cold CLI process runs its vector stage.
 const MODEL: &str = "bench-synthetic";
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn f(&mut self) -> f32 {
-        (self.next() >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
+/// A number in [-1, 1).
+fn signed(rng: &mut Rng) -> f32 {
+    rng.unit() * 2.0 - 1.0
 }
 
 fn unit(mut v: Vec<f32>) -> Vec<f32> {
@@ -57,12 +47,12 @@ fn unit(mut v: Vec<f32>) -> Vec<f32> {
 }
 
 fn near(rng: &mut Rng, c: &[f32], noise: f32) -> Vec<f32> {
-    unit(c.iter().map(|x| x + noise * rng.f()).collect())
+    unit(c.iter().map(|x| x + noise * signed(rng)).collect())
 }
 
 /// A Zipf-ish vocabulary word.
 fn word(rng: &mut Rng, vocab: &[String]) -> String {
-    let u = (rng.next() >> 11) as f64 / (1u64 << 53) as f64;
+    let u = (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
     let i = ((vocab.len() as f64).powf(u) - 1.0) as usize;
     vocab[i.min(vocab.len() - 1)].clone()
 }
@@ -84,7 +74,7 @@ fn vocab(rng: &mut Rng) -> Vec<String> {
 fn build(n: usize) -> (Store, Vec<Vec<f32>>, Vec<String>) {
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     let centroids: Vec<Vec<f32>> = (0..CLUSTERS)
-        .map(|_| unit((0..DIMS).map(|_| rng.f()).collect()))
+        .map(|_| unit((0..DIMS).map(|_| signed(&mut rng)).collect()))
         .collect();
     let vocab = vocab(&mut rng);
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/claw-bench");

@@ -92,19 +92,13 @@ fn hog() -> ! {
     }
 }
 
-fn shared_data() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data")
-}
-
 fn full() -> bool {
     std::env::var("CLAW_BENCH_FULL").is_ok_and(|v| v == "1")
 }
 
 /// Sample every STEP-th Markdown file (`CLAW_BENCH_STEP`, default 8).
 fn step() -> usize {
-    std::env::var("CLAW_BENCH_STEP")
-        .ok()
-        .and_then(|v| v.parse().ok())
+    claw_testkit::env_number("CLAW_BENCH_STEP")
         .unwrap_or(8)
         .max(1)
 }
@@ -132,17 +126,8 @@ fn rss_mib() -> (f64, f64) {
 /// Extract `notes-SET.tar.gz` into `tmp/SET`, or a sample of it (every
 /// `CLAW_BENCH_STEP`-th Markdown file, paths kept) unless `CLAW_BENCH_FULL=1`.
 fn extract(set: &str, tmp: &Path) -> PathBuf {
-    let tarball = shared_data().join(format!("notes-{set}.tar.gz"));
     let dest = tmp.join(format!("{set}-all"));
-    std::fs::create_dir_all(&dest).unwrap();
-    let st = Command::new("tar")
-        .arg("xzf")
-        .arg(&tarball)
-        .arg("-C")
-        .arg(&dest)
-        .status()
-        .expect("run tar");
-    assert!(st.success(), "cannot extract {}", tarball.display());
+    claw_testkit::extract_shared(&format!("notes-{set}.tar.gz"), &dest);
     if full() {
         return dest;
     }

@@ -205,10 +205,7 @@ fn freshness_on_garden() -> Option<(usize, Duration)> {
 
 fn main() {
     // `cargo bench` passes `--bench`; nothing else to parse.
-    let edits: usize = std::env::var("CLAW_BENCH_EDITS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(20);
+    let edits: usize = claw_testkit::env_number("CLAW_BENCH_EDITS").unwrap_or(20);
     let mut rows = vec![run("keyword-only", EmbedProvider::None, None, edits)];
     let model_dir = std::env::var_os("CLAW_EMBED_MODEL_DIR").map(PathBuf::from);
     let ort = std::env::var_os("ORT_DYLIB_PATH").map(PathBuf::from);

@@ -378,49 +378,31 @@ fn classify(lines: &[&str], blank: &[bool]) -> Vec<Unit> {
     }
     while i < n {
         let line = lines[i];
-        if let Some((ch, len)) = fence_open(line) {
+        // (end, kind, blank) of the unit starting at line i.
+        let (end, kind, is_blank) = if let Some((ch, len)) = fence_open(line) {
             let mut j = i + 1;
             while j < n && !fence_close(lines[j], ch, len) {
                 j += 1;
             }
-            let end = if j < n { j + 1 } else { n };
-            units.push(Unit {
-                start: i,
-                end,
-                kind: Kind::Fence,
-                blank: false,
-            });
-            i = end;
-            continue;
-        }
-        if is_atx_heading(line) {
-            units.push(Unit {
-                start: i,
-                end: i + 1,
-                kind: Kind::Heading,
-                blank: false,
-            });
-            i += 1;
-            continue;
-        }
-        if !blank[i] && i + 1 < n && is_setext_underline(lines[i + 1]) && fence_open(line).is_none()
+            (if j < n { j + 1 } else { n }, Kind::Fence, false)
+        } else if is_atx_heading(line) {
+            (i + 1, Kind::Heading, false)
+        } else if !blank[i]
+            && i + 1 < n
+            && is_setext_underline(lines[i + 1])
+            && fence_open(line).is_none()
         {
-            units.push(Unit {
-                start: i,
-                end: i + 2,
-                kind: Kind::Heading,
-                blank: false,
-            });
-            i += 2;
-            continue;
-        }
+            (i + 2, Kind::Heading, false)
+        } else {
+            (i + 1, Kind::Text, blank[i])
+        };
         units.push(Unit {
             start: i,
-            end: i + 1,
-            kind: Kind::Text,
-            blank: blank[i],
+            end,
+            kind,
+            blank: is_blank,
         });
-        i += 1;
+        i = end;
     }
     units
 }

@@ -62,21 +62,19 @@ pub fn plan_with_skipped(
             Some(_) => p.check.push(f.clone()),
         }
     }
-    let mut remove: Vec<String> = stored
-        .keys()
-        .filter(|k| !seen.contains(k.as_str()))
-        .cloned()
-        .collect();
-    remove.sort();
-    p.remove = remove;
-    let mut forget: Vec<String> = skipped
-        .keys()
-        .filter(|k| !seen.contains(k.as_str()))
-        .cloned()
-        .collect();
-    forget.sort();
-    p.forget = forget;
+    p.remove = unseen(stored.keys(), &seen);
+    p.forget = unseen(skipped.keys(), &seen);
     p
+}
+
+/// The recorded paths `keys` the walk did not see, sorted.
+fn unseen<'a>(keys: impl Iterator<Item = &'a String>, seen: &HashSet<&str>) -> Vec<String> {
+    let mut v: Vec<String> = keys
+        .filter(|k| !seen.contains(k.as_str()))
+        .cloned()
+        .collect();
+    v.sort();
+    v
 }
 
 #[cfg(test)]

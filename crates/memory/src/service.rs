@@ -35,6 +35,16 @@ pub enum SyncPolicy {
 }
 
 impl SyncPolicy {
+    /// [`SyncPolicy::Skip`] when the caller asked for no sync (`--no-sync`,
+    /// `no_sync: true`), else [`SyncPolicy::DEFAULT`].
+    pub fn skip_if(no_sync: bool) -> SyncPolicy {
+        if no_sync {
+            SyncPolicy::Skip
+        } else {
+            SyncPolicy::DEFAULT
+        }
+    }
+
     /// `Inline` with [`freshness::DEFAULT_SYNC_LIMIT`] files.
     pub const DEFAULT: SyncPolicy = SyncPolicy::Inline {
         limit: freshness::DEFAULT_SYNC_LIMIT,
@@ -341,15 +351,7 @@ impl<'e> MemoryService<'e> {
             });
         }
         let embedder = self.embedder(&store).map_err(ServiceError::Freshness)?;
-        let sync = freshness::sync_checked(
-            &mut store,
-            &self.settings,
-            embedder,
-            limit,
-            st,
-            &self.holder,
-        )
-        .map_err(ServiceError::Sync)?;
+        let sync = self.sync_stale(&mut store, embedder, limit, st)?;
         // Nothing was written when the sync declined a backlog or another
         // model's index: the answer already given stands. Otherwise the index
         // moved (or another writer is moving it): ask again.
@@ -422,15 +424,20 @@ impl<'e> MemoryService<'e> {
             });
         }
         let embedder = self.embedder(&store).map_err(ServiceError::Freshness)?;
-        freshness::sync_checked(
-            &mut store,
-            &self.settings,
-            embedder,
-            limit,
-            st,
-            &self.holder,
-        )
-        .map_err(ServiceError::Sync)
+        self.sync_stale(&mut store, embedder, limit, st)
+    }
+
+    /// Brings the index up to date after a check `st` that found it stale (at
+    /// most `limit` files, else the backlog is reported).
+    fn sync_stale(
+        &self,
+        store: &mut Store,
+        embedder: Option<&dyn Embedder>,
+        limit: usize,
+        st: freshness::Staleness,
+    ) -> Result<SyncReport, ServiceError> {
+        freshness::sync_checked(store, &self.settings, embedder, limit, st, &self.holder)
+            .map_err(ServiceError::Sync)
     }
 
     /// Whether the index was ever built (a `model` identity is recorded).

@@ -1363,7 +1363,9 @@ fn row_to_skipped(r: &rusqlite::Row<'_>) -> rusqlite::Result<SkippedRecord> {
     })
 }
 
-fn row_to_file(r: &rusqlite::Row<'_>) -> rusqlite::Result<FileRecord> {
+/// A `files` row read as `source, path, sha256, mtime, size, indexed_bytes,
+/// indexed_lines` (also how the PostgreSQL migration reads an SQLite index).
+pub fn row_to_file(r: &rusqlite::Row<'_>) -> rusqlite::Result<FileRecord> {
     Ok(FileRecord {
         source: r.get(0)?,
         path: r.get(1)?,

@@ -70,16 +70,19 @@ pub fn claw_bin() -> PathBuf {
 /// A random test's seed: the number in the environment variable `var` (to replay a
 /// run), else one from the clock (odd, never 0). Print it so a failure can be replayed.
 pub fn seed_from_env(var: &str) -> u64 {
-    std::env::var(var)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos() as u64)
-                .unwrap_or(0)
-                | 1
-        })
+    env_number(var).unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0)
+            | 1
+    })
+}
+
+/// The number in the environment variable `var` (a test's or a bench's knob,
+/// such as `CLAW_SOAK_SECS`); `None` when it is unset or not a number.
+pub fn env_number<T: std::str::FromStr>(var: &str) -> Option<T> {
+    std::env::var(var).ok().and_then(|v| v.parse().ok())
 }
 
 /// The repository root (the workspace's top directory).
@@ -120,27 +123,36 @@ pub fn db_path(workspace: impl AsRef<Path>) -> PathBuf {
 /// real local model configured.
 pub fn claw(workspace: &Path) -> Command {
     let (dir, ort) = model_paths();
-    let mut c = Command::new(claw_bin());
-    c.env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", workspace.join("home"))
-        .env("CLAW_WORKSPACE", workspace)
-        .env("CLAW_NOW", TEST_NOW)
-        .env("CLAW_EMBED_MODEL_DIR", dir)
+    let mut c = claw_clean(workspace);
+    c.env("CLAW_EMBED_MODEL_DIR", dir)
         .env("ORT_DYLIB_PATH", ort);
     c
 }
 
 /// A `claw` command with keyword-only indexing (no model).
 pub fn claw_keyword_only(workspace: &Path) -> Command {
+    let mut c = claw_clean(workspace);
+    c.env("CLAW_EMBED_PROVIDER", "none");
+    c
+}
+
+/// The `claw` binary with only `PATH` kept from the environment, `HOME` at
+/// `<workspace>/home`, the workspace and the test's "now" set.
+fn claw_clean(workspace: &Path) -> Command {
     let mut c = Command::new(claw_bin());
     c.env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("HOME", workspace.join("home"))
         .env("CLAW_WORKSPACE", workspace)
-        .env("CLAW_NOW", TEST_NOW)
-        .env("CLAW_EMBED_PROVIDER", "none");
+        .env("CLAW_NOW", TEST_NOW);
     c
+}
+
+/// Index `workspace` keyword-only (`claw memory index --json`), asserting success;
+/// the index report.
+#[track_caller]
+pub fn index_keyword_only(workspace: &Path) -> serde_json::Value {
+    run_json(claw_keyword_only(workspace).args(["memory", "index", "--json"]))
 }
 
 /// A keyword-only `claw` ([`claw_keyword_only`]) with `TZ=UTC`.
@@ -154,10 +166,22 @@ pub fn claw_utc(workspace: &Path) -> Command {
 /// `scripted-model`).
 pub fn claw_llm(workspace: &Path, llm: &str) -> Command {
     let mut c = claw_utc(workspace);
-    c.env("CLAW_LLM_API", "openai")
-        .env("CLAW_LLM_BASE_URL", llm)
-        .env("CLAW_LLM_MODEL", "scripted-model");
+    c.openai_llm(llm, "scripted-model");
     c
+}
+
+/// Environment for a `claw` command: the LLM settings (`CLAW_LLM_*`).
+pub trait LlmEnv {
+    /// Talk to the OpenAI-compatible server at `base_url` with model `model`.
+    fn openai_llm(&mut self, base_url: impl AsRef<std::ffi::OsStr>, model: &str) -> &mut Self;
+}
+
+impl LlmEnv for Command {
+    fn openai_llm(&mut self, base_url: impl AsRef<std::ffi::OsStr>, model: &str) -> &mut Self {
+        self.env("CLAW_LLM_API", "openai")
+            .env("CLAW_LLM_BASE_URL", base_url)
+            .env("CLAW_LLM_MODEL", model)
+    }
 }
 
 /// [`claw_llm`] with `config` written to `<ws>/config.json` and named by
@@ -185,17 +209,37 @@ pub fn wait_log(whose: &str, log: impl Fn() -> String, needle: &str, limit: std:
     }
 }
 
-/// Run `cmd` to its end and assert that it succeeded (its stderr is the
-/// failure's message); its output.
+/// Run `cmd` to its end and assert that it succeeded (its stdout and stderr are
+/// the failure's message); its output.
 #[track_caller]
 pub fn run_ok(cmd: &mut Command) -> std::process::Output {
     let out = cmd.output().expect("run the command");
     assert!(
         out.status.success(),
-        "{}",
+        "{:?} failed ({}): {}\n{}",
+        cmd.get_args().collect::<Vec<_>>(),
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
     out
+}
+
+/// Wait at most `secs` seconds for `child` to exit (polling every 20 ms); kill
+/// it and fail the test when it hangs.
+#[track_caller]
+pub fn wait_exit(child: &mut std::process::Child, secs: u64) -> std::process::ExitStatus {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        if std::time::Instant::now() > deadline {
+            child.kill().ok();
+            panic!("the child did not exit within {secs}s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }
 
 /// [`run_ok`], its standard output parsed as JSON.
@@ -274,4 +318,205 @@ pub fn write_tree(root: &Path, files: &[(&str, &str)]) {
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(p, content).unwrap();
     }
+}
+
+/// A fresh temporary workspace holding `files` ([`write_tree`]); it is removed
+/// when the returned directory is dropped.
+pub fn workspace(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    write_tree(dir.path(), files);
+    dir
+}
+
+/// The string at JSON `pointer` (`"/name"`, `"/function/name"`) in each element of
+/// the JSON array `array`; panics when `array` is not an array or an element has no
+/// string there.
+#[track_caller]
+pub fn strs<'a>(array: &'a serde_json::Value, pointer: &str) -> Vec<&'a str> {
+    array
+        .as_array()
+        .unwrap_or_else(|| panic!("not a JSON array: {array}"))
+        .iter()
+        .map(|x| {
+            x.pointer(pointer)
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or_else(|| panic!("no string at {pointer} in {x}"))
+        })
+        .collect()
+}
+
+/// Take `child`'s piped standard output and error and read each to its end on a
+/// thread of its own (so neither pipe can fill and stall the child); join the
+/// handles for the text.
+pub fn read_outputs(
+    child: &mut std::process::Child,
+) -> (
+    std::thread::JoinHandle<String>,
+    std::thread::JoinHandle<String>,
+) {
+    fn reader(mut r: impl std::io::Read + Send + 'static) -> std::thread::JoinHandle<String> {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            r.read_to_string(&mut s).ok();
+            s
+        })
+    }
+    let out = child.stdout.take().expect("stdout is piped");
+    let err = child.stderr.take().expect("stderr is piped");
+    (reader(out), reader(err))
+}
+
+/// A fresh temporary directory with the empty subfolders `names` (say a
+/// workspace `ws` and a folder `outside` it), and their paths in that order.
+pub fn temp_dirs<const N: usize>(names: [&str; N]) -> (tempfile::TempDir, [PathBuf; N]) {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = names.map(|n| {
+        let p = dir.path().join(n);
+        std::fs::create_dir_all(&p).unwrap();
+        p
+    });
+    (dir, paths)
+}
+
+/// A small deterministic random source for fixtures and benches (xorshift64:
+/// the same seed gives the same sequence on every machine). The seed must not be 0.
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// A number in [0, 1) with 24 random bits.
+    pub fn unit(&mut self) -> f32 {
+        (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32
+    }
+
+    /// A number in [0, n) (0 when `n` is 0).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n.max(1) as u64) as usize
+    }
+
+    /// One of `items`, which must not be empty.
+    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        &items[self.below(items.len())]
+    }
+}
+
+/// The lines `r` gives (a child's stdout), read on a thread of their own and
+/// received in order; the channel ends with the stream (or a read error).
+pub fn line_channel(r: impl std::io::Read + Send + 'static) -> std::sync::mpsc::Receiver<String> {
+    use std::io::BufRead;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(r).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// Whether `child` exits within `within`, checked every `poll` (it is left
+/// running when it does not).
+pub fn exited_within(
+    child: &mut std::process::Child,
+    within: std::time::Duration,
+    poll: std::time::Duration,
+) -> bool {
+    let start = std::time::Instant::now();
+    while start.elapsed() < within {
+        if child.try_wait().unwrap().is_some() {
+            return true;
+        }
+        std::thread::sleep(poll);
+    }
+    false
+}
+
+/// A child with piped stdin and stdout whose output lines are read on a thread
+/// ([`line_channel`]), such as `claw mcp` or `claw memory watch --json`; killed
+/// when dropped.
+pub struct LineChild {
+    pub child: std::process::Child,
+    /// Its stdin, until taken to close it.
+    pub stdin: Option<std::process::ChildStdin>,
+    /// Its stdout, line by line.
+    pub lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl LineChild {
+    /// Spawn `cmd` (its stderr as set on it) with stdin and stdout piped.
+    pub fn spawn(cmd: &mut Command) -> LineChild {
+        use std::process::Stdio;
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn the child");
+        let lines = line_channel(child.stdout.take().unwrap());
+        LineChild {
+            stdin: child.stdin.take(),
+            child,
+            lines,
+        }
+    }
+
+    /// Write `line` and a newline to its stdin.
+    pub fn send(&mut self, line: &str) {
+        use std::io::Write;
+        let stdin = self.stdin.as_mut().expect("stdin is open");
+        stdin.write_all(line.as_bytes()).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// The next line satisfying `pred` within `limit`, as JSON (other lines are
+    /// skipped); `what` names it in the failure.
+    #[track_caller]
+    pub fn wait_json(
+        &self,
+        what: &str,
+        limit: std::time::Duration,
+        pred: impl Fn(&serde_json::Value) -> bool,
+    ) -> serde_json::Value {
+        let end = std::time::Instant::now() + limit;
+        loop {
+            let left = end.saturating_duration_since(std::time::Instant::now());
+            let line = self
+                .lines
+                .recv_timeout(left)
+                .unwrap_or_else(|e| panic!("no {what} within {limit:?}: {e}"));
+            let v: serde_json::Value =
+                serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+            if pred(&v) {
+                return v;
+            }
+        }
+    }
+}
+
+impl Drop for LineChild {
+    fn drop(&mut self) {
+        drop(self.stdin.take());
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The permission bits (`mode & 0o777`) of the file at `path`.
+#[track_caller]
+pub fn file_mode(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .permissions()
+        .mode()
+        & 0o777
 }

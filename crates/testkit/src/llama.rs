@@ -14,6 +14,13 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+/// The config of a real small-model run: a short answer in a small window, and
+/// side-effect tools need a confirmation that never comes (no terminal), so
+/// nonsense arguments can never write or run anything; file tools are jailed.
+pub const SMALL_MODEL_CONFIG: &str = r#"{"agent": {"max_tokens": 256, "context_window": 4096, "max_iterations": 6,
+                       "confirm_side_effects": true, "jail_to_workspace": true},
+            "agents": {"max_subagents": 0}}"#;
+
 /// A running server; stopping it releases the machine-wide lock.
 pub struct LlamaServer {
     pid: i32,

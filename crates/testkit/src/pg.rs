@@ -41,6 +41,16 @@ impl TestSchema {
         Some(TestSchema { url, name })
     }
 
+    /// A fresh schema ([`TestSchema::new`]), a temporary directory, and in it the
+    /// config file selecting the schema with the namespace `team`
+    /// ([`TestSchema::claw_config`]).
+    pub fn with_team_config(tag: &str) -> Option<(TestSchema, tempfile::TempDir, PathBuf)> {
+        let pgs = TestSchema::new(tag)?;
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = pgs.claw_config(dir.path(), "team");
+        Some((pgs, dir, cfg))
+    }
+
     /// A client whose `search_path` is this schema.
     pub fn client(&self) -> postgres::Client {
         let mut c = postgres::Client::connect(&self.url, postgres::NoTls).unwrap();

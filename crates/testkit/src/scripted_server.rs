@@ -265,6 +265,16 @@ impl ScriptedServer {
             .to_string()
     }
 
+    /// The tool results the model received in the last request, in order.
+    pub fn last_tool_results(&self) -> Vec<String> {
+        let reqs = self.requests();
+        let last = &reqs.last().expect("no request yet").json;
+        tool_contents(last)
+            .into_iter()
+            .map(str::to_string)
+            .collect()
+    }
+
     /// Replies not served yet.
     pub fn remaining(&self) -> usize {
         self.lock().script.len()
@@ -595,4 +605,20 @@ pub mod anthropic {
             json!({"type": "error", "error": {"type": kind, "message": message}}),
         )
     }
+}
+
+/// The text of each tool result (`role: tool` message) in an OpenAI-style
+/// request, in order; panics on one without text content.
+pub fn tool_contents(request: &Value) -> Vec<&str> {
+    request["messages"]
+        .as_array()
+        .expect("the request has messages")
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| {
+            m["content"]
+                .as_str()
+                .unwrap_or_else(|| panic!("a tool result without text: {m}"))
+        })
+        .collect()
 }

@@ -500,28 +500,27 @@ mod tests {
         );
     }
 
-    #[test]
-    fn truncated_stream_is_retryable_error() {
-        let (r, _) = run(&[r#"{"choices":[{"index":0,"delta":{"content":"a"}}]}"#]);
-        assert!(matches!(
+    /// Whether `r` is a stream error worth retrying.
+    fn retryable_stream_error<T>(r: &Result<T, AttemptError>) -> bool {
+        matches!(
             r,
             Err(AttemptError::Stream {
                 retryable: true,
                 ..
             })
-        ));
+        )
+    }
+
+    #[test]
+    fn truncated_stream_is_retryable_error() {
+        let (r, _) = run(&[r#"{"choices":[{"index":0,"delta":{"content":"a"}}]}"#]);
+        assert!(retryable_stream_error(&r));
     }
 
     #[test]
     fn error_in_stream() {
         let (r, _) = run(&[r#"{"error":{"message":"boom","type":"server_error"}}"#]);
-        assert!(matches!(
-            r,
-            Err(AttemptError::Stream {
-                retryable: true,
-                ..
-            })
-        ));
+        assert!(retryable_stream_error(&r));
         let (r, _) = run(&[
             r#"{"error":{"code":400,"message":"the request exceeds the available context size","type":"exceed_context_size_error"}}"#,
         ]);

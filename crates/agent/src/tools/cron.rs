@@ -112,10 +112,7 @@ impl CronOutcome {
 }
 
 fn invalid(message: impl Into<String>) -> ToolError {
-    ToolError::InvalidArguments {
-        tool: "cron".into(),
-        message: message.into(),
-    }
+    ToolError::invalid("cron", message)
 }
 
 fn store_error(path: &std::path::Path, e: claw_schedule::StoreError) -> ToolError {

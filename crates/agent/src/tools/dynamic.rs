@@ -54,18 +54,7 @@ pub fn prepare(
     raw: &str,
     confirm: bool,
 ) -> Result<(Prepared, Gate), ToolError> {
-    let raw = if raw.trim().is_empty() { "{}" } else { raw };
-    let arguments: serde_json::Value =
-        serde_json::from_str(raw).map_err(|e| ToolError::InvalidJson {
-            tool: name.to_string(),
-            message: e.to_string(),
-        })?;
-    if !arguments.is_object() {
-        return Err(ToolError::InvalidArguments {
-            tool: name.to_string(),
-            message: "the arguments must be a JSON object".into(),
-        });
-    }
+    let arguments = super::parse_object(name, raw)?;
     let gate = if confirm && !read_only {
         Gate::Confirm(Grant::External(name.to_string()))
     } else {

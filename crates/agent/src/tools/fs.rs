@@ -150,10 +150,10 @@ pub fn read_file_in(jail: &Jail, args: &ReadFileArgs) -> ToolResult {
         end = total;
     }
     if total > 0 && start > total {
-        return Err(ToolError::InvalidArguments {
-            tool: "read_file".into(),
-            message: format!("start_line {start} is past the end of {shown} ({total} lines)"),
-        });
+        return Err(ToolError::invalid(
+            "read_file",
+            format!("start_line {start} is past the end of {shown} ({total} lines)"),
+        ));
     }
     if text.ends_with('\n') {
         text.pop();
@@ -177,15 +177,15 @@ pub fn write_file(ctx: &ToolContext, args: &WriteFileArgs) -> ToolResult {
 /// and written through that descriptor.
 pub fn write_file_in(jail: &Jail, args: &WriteFileArgs) -> ToolResult {
     if args.content.len() > MAX_WRITE_BYTES {
-        return Err(ToolError::InvalidArguments {
-            tool: "write_file".into(),
-            message: format!(
+        return Err(ToolError::invalid(
+            "write_file",
+            format!(
                 "`content` is {} bytes, over the limit of {MAX_WRITE_BYTES} bytes (4 MiB) one \
                  write_file may write; nothing was written. Write less, or split the content \
                  over several files",
                 args.content.len()
             ),
-        });
+        ));
     }
     let (opened, created) = jail.open_write(&args.path)?;
     let mut file = opened.handle;
@@ -209,10 +209,10 @@ pub fn edit_file(ctx: &ToolContext, args: &EditFileArgs) -> ToolResult {
 /// read and rewritten through that descriptor.
 pub fn edit_file_in(jail: &Jail, args: &EditFileArgs) -> ToolResult {
     if args.old_text.is_empty() {
-        return Err(ToolError::InvalidArguments {
-            tool: "edit_file".into(),
-            message: "old_text must not be empty (use write_file to create a file)".into(),
-        });
+        return Err(ToolError::invalid(
+            "edit_file",
+            "old_text must not be empty (use write_file to create a file)",
+        ));
     }
     let (opened, size) = jail.open_edit(&args.path)?;
     let shown = opened.shown;
@@ -449,6 +449,18 @@ mod tests {
         ToolContext::new(dir)
     }
 
+    /// `edit_file` of `path`: `old` becomes `new`.
+    fn edit_in(c: &ToolContext, path: &str, old: &str, new: &str) -> ToolResult {
+        edit_file(
+            c,
+            &EditFileArgs {
+                path: path.into(),
+                old_text: old.into(),
+                new_text: new.into(),
+            },
+        )
+    }
+
     #[test]
     fn read_window_and_continuation() {
         let dir = tempfile::tempdir().unwrap();
@@ -560,16 +572,7 @@ mod tests {
         )
         .unwrap();
         let c = ctx(dir.path());
-        let edit = |old: &str, new: &str| {
-            edit_file(
-                &c,
-                &EditFileArgs {
-                    path: "f.rs".into(),
-                    old_text: old.into(),
-                    new_text: new.into(),
-                },
-            )
-        };
+        let edit = |old: &str, new: &str| edit_in(&c, "f.rs", old, new);
         let before = std::fs::read_to_string(&p).unwrap();
         let err = edit("let x = 1;", "let x = 2;").unwrap_err();
         assert_eq!(
@@ -657,16 +660,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("f.txt");
         let c = ctx(dir.path());
-        let edit = |old: &str, new: &str| {
-            edit_file(
-                &c,
-                &EditFileArgs {
-                    path: "f.txt".into(),
-                    old_text: old.into(),
-                    new_text: new.into(),
-                },
-            )
-        };
+        let edit = |old: &str, new: &str| edit_in(&c, "f.txt", old, new);
         // Ten bytes under the cap; growing it by exactly ten is fine.
         let body = format!("MARK\n{}", "a".repeat(MAX_WRITE_BYTES - 15));
         std::fs::write(&p, &body).unwrap();

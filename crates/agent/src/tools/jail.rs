@@ -33,7 +33,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path, PathBuf};
 
-use super::policy::display_path;
+use super::policy::{display_path, join_model_path};
 use super::{ToolContext, ToolError};
 use claw_memory_api::beneath::{self, Beneath, BeneathError, Resolver};
 
@@ -166,24 +166,8 @@ impl Jail {
     /// Validates `raw` and returns (path to open, shown path). Jailed: the path
     /// relative to the workspace root; free: the absolute path.
     fn target(&self, raw: &str) -> Result<(PathBuf, String), ToolError> {
-        if raw.trim().is_empty() {
-            return Err(ToolError::InvalidArguments {
-                tool: String::new(),
-                message: "`path` must not be empty".into(),
-            });
-        }
-        if raw.contains('\0') {
-            return Err(ToolError::InvalidArguments {
-                tool: String::new(),
-                message: "`path` contains a NUL byte".into(),
-            });
-        }
+        let joined = join_model_path(&self.workspace, raw)?;
         let given = Path::new(raw);
-        let joined = if given.is_absolute() {
-            given.to_path_buf()
-        } else {
-            self.workspace.join(given)
-        };
         let shown = display_path(&self.workspace, &joined);
         let Some(b) = &self.beneath else {
             return Ok((joined, shown));
@@ -402,29 +386,20 @@ fn fd_path(fd: libc::c_int, shown: &str) -> Result<PathBuf, ToolError> {
 
 /// An I/O error as the model sees it.
 pub fn io_error(shown: &str, e: io::Error) -> ToolError {
-    match (e.kind(), e.raw_os_error()) {
-        (io::ErrorKind::NotFound, _) => ToolError::NotFound {
+    if e.kind() == io::ErrorKind::NotFound {
+        return ToolError::NotFound {
             path: shown.to_string(),
-        },
-        (_, Some(libc::EISDIR)) => ToolError::Io {
-            path: shown.to_string(),
-            message: "is a directory".into(),
-        },
-        (_, Some(libc::ENOTDIR)) => ToolError::Io {
-            path: shown.to_string(),
-            message: "a component of the path is not a directory".into(),
-        },
-        (_, Some(libc::ELOOP)) => ToolError::Io {
-            path: shown.to_string(),
-            message: "too many levels of symbolic links (a symlink loop?)".into(),
-        },
-        (_, Some(libc::ENXIO)) => ToolError::Io {
-            path: shown.to_string(),
-            message: "is not a regular file (device, FIFO or socket)".into(),
-        },
-        _ => ToolError::Io {
-            path: shown.to_string(),
-            message: e.to_string(),
-        },
+        };
+    }
+    let message = match e.raw_os_error() {
+        Some(libc::EISDIR) => "is a directory".into(),
+        Some(libc::ENOTDIR) => "a component of the path is not a directory".into(),
+        Some(libc::ELOOP) => "too many levels of symbolic links (a symlink loop?)".into(),
+        Some(libc::ENXIO) => "is not a regular file (device, FIFO or socket)".into(),
+        _ => e.to_string(),
+    };
+    ToolError::Io {
+        path: shown.to_string(),
+        message,
     }
 }

@@ -244,10 +244,10 @@ where
 /// `memory_search`.
 pub async fn search(ctx: &ToolContext, args: MemorySearchArgs) -> ToolResult {
     if args.query.trim().is_empty() {
-        return Err(ToolError::InvalidArguments {
-            tool: "memory_search".into(),
-            message: "`query` must not be empty".into(),
-        });
+        return Err(ToolError::invalid(
+            "memory_search",
+            "`query` must not be empty",
+        ));
     }
     let b = backend(ctx)?;
     let req = args.to_request();

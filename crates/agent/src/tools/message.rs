@@ -32,16 +32,10 @@ pub struct MessageArgs {
 /// Send it.
 pub async fn run(ctx: &ToolContext, args: &MessageArgs) -> ToolResult {
     let Some(m) = ctx.messenger.as_ref() else {
-        return Err(ToolError::InvalidArguments {
-            tool: "message".into(),
-            message: "no chat channel is running".into(),
-        });
+        return Err(ToolError::invalid("message", "no chat channel is running"));
     };
     if args.text.trim().is_empty() {
-        return Err(ToolError::InvalidArguments {
-            tool: "message".into(),
-            message: "text is empty".into(),
-        });
+        return Err(ToolError::invalid("message", "text is empty"));
     }
     match m.send(&args.channel, &args.chat_id, &args.text).await {
         Ok(parts) => Ok(ToolOutput::MessageSent {
@@ -49,10 +43,7 @@ pub async fn run(ctx: &ToolContext, args: &MessageArgs) -> ToolResult {
             chat_id: args.chat_id.clone(),
             parts,
         }),
-        Err(message) => Err(ToolError::InvalidArguments {
-            tool: "message".into(),
-            message,
-        }),
+        Err(message) => Err(ToolError::invalid("message", message)),
     }
 }
 

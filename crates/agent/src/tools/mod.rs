@@ -364,6 +364,15 @@ fn render_no_match(path: &str, closest: &Option<ClosestMatch>) -> String {
 }
 
 impl ToolError {
+    /// [`ToolError::InvalidArguments`] for `tool` (empty: filled in by the
+    /// registry with the name of the tool that was called).
+    pub fn invalid(tool: &str, message: impl Into<String>) -> ToolError {
+        ToolError::InvalidArguments {
+            tool: tool.to_string(),
+            message: message.into(),
+        }
+    }
+
     /// Text shown to the model.
     pub fn render(&self) -> String {
         format!("Error: {self}")
@@ -401,6 +410,13 @@ pub fn render_for_model(result: &ToolResult) -> (String, bool) {
 /// Parses a model's raw JSON arguments into a tool's typed arguments. An empty
 /// string counts as `{}` (some models send nothing for argument-less calls).
 pub fn parse_args<T: DeserializeOwned>(tool: &str, raw: &str) -> Result<T, ToolError> {
+    let value = parse_object(tool, raw)?;
+    serde_json::from_value(value).map_err(|e| ToolError::invalid(tool, e.to_string()))
+}
+
+/// Parses a model's raw JSON arguments, which must be a JSON object; an empty
+/// string counts as `{}`.
+pub fn parse_object(tool: &str, raw: &str) -> Result<serde_json::Value, ToolError> {
     let raw = if raw.trim().is_empty() { "{}" } else { raw };
     let value: serde_json::Value =
         serde_json::from_str(raw).map_err(|e| ToolError::InvalidJson {
@@ -408,15 +424,12 @@ pub fn parse_args<T: DeserializeOwned>(tool: &str, raw: &str) -> Result<T, ToolE
             message: e.to_string(),
         })?;
     if !value.is_object() {
-        return Err(ToolError::InvalidArguments {
-            tool: tool.to_string(),
-            message: "the arguments must be a JSON object".into(),
-        });
+        return Err(ToolError::invalid(
+            tool,
+            "the arguments must be a JSON object",
+        ));
     }
-    serde_json::from_value(value).map_err(|e| ToolError::InvalidArguments {
-        tool: tool.to_string(),
-        message: e.to_string(),
-    })
+    Ok(value)
 }
 
 /// Offers the configured tools to the driver, checks a call against the policy and runs it.

@@ -163,24 +163,7 @@ pub fn is_memory_note(path: &str) -> bool {
 /// appended, which must not contain `..`) and must lie inside the canonical
 /// workspace, otherwise [`ToolError::OutsideWorkspace`].
 pub fn resolve_path(workspace: &Path, jail: bool, raw: &str) -> Result<PathBuf, ToolError> {
-    if raw.trim().is_empty() {
-        return Err(ToolError::InvalidArguments {
-            tool: String::new(),
-            message: "`path` must not be empty".into(),
-        });
-    }
-    if raw.contains('\0') {
-        return Err(ToolError::InvalidArguments {
-            tool: String::new(),
-            message: "`path` contains a NUL byte".into(),
-        });
-    }
-    let given = Path::new(raw);
-    let joined = if given.is_absolute() {
-        given.to_path_buf()
-    } else {
-        workspace.join(given)
-    };
+    let joined = join_model_path(workspace, raw)?;
     if !jail {
         return Ok(joined);
     }
@@ -200,6 +183,18 @@ pub fn resolve_path(workspace: &Path, jail: bool, raw: &str) -> Result<PathBuf, 
             workspace: root.display().to_string(),
         })
     }
+}
+
+/// Checks a path given by the model (not empty, no NUL byte) and takes a
+/// relative one from `workspace`; nothing is resolved on the file system.
+pub(crate) fn join_model_path(workspace: &Path, raw: &str) -> Result<PathBuf, ToolError> {
+    if raw.trim().is_empty() {
+        return Err(ToolError::invalid("", "`path` must not be empty"));
+    }
+    if raw.contains('\0') {
+        return Err(ToolError::invalid("", "`path` contains a NUL byte"));
+    }
+    Ok(workspace.join(raw))
 }
 
 /// Canonicalises `path`; when it does not exist, canonicalises the nearest
@@ -290,19 +285,14 @@ mod tests {
 
     #[test]
     fn hosts_are_per_host_and_port() {
-        assert_eq!(
-            host_of("https://EXAMPLE.org/a?b").as_deref(),
-            Some("example.org")
-        );
-        assert_eq!(
-            host_of("http://example.org:8080/").as_deref(),
-            Some("example.org:8080")
-        );
-        assert_eq!(
-            host_of("http://127.0.0.1:80/").as_deref(),
-            Some("127.0.0.1")
-        );
-        assert_eq!(host_of("not a url"), None);
+        for (url, host) in [
+            ("https://EXAMPLE.org/a?b", Some("example.org")),
+            ("http://example.org:8080/", Some("example.org:8080")),
+            ("http://127.0.0.1:80/", Some("127.0.0.1")),
+            ("not a url", None),
+        ] {
+            assert_eq!(host_of(url).as_deref(), host, "{url}");
+        }
         let g = gate(&inv("web_fetch", r#"{"url":"nonsense"}"#), true, false);
         assert_eq!(g, Gate::Free, "the tool refuses an unparsable URL itself");
         let mut grants = Grants::default();
@@ -382,31 +372,21 @@ mod tests {
 
     #[test]
     fn jail_refuses_symlink_escape() {
-        let dir = tempfile::tempdir().unwrap();
-        let ws = dir.path().join("ws");
-        let outside = dir.path().join("outside");
-        std::fs::create_dir_all(&ws).unwrap();
-        std::fs::create_dir_all(&outside).unwrap();
+        let (_dir, [ws, outside]) = claw_testkit::temp_dirs(["ws", "outside"]);
         std::fs::write(outside.join("secret.txt"), "s").unwrap();
         std::os::unix::fs::symlink(&outside, ws.join("link")).unwrap();
-        assert!(matches!(
-            resolve_path(&ws, true, "link/secret.txt"),
-            Err(ToolError::OutsideWorkspace { .. })
-        ));
-        assert!(matches!(
-            resolve_path(&ws, true, "link/new-file.txt"),
-            Err(ToolError::OutsideWorkspace { .. })
-        ));
+        let refused = |raw: &str| {
+            matches!(
+                resolve_path(&ws, true, raw),
+                Err(ToolError::OutsideWorkspace { .. })
+            )
+        };
+        assert!(refused("link/secret.txt"));
+        assert!(refused("link/new-file.txt"));
         assert!(resolve_path(&ws, false, "link/secret.txt").is_ok());
         // A dangling symlink (its target outside) is refused, not appended to.
         std::os::unix::fs::symlink(outside.join("new"), ws.join("dangling")).unwrap();
-        assert!(matches!(
-            resolve_path(&ws, true, "dangling"),
-            Err(ToolError::OutsideWorkspace { .. })
-        ));
-        assert!(matches!(
-            resolve_path(&ws, true, "dangling/x"),
-            Err(ToolError::OutsideWorkspace { .. })
-        ));
+        assert!(refused("dangling"));
+        assert!(refused("dangling/x"));
     }
 }

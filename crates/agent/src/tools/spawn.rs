@@ -39,16 +39,13 @@ pub type SharedSpawner = Arc<dyn Spawner>;
 
 pub fn run(ctx: &ToolContext, args: SpawnArgs) -> Result<ToolOutput, ToolError> {
     let Some(spawner) = &ctx.spawner else {
-        return Err(ToolError::InvalidArguments {
-            tool: "spawn".into(),
-            message: "sub-agents are not available here".into(),
-        });
+        return Err(ToolError::invalid(
+            "spawn",
+            "sub-agents are not available here",
+        ));
     };
     if args.task.trim().is_empty() {
-        return Err(ToolError::InvalidArguments {
-            tool: "spawn".into(),
-            message: "`task` is empty".into(),
-        });
+        return Err(ToolError::invalid("spawn", "`task` is empty"));
     }
     spawner
         .spawn(args)

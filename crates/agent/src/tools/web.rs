@@ -475,16 +475,16 @@ pub async fn search(
     args: &WebSearchArgs,
 ) -> ToolResult {
     let Some(key) = ctx.brave_api_key.as_deref() else {
-        return Err(ToolError::InvalidArguments {
-            tool: "web_search".into(),
-            message: "web search is not configured (no Brave API key)".into(),
-        });
+        return Err(ToolError::invalid(
+            "web_search",
+            "web search is not configured (no Brave API key)",
+        ));
     };
     if args.query.trim().is_empty() {
-        return Err(ToolError::InvalidArguments {
-            tool: "web_search".into(),
-            message: "`query` must not be empty".into(),
-        });
+        return Err(ToolError::invalid(
+            "web_search",
+            "`query` must not be empty",
+        ));
     }
     let count = args
         .count

@@ -6,8 +6,8 @@
 use claw_testkit::scripted_server;
 
 use claw_agent::core::TurnEnd;
-use claw_agent::driver::{Driver, DriverOptions, Ui};
-use claw_agent::provider::{Api, Profile, ProviderChain, RetryPolicy};
+use claw_agent::driver::{Driver, Ui};
+use claw_agent::provider::ProviderChain;
 use claw_agent::session;
 use claw_agent::tools::{ToolContext, ToolRegistry};
 use scripted_server::{Reply, ScriptedServer, Step, openai};
@@ -45,25 +45,6 @@ impl Ui for RecordingUi {
     }
 }
 
-fn options(ws: &Path) -> DriverOptions {
-    crate::common::driver_options(ws, "test:driver")
-}
-
-fn chain(server: &ScriptedServer) -> ProviderChain {
-    ProviderChain::new(
-        vec![Profile {
-            name: "scripted".into(),
-            api: Api::OpenAi,
-            base_url: server.url(),
-            model: "scripted-model".into(),
-            api_key: None,
-            context_window: 32_000,
-        }],
-        RetryPolicy::default(),
-    )
-    .unwrap()
-}
-
 async fn driver(
     ws: &Path,
     server: &ScriptedServer,
@@ -72,14 +53,7 @@ async fn driver(
 ) -> Driver<ProviderChain, ToolRegistry> {
     let mut ctx = ToolContext::new(ws);
     ctx.confirm_side_effects = confirm;
-    Driver::open(
-        options(ws),
-        Arc::new(chain(server)),
-        Arc::new(ToolRegistry::new(ctx)),
-        ui,
-    )
-    .await
-    .unwrap()
+    crate::common::open_driver(ws, "test:driver", server, ctx, ui).await
 }
 
 #[tokio::test]

@@ -8,8 +8,8 @@
 use claw_testkit::route_server::{Route, RouteServer};
 use claw_testkit::scripted_server::{ScriptedServer, openai};
 
-use claw_agent::driver::{ConfirmRequest, Driver, DriverOptions, Ui};
-use claw_agent::provider::{Api, Profile, ProviderChain, RetryPolicy};
+use claw_agent::driver::{ConfirmRequest, Driver, Ui};
+use claw_agent::provider::ProviderChain;
 use claw_agent::tools::{Answer, Grant, ToolContext, ToolId, ToolRegistry};
 use serde_json::json;
 use std::collections::VecDeque;
@@ -54,10 +54,6 @@ impl Ui for ScriptedUi {
     }
 }
 
-fn options(ws: &Path) -> DriverOptions {
-    crate::common::driver_options(ws, "test:confirm")
-}
-
 async fn driver(
     ws: &Path,
     server: &ScriptedServer,
@@ -68,26 +64,7 @@ async fn driver(
     ctx.confirm_side_effects = true;
     // The local web server stands in for an internet host.
     ctx.net.allow_private = true;
-    let chain = ProviderChain::new(
-        vec![Profile {
-            name: "scripted".into(),
-            api: Api::OpenAi,
-            base_url: server.url(),
-            model: "scripted-model".into(),
-            api_key: None,
-            context_window: 32_000,
-        }],
-        RetryPolicy::default(),
-    )
-    .unwrap();
-    Driver::open(
-        options(ws),
-        Arc::new(chain),
-        Arc::new(ToolRegistry::new(ctx)),
-        ui,
-    )
-    .await
-    .unwrap()
+    crate::common::open_driver(ws, "test:confirm", server, ctx, ui).await
 }
 
 #[tokio::test]

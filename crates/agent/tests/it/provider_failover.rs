@@ -48,6 +48,15 @@ fn recorder() -> (Sleeper, Arc<Mutex<Vec<Duration>>>) {
     (s, log)
 }
 
+/// The chain of `profiles` under [`policy`], its sleeps recorded ([`recorder`]).
+fn recorded_chain(profiles: Vec<Profile>) -> (ProviderChain, Arc<Mutex<Vec<Duration>>>) {
+    let (sleeper, delays) = recorder();
+    let c = ProviderChain::new(profiles, policy())
+        .unwrap()
+        .with_sleeper(sleeper);
+    (c, delays)
+}
+
 fn request() -> ChatRequest {
     ChatRequest {
         system: "sys".into(),
@@ -76,6 +85,24 @@ async fn run(c: &ProviderChain) -> (Result<ChatResponse, ProviderError>, Vec<Str
     (r, drain(&mut rx))
 }
 
+/// `c.complete` on a task of its own: the token that cancels it, its deltas and
+/// the task.
+fn spawn_complete(
+    c: &Arc<ProviderChain>,
+) -> (
+    CancellationToken,
+    UnboundedReceiver<StreamDelta>,
+    tokio::task::JoinHandle<Result<ChatResponse, ProviderError>>,
+) {
+    let cancel = CancellationToken::new();
+    let (tx, rx) = unbounded_channel();
+    let task = {
+        let (c, cancel) = (c.clone(), cancel.clone());
+        tokio::spawn(async move { c.complete(&request(), &tx, &cancel).await })
+    };
+    (cancel, rx, task)
+}
+
 fn retries(d: &[StreamDelta]) -> Vec<(u32, String)> {
     d.iter()
         .filter_map(|d| match d {
@@ -91,10 +118,7 @@ async fn rate_limited_with_retry_after_seconds_then_success() {
         openai::error(429, "Rate limit reached", None).header("retry-after", "2"),
         openai::text(&["ok"]),
     ]);
-    let (sleeper, delays) = recorder();
-    let c = ProviderChain::new(vec![profile("a", Api::OpenAi, &server.url())], policy())
-        .unwrap()
-        .with_sleeper(sleeper);
+    let (c, delays) = recorded_chain(vec![profile("a", Api::OpenAi, &server.url())]);
     let (r, d) = run(&c).await;
     assert_eq!(r.unwrap().text, "ok");
     assert_eq!(
@@ -124,10 +148,7 @@ async fn retry_after_http_date_is_honoured() {
         anthropic::error(429, "rate_limit_error", "slow down").header("retry-after", &date),
         anthropic::text(&["ok"]),
     ]);
-    let (sleeper, delays) = recorder();
-    let c = ProviderChain::new(vec![profile("a", Api::Anthropic, &server.url())], policy())
-        .unwrap()
-        .with_sleeper(sleeper);
+    let (c, delays) = recorded_chain(vec![profile("a", Api::Anthropic, &server.url())]);
     assert_eq!(run(&c).await.0.unwrap().text, "ok");
     let d = delays.lock().unwrap().clone();
     assert_eq!(d.len(), 1);
@@ -144,10 +165,7 @@ async fn server_errors_twice_then_success_with_growing_backoff() {
         Reply::text(503, "upstream unavailable"),
         openai::text(&["third time"]),
     ]);
-    let (sleeper, delays) = recorder();
-    let c = ProviderChain::new(vec![profile("a", Api::OpenAi, &server.url())], policy())
-        .unwrap()
-        .with_sleeper(sleeper);
+    let (c, delays) = recorded_chain(vec![profile("a", Api::OpenAi, &server.url())]);
     let (r, d) = run(&c).await;
     let r = r.unwrap();
     assert_eq!(r.text, "third time");
@@ -173,16 +191,10 @@ async fn server_errors_twice_then_success_with_growing_backoff() {
 async fn unauthorized_profile_fails_over_and_cools_down() {
     let a = ScriptedServer::start([openai::error(401, "Incorrect API key provided", None)]);
     let b = ScriptedServer::start([anthropic::text(&["from b"]), anthropic::text(&["again b"])]);
-    let (sleeper, delays) = recorder();
-    let c = ProviderChain::new(
-        vec![
-            profile("a", Api::OpenAi, &a.url()),
-            profile("b", Api::Anthropic, &b.url()),
-        ],
-        policy(),
-    )
-    .unwrap()
-    .with_sleeper(sleeper);
+    let (c, delays) = recorded_chain(vec![
+        profile("a", Api::OpenAi, &a.url()),
+        profile("b", Api::Anthropic, &b.url()),
+    ]);
     let (r, d) = run(&c).await;
     let r = r.unwrap();
     assert_eq!(r.text, "from b");
@@ -217,16 +229,10 @@ async fn all_profiles_failing_reports_what_was_tried() {
         "permission_error",
         "key lacks access",
     )]);
-    let (sleeper, delays) = recorder();
-    let c = ProviderChain::new(
-        vec![
-            profile("a", Api::OpenAi, &a.url()),
-            profile("b", Api::Anthropic, &b.url()),
-        ],
-        policy(),
-    )
-    .unwrap()
-    .with_sleeper(sleeper);
+    let (c, delays) = recorded_chain(vec![
+        profile("a", Api::OpenAi, &a.url()),
+        profile("b", Api::Anthropic, &b.url()),
+    ]);
     let (r, _) = run(&c).await;
     let err = r.unwrap_err();
     let ProviderError::AllFailed { attempts } = &err else {
@@ -283,16 +289,10 @@ async fn overlong_retry_after_moves_to_next_profile_without_waiting() {
     let a =
         ScriptedServer::start([openai::error(429, "quota", None).header("retry-after", "3600")]);
     let b = ScriptedServer::start([openai::text(&["b answers"])]);
-    let (sleeper, delays) = recorder();
-    let c = ProviderChain::new(
-        vec![
-            profile("a", Api::OpenAi, &a.url()),
-            profile("b", Api::OpenAi, &b.url()),
-        ],
-        policy(),
-    )
-    .unwrap()
-    .with_sleeper(sleeper);
+    let (c, delays) = recorded_chain(vec![
+        profile("a", Api::OpenAi, &a.url()),
+        profile("b", Api::OpenAi, &b.url()),
+    ]);
     assert_eq!(run(&c).await.0.unwrap().text, "b answers");
     assert!(delays.lock().unwrap().is_empty());
     assert!(
@@ -332,16 +332,10 @@ async fn connection_refused_is_retried_then_fails_over() {
         format!("http://{}", l.local_addr().unwrap())
     };
     let b = ScriptedServer::start([openai::text(&["alive"])]);
-    let (sleeper, delays) = recorder();
-    let c = ProviderChain::new(
-        vec![
-            profile("dead", Api::OpenAi, &dead),
-            profile("b", Api::OpenAi, &b.url()),
-        ],
-        policy(),
-    )
-    .unwrap()
-    .with_sleeper(sleeper);
+    let (c, delays) = recorded_chain(vec![
+        profile("dead", Api::OpenAi, &dead),
+        profile("b", Api::OpenAi, &b.url()),
+    ]);
     let (r, d) = run(&c).await;
     assert_eq!(r.unwrap().text, "alive");
     assert_eq!(
@@ -376,12 +370,7 @@ async fn cancel_mid_stream_returns_promptly() {
         let server = ScriptedServer::start([Reply::sse(steps)]);
         let c =
             Arc::new(ProviderChain::new(vec![profile("a", api, &server.url())], policy()).unwrap());
-        let cancel = CancellationToken::new();
-        let (tx, mut rx) = unbounded_channel();
-        let task = {
-            let (c, cancel) = (c.clone(), cancel.clone());
-            tokio::spawn(async move { c.complete(&request(), &tx, &cancel).await })
-        };
+        let (cancel, mut rx, task) = spawn_complete(&c);
         let first = tokio::time::timeout(Duration::from_secs(10), rx.recv())
             .await
             .expect("first delta within 10 s");
@@ -406,12 +395,7 @@ async fn cancel_during_backoff_returns_promptly() {
     let c = Arc::new(
         ProviderChain::new(vec![profile("a", Api::OpenAi, &server.url())], policy()).unwrap(),
     );
-    let cancel = CancellationToken::new();
-    let (tx, mut rx) = unbounded_channel();
-    let task = {
-        let (c, cancel) = (c.clone(), cancel.clone());
-        tokio::spawn(async move { c.complete(&request(), &tx, &cancel).await })
-    };
+    let (cancel, mut rx, task) = spawn_complete(&c);
     let notice = tokio::time::timeout(Duration::from_secs(10), rx.recv())
         .await
         .expect("retry notice within 10 s");

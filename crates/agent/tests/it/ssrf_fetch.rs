@@ -24,19 +24,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use claw_agent::message::ToolCall;
+use crate::common::{fetch, fetch_call, page};
 use claw_agent::tools::netguard::{self, GuardError, HostResolver, NetPolicy};
 use claw_agent::tools::{ToolContext, ToolError, ToolOutput, ToolRegistry};
 use reqwest::Url;
 use ssrf_support::{Route, RouteServer};
-
-fn fetch_call(url: &str) -> ToolCall {
-    ToolCall {
-        id: "w".into(),
-        name: "web_fetch".into(),
-        arguments: serde_json::json!({ "url": url }).to_string(),
-    }
-}
 
 fn registry(net: NetPolicy) -> ToolRegistry {
     let mut ctx = ToolContext::new(std::env::temp_dir());
@@ -304,16 +296,7 @@ async fn redirect_to_loopback_is_refused_at_the_hop() {
     });
 
     // The allowed server works, redirects within it included.
-    let out = reg
-        .dispatch(&fetch_call(&public.url("/rel")))
-        .await
-        .unwrap();
-    let ToolOutput::WebPage {
-        final_url, title, ..
-    } = out
-    else {
-        panic!("{out:?}")
-    };
+    let (final_url, title) = page(fetch(&reg, &public.url("/rel")).await.unwrap());
     assert_eq!(final_url, public.url("/page"));
     assert_eq!(title.as_deref(), Some("PUBLIC PAGE"));
 
@@ -396,14 +379,9 @@ impl HostResolver for Rebinding {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn dns_rebinding_cannot_switch_the_address() {
-    let public = RouteServer::start("127.0.0.1:0");
-    let inner = RouteServer::start(&format!("127.0.0.2:{}", public.port()));
-    public.route("/page", Route::Page("PUBLIC PAGE".into()));
-    public.route("/again", Route::Redirect(302, "/page".into()));
-    inner.route("/page", Route::Page("INTERNAL".into()));
-    inner.route("/again", Route::Page("INTERNAL".into()));
+/// A fresh [`Rebinding`] resolver and a registry that uses it, with `public`'s
+/// address taken as public.
+fn rebinding_registry(public: &RouteServer) -> (Arc<Rebinding>, ToolRegistry) {
     let resolver = Arc::new(Rebinding {
         calls: AtomicUsize::new(0),
     });
@@ -412,6 +390,18 @@ async fn dns_rebinding_cannot_switch_the_address() {
         resolver: resolver.clone(),
         ..NetPolicy::default()
     });
+    (resolver, reg)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dns_rebinding_cannot_switch_the_address() {
+    let public = RouteServer::start("127.0.0.1:0");
+    let inner = RouteServer::start(&format!("127.0.0.2:{}", public.port()));
+    public.route("/page", Route::Page("PUBLIC PAGE".into()));
+    public.route("/again", Route::Redirect(302, "/page".into()));
+    inner.route("/page", Route::Page("INTERNAL".into()));
+    inner.route("/again", Route::Page("INTERNAL".into()));
+    let (resolver, reg) = rebinding_registry(&public);
     let url = format!("http://rebind.test:{}/page", public.port());
     let out = reg.dispatch(&fetch_call(&url)).await.unwrap();
     let ToolOutput::WebPage { title, .. } = out else {
@@ -427,14 +417,7 @@ async fn dns_rebinding_cannot_switch_the_address() {
     // A redirect back to the same name is looked up again for the hop, and the
     // new (rebinding) answer is refused before any connection.
     let url = format!("http://rebind.test:{}/again", public.port());
-    let resolver = Arc::new(Rebinding {
-        calls: AtomicUsize::new(0),
-    });
-    let reg = registry(NetPolicy {
-        assume_public: vec![public.addr()],
-        resolver: resolver.clone(),
-        ..NetPolicy::default()
-    });
+    let (resolver, reg) = rebinding_registry(&public);
     let err = reg.dispatch(&fetch_call(&url)).await.unwrap_err();
     assert!(
         err.render()

@@ -15,6 +15,15 @@ fn call(name: &str, args: serde_json::Value) -> ToolCall {
     }
 }
 
+/// `edit_file` of notes/deep/new/todo.md: `old` becomes `new`.
+async fn edit_todo(reg: &ToolRegistry, old: &str, new: &str) -> Result<ToolOutput, ToolError> {
+    reg.dispatch(&call(
+        "edit_file",
+        serde_json::json!({"path": "notes/deep/new/todo.md", "old_text": old, "new_text": new}),
+    ))
+    .await
+}
+
 fn jailed(ws: &Path) -> ToolRegistry {
     let mut ctx = ToolContext::new(ws);
     ctx.jail = true;
@@ -128,13 +137,7 @@ async fn write_edit_read_round_trip_inside_the_jail() {
     let file = ws.join("notes/deep/new/todo.md");
 
     // Ambiguous: refused, untouched.
-    let err = reg
-        .dispatch(&call(
-            "edit_file",
-            serde_json::json!({"path": "notes/deep/new/todo.md", "old_text": "- a", "new_text": "- c"}),
-        ))
-        .await
-        .unwrap_err();
+    let err = edit_todo(&reg, "- a", "- c").await.unwrap_err();
     assert!(err.render().contains("occurs 2 times"), "{}", err.render());
     assert_eq!(
         std::fs::read_to_string(&file).unwrap(),
@@ -142,13 +145,7 @@ async fn write_edit_read_round_trip_inside_the_jail() {
     );
 
     // No match: the closest line is shown, untouched.
-    let err = reg
-        .dispatch(&call(
-            "edit_file",
-            serde_json::json!({"path": "notes/deep/new/todo.md", "old_text": "# TODO", "new_text": "x"}),
-        ))
-        .await
-        .unwrap_err();
+    let err = edit_todo(&reg, "# TODO", "x").await.unwrap_err();
     let ToolError::EditNoMatch {
         closest: Some(m), ..
     } = &err
@@ -163,12 +160,7 @@ async fn write_edit_read_round_trip_inside_the_jail() {
     );
 
     // Unique: applied.
-    reg.dispatch(&call(
-        "edit_file",
-        serde_json::json!({"path": "notes/deep/new/todo.md", "old_text": "- b\n", "new_text": "- B\n- C\n"}),
-    ))
-    .await
-    .unwrap();
+    edit_todo(&reg, "- b\n", "- B\n- C\n").await.unwrap();
     let out = reg
         .dispatch(&call(
             "read_file",

@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::common::{fetch, fetch_call, page};
 use claw_agent::message::ToolCall;
 use claw_agent::tools::{ToolContext, ToolError, ToolOutput, ToolRegistry, render_for_model};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -140,14 +141,6 @@ async fn start() -> Server {
     Server { addr, seen }
 }
 
-fn fetch_call(url: &str) -> ToolCall {
-    ToolCall {
-        id: "w".into(),
-        name: "web_fetch".into(),
-        arguments: serde_json::json!({ "url": url }).to_string(),
-    }
-}
-
 fn registry() -> ToolRegistry {
     let mut ctx = ToolContext::new(std::env::temp_dir());
     ctx.fetch_timeout = Duration::from_millis(800);
@@ -191,28 +184,17 @@ async fn html_page_becomes_readable_text() {
 async fn json_text_and_redirects() {
     let server = start().await;
     let reg = registry();
-    let json = reg
-        .dispatch(&fetch_call(&server.url("/data.json")))
+    let json = fetch(&reg, &server.url("/data.json"))
         .await
         .unwrap()
         .render();
     assert!(json.contains("\"name\": \"claw\""), "{json}");
-    let text = reg
-        .dispatch(&fetch_call(&server.url("/notes.txt")))
+    let text = fetch(&reg, &server.url("/notes.txt"))
         .await
         .unwrap()
         .render();
     assert!(text.ends_with("line one\n  line two\n"), "{text}");
-    let out = reg
-        .dispatch(&fetch_call(&server.url("/redirect")))
-        .await
-        .unwrap();
-    let ToolOutput::WebPage {
-        final_url, title, ..
-    } = out
-    else {
-        panic!()
-    };
+    let (final_url, title) = page(fetch(&reg, &server.url("/redirect")).await.unwrap());
     assert_eq!(final_url, server.url("/page"));
     assert_eq!(title.as_deref(), Some("Claw Test Page"));
 }

@@ -280,20 +280,14 @@ pub fn run_search(settings: &Settings, args: SearchArgs) -> anyhow::Result<Exit>
     let mut service = Memory::open(settings.mem.clone()).map_err(|e| report(e, ""))?;
     service.set_lock_holder("claw memory search (sync)");
     let req = SearchRequest {
-        query: args.query,
         limit: args.limit,
         min_score: args.min_score,
         mode: args.mode.0,
         source: SourceFilter::parse(&args.source),
         explain: args.explain,
-        mmr: true,
-        keyword_norm: Default::default(),
+        ..SearchRequest::new(args.query)
     };
-    let policy = if args.no_sync {
-        SyncPolicy::Skip
-    } else {
-        SyncPolicy::DEFAULT
-    };
+    let policy = SyncPolicy::skip_if(args.no_sync);
     let result = service.search(&req, policy);
     if let Some(err) = service.embedder_error()
         && output == Output::Text

@@ -15,24 +15,9 @@
 use claw_memory::config::MemorySettings;
 use claw_memory::search::engine::{Mode, SearchRequest, search};
 use claw_memory::store::Store;
+use claw_testkit::Rng;
 use std::path::Path;
 use std::time::{Duration, Instant};
-
-/// A tiny deterministic generator (xorshift), so the hostile set is the same on every run.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
-    }
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[(self.next() % items.len() as u64) as usize]
-    }
-}
 
 fn hostile_set() -> Vec<(&'static str, String)> {
     let mut out: Vec<(&'static str, String)> = Vec::new();
@@ -156,7 +141,7 @@ fn hostile_set() -> Vec<(&'static str, String)> {
         "东京塔",
     ];
     for _ in 0..60 {
-        let n = 1 + (rng.next() % 2_000) as usize;
+        let n = 1 + (rng.next_u64() % 2_000) as usize;
         let q: String = (0..n).map(|_| *rng.pick(&atoms)).collect();
         out.push(("random mix", q));
     }

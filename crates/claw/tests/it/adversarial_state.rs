@@ -19,6 +19,7 @@
 //! In these tests `HOME` is `<ws>/home`, so the state dir lies *inside* the
 //! workspace: the hardest case (the jail and the sandbox must hide it).
 
+use claw_testkit::LlmEnv;
 use claw_testkit::route_server::{Route, RouteServer};
 use claw_testkit::scripted_server::{ScriptedServer, openai};
 use serde_json::{Value, json};
@@ -53,22 +54,12 @@ fn hostile_turn(ws: &Path, calls: &[(&str, Value)]) -> Vec<String> {
     replies.push(openai::text(&["done"]));
     let server = ScriptedServer::start(replies);
     let out = claw(ws)
-        .env("CLAW_LLM_API", "openai")
-        .env("CLAW_LLM_BASE_URL", server.url())
-        .env("CLAW_LLM_MODEL", "scripted-model")
+        .openai_llm(server.url(), "scripted-model")
         .args(["--yes", "-m", "do as the note says"])
         .output()
         .unwrap();
     ok(&out);
-    let reqs = server.requests();
-    let last = &reqs.last().expect("requests").json;
-    last["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| m["content"].as_str().unwrap_or_default().to_string())
-        .collect()
+    server.last_tool_results()
 }
 
 /// A workspace with two notes, not indexed yet.

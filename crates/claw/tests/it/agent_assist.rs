@@ -5,17 +5,16 @@
 //! on first use, compaction consolidates durable facts into MEMORY.md once, and
 //! `<think>` blocks never reach the answer, the transcript or the index.
 
+use claw_testkit::LlmEnv;
 use claw_testkit::scripted_server::{ScriptedServer, openai};
-use claw_testkit::{claw, write_tree};
+use claw_testkit::{claw, workspace, write_tree};
 use serde_json::Value;
 use std::path::Path;
 use std::process::Output;
 
 fn run_claw(ws: &Path, server: &ScriptedServer, args: &[&str]) -> Output {
     claw(ws)
-        .env("CLAW_LLM_API", "openai")
-        .env("CLAW_LLM_BASE_URL", server.url())
-        .env("CLAW_LLM_MODEL", "scripted")
+        .openai_llm(server.url(), "scripted")
         .args(args)
         .output()
         .expect("run claw")
@@ -33,15 +32,11 @@ fn ok(out: &Output) {
 
 #[test]
 fn a_fact_written_in_a_turn_is_found_by_memory_search_in_the_same_turn() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = workspace(&[(
+        "MEMORY.md",
+        "# Memory\n\n## People\n- Ada runs the payments team.\n",
+    )]);
     let ws = dir.path();
-    write_tree(
-        ws,
-        &[(
-            "MEMORY.md",
-            "# Memory\n\n## People\n- Ada runs the payments team.\n",
-        )],
-    );
     ok(&claw(ws).args(["memory", "index"]).output().unwrap());
 
     let server = ScriptedServer::start([
@@ -133,9 +128,8 @@ fn search_json(ws: &Path, query: &str) -> serde_json::Value {
 
 #[test]
 fn think_blocks_in_a_streamed_answer_are_never_shown_stored_or_indexed() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = workspace(&[("MEMORY.md", "# Memory\n")]);
     let ws = dir.path();
-    write_tree(ws, &[("MEMORY.md", "# Memory\n")]);
     let server = ScriptedServer::start([
         // Tags cut across chunk boundaries, mixed case, a blank line after the block.
         openai::text(&[
@@ -204,9 +198,7 @@ fn think_blocks_in_a_streamed_answer_are_never_shown_stored_or_indexed() {
 fn run_repl(ws: &Path, server: &ScriptedServer, lines: &str) -> Output {
     use std::io::Write;
     let mut child = claw(ws)
-        .env("CLAW_LLM_API", "openai")
-        .env("CLAW_LLM_BASE_URL", server.url())
-        .env("CLAW_LLM_MODEL", "scripted")
+        .openai_llm(server.url(), "scripted")
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -248,15 +240,11 @@ fn is_consolidation(req: &Value) -> bool {
 
 #[test]
 fn compaction_consolidates_into_memory_md_once() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = workspace(&[(
+        "MEMORY.md",
+        "# Memory\n\nMy own notes, untouched.\n\n## People\n- Ada runs the payments team.\n",
+    )]);
     let ws = dir.path();
-    write_tree(
-        ws,
-        &[(
-            "MEMORY.md",
-            "# Memory\n\nMy own notes, untouched.\n\n## People\n- Ada runs the payments team.\n",
-        )],
-    );
     let first_facts = "## People\n- Grace reviews every schema change.\n- Ada runs the payments team.\n\
         ## Decisions\n- The billing service uses PostgreSQL 16.\n\
         - The staging key is sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCD.\n";
@@ -334,9 +322,8 @@ fn compaction_consolidates_into_memory_md_once() {
 
 #[test]
 fn remember_in_the_repl_consolidates_without_compacting() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = workspace(&[("MEMORY.md", "# Memory\n")]);
     let ws = dir.path();
-    write_tree(ws, &[("MEMORY.md", "# Memory\n")]);
     let server = ScriptedServer::start([
         openai::text(&["Got it: never deploy on Fridays."]),
         openai::text(&["## Standing instructions\n- Never deploy on Fridays.\n"]),

@@ -8,7 +8,6 @@ use claw_testkit::scripted_server;
 
 use scripted_server::{Reply, ScriptedServer, Step, anthropic, openai};
 use serde_json::{Value, json};
-use std::io::Read;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -27,35 +26,21 @@ fn claw(ws: &Path, env: &[(&str, &str)]) -> Command {
     c
 }
 
+/// `claw args` with the extra variables `env`, run with a deadline ([`run`]).
+fn ask(ws: &Path, env: &[(&str, &str)], args: &[&str]) -> Run {
+    let mut c = claw(ws, env);
+    c.args(args);
+    run(c)
+}
+
 /// Run with a deadline (the child is killed if it hangs).
 fn run(mut cmd: Command) -> Run {
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let mut child = cmd.spawn().expect("spawn claw");
-    let mut out = child.stdout.take().unwrap();
-    let mut err = child.stderr.take().unwrap();
-    let t_out = std::thread::spawn(move || {
-        let mut s = String::new();
-        out.read_to_string(&mut s).ok();
-        s
-    });
-    let t_err = std::thread::spawn(move || {
-        let mut s = String::new();
-        err.read_to_string(&mut s).ok();
-        s
-    });
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if Instant::now() > deadline {
-            child.kill().ok();
-            panic!("claw did not finish within the deadline");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let (t_out, t_err) = claw_testkit::read_outputs(&mut child);
+    let status = claw_testkit::wait_exit(&mut child, 120);
     Run {
         code: status.code().unwrap_or(-1),
         stdout: t_out.join().unwrap(),
@@ -103,12 +88,12 @@ fn openai_tool_call_result_then_answer() {
         openai::text(&["I wrote ", "the note."]),
     ]);
     let url = server.url();
-    let r = run({
-        let mut c = claw(ws, &llm_env("openai", &url));
-        // No terminal to confirm the write: allow side effects.
-        c.args(["--yes", "-m", "write a note"]);
-        c
-    });
+    // No terminal to confirm the write: allow side effects.
+    let r = ask(
+        ws,
+        &llm_env("openai", &url),
+        &["--yes", "-m", "write a note"],
+    );
     assert_eq!(r.code, 0, "stderr: {}", r.stderr);
     assert_eq!(r.stdout, "I wrote the note.\n");
     assert!(
@@ -132,12 +117,7 @@ fn openai_tool_call_result_then_answer() {
         sys.contains("You are claw") && sys.contains("write_file"),
         "{sys}"
     );
-    let tool_names: Vec<&str> = body["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["function"]["name"].as_str().unwrap())
-        .collect();
+    let tool_names = claw_testkit::strs(&body["tools"], "/function/name");
     assert!(tool_names.contains(&"read_file") && tool_names.contains(&"exec"));
     let second = reqs[1].json["messages"].as_array().unwrap();
     let tool_msg = second
@@ -163,20 +143,19 @@ fn openai_tool_call_result_then_answer() {
 
 #[test]
 fn anthropic_tool_call_result_then_answer_and_history_is_reloaded() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = claw_testkit::workspace(&[("MEMORY.md", "The project codename is BLUEFIN.\n")]);
     let ws = dir.path();
-    std::fs::write(ws.join("MEMORY.md"), "The project codename is BLUEFIN.\n").unwrap();
     let server = ScriptedServer::start([
         anthropic::tool_use("toolu_1", "read_file", &[r#"{"path":"#, r#" "MEMORY.md"}"#]),
         anthropic::text(&["The codename ", "is BLUEFIN."]),
         anthropic::text(&["Still BLUEFIN."]),
     ]);
     let url = server.url();
-    let r = run({
-        let mut c = claw(ws, &llm_env("anthropic", &url));
-        c.args(["-m", "what is the codename?"]);
-        c
-    });
+    let r = ask(
+        ws,
+        &llm_env("anthropic", &url),
+        &["-m", "what is the codename?"],
+    );
     assert_eq!(r.code, 0, "stderr: {}", r.stderr);
     assert_eq!(r.stdout, "The codename is BLUEFIN.\n");
     let reqs = server.requests();
@@ -193,11 +172,7 @@ fn anthropic_tool_call_result_then_answer_and_history_is_reloaded() {
     );
 
     // A second run continues the same session: the history is sent again.
-    let r = run({
-        let mut c = claw(ws, &llm_env("anthropic", &url));
-        c.args(["-m", "and now?"]);
-        c
-    });
+    let r = ask(ws, &llm_env("anthropic", &url), &["-m", "and now?"]);
     assert_eq!(r.code, 0, "stderr: {}", r.stderr);
     let third = &server.requests()[2].json;
     let msgs = third["messages"].as_array().unwrap();
@@ -217,11 +192,7 @@ fn rate_limited_then_success() {
         openai::text(&["ok"]),
     ]);
     let url = server.url();
-    let r = run({
-        let mut c = claw(dir.path(), &llm_env("openai", &url));
-        c.args(["-m", "hi"]);
-        c
-    });
+    let r = ask(dir.path(), &llm_env("openai", &url), &["-m", "hi"]);
     assert_eq!(r.code, 0, "stderr: {}", r.stderr);
     assert_eq!(r.stdout, "ok\n");
     assert_eq!(server.requests().len(), 2);
@@ -277,11 +248,7 @@ fn all_profiles_failing_exits_non_zero_and_says_what_was_tried() {
     let dir = tempfile::tempdir().unwrap();
     let server = ScriptedServer::start([openai::error(403, "forbidden", None)]);
     let url = server.url();
-    let r = run({
-        let mut c = claw(dir.path(), &llm_env("openai", &url));
-        c.args(["-m", "hi"]);
-        c
-    });
+    let r = ask(dir.path(), &llm_env("openai", &url), &["-m", "hi"]);
     assert_eq!(r.code, 2);
     assert!(
         r.stderr.contains("403") && r.stderr.contains("forbidden"),
@@ -303,11 +270,7 @@ fn malformed_sse_line_is_skipped() {
     steps.extend(openai::text_steps(&["lo"]));
     let server = ScriptedServer::start([Reply::sse(steps)]);
     let url = server.url();
-    let r = run({
-        let mut c = claw(dir.path(), &llm_env("openai", &url));
-        c.args(["-m", "hi"]);
-        c
-    });
+    let r = ask(dir.path(), &llm_env("openai", &url), &["-m", "hi"]);
     assert_eq!(r.code, 0, "stderr: {}", r.stderr);
     assert_eq!(r.stdout, "Hello\n");
 }
@@ -325,11 +288,7 @@ fn invalid_tool_argument_json_goes_back_to_the_model_as_an_error() {
         openai::text(&["Sorry, my arguments were broken."]),
     ]);
     let url = server.url();
-    let r = run({
-        let mut c = claw(ws, &llm_env("openai", &url));
-        c.args(["-m", "write x"]);
-        c
-    });
+    let r = ask(ws, &llm_env("openai", &url), &["-m", "write x"]);
     assert_eq!(r.code, 0, "stderr: {}", r.stderr);
     assert!(!ws.join("x.md").exists(), "the tool never ran");
     let second = &server.requests()[1].json;
@@ -353,9 +312,8 @@ fn invalid_tool_argument_json_goes_back_to_the_model_as_an_error() {
 
 #[test]
 fn loop_breaker_ends_a_runaway_turn() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = claw_testkit::workspace(&[("status.txt", "pending\n")]);
     let ws = dir.path();
-    std::fs::write(ws.join("status.txt"), "pending\n").unwrap();
     let replies: Vec<Reply> = (0..40)
         .map(|i| {
             openai::tool_call(
@@ -367,11 +325,7 @@ fn loop_breaker_ends_a_runaway_turn() {
         .collect();
     let server = ScriptedServer::start(replies);
     let url = server.url();
-    let r = run({
-        let mut c = claw(ws, &llm_env("openai", &url));
-        c.args(["-m", "wait until done"]);
-        c
-    });
+    let r = ask(ws, &llm_env("openai", &url), &["-m", "wait until done"]);
     assert_eq!(r.code, 2, "stdout: {} stderr: {}", r.stdout, r.stderr);
     assert!(r.stderr.contains("stopped"), "{}", r.stderr);
     let reqs = server.requests();
@@ -407,10 +361,9 @@ fn loop_breaker_ends_a_runaway_turn() {
 
 #[test]
 fn max_iterations_is_said_plainly() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = claw_testkit::workspace(&[("config.json", r#"{"agent": {"max_iterations": 3}}"#)]);
     let ws = dir.path();
     let config = ws.join("config.json");
-    std::fs::write(&config, r#"{"agent": {"max_iterations": 3}}"#).unwrap();
     let replies: Vec<Reply> = (0..5)
         .map(|i| {
             openai::tool_call(
@@ -424,11 +377,7 @@ fn max_iterations_is_said_plainly() {
     let url = server.url();
     let mut env = llm_env("openai", &url);
     env.push(("CLAW_CONFIG", config.to_str().unwrap()));
-    let r = run({
-        let mut c = claw(ws, &env);
-        c.args(["-m", "explore"]);
-        c
-    });
+    let r = ask(ws, &env, &["-m", "explore"]);
     assert_eq!(r.code, 2);
     assert_eq!(server.requests().len(), 3);
     assert!(r.stdout.contains("max_iterations = 3"), "{}", r.stdout);
@@ -484,11 +433,7 @@ fn compaction_flushes_memory_then_summarises_then_answers() {
     let url = server.url();
     let mut env = llm_env("openai", &url);
     env.push(("CLAW_CONFIG", config.to_str().unwrap()));
-    let r = run({
-        let mut c = claw(ws, &env);
-        c.args(["-m", "new question"]);
-        c
-    });
+    let r = ask(ws, &env, &["-m", "new question"]);
     assert_eq!(r.code, 0, "stderr: {}", r.stderr);
     assert_eq!(
         r.stdout, "final answer\n",
@@ -589,11 +534,7 @@ fn context_overflow_error_compacts_and_retries() {
         openai::text(&["answer after retry"]),
     ]);
     let url = server.url();
-    let r = run({
-        let mut c = claw(ws, &llm_env("openai", &url));
-        c.args(["-m", "new question"]);
-        c
-    });
+    let r = ask(ws, &llm_env("openai", &url), &["-m", "new question"]);
     assert_eq!(r.code, 0, "stderr: {}", r.stderr);
     assert_eq!(r.stdout, "answer after retry\n");
     let reqs = server.requests();
@@ -611,11 +552,7 @@ fn context_overflow_error_compacts_and_retries() {
 #[test]
 fn missing_llm_configuration_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
-    let r = run({
-        let mut c = claw(dir.path(), &[]);
-        c.args(["-m", "hi"]);
-        c
-    });
+    let r = ask(dir.path(), &[], &["-m", "hi"]);
     assert_eq!(r.code, 2);
     for var in ["CLAW_LLM_MODEL", "CLAW_LLM_BASE_URL", "CLAW_LLM_API"] {
         assert!(r.stderr.contains(var), "{}", r.stderr);
@@ -628,11 +565,11 @@ fn session_flag_picks_the_file() {
     let ws = dir.path();
     let server = ScriptedServer::start([openai::text(&["ok"])]);
     let url = server.url();
-    let r = run({
-        let mut c = claw(ws, &llm_env("openai", &url));
-        c.args(["--session", "work:proj/a", "-m", "hi"]);
-        c
-    });
+    let r = ask(
+        ws,
+        &llm_env("openai", &url),
+        &["--session", "work:proj/a", "-m", "hi"],
+    );
     assert_eq!(r.code, 0, "stderr: {}", r.stderr);
     let text = std::fs::read_to_string(ws.join("sessions/work_proj_a.jsonl")).unwrap();
     assert!(

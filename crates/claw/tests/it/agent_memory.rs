@@ -3,6 +3,7 @@
 //! results the model receives carry citations from the indexed workspace.
 
 use claw_testkit as support;
+use claw_testkit::LlmEnv;
 use claw_testkit::scripted_server;
 
 use scripted_server::{ScriptedServer, openai};
@@ -11,77 +12,71 @@ use support::claw_keyword_only as claw;
 
 #[test]
 fn memory_search_and_get_reach_the_model_with_citations() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = claw_testkit::workspace(&[
+        (
+            "MEMORY.md",
+            "# Memory\n\n## Travel\nThe quokka colony lives on Rottnest Island, a ferry ride from Fremantle.\n",
+        ),
+        (
+            "memory/2026-11-02.md",
+            "# Standup\nNothing about marsupials.\n",
+        ),
+    ]);
     let ws = dir.path();
-    claw_testkit::write_tree(
-        ws,
-        &[
-            (
-                "MEMORY.md",
-                "# Memory\n\n## Travel\nThe quokka colony lives on Rottnest Island, a ferry ride from Fremantle.\n",
-            ),
-            (
-                "memory/2026-11-02.md",
-                "# Standup\nNothing about marsupials.\n",
-            ),
-        ],
+    claw_testkit::index_keyword_only(ws);
+
+    let server = search_then_get(
+        "where does the quokka colony live",
+        "On Rottnest Island [MEMORY.md#L3-L4].",
     );
-    let out = claw(ws).args(["memory", "index"]).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    claw_testkit::run_ok(
+        claw(ws)
+            .openai_llm(server.url(), "scripted")
+            .args(["-m", "where do quokkas live?"]),
     );
 
-    let server = ScriptedServer::start([
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 3);
+    let tools = claw_testkit::strs(&reqs[0].json["tools"], "/function/name");
+    assert!(tools.contains(&"memory_search") && tools.contains(&"memory_get"));
+    assert_search_then_get(&server, "MEMORY.md#L", "Rottnest", "marsupials");
+}
+
+/// A model that calls `memory_search` for `query` (`call_1`), then `memory_get`
+/// of MEMORY.md from line 3, two lines (`call_2`), then answers `answer`.
+pub(crate) fn search_then_get(query: &str, answer: &str) -> ScriptedServer {
+    ScriptedServer::start([
         openai::tool_call(
             "call_1",
             "memory_search",
-            &[r#"{"query": "where does the quokka colony live"}"#],
+            &[&serde_json::json!({ "query": query }).to_string()],
         ),
         openai::tool_call(
             "call_2",
             "memory_get",
             &[r#"{"path": "MEMORY.md", "from": 3, "lines": 2}"#],
         ),
-        openai::text(&["On Rottnest Island [MEMORY.md#L3-L4]."]),
-    ]);
-    claw_testkit::run_ok(
-        claw(ws)
-            .env("CLAW_LLM_API", "openai")
-            .env("CLAW_LLM_BASE_URL", server.url())
-            .env("CLAW_LLM_MODEL", "scripted")
-            .args(["-m", "where do quokkas live?"]),
-    );
+        openai::text(&[answer]),
+    ])
+}
 
-    let reqs = server.requests();
-    assert_eq!(reqs.len(), 3);
-    let tools: Vec<String> = reqs[0].json["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["function"]["name"].as_str().unwrap().to_string())
-        .collect();
+/// What the model got in a turn of `memory_search` (`call_1`) then `memory_get`
+/// of MEMORY.md from line 3, two lines (`call_2`): the search cites `cited` and
+/// finds `found`, not the irrelevant `unrelated`; the get serves only the range.
+pub(crate) fn assert_search_then_get(
+    server: &ScriptedServer,
+    cited: &str,
+    found: &str,
+    unrelated: &str,
+) {
+    let search = server.tool_result(1, "call_1");
+    assert!(search.contains(cited), "{search}");
+    assert!(search.contains(found), "{search}");
     assert!(
-        tools.contains(&"memory_search".to_string()) && tools.contains(&"memory_get".to_string())
-    );
-    let tool_text = |req: usize, id: &str| -> String {
-        reqs[req].json["messages"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|m| m["role"] == "tool" && m["tool_call_id"] == id)
-            .map(|m| m["content"].as_str().unwrap().to_string())
-            .expect("tool result sent to the model")
-    };
-    let search = tool_text(1, "call_1");
-    assert!(search.contains("MEMORY.md#L"), "{search}");
-    assert!(search.contains("Rottnest"), "{search}");
-    assert!(
-        !search.contains("marsupials"),
+        !search.contains(unrelated),
         "irrelevant note ranked: {search}"
     );
-    let get = tool_text(2, "call_2");
+    let get = server.tool_result(2, "call_2");
     assert!(get.contains("Rottnest Island"), "{get}");
     assert!(!get.contains("# Memory"), "line range ignored: {get}");
 }

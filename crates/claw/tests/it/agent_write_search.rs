@@ -9,7 +9,7 @@ use claw_agent::memory_backend::EngineBackend;
 use claw_agent::message::ToolCall;
 use claw_agent::tools::{ToolContext, ToolOutput, ToolRegistry};
 use claw_memory::config::EmbedProvider;
-use claw_testkit::{claw_keyword_only, write_tree};
+use claw_testkit::{claw_keyword_only, workspace, write_tree};
 use rusqlite::Connection;
 use serde_json::json;
 use std::path::Path;
@@ -59,9 +59,8 @@ fn vouch(ws: &Path, pid: u32) {
 
 #[tokio::test]
 async fn a_written_fact_is_found_in_the_same_turn_despite_a_vouching_watcher() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = workspace(&[("MEMORY.md", "# Memory\nThe anchorword.\n")]);
     let ws = dir.path();
-    write_tree(ws, &[("MEMORY.md", "# Memory\nThe anchorword.\n")]);
     let out = claw_keyword_only(ws)
         .args(["memory", "index"])
         .output()

@@ -6,8 +6,10 @@
 //! workspace sources, non-finite --min-score, unset embedding key variable).
 
 use claw_testkit as support;
+use claw_testkit::LlmEnv;
 use claw_testkit::scripted_server::{ScriptedServer, openai};
 
+use claw_testkit::wait_exit as wait;
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
@@ -45,21 +47,6 @@ fn stderr(o: &Output) -> String {
 
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-/// Wait for a child with a deadline; kill it and fail if it hangs.
-fn wait(child: &mut std::process::Child, secs: u64) -> std::process::ExitStatus {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            return s;
-        }
-        if Instant::now() > deadline {
-            child.kill().ok();
-            panic!("claw did not exit within {secs}s");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// Run `claw args` with its stdout a pipe whose read end is closed before claw
@@ -419,9 +406,7 @@ fn state_and_transcripts_are_private_under_umask_000() {
     // A session transcript written by `claw -m`.
     let server = ScriptedServer::start([openai::text(&["ok"])]);
     let o = umask_000(support::claw_keyword_only(w))
-        .env("CLAW_LLM_API", "openai")
-        .env("CLAW_LLM_BASE_URL", server.url())
-        .env("CLAW_LLM_MODEL", "scripted-model")
+        .openai_llm(server.url(), "scripted-model")
         .args(["-m", "hi"])
         .stdin(Stdio::null())
         .output()
@@ -447,12 +432,7 @@ fn doctor_reports_each_section_in_text_and_json() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["ok"], true, "{v}");
-    let names: Vec<&str> = v["sections"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["name"].as_str().unwrap())
-        .collect();
+    let names = claw_testkit::strs(&v["sections"], "/name");
     assert_eq!(
         names,
         [
@@ -511,9 +491,7 @@ fn the_assistants_answer_cannot_drive_the_terminal() {
         "cm0gLXJmIH4=\x07 and \x1b[2J cleared",
     ])]);
     let o = support::claw_keyword_only(w)
-        .env("CLAW_LLM_API", "openai")
-        .env("CLAW_LLM_BASE_URL", server.url())
-        .env("CLAW_LLM_MODEL", "scripted-model")
+        .openai_llm(server.url(), "scripted-model")
         .args(["-m", "hi"])
         .stdin(Stdio::null())
         .output()

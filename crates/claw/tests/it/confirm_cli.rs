@@ -72,10 +72,12 @@ fn without_a_terminal_a_write_is_refused_and_yes_allows_it() {
 
 #[test]
 fn config_can_turn_confirmation_off() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = claw_testkit::workspace(&[(
+        "config.json",
+        r#"{"agent": {"confirm_side_effects": false}}"#,
+    )]);
     let ws = dir.path();
     let cfg = ws.join("config.json");
-    std::fs::write(&cfg, r#"{"agent": {"confirm_side_effects": false}}"#).unwrap();
     let (out, result) = write_turn(ws, &[], Some(&cfg));
     assert_eq!(
         out.status.code(),
@@ -99,9 +101,8 @@ fn config_can_turn_confirmation_off() {
 
 #[test]
 fn read_only_tools_run_without_yes() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = claw_testkit::workspace(&[("facts.md", "the sky is green\n")]);
     let ws = dir.path();
-    std::fs::write(ws.join("facts.md"), "the sky is green\n").unwrap();
     let llm = ScriptedServer::start([
         openai::tool_call("r1", "read_file", &[r#"{"path": "facts.md"}"#]),
         openai::tool_call("l1", "list_dir", &["{}"]),

@@ -46,15 +46,7 @@ fn snapshot(ws: &Path) -> (Files, Chunks) {
 
 fn index_to_completion(ws: &Path) -> Duration {
     let start = Instant::now();
-    let out = support::claw_keyword_only(ws)
-        .args(["memory", "index", "--json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "index failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    claw_testkit::index_keyword_only(ws);
     start.elapsed()
 }
 
@@ -98,10 +90,7 @@ fn garden(dest: &Path, limit: Option<usize>) {
 
 #[test]
 fn kill_9_at_random_points_never_corrupts_the_index() {
-    let points: usize = std::env::var("CLAW_CRASH_POINTS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(20);
+    let points: usize = claw_testkit::env_number("CLAW_CRASH_POINTS").unwrap_or(20);
     let limit = match std::env::var("CLAW_CRASH_FILES").ok().as_deref() {
         Some("all") => None,
         Some(n) => Some(n.parse().expect("CLAW_CRASH_FILES: a number or `all`")),
@@ -147,15 +136,7 @@ fn kill_9_at_random_points_never_corrupts_the_index() {
                 .stderr(Stdio::null())
                 .spawn()
                 .unwrap();
-            let start = Instant::now();
-            let mut finished = false;
-            while start.elapsed() < delay {
-                if child.try_wait().unwrap().is_some() {
-                    finished = true;
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(5));
-            }
+            let finished = support::exited_within(&mut child, delay, Duration::from_millis(5));
             if !finished {
                 child.kill().unwrap(); // SIGKILL
                 killed_mid_run += 1;

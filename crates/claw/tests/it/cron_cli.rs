@@ -3,6 +3,7 @@
 //! against the scripted LLM server, and the assistant's `cron` tool scheduling
 //! "tomorrow at 9" through `claw -m` (and refused without confirmation).
 
+use claw_testkit::LlmEnv;
 use claw_testkit::scripted_server::{ScriptedServer, openai};
 use serde_json::{Value, json};
 use std::path::Path;
@@ -279,9 +280,7 @@ fn run_now_answers_in_the_jobs_session() {
     let server = ScriptedServer::start([openai::text(&["Busy week: ", "three launches."])]);
     let r = run_cmd(
         claw(ws)
-            .env("CLAW_LLM_API", "openai")
-            .env("CLAW_LLM_BASE_URL", server.url())
-            .env("CLAW_LLM_MODEL", "scripted")
+            .openai_llm(server.url(), "scripted")
             .args(["cron", "run", &id]),
     );
     assert_eq!(r.code, 0, "{}", r.stderr);
@@ -317,9 +316,7 @@ fn the_assistant_schedules_a_reminder_with_the_cron_tool() {
     .to_string();
     let llm = |server: &ScriptedServer, yes: bool| {
         let mut c = claw(ws);
-        c.env("CLAW_LLM_API", "openai")
-            .env("CLAW_LLM_BASE_URL", server.url())
-            .env("CLAW_LLM_MODEL", "scripted")
+        c.openai_llm(server.url(), "scripted")
             .args(["-m", "remind me tomorrow at 9 to call the dentist"]);
         if yes {
             c.arg("--yes");
@@ -373,15 +370,13 @@ fn the_assistant_schedules_a_reminder_with_the_cron_tool() {
 
 #[test]
 fn list_shows_what_the_heartbeat_would_do() {
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path();
-    let config = ws.join("config.json");
-    std::fs::write(
-        &config,
+    let dir = claw_testkit::workspace(&[(
+        "config.json",
         r#"{"heartbeat": {"interval_minutes": 15,
             "active_hours": {"start": "08:00", "end": "22:00", "tz": "Europe/Berlin"}}}"#,
-    )
-    .unwrap();
+    )]);
+    let ws = dir.path();
+    let config = ws.join("config.json");
     std::fs::write(
         ws.join("HEARTBEAT.md"),
         "# Checks\n- [ ]\n- [ ] water the plants on Fridays\n<!-- nothing -->\n",

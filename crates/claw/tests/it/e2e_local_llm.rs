@@ -21,7 +21,6 @@
 //! ~/.cache/claw-local-llm-noamx).
 
 use serde_json::Value;
-use std::io::Read;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -48,11 +47,7 @@ struct Run {
 fn run_claw(ws: &Path, api: &str, relay: &Relay, budget: &Budget) -> Run {
     std::fs::write(
         ws.join("config.json"),
-        // Side-effect tools need a confirmation that never comes (no terminal), so
-        // nonsense arguments can never write or run anything; file tools are jailed.
-        r#"{"agent": {"max_tokens": 256, "context_window": 4096, "max_iterations": 6,
-                       "confirm_side_effects": true, "jail_to_workspace": true},
-            "agents": {"max_subagents": 0}}"#,
+        claw_testkit::llama::SMALL_MODEL_CONFIG,
     )
     .unwrap();
     let mut child = Command::new(claw_testkit::claw_bin())
@@ -72,18 +67,7 @@ fn run_claw(ws: &Path, api: &str, relay: &Relay, budget: &Budget) -> Run {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn claw");
-    let mut o = child.stdout.take().unwrap();
-    let mut e = child.stderr.take().unwrap();
-    let to = std::thread::spawn(move || {
-        let mut s = String::new();
-        o.read_to_string(&mut s).ok();
-        s
-    });
-    let te = std::thread::spawn(move || {
-        let mut s = String::new();
-        e.read_to_string(&mut s).ok();
-        s
-    });
+    let (to, te) = claw_testkit::read_outputs(&mut child);
     let status = loop {
         if let Some(s) = child.try_wait().unwrap() {
             break s;

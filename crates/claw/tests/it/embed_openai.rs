@@ -36,15 +36,11 @@ fn embeddings(vectors: &[[f32; 4]]) -> Reply {
 
 #[test]
 fn openai_compatible_embeddings_index_and_search() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = claw_testkit::workspace(&[
+        ("MEMORY.md", "The ferry to the island leaves at nine.\n"),
+        ("memory/cats.md", "Our cat sleeps on the radiator.\n"),
+    ]);
     let ws = dir.path();
-    claw_testkit::write_tree(
-        ws,
-        &[
-            ("MEMORY.md", "The ferry to the island leaves at nine.\n"),
-            ("memory/cats.md", "Our cat sleeps on the radiator.\n"),
-        ],
-    );
     // One request per file (MEMORY.md first), then one for the query.
     let server = ScriptedServer::start([
         embeddings(&[[1.0, 0.0, 0.0, 0.0]]),

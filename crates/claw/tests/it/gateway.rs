@@ -16,6 +16,7 @@
 use claw_gateway::client::{ChatEvent, Client};
 use claw_gateway::discovery::{self, GatewayInfo};
 use claw_gateway::token::Token;
+use claw_testkit::LlmEnv;
 use claw_testkit::echo_llm::{EchoLlm, answer_for, expected_pairs};
 use claw_testkit::gateway_http;
 use claw_testkit::gateway_proc::GatewayProc;
@@ -43,14 +44,20 @@ pub fn claw_env(ws: &Path, llm: Option<&str>, model: bool) -> Command {
     };
     c.env("TZ", "UTC");
     if let Some(url) = llm {
-        c.env("CLAW_LLM_API", "openai")
-            .env("CLAW_LLM_BASE_URL", url)
-            .env("CLAW_LLM_MODEL", "echo");
+        c.openai_llm(url, "echo");
     }
     if ws.join("config.json").is_file() {
         c.env("CLAW_CONFIG", ws.join("config.json"));
     }
     c
+}
+
+/// A fresh workspace, an instant one-piece echo LLM and the gateway over both.
+pub fn echo_gateway() -> (tempfile::TempDir, EchoLlm, Gateway) {
+    let dir = tempfile::tempdir().unwrap();
+    let llm = EchoLlm::start(Duration::ZERO, Duration::ZERO, 1);
+    let gw = Gateway::start(dir.path(), Some(&llm.url()));
+    (dir, llm, gw)
 }
 
 /// A running `claw gateway` (`claw_testkit::gateway_proc`) with its discovery
@@ -122,14 +129,11 @@ fn transcript_path(ws: &Path, key: &str) -> std::path::PathBuf {
 
 #[test]
 fn the_cli_through_the_gateway_prints_what_the_local_run_prints() {
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path();
-    std::fs::create_dir_all(ws.join("memory")).unwrap();
-    std::fs::write(
-        ws.join("memory/2026-11-02.md"),
+    let dir = claw_testkit::workspace(&[(
+        "memory/2026-11-02.md",
         "# Webhooks\n\nThe payment webhook retried forever because the handler timed out.\n",
-    )
-    .unwrap();
+    )]);
+    let ws = dir.path();
     let out = claw(ws, None).args(["memory", "index"]).output().unwrap();
     assert!(out.status.success());
     let llm = EchoLlm::start(Duration::ZERO, Duration::ZERO, 1);
@@ -358,13 +362,8 @@ fn sigterm_during_a_streaming_turn_finishes_it_and_exits_0() {
 
 #[test]
 fn sigterm_past_the_grace_period_cancels_the_turn_and_exits_0() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = claw_testkit::workspace(&[("config.json", r#"{"gateway": {"grace_seconds": 1}}"#)]);
     let ws = dir.path();
-    std::fs::write(
-        ws.join("config.json"),
-        r#"{"gateway": {"grace_seconds": 1}}"#,
-    )
-    .unwrap();
     // ~20 s of streaming: far past the 1 s grace period.
     let llm = EchoLlm::start(Duration::from_millis(50), Duration::from_secs(2), 10);
     let mut gw = Gateway::start(ws, Some(&llm.url()));
@@ -390,10 +389,8 @@ fn sigterm_past_the_grace_period_cancels_the_turn_and_exits_0() {
 
 #[test]
 fn kill_9_loses_no_answered_message_and_the_next_start_works() {
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, llm, mut gw) = echo_gateway();
     let ws = dir.path();
-    let llm = EchoLlm::start(Duration::ZERO, Duration::ZERO, 1);
-    let mut gw = Gateway::start(ws, Some(&llm.url()));
     let inputs: Vec<String> = (0..3).map(|i| format!("keep {i}")).collect();
     for i in &inputs {
         post_chat(&gw.client(), "durable", i);
@@ -457,9 +454,7 @@ pub fn real_model_turn(
     std::fs::write(ws.join("notes/today.md"), "- buy milk\n").unwrap();
     std::fs::write(
         ws.join("config.json"),
-        r#"{"agent": {"max_tokens": 256, "context_window": 4096, "max_iterations": 6,
-                       "confirm_side_effects": true, "jail_to_workspace": true},
-             "agents": {"max_subagents": 0}}"#,
+        claw_testkit::llama::SMALL_MODEL_CONFIG,
     )
     .unwrap();
     let url = relay.url();
@@ -526,10 +521,8 @@ pub fn real_model_turn(
 
 #[test]
 fn cron_jobs_run_in_the_gateway_and_deliver_their_answers() {
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, _llm, gw) = echo_gateway();
     let ws = dir.path();
-    let llm = EchoLlm::start(Duration::ZERO, Duration::ZERO, 1);
-    let gw = Gateway::start(ws, Some(&llm.url()));
     // Added while the gateway runs: it reads the jobs file without a restart.
     let out = claw(ws, None)
         .args([

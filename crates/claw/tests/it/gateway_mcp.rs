@@ -49,16 +49,11 @@ fn raw_status(port: u16, auth: Option<&str>) -> String {
 
 /// Runs the Python client against `url`; its JSON report.
 pub fn python_client(url: &str, token: &str, extra: &[&str]) -> Value {
-    let out = Command::new(mcp_peers::python())
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/gateway_mcp_client.py"))
-        .args([url, token, QUERY])
-        .args(extra)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "python client failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = claw_testkit::run_ok(
+        Command::new(mcp_peers::python())
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/gateway_mcp_client.py"))
+            .args([url, token, QUERY])
+            .args(extra),
     );
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(

@@ -3,12 +3,11 @@
 //! cancel endpoint the REPL's Ctrl-C uses, and `/stop`, are tested in-process in
 //! `claw-gateway`.)
 
-use super::gateway::{Gateway, claw};
-use claw_testkit::echo_llm::{EchoLlm, answer_for};
+use super::gateway::{claw, echo_gateway};
+use claw_testkit::echo_llm::answer_for;
 use std::io::Write;
 use std::path::Path;
 use std::process::Stdio;
-use std::time::Duration;
 
 /// (role, content) of a transcript's messages.
 fn messages(ws: &Path, key: &str) -> Vec<(String, String)> {
@@ -20,10 +19,8 @@ fn messages(ws: &Path, key: &str) -> Vec<(String, String)> {
 
 #[test]
 fn new_in_the_repl_starts_a_fresh_session_key() {
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, llm, _gw) = echo_gateway();
     let ws = dir.path();
-    let llm = EchoLlm::start(Duration::ZERO, Duration::ZERO, 1);
-    let _gw = Gateway::start(ws, Some(&llm.url()));
     let mut child = claw(ws, Some(&llm.url()))
         .args(["--session", "repl:new"])
         .stdin(Stdio::piped())

@@ -11,14 +11,7 @@ use sha2::{Digest, Sha256};
 use std::path::Path;
 
 fn index_json(cmd: &mut std::process::Command) -> Value {
-    let out = cmd.args(["memory", "index", "--json"]).output().unwrap();
-    assert!(
-        out.status.success(),
-        "index failed: {}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    support::run_json(cmd.args(["memory", "index", "--json"]))
 }
 
 fn db(ws: &Path) -> Connection {
@@ -244,15 +237,11 @@ fn model_change_rebuilds_and_keyword_only_says_so() {
 
 #[test]
 fn bad_input_is_skipped_and_counted_without_losing_anything() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = support::workspace(&[(
+        "MEMORY.md",
+        "# Memory\nThe quokka lives on Rottnest Island.\n",
+    )]);
     let ws = tmp.path();
-    support::write_tree(
-        ws,
-        &[(
-            "MEMORY.md",
-            "# Memory\nThe quokka lives on Rottnest Island.\n",
-        )],
-    );
     let r = index_json(&mut support::claw_keyword_only(ws));
     assert_eq!(r["files_changed"], 1);
 
@@ -315,9 +304,8 @@ fn bad_input_is_skipped_and_counted_without_losing_anything() {
 
 #[test]
 fn newer_schema_is_refused_with_exit_2() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = support::workspace(&[("MEMORY.md", "hello\n")]);
     let ws = tmp.path();
-    support::write_tree(ws, &[("MEMORY.md", "hello\n")]);
     index_json(&mut support::claw_keyword_only(ws));
     db(ws).pragma_update(None, "user_version", 999).unwrap();
     let out = support::claw_keyword_only(ws)
@@ -435,9 +423,8 @@ fn sources_add_list_remove() {
 
 #[test]
 fn a_second_writer_waits_then_says_who_holds_the_lock() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = support::workspace(&[("MEMORY.md", "# Memory\nThe wombat fact.\n")]);
     let ws = tmp.path();
-    support::write_tree(ws, &[("MEMORY.md", "# Memory\nThe wombat fact.\n")]);
     index_json(&mut support::claw_keyword_only(ws));
     support::write_tree(ws, &[("memory/new.md", "A note about echidnas.\n")]);
 

@@ -8,7 +8,6 @@
 use claw_testkit::scripted_server;
 
 use scripted_server::{ScriptedServer, openai};
-use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -62,15 +61,7 @@ fn script() -> ScriptedServer {
 
 /// The tool results the model received, in order.
 fn tool_results(server: &ScriptedServer) -> Vec<String> {
-    let reqs = server.requests();
-    let last: &Value = &reqs.last().expect("requests").json;
-    last["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| m["content"].as_str().unwrap().to_string())
-        .collect()
+    server.last_tool_results()
 }
 
 #[test]

@@ -19,15 +19,18 @@ fn run(ws: &Path, args: &[&str]) -> Output {
     support::claw_keyword_only(ws).args(args).output().unwrap()
 }
 
+/// The source called `name` in `memory sources --json` output.
+fn source_named<'a>(sources: &'a Value, name: &str) -> &'a Value {
+    sources
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == name)
+        .unwrap_or_else(|| panic!("no source {name} in {sources}"))
+}
+
 fn ok_json(ws: &Path, args: &[&str]) -> Value {
-    let out = run(ws, args);
-    assert!(
-        out.status.success(),
-        "{args:?} failed: {}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    support::run_json(support::claw_keyword_only(ws).args(args))
 }
 
 fn text(b: &[u8]) -> String {
@@ -160,12 +163,7 @@ fn links_out_of_a_source_are_skipped_counted_and_never_served() {
     let got = ok_json(&ws, &["memory", "get", "alias.md", "--json"]);
     assert!(got["text"].as_str().unwrap().contains("banana"), "{got}");
     let sources = ok_json(&ws, &["memory", "sources", "--json"]);
-    let notes_src = sources
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["name"] == "notes")
-        .unwrap();
+    let notes_src = source_named(&sources, "notes");
     assert_eq!(notes_src["follow_symlinks_outside"], false);
 }
 
@@ -266,11 +264,6 @@ fn follow_symlinks_outside_is_an_explicit_per_source_opt_in() {
         assert!(got["text"].as_str().unwrap().contains(SECRET), "{got}");
     }
     let sources = ok_json(&ws, &["memory", "sources", "--json"]);
-    let s = sources
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["name"] == "linked")
-        .unwrap();
+    let s = source_named(&sources, "linked");
     assert_eq!(s["follow_symlinks_outside"], true);
 }

@@ -5,6 +5,7 @@
 //! `readOnlyHint: true` needs confirmation like `write_file`, a server that
 //! does not start is a warning, not a failure; and `claw mcp list`.
 
+use claw_testkit::LlmEnv;
 use claw_testkit::mcp_peers;
 use claw_testkit::scripted_server::{ScriptedServer, openai};
 use serde_json::{Value, json};
@@ -42,11 +43,7 @@ fn tool_message<'a>(req: &'a Value, id: &str) -> &'a str {
 
 #[test]
 fn mcp_tools_round_trip_through_the_agent_loop() {
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path().join("ws");
-    let fs_root = dir.path().join("shared-files");
-    std::fs::create_dir_all(&ws).unwrap();
-    std::fs::create_dir_all(&fs_root).unwrap();
+    let (_dir, [ws, fs_root]) = claw_testkit::temp_dirs(["ws", "shared-files"]);
     std::fs::write(fs_root.join("plan.txt"), "launch on friday\n").unwrap();
     let cfg = config(&ws, &fs_root);
     let target = fs_root.join("new.txt").display().to_string();
@@ -70,9 +67,7 @@ fn mcp_tools_round_trip_through_the_agent_loop() {
         openai::text(&["done"]),
     ]);
     let out = claw(&ws, &cfg)
-        .env("CLAW_LLM_API", "openai")
-        .env("CLAW_LLM_BASE_URL", server.url())
-        .env("CLAW_LLM_MODEL", "scripted-model")
+        .openai_llm(server.url(), "scripted-model")
         .args(["-m", "use the tools"])
         .output()
         .unwrap();
@@ -117,9 +112,7 @@ fn mcp_tools_round_trip_through_the_agent_loop() {
 
 #[test]
 fn claw_mcp_list_shows_servers_state_and_tools() {
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path().join("ws");
-    std::fs::create_dir_all(&ws).unwrap();
+    let (dir, [ws]) = claw_testkit::temp_dirs(["ws"]);
     let cfg = config(&ws, dir.path());
     let out = claw(&ws, &cfg)
         .args(["mcp", "list", "--json"])

@@ -210,12 +210,7 @@ fn the_python_sdk_drives_claw_mcp_over_stdio() {
     assert_eq!(after["sync"]["status"], "synced", "{after}");
 
     // Resources: MEMORY.md and the day's note, readable; nothing else.
-    let uris: Vec<&str> = r["resources"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x["uri"].as_str().unwrap())
-        .collect();
+    let uris = claw_testkit::strs(&r["resources"], "/uri");
     assert_eq!(
         uris,
         ["memory://MEMORY.md", "memory://memory/2026-11-05.md"]
@@ -245,12 +240,7 @@ fn read_only_serves_no_append() {
     )
     .unwrap();
     let r = python_client(ws, &["readonly"]);
-    let names: Vec<&str> = r["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap())
-        .collect();
+    let names = claw_testkit::strs(&r["tools"], "/name");
     assert_eq!(names, ["memory_search", "memory_get", "memory_status"]);
     let e = &r["append_error"];
     assert_eq!(e["code"], -32602, "{e}");

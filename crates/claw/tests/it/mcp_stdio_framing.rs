@@ -5,61 +5,33 @@
 //! through the same raw client: at most 64 KiB per call (`-32602` over it), and
 //! never past `memory.max_file_bytes` (a tool error; nothing written).
 
-use claw_testkit::claw_keyword_only;
+use claw_testkit::{LineChild, claw_keyword_only};
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{Receiver, channel};
+use std::io::Write;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// `claw mcp` with its stdout read line by line on a thread.
 struct Server {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: Receiver<String>,
+    p: LineChild,
 }
 
 impl Server {
     fn start(ws: &std::path::Path) -> Server {
         let mut cmd: Command = claw_keyword_only(ws);
-        let mut child = cmd
-            .arg("mcp")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        cmd.arg("mcp").stderr(Stdio::null());
         Server {
-            stdin: child.stdin.take(),
-            child,
-            lines,
+            p: LineChild::spawn(&mut cmd),
         }
     }
 
     fn send(&mut self, line: &str) {
-        let stdin = self.stdin.as_mut().unwrap();
-        stdin.write_all(line.as_bytes()).unwrap();
-        stdin.write_all(b"\n").unwrap();
-        stdin.flush().unwrap();
+        self.p.send(line);
     }
 
     /// The next line the server writes, as JSON.
     fn reply(&self, within: Duration) -> Value {
-        let line = self
-            .lines
-            .recv_timeout(within)
-            .unwrap_or_else(|e| panic!("no reply within {within:?}: {e}"));
-        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
+        self.p.wait_json("reply", within, |_| true)
     }
 
     fn initialize(&mut self) {
@@ -94,7 +66,8 @@ impl Server {
 
     /// Peak resident memory (VmHWM), in KiB.
     fn peak_rss_kib(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        let status =
+            std::fs::read_to_string(format!("/proc/{}/status", self.p.child.id())).unwrap();
         status
             .lines()
             .find_map(|l| l.strip_prefix("VmHWM:"))
@@ -104,10 +77,10 @@ impl Server {
 
     /// Closes stdin; the server must exit on its own, successfully.
     fn finish(mut self) {
-        drop(self.stdin.take());
+        drop(self.p.stdin.take());
         let start = Instant::now();
         loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
+            if let Some(status) = self.p.child.try_wait().unwrap() {
                 assert!(status.success(), "claw mcp exited with {status}");
                 return;
             }
@@ -117,13 +90,6 @@ impl Server {
             );
             std::thread::sleep(Duration::from_millis(50));
         }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -173,7 +139,7 @@ fn a_20_mb_line_gets_an_error_within_seconds_and_the_server_goes_on() {
 
     // One request whose argument is 20 MB, written on its own thread (the
     // server answers before the line ends), then a normal request.
-    let mut stdin = s.stdin.take().unwrap();
+    let mut stdin = s.p.stdin.take().unwrap();
     let started = Instant::now();
     let writer = std::thread::spawn(move || {
         stdin
@@ -210,7 +176,7 @@ fn a_20_mb_line_gets_an_error_within_seconds_and_the_server_goes_on() {
         after["result"]["tools"].as_array().unwrap().len(),
         tools.len()
     );
-    s.stdin = Some(writer.join().unwrap());
+    s.p.stdin = Some(writer.join().unwrap());
     eprintln!(
         "20 MB line: error reply after {replied:?}, next request answered after {answered:?}"
     );

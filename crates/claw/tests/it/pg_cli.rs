@@ -227,12 +227,10 @@ fn run(ws: &Path, cfg: &Path, url: &str, args: &[&str]) -> (Option<i32>, String,
 
 #[test]
 fn get_serves_another_workspaces_file_from_the_shared_index() {
-    let Some(pgs) = TestSchema::new("cliget") else {
+    let Some((pgs, tmp, cfg)) = TestSchema::with_team_config("cliget") else {
         return;
     };
     let url = pgs.url.clone();
-    let tmp = tempfile::tempdir().unwrap();
-    let cfg = pgs.claw_config(tmp.path(), "team");
     let (wa, wb) = (tmp.path().join("a"), tmp.path().join("b"));
     // Long enough for several chunks (200 tokens, 32 of overlap), with a secret.
     let mut notes: String = (1..=40)

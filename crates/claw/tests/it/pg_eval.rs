@@ -53,12 +53,10 @@ fn eval_model(ws: &Path, url: &str, cfg: &Path, extra: &[&str]) -> Value {
 
 #[test]
 fn eval_on_postgres_matches_sqlite_and_drops_its_namespace() {
-    let Some(pgs) = TestSchema::new("pgeval") else {
+    let Some((pgs, ws, cfg)) = TestSchema::with_team_config("pgeval") else {
         return;
     };
     let (url, schema) = (pgs.url.clone(), pgs.name.clone());
-    let ws = tempfile::tempdir().unwrap();
-    let cfg = pgs.claw_config(ws.path(), "team");
     let sqlite = eval_fts(&ws.path().join("a"), &url, None, &[]);
     let pg = eval_fts(
         &ws.path().join("b"),
@@ -93,12 +91,10 @@ fn eval_on_postgres_matches_sqlite_and_drops_its_namespace() {
 
 #[test]
 fn eval_on_postgres_from_a_kept_work_dir_embeds_nothing_again() {
-    let Some(pgs) = TestSchema::new("pgevalwd") else {
+    let Some((pgs, tmp, cfg)) = TestSchema::with_team_config("pgevalwd") else {
         return;
     };
     let url = pgs.url.clone();
-    let tmp = tempfile::tempdir().unwrap();
-    let cfg = pgs.claw_config(tmp.path(), "team");
     let ws = tmp.path().join("ws");
     let kept = tmp.path().join("kept");
     let kept = kept.to_str().unwrap();

@@ -14,16 +14,15 @@ use claw_testkit::claw_keyword_only;
 use claw_testkit::gateway_proc::GatewayProc;
 use claw_testkit::pg::TestSchema;
 use claw_testkit::scripted_server::{ScriptedServer, openai};
+use claw_testkit::{LineChild, LlmEnv};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{Receiver, channel};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 /// Keyword-only `claw` in `ws` on the shared backend.
-fn claw(ws: &Path, cfg: &Path, url: &str) -> Command {
+pub(crate) fn claw(ws: &Path, cfg: &Path, url: &str) -> Command {
     let mut c = claw_keyword_only(ws);
     c.env("CLAW_PG_URL", url).env("CLAW_CONFIG", cfg);
     c
@@ -60,85 +59,19 @@ fn paths(search: &Value) -> Vec<String> {
         .collect()
 }
 
-/// A child whose stdout is read line by line on a thread.
-struct Lines {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: Receiver<String>,
-}
-
-impl Lines {
-    fn spawn(mut cmd: Command) -> Lines {
-        let mut child = cmd
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Lines {
-            stdin: child.stdin.take(),
-            child,
-            lines,
-        }
-    }
-
-    /// The next JSON line satisfying `pred` within `limit` (others are skipped).
-    fn wait(&self, what: &str, limit: Duration, pred: impl Fn(&Value) -> bool) -> Value {
-        let end = Instant::now() + limit;
-        loop {
-            let left = end.saturating_duration_since(Instant::now());
-            let line = self
-                .lines
-                .recv_timeout(left)
-                .unwrap_or_else(|e| panic!("no {what} within {limit:?}: {e}"));
-            let v: Value =
-                serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
-            if pred(&v) {
-                return v;
-            }
-        }
-    }
-
-    fn send(&mut self, v: &Value) {
-        let stdin = self.stdin.as_mut().unwrap();
-        writeln!(stdin, "{v}").unwrap();
-        stdin.flush().unwrap();
-    }
-}
-
-impl Drop for Lines {
-    fn drop(&mut self) {
-        drop(self.stdin.take());
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-struct Setup {
+pub(crate) struct Setup {
     _pgs: TestSchema,
     _dir: tempfile::TempDir,
-    url: String,
-    cfg: PathBuf,
-    a: PathBuf,
-    b: PathBuf,
+    pub(crate) url: String,
+    pub(crate) cfg: PathBuf,
+    pub(crate) a: PathBuf,
+    pub(crate) b: PathBuf,
 }
 
 /// Two workspaces in one namespace, both indexed: A's MEMORY.md about the
 /// quokka, B's note about the platypus.
-fn setup(tag: &str) -> Option<Setup> {
-    let pgs = TestSchema::new(tag)?;
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = pgs.claw_config(dir.path(), "team");
+pub(crate) fn setup(tag: &str) -> Option<Setup> {
+    let (pgs, dir, cfg) = TestSchema::with_team_config(tag)?;
     let (a, b) = (dir.path().join("laptop"), dir.path().join("server"));
     for ws in [&a, &b] {
         std::fs::create_dir_all(ws.join("memory")).unwrap();
@@ -225,23 +158,18 @@ fn cli_and_watch_use_the_shared_index_with_the_sqlite_shapes() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("reserved source name"), "{err}");
     // Positive control: a free name is accepted.
-    let out = claw(&s.a, cfg, url)
-        .args(["memory", "add"])
-        .arg(&notes)
-        .args(["--name", "field-notes"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    claw_testkit::run_ok(
+        claw(&s.a, cfg, url)
+            .args(["memory", "add"])
+            .arg(&notes)
+            .args(["--name", "field-notes"]),
     );
 
     // watch: an edit in A reaches PostgreSQL; B finds it without syncing.
     let mut watch = claw(&s.a, cfg, url);
     watch.args(["memory", "watch", "--json"]);
-    let w = Lines::spawn(watch);
-    w.wait("started", Duration::from_secs(60), |v| {
+    let w = LineChild::spawn(&mut watch);
+    w.wait_json("started", Duration::from_secs(60), |v| {
         v["event"] == "started"
     });
     let before = run_json(
@@ -254,7 +182,7 @@ fn cli_and_watch_use_the_shared_index_with_the_sqlite_shapes() {
         "# Arctic\nA narwhal surfaced beside the ferry near Tromsø.\n",
     )
     .unwrap();
-    let synced = w.wait("a synced batch", Duration::from_secs(60), |v| {
+    let synced = w.wait_json("a synced batch", Duration::from_secs(60), |v| {
         v["event"] == "synced"
             && v["reindexed"]
                 .as_array()
@@ -276,22 +204,29 @@ fn gateway_and_mcp_search_the_shared_index() {
     // claw mcp: memory_search from A finds B's note; memory_status says postgres.
     let mut mcp = claw(&s.a, cfg, url);
     mcp.arg("mcp");
-    let mut m = Lines::spawn(mcp);
+    let mut m = LineChild::spawn(&mut mcp);
     m.send(
         &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": "pg-surfaces", "version": "0"}}}),
+        "clientInfo": {"name": "pg-surfaces", "version": "0"}}})
+        .to_string(),
     );
-    m.wait("initialize", Duration::from_secs(30), |v| v["id"] == 1);
-    m.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-    m.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-        "params": {"name": "memory_search", "arguments": {"query": "platypus"}}}));
-    let r = m.wait("memory_search", Duration::from_secs(60), |v| v["id"] == 2);
+    m.wait_json("initialize", Duration::from_secs(30), |v| v["id"] == 1);
+    m.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string());
+    m.send(
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "memory_search", "arguments": {"query": "platypus"}}})
+        .to_string(),
+    );
+    let r = m.wait_json("memory_search", Duration::from_secs(60), |v| v["id"] == 2);
     let found = &r["result"]["structuredContent"];
     assert_eq!(paths(found), vec!["memory/wildlife.md"], "{r}");
-    m.send(&json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-        "params": {"name": "memory_status", "arguments": {}}}));
-    let r = m.wait("memory_status", Duration::from_secs(60), |v| v["id"] == 3);
+    m.send(
+        &json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "memory_status", "arguments": {}}})
+        .to_string(),
+    );
+    let r = m.wait_json("memory_status", Duration::from_secs(60), |v| v["id"] == 3);
     let st = &r["result"]["structuredContent"];
     assert_eq!(st["backend"], "postgres", "{r}");
     let cli_status = run_json(claw(&s.a, cfg, url), &["memory", "status", "--json"]);
@@ -304,9 +239,7 @@ fn gateway_and_mcp_search_the_shared_index() {
         openai::text(&["In the Derwent [memory/wildlife.md#L2]."]),
     ]);
     let mut cmd = claw(&s.a, cfg, url);
-    cmd.env("CLAW_LLM_API", "openai")
-        .env("CLAW_LLM_BASE_URL", llm.url())
-        .env("CLAW_LLM_MODEL", "scripted");
+    cmd.openai_llm(llm.url(), "scripted");
     let mut gw = GatewayProc::spawn(cmd);
     let state = claw_testkit::state_dir(&s.a);
     let info = gw.wait_until("listening", Duration::from_secs(60), |p| {

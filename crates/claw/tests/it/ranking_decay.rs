@@ -21,17 +21,7 @@ fn dated(days: i64) -> String {
 }
 
 fn search_json(ws: &Path, q: &str) -> Value {
-    let o = support::claw(ws)
-        .args(["memory", "search", q, "--json", "--explain"])
-        .output()
-        .unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{q}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    serde_json::from_slice(&o.stdout).unwrap()
+    support::run_json(support::claw(ws).args(["memory", "search", q, "--json", "--explain"]))
 }
 
 fn paths(j: &Value) -> Vec<String> {

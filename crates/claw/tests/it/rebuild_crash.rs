@@ -130,15 +130,7 @@ fn kill_9_during_a_forced_rebuild_leaves_the_full_old_or_the_full_new_index() {
             duration.mul_f64(0.02 + 0.96 * rng.next_f64())
         };
         let mut child = rebuild(ws);
-        let start = Instant::now();
-        let mut done = false;
-        while start.elapsed() < delay {
-            if child.try_wait().unwrap().is_some() {
-                done = true;
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(2));
-        }
+        let done = claw_testkit::exited_within(&mut child, delay, Duration::from_millis(2));
         if done {
             finished += 1;
         } else {

@@ -10,12 +10,13 @@
 //! workspace named through a symlink and a `..`. With a
 //! `claw memory watch` already running, the REPL starts no watcher of its own.
 
+use claw_testkit::LlmEnv;
 use claw_testkit::scripted_server::{ScriptedServer, openai};
 use claw_testkit::watch_proc::{DEADLINE, WatchProc, count, db, fts};
 use claw_testkit::{claw_keyword_only, write_tree};
 use rusqlite::Connection;
 use serde_json::{Value, json};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -31,27 +32,14 @@ struct Repl {
 impl Repl {
     fn start(ws: &Path, server: &ScriptedServer) -> Repl {
         let mut cmd: Command = claw_keyword_only(ws);
-        cmd.env("CLAW_LLM_API", "openai")
-            .env("CLAW_LLM_BASE_URL", server.url())
-            .env("CLAW_LLM_MODEL", "scripted")
+        cmd.openai_llm(server.url(), "scripted")
             .env("TZ", "UTC")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         let mut child = cmd.spawn().expect("spawn the claw REPL");
         let stdin = child.stdin.take();
-        let mut o = child.stdout.take().unwrap();
-        let mut e = child.stderr.take().unwrap();
-        let out = std::thread::spawn(move || {
-            let mut s = String::new();
-            o.read_to_string(&mut s).ok();
-            s
-        });
-        let err = std::thread::spawn(move || {
-            let mut s = String::new();
-            e.read_to_string(&mut s).ok();
-            s
-        });
+        let (out, err) = claw_testkit::read_outputs(&mut child);
         Repl {
             child,
             stdin,

@@ -81,15 +81,8 @@ fn corpus_rows() -> Vec<Row> {
 
 /// Any 8-character piece of `secret` in `text`.
 fn leaked_piece<'a>(text: &str, secret: &'a str) -> Option<&'a str> {
-    let b: Vec<usize> = secret
-        .char_indices()
-        .map(|(i, _)| i)
-        .chain([secret.len()])
-        .collect();
-    let n = b.len() - 1;
-    let w = n.min(8);
-    (0..=n - w)
-        .map(|i| &secret[b[i]..b[i + w]])
+    crate::secrets_corpus::windows(secret)
+        .into_iter()
         .find(|p| text.contains(p))
 }
 
@@ -141,30 +134,16 @@ fn search_and_get_never_return_a_secret() {
     );
     let key_piece = "QyNTUxOQAAACDmQx1Lr5nLzY0K5p7vQ8cJ3xw2bqk9n1XgU4c6m0hWZgAAAJhBzE3nQcxN";
 
-    claw_testkit::run_ok(support::claw_keyword_only(ws).args(["memory", "index", "--json"]));
+    claw_testkit::index_keyword_only(ws);
 
     // Search: ordinary words still find both files, with markers where the secrets were ...
     let search = |q: &str| -> Value {
-        let out = support::claw_keyword_only(ws)
-            .args([
-                "memory",
-                "search",
-                "--json",
-                "--no-sync",
-                "--min-score",
-                "0",
-                "--limit",
-                "50",
-            ])
-            .arg(q)
-            .output()
-            .expect("run claw memory search");
-        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-            panic!(
-                "search {q:?} output is not JSON ({e}): {}",
-                String::from_utf8_lossy(&out.stdout)
-            )
-        })
+        support::stdout_json(
+            support::claw_keyword_only(ws)
+                .args(["memory", "search", "--json", "--no-sync"])
+                .args(["--min-score", "0", "--limit", "50"])
+                .arg(q),
+        )
     };
     let v = search("zebracode0 zebracode1 zebramarker");
     let results = v["results"].as_array().expect("results");

@@ -82,7 +82,7 @@ fn load_secrets() -> Vec<Row> {
 
 /// Searchable pieces of a secret: every window of 8 characters (the whole secret when
 /// shorter). A trigram or substring search finds a secret from any such piece.
-fn windows(secret: &str) -> Vec<&str> {
+pub(crate) fn windows(secret: &str) -> Vec<&str> {
     let idx: Vec<usize> = secret
         .char_indices()
         .map(|(i, _)| i)
@@ -164,7 +164,7 @@ fn secrets_corpus_nothing_stays_searchable_and_clean_text_is_untouched() {
             ("sessions/corpus.jsonl", transcript.as_str()),
         ],
     );
-    claw_testkit::run_ok(support::claw_keyword_only(ws).args(["memory", "index", "--json"]));
+    claw_testkit::index_keyword_only(ws);
     let c = Connection::open(claw_testkit::db_path(ws)).unwrap();
     let chunks: i64 = c
         .query_row("SELECT count(*) FROM chunks", [], |r| r.get(0))

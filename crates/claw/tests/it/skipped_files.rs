@@ -33,14 +33,7 @@ fn json(ws: &Path, args: &[&str]) -> (i32, Value) {
 }
 
 fn text(ws: &Path, args: &[&str]) -> String {
-    let out = claw(ws).args(args).output().unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    String::from_utf8_lossy(&support::run_ok(claw(ws).args(args)).stdout).into_owned()
 }
 
 fn issue<'a>(report: &'a Value, path: &str) -> Option<&'a Value> {
@@ -53,18 +46,14 @@ fn issue<'a>(report: &'a Value, path: &str) -> Option<&'a Value> {
 
 #[test]
 fn skipped_files_are_remembered_so_the_index_is_not_behind_forever() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = support::workspace(&[
+        (
+            "MEMORY.md",
+            "# Memory\nThe quokka lives on Rottnest Island.\n",
+        ),
+        ("memory/big.md", &"wombat burrows are deep. ".repeat(80)),
+    ]);
     let ws = tmp.path();
-    support::write_tree(
-        ws,
-        &[
-            (
-                "MEMORY.md",
-                "# Memory\nThe quokka lives on Rottnest Island.\n",
-            ),
-            ("memory/big.md", &"wombat burrows are deep. ".repeat(80)),
-        ],
-    );
     std::fs::write(
         ws.join("memory/blob.md"),
         b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0",
@@ -154,9 +143,8 @@ fn skipped_files_are_remembered_so_the_index_is_not_behind_forever() {
 
 #[test]
 fn a_file_name_that_is_not_utf8_is_reported_not_dropped() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = support::workspace(&[("MEMORY.md", "# Memory\nplain note\n")]);
     let ws = tmp.path();
-    support::write_tree(ws, &[("MEMORY.md", "# Memory\nplain note\n")]);
     std::fs::create_dir(ws.join("memory")).unwrap();
     let name = std::ffi::OsStr::from_bytes(b"caf\xe9.md");
     std::fs::write(ws.join("memory").join(name), "Latin-1 named note.\n").unwrap();

@@ -79,26 +79,20 @@ fn snapshot(ws: &Path) -> Option<Snapshot> {
         .ok()?
         .collect::<Result<_, _>>()
         .ok()?;
-    let mut s = c
-        .prepare("SELECT id, hash FROM chunks WHERE source <> 'sessions'")
-        .ok()?;
-    let note_chunks = s
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-        .ok()?
-        .collect::<Result<_, _>>()
-        .ok()?;
-    let mut s = c
-        .prepare(
-            "SELECT path, group_concat(text, char(10)) FROM
-               (SELECT path, text FROM chunks WHERE source = 'sessions' ORDER BY path, start_line, rowid)
-             GROUP BY path",
-        )
-        .ok()?;
-    let transcripts = s
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-        .ok()?
-        .collect::<Result<_, _>>()
-        .ok()?;
+    // Two text columns a row, as a set.
+    let pairs = |sql: &str| -> Option<BTreeSet<(String, String)>> {
+        let mut s = c.prepare(sql).ok()?;
+        s.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .ok()?
+            .collect::<Result<_, _>>()
+            .ok()
+    };
+    let note_chunks = pairs("SELECT id, hash FROM chunks WHERE source <> 'sessions'")?;
+    let transcripts = pairs(
+        "SELECT path, group_concat(text, char(10)) FROM
+           (SELECT path, text FROM chunks WHERE source = 'sessions' ORDER BY path, start_line, rowid)
+         GROUP BY path",
+    )?;
     Some(Snapshot {
         files,
         note_chunks,
@@ -130,10 +124,7 @@ fn copy_tree(from: &Path, to: &Path) {
 
 #[test]
 fn soak_random_changes_end_equal_to_a_clean_index() {
-    let secs: u64 = std::env::var("CLAW_SOAK_SECS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(20);
+    let secs: u64 = claw_testkit::env_number("CLAW_SOAK_SECS").unwrap_or(20);
     let seed = claw_testkit::seed_from_env("CLAW_SOAK_SEED");
     eprintln!("soak: {secs} s, CLAW_SOAK_SEED={seed}");
     let mut rng = Rng(seed);
@@ -237,7 +228,7 @@ fn soak_random_changes_end_equal_to_a_clean_index() {
     // A clean index of the final tree.
     let clean = dir.path().join("clean");
     copy_tree(&ws, &clean);
-    claw_testkit::run_ok(support::claw_keyword_only(&clean).args(["memory", "index", "--json"]));
+    claw_testkit::index_keyword_only(&clean);
     let want = snapshot(&clean).unwrap();
     assert!(!want.files.is_empty());
 

@@ -87,10 +87,9 @@ fn loopback_fetch_is_refused_by_default_and_allowed_by_config() {
 
 #[test]
 fn misspelt_web_key_is_an_error_naming_it() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = claw_testkit::workspace(&[("config.json", r#"{"web": {"allow_privat": true}}"#)]);
     let ws = dir.path();
     let cfg = ws.join("config.json");
-    std::fs::write(&cfg, r#"{"web": {"allow_privat": true}}"#).unwrap();
     let out = claw(ws, "http://127.0.0.1:9", Some(&cfg))
         .args(["-m", "hi"])
         .output()

@@ -241,13 +241,7 @@ fn one_shot_waits_for_children_queues_beyond_the_cap_and_restricts_their_tools()
         .iter()
         .find(|r| !is_child(r) && has_tool_result(r))
         .unwrap();
-    let results: Vec<&str> = after["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .filter_map(|m| m["content"].as_str())
-        .collect();
+    let results = claw_testkit::scripted_server::tool_contents(after);
     assert!(results[0].contains("is running"), "{results:?}");
     assert!(results[1].contains("is queued"), "{results:?}");
     assert_eq!(llm.peak_children.lock().unwrap().1, 1, "the cap of 1 held");

@@ -25,6 +25,11 @@ fn chunks(c: &Connection) -> BTreeMap<String, (i64, i64, i64)> {
         .unwrap()
 }
 
+/// The one integer `sql` selects.
+fn int(c: &Connection, sql: &str) -> i64 {
+    c.query_row(sql, [], |r| r.get(0)).unwrap()
+}
+
 fn indexed(c: &Connection) -> (i64, i64) {
     c.query_row(
         "SELECT indexed_bytes, indexed_lines FROM files WHERE source = 'sessions'",
@@ -35,7 +40,7 @@ fn indexed(c: &Connection) -> (i64, i64) {
 }
 
 fn index(ws: &Path) {
-    claw_testkit::run_ok(support::claw_keyword_only(ws).args(["memory", "index", "--json"]));
+    claw_testkit::index_keyword_only(ws);
 }
 
 fn append(path: &Path, s: &str) {
@@ -73,13 +78,7 @@ fn appends_are_indexed_from_the_last_offset() {
         !text.contains("SYSTEMPROMPT") && !text.contains("TOOLPAYLOAD"),
         "{text}"
     );
-    let note_time: i64 = c
-        .query_row(
-            "SELECT note_time FROM chunks WHERE source='sessions'",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
+    let note_time = int(&c, "SELECT note_time FROM chunks WHERE source='sessions'");
     assert_eq!(note_time, 1767225603);
 
     // Append two messages and a torn (half-written) line.
@@ -100,13 +99,10 @@ fn appends_are_indexed_from_the_last_offset() {
     assert_eq!(new.len(), 1, "{after:?}");
     assert_eq!((new[0].1.1, new[0].1.2), (6, 7));
     assert_eq!(indexed(&c), ((first.len() + more.len()) as i64, 7));
-    let torn_hits: i64 = c
-        .query_row(
-            "SELECT count(*) FROM chunks WHERE text LIKE '%half writ%'",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
+    let torn_hits = int(
+        &c,
+        "SELECT count(*) FROM chunks WHERE text LIKE '%half writ%'",
+    );
     assert_eq!(torn_hits, 0);
 
     // The torn line completes: it is indexed on the next pass, nothing else changes.
@@ -118,13 +114,10 @@ fn appends_are_indexed_from_the_last_offset() {
         assert_eq!(last.get(id), Some(v));
     }
     assert_eq!(indexed(&c).1, 8);
-    let done: i64 = c
-        .query_row(
-            "SELECT count(*) FROM chunks WHERE text LIKE '%half written%'",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
+    let done = int(
+        &c,
+        "SELECT count(*) FROM chunks WHERE text LIKE '%half written%'",
+    );
     assert_eq!(done, 1);
 }
 

@@ -68,7 +68,7 @@ fn no_secret_is_searchable() {
             ("sessions/s1.jsonl", transcript.as_str()),
         ],
     );
-    claw_testkit::run_ok(support::claw_keyword_only(ws).args(["memory", "index", "--json"]));
+    claw_testkit::index_keyword_only(ws);
 
     let c = Connection::open(claw_testkit::db_path(ws)).unwrap();
     // Both files were indexed (their ordinary words are searchable) ...
@@ -95,51 +95,35 @@ fn no_secret_is_searchable() {
         .unwrap();
     assert!(redacted >= 2);
     // ... and no secret is anywhere.
+    let count =
+        |sql: &str, param: &str| -> i64 { c.query_row(sql, [param], |r| r.get(0)).unwrap() };
     for s in SECRETS {
-        let in_text: i64 = c
-            .query_row(
-                "SELECT count(*) FROM chunks WHERE instr(text, ?1) > 0",
-                [s],
-                |r| r.get(0),
-            )
-            .unwrap();
+        let in_text = count("SELECT count(*) FROM chunks WHERE instr(text, ?1) > 0", s);
         assert_eq!(in_text, 0, "{s} stored in a chunk");
         let quoted = format!("\"{s}\"");
         let stemmed = format!("\"{}\"", claw_memory::words::query_term(s));
-        let fts: i64 = c
-            .query_row(
-                "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?1",
-                [&stemmed],
-                |r| r.get(0),
-            )
-            .unwrap();
+        let fts = count(
+            "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?1",
+            &stemmed,
+        );
         assert_eq!(fts, 0, "{s} found by FTS");
-        let tri: i64 = c
-            .query_row(
-                "SELECT count(*) FROM chunks_trigram WHERE chunks_trigram MATCH ?1",
-                [&quoted],
-                |r| r.get(0),
-            )
-            .unwrap();
+        let tri = count(
+            "SELECT count(*) FROM chunks_trigram WHERE chunks_trigram MATCH ?1",
+            &quoted,
+        );
         assert_eq!(tri, 0, "{s} found by trigram search");
-        let out = support::claw_keyword_only(ws)
-            .args([
-                "memory",
-                "search",
-                "--json",
-                "--no-sync",
-                "--min-score",
-                "0",
-            ])
-            .arg(s)
-            .output()
-            .unwrap();
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-            panic!(
-                "search output is not JSON ({e}): {}",
-                String::from_utf8_lossy(&out.stdout)
-            )
-        });
+        let v = support::stdout_json(
+            support::claw_keyword_only(ws)
+                .args([
+                    "memory",
+                    "search",
+                    "--json",
+                    "--no-sync",
+                    "--min-score",
+                    "0",
+                ])
+                .arg(s),
+        );
         let results = v["results"].as_array().expect("results array").to_vec();
         let leaked = results.iter().any(|r| r.to_string().contains(s));
         assert!(!leaked, "`claw memory search {s}` returned it: {v}");

@@ -75,12 +75,7 @@ fn a_deleted_database_is_noticed_rebuilt_and_sources_survive() {
         assert_eq!(paths(&c, "garden"), ["garden.md"]);
     }
     let sources = claw_json(&ws, &["memory", "sources", "--json"]);
-    let names: Vec<&str> = sources
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["name"].as_str().unwrap())
-        .collect();
+    let names = claw_testkit::strs(&sources, "/name");
     assert_eq!(names, ["memory", "sessions", "garden"], "{sources}");
 
     // It goes on watching: a new note in the registered folder, and the

@@ -15,9 +15,8 @@ fn consistent(ws: &std::path::Path) {
 
 #[test]
 fn create_modify_rename_atomic_save_move_and_delete() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = support::workspace(&[("MEMORY.md", "# Memory\nevergreen zebrafact\n")]);
     let ws = dir.path();
-    support::write_tree(ws, &[("MEMORY.md", "# Memory\nevergreen zebrafact\n")]);
     let mut w = WatchProc::start(ws);
     w.wait_db("MEMORY.md indexed at start-up", |c| {
         fts(c, "zebrafact") == 1
@@ -91,9 +90,8 @@ fn create_modify_rename_atomic_save_move_and_delete() {
 
 #[test]
 fn watched_directory_deleted_and_recreated() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = support::workspace(&[("memory/x.md", "# X\nkeepword one\n")]);
     let ws = dir.path();
-    support::write_tree(ws, &[("memory/x.md", "# X\nkeepword one\n")]);
     let mut w = WatchProc::start(ws);
     w.wait_db("initial", |c| fts(c, "keepword") == 1);
 

@@ -6,9 +6,9 @@
 //! message is answered — and so does `/stop` sent as a message from any
 //! channel, served at once rather than queued behind the turn.
 
-use crate::common::{Gateway, pairs as messages};
+use crate::common::{echo_gateway, pairs as messages};
 use claw_gateway::client::{ChatEvent, Client};
-use claw_testkit::echo_llm::{EchoLlm, answer_for};
+use claw_testkit::echo_llm::answer_for;
 use serde_json::Value;
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -29,11 +29,9 @@ fn wait_running(client: &Client) {
 
 #[test]
 fn cancel_stops_the_remote_turn_and_the_session_goes_on() {
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path();
     // Every answer takes 4 s to start: a turn is surely running when we cancel.
-    let llm = EchoLlm::start(Duration::from_secs(4), Duration::ZERO, 1);
-    let gw = Gateway::start(ws, Some(&llm.url()));
+    let (dir, _llm, gw) = echo_gateway(Duration::from_secs(4), Duration::ZERO, 1);
+    let ws = dir.path();
     let client = gw.client();
     let key = "repl:cancel";
 
@@ -106,10 +104,8 @@ fn cancel_stops_the_remote_turn_and_the_session_goes_on() {
 /// behind the turn it stops, and that turn ends `cancelled`.
 #[test]
 fn stop_as_a_message_cancels_the_running_turn_from_any_channel() {
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, _llm, gw) = echo_gateway(Duration::from_secs(4), Duration::ZERO, 1);
     let ws = dir.path();
-    let llm = EchoLlm::start(Duration::from_secs(4), Duration::ZERO, 1);
-    let gw = Gateway::start(ws, Some(&llm.url()));
     let client = gw.client();
     let key = "chat:stop";
 

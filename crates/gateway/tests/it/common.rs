@@ -12,10 +12,24 @@ use claw_gateway::config::{GatewayConfig, GatewaySection};
 use claw_gateway::discovery::GatewayInfo;
 use claw_gateway::server::{self, GatewayOptions};
 use claw_gateway::token::{self, Token};
+use claw_testkit::echo_llm::EchoLlm;
 use serde_json::{Value, json};
 use std::path::Path;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
+
+/// A fresh workspace, the echo LLM ([`EchoLlm::start`] with these timings) and
+/// the gateway over both, for tests that need nothing else in the workspace.
+pub fn echo_gateway(
+    first: Duration,
+    between: Duration,
+    pieces: usize,
+) -> (tempfile::TempDir, EchoLlm, Gateway) {
+    let dir = tempfile::tempdir().unwrap();
+    let llm = EchoLlm::start(first, between, pieces);
+    let gw = Gateway::start(dir.path(), Some(&llm.url()));
+    (dir, llm, gw)
+}
 
 /// A running in-process gateway; stopped when dropped.
 pub struct Gateway {

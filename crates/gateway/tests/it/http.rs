@@ -6,18 +6,16 @@
 //! `claw gateway` in the `claw` crate.)
 
 use crate::client_support::post_chat;
-use crate::common::{Gateway, pairs};
-use claw_testkit::echo_llm::{EchoLlm, answer_for, expected_pairs};
+use crate::common::{echo_gateway, pairs};
+use claw_testkit::echo_llm::{answer_for, expected_pairs};
 use claw_testkit::gateway_http::chat_body;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
 #[test]
 fn token_streaming_non_streaming_and_sessions() {
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, llm, gw) = echo_gateway(Duration::ZERO, Duration::from_millis(5), 3);
     let ws = dir.path();
-    let llm = EchoLlm::start(Duration::ZERO, Duration::from_millis(5), 3);
-    let gw = Gateway::start(ws, Some(&llm.url()));
     let c = gw.client();
 
     // The token: generated on first start, private, required everywhere but /healthz.
@@ -136,12 +134,7 @@ fn token_streaming_non_streaming_and_sessions() {
             .body,
     )
     .unwrap();
-    let roles: Vec<&str> = msgs["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["role"].as_str().unwrap())
-        .collect();
+    let roles = claw_testkit::strs(&msgs["data"], "/role");
     assert_eq!(roles, ["user", "assistant", "user", "assistant"]);
     assert_eq!(msgs["data"][3]["content"], "echo: again");
     let missing = c
@@ -154,10 +147,8 @@ fn token_streaming_non_streaming_and_sessions() {
 
 #[test]
 fn per_session_order() {
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, _llm, gw) = echo_gateway(Duration::from_millis(250), Duration::ZERO, 1);
     let ws = dir.path();
-    let llm = EchoLlm::start(Duration::from_millis(250), Duration::ZERO, 1);
-    let gw = Gateway::start(ws, Some(&llm.url()));
 
     // Five messages to one session, each sent once the gateway has accepted the
     // previous one, while each turn takes 250 ms: they queue behind the running

@@ -402,15 +402,11 @@ fn parse(v: Value) -> Value {
 fn webchat_in_headless_chromium_streams_tools_and_renders_safely() {
     let Some(bin) = chromium() else { return };
 
-    let dir = tempfile::tempdir().unwrap();
+    let dir = claw_testkit::workspace(&[(
+        "notes/garden.md",
+        "# Garden\n\nThe tomatoes need water every morning.\n",
+    )]);
     let ws = dir.path();
-    claw_testkit::write_tree(
-        ws,
-        &[(
-            "notes/garden.md",
-            "# Garden\n\nThe tomatoes need water every morning.\n",
-        )],
-    );
     // The model: one memory_search call, then an answer that streams in two parts
     // with pauses (so the page is seen with the tool call and no answer yet, then
     // with half an answer), carrying Markdown and an injection payload.

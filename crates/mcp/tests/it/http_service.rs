@@ -62,14 +62,11 @@ fn text(out: ToolOutput) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claws_client_searches_claws_memory_over_streamable_http() {
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path();
-    std::fs::create_dir_all(ws.join("memory")).unwrap();
-    std::fs::write(
-        ws.join("memory/2026-11-02.md"),
+    let dir = claw_testkit::workspace(&[(
+        "memory/2026-11-02.md",
         "# 2026-11-02\n\nThe payment webhook kept retrying on HTTP 500.\n",
-    )
-    .unwrap();
+    )]);
+    let ws = dir.path();
     let url = serve(ws, false).await;
     let clients = client(&url).await;
     let s = &clients.summaries()[0];

@@ -172,31 +172,33 @@ fn read_jsonl<T>(
     mut parse: impl FnMut(&serde_json::Value, usize) -> Result<T, BeirError>,
 ) -> Result<Vec<T>, BeirError> {
     let mut out = Vec::new();
-    for (i, line) in open(path)?.lines().enumerate() {
-        let line_no = i + 1;
-        let line = line.map_err(|source| BeirError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let v: serde_json::Value =
-            serde_json::from_str(&line).map_err(|e| BeirError::Malformed {
-                path: path.to_path_buf(),
-                line: line_no,
-                message: format!("invalid JSON: {e}"),
-            })?;
+    for line in numbered_lines(path)? {
+        let (line_no, line) = line?;
+        let v: serde_json::Value = serde_json::from_str(&line)
+            .map_err(|e| malformed(path, line_no, &format!("invalid JSON: {e}")))?;
         if !v.is_object() {
-            return Err(BeirError::Malformed {
-                path: path.to_path_buf(),
-                line: line_no,
-                message: "expected a JSON object".into(),
-            });
+            return Err(malformed(path, line_no, "expected a JSON object"));
         }
         out.push(parse(&v, line_no)?);
     }
     Ok(out)
+}
+
+/// The lines of `path` that are not blank, with their numbers (from 1).
+fn numbered_lines(
+    path: &Path,
+) -> Result<impl Iterator<Item = Result<(usize, String), BeirError>> + '_, BeirError> {
+    Ok(open(path)?
+        .lines()
+        .enumerate()
+        .filter_map(move |(i, line)| match line {
+            Err(source) => Some(Err(BeirError::Io {
+                path: path.to_path_buf(),
+                source,
+            })),
+            Ok(l) if l.trim().is_empty() => None,
+            Ok(l) => Some(Ok((i + 1, l))),
+        }))
 }
 
 /// `_id` as a string (a JSON number is accepted and printed as written).
@@ -240,15 +242,8 @@ fn malformed(path: &Path, line: usize, message: &str) -> BeirError {
 pub fn read_qrels(path: &Path) -> Result<Qrels, BeirError> {
     let mut qrels: Qrels = BTreeMap::new();
     let mut header_seen = false;
-    for (i, line) in open(path)?.lines().enumerate() {
-        let line_no = i + 1;
-        let line = line.map_err(|source| BeirError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        if line.trim().is_empty() {
-            continue;
-        }
+    for line in numbered_lines(path)? {
+        let (line_no, line) = line?;
         if !header_seen {
             header_seen = true;
             continue;
@@ -323,77 +318,50 @@ mod tests {
         assert_eq!(d.qrels["q1"]["2"], 0);
     }
 
-    #[test]
-    fn bad_json_names_the_line() {
+    /// The error loading the `test` split of a data set with these files.
+    fn load_error(corpus: &str, queries: &str, qrels: &str) -> String {
         let t = tempfile::tempdir().unwrap();
-        write(
-            t.path(),
-            "{\"_id\":\"d1\",\"text\":\"x\"}\n{\"_id\": \"d2\", \"text\": \n",
-            "{\"_id\":\"q1\",\"text\":\"a\"}\n",
-            "h\th\th\nq1\td1\t1\n",
-        );
-        let e = load(t.path(), "test").unwrap_err().to_string();
-        assert!(e.contains("corpus.jsonl:2:"), "{e}");
+        write(t.path(), corpus, queries, qrels);
+        load(t.path(), "test").unwrap_err().to_string()
     }
 
     #[test]
-    fn missing_id_and_bad_qrels_are_errors() {
-        let t = tempfile::tempdir().unwrap();
-        write(
-            t.path(),
-            "{\"title\":\"no id\"}\n",
-            "{\"_id\":\"q1\",\"text\":\"a\"}\n",
-            "h\nq1\td1\t1\n",
-        );
-        let e = load(t.path(), "test").unwrap_err().to_string();
-        assert!(e.contains("corpus.jsonl:1: missing `_id`"), "{e}");
-
-        write(
-            t.path(),
-            "{\"_id\":\"d1\"}\n",
-            "{\"_id\":\"q1\",\"text\":\"a\"}\n",
-            "h\nq1\td1\t1\nq1\td1\n",
-        );
-        let e = load(t.path(), "test").unwrap_err().to_string();
-        assert!(e.contains("test.tsv:3: expected 3 fields"), "{e}");
-
-        write(
-            t.path(),
-            "{\"_id\":\"d1\"}\n",
-            "{\"_id\":\"q1\",\"text\":\"a\"}\n",
-            "h\nq1\td1\tone\n",
-        );
-        let e = load(t.path(), "test").unwrap_err().to_string();
-        assert!(e.contains("test.tsv:2: score `one`"), "{e}");
-    }
-
-    #[test]
-    fn dangling_ids_and_duplicates_are_errors() {
-        let t = tempfile::tempdir().unwrap();
-        write(
-            t.path(),
-            "{\"_id\":\"d1\"}\n",
-            "{\"_id\":\"q1\",\"text\":\"a\"}\n",
-            "h\nq9\td1\t1\n",
-        );
-        let e = load(t.path(), "test").unwrap_err().to_string();
-        assert!(e.contains("query id `q9`"), "{e}");
-        write(
-            t.path(),
-            "{\"_id\":\"d1\"}\n",
-            "{\"_id\":\"q1\",\"text\":\"a\"}\n",
-            "h\nq1\td7\t1\n",
-        );
-        let e = load(t.path(), "test").unwrap_err().to_string();
-        assert!(e.contains("document `d7`"), "{e}");
-        write(
-            t.path(),
-            "{\"_id\":\"d1\"}\n{\"_id\":\"d1\"}\n",
-            "{\"_id\":\"q1\",\"text\":\"a\"}\n",
-            "h\nq1\td1\t1\n",
-        );
-        let e = load(t.path(), "test").unwrap_err().to_string();
-        assert!(e.contains("duplicate document id `d1`"), "{e}");
+    fn malformed_files_dangling_ids_and_duplicates_are_errors_naming_the_place() {
+        const D1: &str = "{\"_id\":\"d1\"}\n";
+        const Q1: &str = "{\"_id\":\"q1\",\"text\":\"a\"}\n";
+        for (corpus, queries, qrels, error) in [
+            // Bad JSON names the line.
+            (
+                "{\"_id\":\"d1\",\"text\":\"x\"}\n{\"_id\": \"d2\", \"text\": \n",
+                Q1,
+                "h\th\th\nq1\td1\t1\n",
+                "corpus.jsonl:2:",
+            ),
+            (
+                "{\"title\":\"no id\"}\n",
+                Q1,
+                "h\nq1\td1\t1\n",
+                "corpus.jsonl:1: missing `_id`",
+            ),
+            (
+                D1,
+                Q1,
+                "h\nq1\td1\t1\nq1\td1\n",
+                "test.tsv:3: expected 3 fields",
+            ),
+            (D1, Q1, "h\nq1\td1\tone\n", "test.tsv:2: score `one`"),
+            (D1, Q1, "h\nq9\td1\t1\n", "query id `q9`"),
+            (D1, Q1, "h\nq1\td7\t1\n", "document `d7`"),
+            (
+                "{\"_id\":\"d1\"}\n{\"_id\":\"d1\"}\n",
+                Q1,
+                "h\nq1\td1\t1\n",
+                "duplicate document id `d1`",
+            ),
+        ] {
+            let e = load_error(corpus, queries, qrels);
+            assert!(e.contains(error), "{error}: {e}");
+        }
     }
 
     #[test]

@@ -164,18 +164,17 @@ mod tests {
     fn paths_map_to_files_of_their_source() {
         let s = sources();
         let t = |p: &str, r| targets(&s, Path::new(p), r);
-        assert_eq!(
-            t("/ws/memory/2026-11-02.md", Relevance::File),
-            [Target::File(FileRef::new("memory", "memory/2026-11-02.md"))]
-        );
-        assert_eq!(
-            t("/ws/sessions/a.jsonl", Relevance::File),
-            [Target::File(FileRef::new("sessions", "sessions/a.jsonl"))]
-        );
-        assert_eq!(
-            t("/notes/x/y.md", Relevance::File),
-            [Target::File(FileRef::new("notes", "x/y.md"))]
-        );
+        for (path, source, rel) in [
+            ("/ws/memory/2026-11-02.md", "memory", "memory/2026-11-02.md"),
+            ("/ws/sessions/a.jsonl", "sessions", "sessions/a.jsonl"),
+            ("/notes/x/y.md", "notes", "x/y.md"),
+        ] {
+            assert_eq!(
+                t(path, Relevance::File),
+                [Target::File(FileRef::new(source, rel))],
+                "{path}"
+            );
+        }
         // Not a file of any source: a state file, a foreign extension, another tree.
         assert!(t("/ws/.claw/memory.sqlite", Relevance::File).is_empty());
         assert!(t("/ws/memory/a.png", Relevance::File).is_empty());
@@ -188,18 +187,17 @@ mod tests {
     fn directory_events_reconcile_their_sources() {
         let s = sources();
         let t = |p: &str, r| targets(&s, Path::new(p), r);
-        assert_eq!(
-            t("/ws/memory/2026", Relevance::Directory),
-            [Target::Reconcile("memory".into())]
-        );
-        assert_eq!(
-            t("/ws/sessions", Relevance::Directory),
-            [Target::Reconcile("sessions".into())]
-        );
-        assert_eq!(
-            t("/notes/sub", Relevance::Directory),
-            [Target::Reconcile("notes".into())]
-        );
+        for (path, source) in [
+            ("/ws/memory/2026", "memory"),
+            ("/ws/sessions", "sessions"),
+            ("/notes/sub", "notes"),
+        ] {
+            assert_eq!(
+                t(path, Relevance::Directory),
+                [Target::Reconcile(source.into())],
+                "{path}"
+            );
+        }
         // A plain file event on a directory path reconciles nothing.
         assert!(t("/notes/sub", Relevance::File).is_empty());
         // Hidden and skipped directories hide nothing.

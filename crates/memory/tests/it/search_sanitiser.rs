@@ -54,31 +54,33 @@ fn query() -> impl Strategy<Value = String> {
     prop::collection::vec(atom(), 0..12).prop_map(|v| v.concat())
 }
 
-#[test]
-fn random_queries_never_error() {
+/// A fresh store holding `docs`, keyword-only (no vectors).
+fn keyword_store(docs: &[search_support::Doc<'_>]) -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().unwrap();
     let mut store = Store::open(&dir.path().join("m.sqlite")).unwrap();
-    search_support::fill(
-        &mut store,
-        &[
-            (
-                "memory",
-                "memory/a.md",
-                "the quick brown fox and ABC-123 NEAR the river",
-            ),
-            (
-                "memory",
-                "memory/b.md",
-                "黑豹队的防守只丢了 308分 东京塔 猫",
-            ),
-            (
-                "memory",
-                "MEMORY.md",
-                "snake_case names and \"quoted\" text (with parens) *stars*",
-            ),
-        ],
-        None,
-    );
+    search_support::fill(&mut store, docs, None);
+    (dir, store)
+}
+
+#[test]
+fn random_queries_never_error() {
+    let (_dir, store) = keyword_store(&[
+        (
+            "memory",
+            "memory/a.md",
+            "the quick brown fox and ABC-123 NEAR the river",
+        ),
+        (
+            "memory",
+            "memory/b.md",
+            "黑豹队的防守只丢了 308分 东京塔 猫",
+        ),
+        (
+            "memory",
+            "MEMORY.md",
+            "snake_case names and \"quoted\" text (with parens) *stars*",
+        ),
+    ]);
     let params = MemorySettings::default();
     // A read-only second connection: the FTS5 tables are virtual tables of the
     // same file, so MATCH parses exactly as on the store's own connection.
@@ -116,13 +118,8 @@ fn random_queries_never_error() {
 
 #[test]
 fn known_hostile_queries() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut store = Store::open(&dir.path().join("m.sqlite")).unwrap();
-    search_support::fill(
-        &mut store,
-        &[("memory", "memory/a.md", "NEAR is a word here, and so is OR")],
-        None,
-    );
+    let (_dir, store) =
+        keyword_store(&[("memory", "memory/a.md", "NEAR is a word here, and so is OR")]);
     let params = MemorySettings::default();
     for q in [
         r#""NEAR(a b) OR * ^:"#,
