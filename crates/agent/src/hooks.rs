@@ -494,6 +494,14 @@ async fn read_capped<R: AsyncRead + Unpin>(reader: Option<R>) -> Vec<u8> {
 mod tests {
     use super::*;
 
+    /// The runs of a `user_prompt` event "hi" in session "s".
+    async fn prompt_hi(hooks: &Hooks) -> Vec<HookRun> {
+        let event = HookEvent::UserPrompt {
+            prompt: "hi".into(),
+        };
+        hooks.run(event, "s").await.0
+    }
+
     #[test]
     fn empty_output_and_exit_zero_is_no_opinion() {
         assert_eq!(
@@ -651,14 +659,7 @@ mod tests {
             .into();
         let hooks = Hooks::new(&config, dir, &env).expect("compiles");
         let started = std::time::Instant::now();
-        let (runs, _) = hooks
-            .run(
-                HookEvent::UserPrompt {
-                    prompt: "hi".into(),
-                },
-                "s",
-            )
-            .await;
+        let runs = prompt_hi(&hooks).await;
         assert!(started.elapsed() < Duration::from_secs(3));
         assert_eq!(runs[0].result, Err(HookFailure::Timeout(200)));
         assert_eq!(runs[1].result, Ok(HookAnswer::Context("|fine".into())));
@@ -675,14 +676,7 @@ mod tests {
         .expect("parses");
         let hooks = Hooks::new(&config, std::env::temp_dir(), &BTreeMap::new()).expect("compiles");
         let started = std::time::Instant::now();
-        let (runs, _) = hooks
-            .run(
-                HookEvent::UserPrompt {
-                    prompt: "hi".into(),
-                },
-                "s",
-            )
-            .await;
+        let runs = prompt_hi(&hooks).await;
         assert_eq!(runs[0].result, Ok(HookAnswer::Context("answered".into())));
         assert!(
             started.elapsed() < Duration::from_secs(4),
