@@ -473,9 +473,12 @@ async fn read_stream<R: tokio::io::AsyncRead + Unpin>(mut r: R, sink: Arc<Mutex<
 }
 
 /// True when commands must be confirmed because the sandbox is configured on
-/// but this machine cannot provide it (no Landlock).
+/// but this machine cannot provide it (no Landlock), or cannot keep commands
+/// out of claw's state directory (it lies inside the workspace, and there is
+/// no mount namespace to hide it).
 pub fn unconfined_fallback(ctx: &ToolContext) -> bool {
-    ctx.sandbox.enabled && !sandbox::status().active()
+    ctx.sandbox.enabled
+        && (!sandbox::status().active() || !ctx.sandbox.hides_protected_paths(&ctx.workspace))
 }
 
 /// The notice for the first unconfined command of this process.

@@ -152,6 +152,31 @@ pub struct SandboxPolicy {
     pub hidden: Vec<PathBuf>,
 }
 
+impl SandboxPolicy {
+    /// Whether commands cannot reach the [`SandboxPolicy::hidden`] paths here:
+    /// the sandbox's mount namespace covers them, or none of them lies inside
+    /// the workspace or a configured path (Landlock alone cannot take a path
+    /// out of a directory it grants). When this is false, `exec` asks for
+    /// confirmation: a command could otherwise write claw's state.
+    pub fn hides_protected_paths(&self, workspace: &Path) -> bool {
+        let st = status();
+        if self.namespaces && st.user_namespace && st.mount_namespace {
+            return true;
+        }
+        let canonical = |p: &Path| p.canonicalize().ok();
+        let reach: Vec<PathBuf> = std::iter::once(workspace)
+            .chain(self.write_paths.iter().map(PathBuf::as_path))
+            .chain(self.read_paths.iter().map(PathBuf::as_path))
+            .filter_map(canonical)
+            .collect();
+        !self
+            .hidden
+            .iter()
+            .filter_map(|h| canonical(h))
+            .any(|h| reach.iter().any(|r| h.starts_with(r)))
+    }
+}
+
 impl Default for SandboxPolicy {
     fn default() -> Self {
         SandboxPolicy {

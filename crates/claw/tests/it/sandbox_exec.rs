@@ -1194,6 +1194,51 @@ async fn python_fork_bomb_is_contained_without_namespaces_too() {
 }
 
 // ---------------------------------------------------------------------------
+// A state directory inside the workspace, without a mount namespace
+
+#[tokio::test]
+async fn without_namespaces_a_state_dir_in_the_workspace_makes_exec_confirm() {
+    require_full_sandbox();
+    let lab = Lab::new("hid-ll");
+    let inside = lab.ws.join(".claw-state");
+    std::fs::create_dir_all(&inside).unwrap();
+    let outside = lab.out.join("state");
+    std::fs::create_dir_all(&outside).unwrap();
+    let with = |namespaces: bool, hidden: &Path| {
+        let mut p = test_policy(namespaces);
+        p.hidden = vec![hidden.to_path_buf()];
+        registry(&lab.ws, p)
+    };
+    // Landlock alone cannot take the state dir out of the workspace it grants:
+    // the command would reach it, so exec asks first.
+    assert!(with(false, &inside).needs_confirmation("exec"));
+    // Positive control: what the confirmation stands between. Run anyway
+    // (dispatch does not ask), the command writes claw's state.
+    let reg = with(false, &inside);
+    let planted = inside.join("memory.sources.json");
+    let cmd = format!("echo planted > {}", planted.display());
+    match exec(&reg, &cmd, 10).await {
+        Ran::Done(o) => assert_eq!(o.exit_code, Some(0), "{o:?}"),
+        Ran::Denied => panic!("the control was refused by the deny list"),
+        Ran::Failed(e) => panic!("the control failed: {e}"),
+    }
+    assert!(
+        planted.exists(),
+        "the control could not write the state dir"
+    );
+    // With the mount namespace it is hidden (an empty tmpfs): no confirmation,
+    // and the write lands nowhere.
+    std::fs::remove_file(&planted).unwrap();
+    let reg = with(true, &inside);
+    assert!(!reg.needs_confirmation("exec"));
+    let _ = exec(&reg, &cmd, 10).await;
+    assert!(!planted.exists(), "the hidden state dir was written");
+    // A state dir outside the workspace needs nothing either way.
+    assert!(!with(false, &outside).needs_confirmation("exec"));
+    assert!(!with(true, &outside).needs_confirmation("exec"));
+}
+
+// ---------------------------------------------------------------------------
 // Ordinary work still works
 
 #[tokio::test]
