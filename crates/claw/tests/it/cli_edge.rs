@@ -442,7 +442,9 @@ fn doctor_reports_each_section_in_text_and_json() {
             "model",
             "writer_lock",
             "watcher",
-            "protections"
+            "protections",
+            "state_dir",
+            "too_big"
         ]
     );
     let p = &v["sections"][6]["details"];
@@ -456,6 +458,8 @@ fn doctor_reports_each_section_in_text_and_json() {
     assert_eq!(v["sections"][3]["details"]["provider"], "none");
     assert_eq!(v["sections"][4]["details"]["held"], false);
     assert_eq!(v["sections"][5]["details"]["alive"], false);
+    assert!(v["sections"][7]["details"]["path"].is_string(), "{v}");
+    assert_eq!(v["sections"][8]["details"]["notes"], serde_json::json!([]), "{v}");
     let o = claw(w, &["doctor"]);
     assert_eq!(o.status.code(), Some(0));
     let text = stdout(&o);
