@@ -459,7 +459,11 @@ fn doctor_reports_each_section_in_text_and_json() {
     assert_eq!(v["sections"][4]["details"]["held"], false);
     assert_eq!(v["sections"][5]["details"]["alive"], false);
     assert!(v["sections"][7]["details"]["path"].is_string(), "{v}");
-    assert_eq!(v["sections"][8]["details"]["notes"], serde_json::json!([]), "{v}");
+    assert_eq!(
+        v["sections"][8]["details"]["notes"],
+        serde_json::json!([]),
+        "{v}"
+    );
     let o = claw(w, &["doctor"]);
     assert_eq!(o.status.code(), Some(0));
     let text = stdout(&o);
