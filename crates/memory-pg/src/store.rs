@@ -203,10 +203,13 @@ impl PgStore {
             return Err(PgError::SchemaName(cfg.schema.clone()).into());
         }
         let mut pg: postgres::Config = cfg.url.parse().map_err(PgError::Config)?;
+        // A URL's own `application_name` wins (operators name their connections).
+        if pg.get_application_name().is_none() {
+            pg.application_name("claw");
+        }
         pg.connect_timeout(cfg.connect_timeout)
             .keepalives(true)
             .keepalives_idle(Duration::from_secs(30))
-            .application_name("claw")
             .options(&format!(
                 "-c search_path={},public -c statement_timeout={} -c lock_timeout={}",
                 cfg.schema,

@@ -78,6 +78,10 @@ fn incremental_passes_on_postgres() {
     assert_eq!(pg.stats().unwrap().files, 2);
 }
 
+fn crash_app(schema: &str) -> String {
+    format!("claw_crash_{schema}")
+}
+
 /// Child half of the crash test: index the workspace named by the environment
 /// until killed. Does nothing in a normal run.
 #[test]
@@ -90,6 +94,9 @@ fn crash_child() {
         return;
     };
     let id = claw_memory_pg::workspace_id(&Path::new(&ws).join(".claw")).unwrap();
+    // Named, so the parent can wait for this backend to be gone after the kill.
+    let sep = if url.contains('?') { '&' } else { '?' };
+    let url = format!("{url}{sep}application_name={}", crash_app(&schema));
     let mut cfg = claw_memory_pg::PgConfig::new(url, "crash", id);
     cfg.schema = schema;
     let mut pg = claw_memory_pg::PgStore::connect(cfg).unwrap();
@@ -160,6 +167,21 @@ fn kill_9_mid_index_leaves_every_file_old_or_new() {
         !String::from_utf8_lossy(&out.stdout).contains("CHILD FINISHED"),
         "child finished before the kill"
     );
+    // The server may still be executing a COMMIT the child sent just before it
+    // died: count only once the child's backend is gone.
+    let t0 = std::time::Instant::now();
+    while c
+        .query_one(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1",
+            &[&crash_app(&schema.name)],
+        )
+        .unwrap()
+        .get::<_, i64>(0)
+        > 0
+        && t0.elapsed() < Duration::from_secs(60)
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let done = v2(&mut c);
     assert!(
         done > 0 && (done as usize) < n,
