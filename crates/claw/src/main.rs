@@ -27,6 +27,18 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    // Completions need no workspace, config or state: a broken config must not
+    // keep a shell from completing `claw`.
+    if let Some(cli::Command::Completions(a)) = &cli.command {
+        return match cli::completions::run(a) {
+            Ok(exit) => ExitCode::from(exit.code()),
+            Err(e) if errors::is_broken_pipe(&e) => ExitCode::from(Exit::Ok.code()),
+            Err(e) => {
+                errors::print(&errors::report(&e), false);
+                ExitCode::from(Exit::Error.code())
+            }
+        };
+    }
     let json = cli.wants_json();
     let fail = |e: anyhow::Error| {
         if errors::is_broken_pipe(&e) {

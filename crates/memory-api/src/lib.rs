@@ -50,7 +50,7 @@ pub use claw_memory::indexer::{
 pub use claw_memory::lock::{LockError, WriterLock};
 pub use claw_memory::search::engine::{GET_DEFAULT_LINES, GET_MAX_CHARS};
 pub use claw_memory::search::score::{Fusion, KeywordNorm};
-pub use claw_memory::search::{Fallback, SearchHit, citation};
+pub use claw_memory::search::{Fallback, SearchHit, citation, parse_citation};
 pub use claw_memory::search::{
     GetRequest, GetResponse, Mode, SearchError, SearchRequest, SearchResponse, SourceFilter,
 };
@@ -256,8 +256,24 @@ impl Memory {
     }
 
     /// Lines of an indexed file. `workspace` reads another workspace's file
-    /// from a shared index (PostgreSQL); on SQLite it is refused.
+    /// from a shared index (PostgreSQL); on SQLite it is refused. A path that
+    /// is not an indexed file but a citation as search prints it
+    /// (`path#L3-L9`, `path:3-9`) returns exactly the cited lines.
     pub fn get(&self, req: &GetRequest, workspace: Option<&str>) -> Result<GetAnswer, MemoryError> {
+        match self.get_exact(req, workspace) {
+            Err(e) => match req.cited() {
+                Some(cited) => self.get_exact(&cited, workspace).map_err(|_| e),
+                None => Err(e),
+            },
+            ok => ok,
+        }
+    }
+
+    fn get_exact(
+        &self,
+        req: &GetRequest,
+        workspace: Option<&str>,
+    ) -> Result<GetAnswer, MemoryError> {
         match &self.inner {
             Inner::Sqlite(_) if workspace.is_some() => Err(MemoryError::NeedsSharedIndex(
                 "reading another machine's file from a shared index",

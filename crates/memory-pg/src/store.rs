@@ -66,7 +66,7 @@ pub struct PgConfig {
 }
 
 impl PgConfig {
-    /// Defaults: schema `claw`, pool of 4, 10 s connect timeout, 60 s statements.
+    /// Defaults: schema `claw`, pool of 4, 5 s connect timeout, 60 s statements.
     pub fn new(
         url: impl Into<String>,
         namespace: impl Into<String>,
@@ -79,7 +79,7 @@ impl PgConfig {
             search_namespaces: Vec::new(),
             workspace: workspace.into(),
             pool_size: 4,
-            connect_timeout: Duration::from_secs(10),
+            connect_timeout: Duration::from_secs(5),
             statement_timeout: Duration::from_secs(60),
         }
     }
@@ -104,6 +104,10 @@ pub enum PgError {
     /// No pooled connection could be had (server down, timeout).
     #[error("cannot connect to PostgreSQL: {0}")]
     Pool(#[from] r2d2::Error),
+    /// The first connection failed: the server's (or the network's) own answer,
+    /// e.g. "connection refused", an unknown host, a rejected password.
+    #[error("cannot connect to PostgreSQL: {0}")]
+    Connect(String),
     /// A statement failed.
     #[error("postgres: {0}")]
     Postgres(#[from] postgres::Error),
@@ -195,6 +199,22 @@ fn valid_ident(s: &str) -> bool {
         && !s.starts_with(|c: char| c.is_ascii_digit())
 }
 
+/// `e` and its causes, `: `-separated ("error connecting to server: Connection
+/// refused (os error 111)").
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut next = e.source();
+    while let Some(cause) = next {
+        let c = cause.to_string();
+        if !s.contains(&c) {
+            s.push_str(": ");
+            s.push_str(&c);
+        }
+        next = cause.source();
+    }
+    s
+}
+
 impl PgStore {
     /// Connect (pool), create the schema and extensions if needed, apply pending
     /// migrations, refuse a schema newer than this build.
@@ -216,6 +236,11 @@ impl PgStore {
                 cfg.statement_timeout.as_millis(),
                 cfg.statement_timeout.as_millis()
             ));
+        // One direct connection first: an unreachable server fails within the
+        // connect timeout with its real cause, not after the pool's retries as
+        // "timed out waiting for connection".
+        pg.connect(NoTls)
+            .map_err(|e| PgError::Connect(error_chain(&e)))?;
         let manager = PostgresConnectionManager::new(pg, NoTls);
         let pool = r2d2::Pool::builder()
             .max_size(cfg.pool_size.max(1))

@@ -84,6 +84,15 @@ fn classify(e: &(dyn std::error::Error + 'static)) -> Option<(&'static str, Vec<
         if let Some(found) = inner.and_then(classify) {
             return Some(found);
         }
+        if let M::Open { .. } = m {
+            return Some((
+                "database",
+                vec![
+                    "check that PostgreSQL is running and that the URL in the variable memory.backend.url_env names is right".into(),
+                    "`claw doctor` tests the connection".into(),
+                ],
+            ));
+        }
     }
     if let Some(e) = e.downcast_ref::<ConfigError>() {
         let hint = match e {

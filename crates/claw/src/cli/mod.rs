@@ -3,6 +3,7 @@
 //! The only part of the crate that touches the terminal.
 
 pub mod chat;
+pub mod completions;
 pub mod cron;
 pub mod doctor;
 pub mod errors;
@@ -62,6 +63,8 @@ pub enum Command {
     },
     /// MCP: serve claw's memory on stdin/stdout (default), or list the configured MCP servers.
     Mcp(mcp::McpArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(completions::CompletionsArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -112,6 +115,7 @@ impl Cli {
             Some(Command::Gateway(a)) => a.wants_json(),
             Some(Command::Cron { command }) => command.json(),
             Some(Command::Mcp(a)) => a.wants_json(),
+            Some(Command::Completions(_)) => false,
             Some(Command::Memory { command }) => match command {
                 MemoryCommand::Index(a) => a.json,
                 MemoryCommand::Status(a) => a.json,
@@ -137,6 +141,7 @@ pub async fn dispatch(cli: Cli, settings: Settings) -> anyhow::Result<Exit> {
         Some(Command::Gateway(a)) => gateway::run(settings, a).await,
         Some(Command::Cron { command }) => cron::run(settings, command).await,
         Some(Command::Mcp(a)) => mcp::run(settings, a).await,
+        Some(Command::Completions(a)) => completions::run(&a),
         Some(Command::Memory { command }) => match command {
             MemoryCommand::Migrate(a) => blocking(move || index::run_migrate(&settings, a)).await,
             MemoryCommand::Index(a) => blocking(move || index::run_index(&settings, a)).await,

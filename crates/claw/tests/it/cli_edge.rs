@@ -90,11 +90,58 @@ fn a_closed_stdout_exits_0_quietly_everywhere() {
         &["doctor"],
         &["doctor", "--json"],
         &["--help"],
+        &["completions", "bash"],
     ] {
         let (code, err) = with_closed_stdout(w, args);
         assert_eq!(code, Some(0), "{args:?}: stderr {err}");
         assert_eq!(err, "", "{args:?} printed on stderr");
     }
+}
+
+/// `claw completions SHELL` prints a script generated from the real command
+/// definitions, also when the config file is broken (completion must not depend
+/// on it); a shell it does not know is a usage error.
+#[test]
+fn completions_for_every_shell() {
+    let ws = tempfile::tempdir().unwrap();
+    let broken = ws.path().join("broken.json");
+    std::fs::write(&broken, "{ not json").unwrap();
+    for (shell, marker) in [
+        ("bash", "_claw()"),
+        ("zsh", "#compdef claw"),
+        ("fish", "complete -c claw"),
+        ("elvish", "edit:completion:arg-completer[claw]"),
+        ("powershell", "Register-ArgumentCompleter"),
+    ] {
+        let o = support::claw_keyword_only(ws.path())
+            .env("CLAW_CONFIG", &broken)
+            .args(["completions", shell])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{shell}: {}", stderr(&o));
+        let script = stdout(&o);
+        assert!(script.contains(marker), "{shell}: {script}");
+        // The real subcommands and flags are in it.
+        for word in ["memory", "install-model", "workspace", "gateway"] {
+            assert!(script.contains(word), "{shell} lacks {word}");
+        }
+    }
+    // Positive control for the broken config: other commands do refuse it.
+    let o = support::claw_keyword_only(ws.path())
+        .env("CLAW_CONFIG", &broken)
+        .args(["memory", "status"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+    // bash parses the script it is given.
+    let o = claw(ws.path(), &["completions", "bash"]);
+    let file = ws.path().join("claw.bash");
+    std::fs::write(&file, &o.stdout).unwrap();
+    let check = Command::new("bash").arg("-n").arg(&file).output().unwrap();
+    assert!(check.status.success(), "{}", stderr(&check));
+    let o = claw(ws.path(), &["completions", "tcsh"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("invalid value"), "{}", stderr(&o));
 }
 
 #[test]

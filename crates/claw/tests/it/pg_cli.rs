@@ -361,3 +361,62 @@ fn get_serves_another_workspaces_file_from_the_shared_index() {
         "{err}"
     );
 }
+
+/// An unreachable server is said as such, fast: a closed port is "connection
+/// refused" within seconds (not the pool's 40 s of retries ending in "timed
+/// out"), with a hint, in `memory status` and in `claw doctor --json`. Needs no
+/// server.
+#[test]
+fn an_unreachable_server_fails_fast_with_its_cause() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let cfg = tmp.path().join("config.json");
+    std::fs::write(
+        &cfg,
+        r#"{"memory": {"backend": {"kind": "postgres", "url_env": "CLAW_PG_URL", "namespace": "team"}}}"#,
+    )
+    .unwrap();
+    // A port that was just free: nothing listens there.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("postgresql://nobody@127.0.0.1:{port}/db");
+    let run = |args: &[&str]| {
+        let t0 = std::time::Instant::now();
+        let out = claw_testkit::claw_keyword_only(&ws)
+            .env("CLAW_PG_URL", &url)
+            .env("CLAW_CONFIG", &cfg)
+            .args(args)
+            .output()
+            .unwrap();
+        (out, t0.elapsed())
+    };
+    let (out, took) = run(&["memory", "status"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("Connection refused"), "{err}");
+    assert!(!err.contains("timed out"), "{err}");
+    assert!(err.contains("hint: "), "{err}");
+    assert!(took < std::time::Duration::from_secs(10), "took {took:?}");
+    let (out, took) = run(&["doctor", "--json"]);
+    assert_eq!(out.status.code(), Some(2));
+    let j: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let db = j["sections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "database")
+        .unwrap();
+    assert_eq!(db["status"], "error", "{db}");
+    assert!(
+        db["summary"]
+            .as_str()
+            .unwrap()
+            .contains("Connection refused"),
+        "{db}"
+    );
+    assert!(took < std::time::Duration::from_secs(10), "took {took:?}");
+}

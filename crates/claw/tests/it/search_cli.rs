@@ -156,6 +156,32 @@ fn search_and_get_end_to_end() {
         ),
         (Some(1), Some(4), true)
     );
+    // Every citation form search prints is a path `memory get` takes, for exactly
+    // the cited lines: the text output's `path:S-E` and the JSON's `path#LS-LE`.
+    let o = search(ws, &["ticket ZX-4471", "--json", "--limit", "1"]);
+    let j: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let cited = j["results"][0]["citation"].as_str().unwrap().to_string();
+    let printed = first.split_whitespace().nth(1).unwrap().to_string();
+    let (s, e) = (
+        j["results"][0]["start_line"].as_u64(),
+        j["results"][0]["end_line"].as_u64(),
+    );
+    for c in [cited.as_str(), printed.as_str(), "memory/2026-11-02.md:3"] {
+        let o = run(support::claw(ws).args(["memory", "get", c, "--json"]));
+        assert_eq!(code(&o), 0, "{c}: {}", String::from_utf8_lossy(&o.stderr));
+        let g: Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(g["path"], "memory/2026-11-02.md", "{c}");
+        let want = if c.ends_with(":3") {
+            (Some(3), Some(3))
+        } else {
+            (s, e)
+        };
+        assert_eq!((g["from"].as_u64(), g["to"].as_u64()), want, "{c}: {g}");
+        assert!(g["text"].as_str().unwrap().contains("ZX-4471"), "{c}: {g}");
+    }
+    // A citation of a file that is not indexed is still refused.
+    let o = run(support::claw(ws).args(["memory", "get", "memory/missing.md#L1-L2"]));
+    assert_eq!(code(&o), 2);
     for bad in ["../secret.md", "/etc/passwd", "memory/missing.md"] {
         let o = run(support::claw(ws).args(["memory", "get", bad]));
         assert_eq!(code(&o), 2, "{bad}");

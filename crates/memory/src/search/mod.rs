@@ -19,5 +19,5 @@ pub mod vector;
 pub use engine::{get_lines, search};
 pub use types::{
     Fallback, GetRequest, GetResponse, Mode, SearchError, SearchHit, SearchRequest, SearchResponse,
-    SourceFilter, citation,
+    SourceFilter, citation, parse_citation,
 };

@@ -235,6 +235,37 @@ pub fn citation(path: &str, start_line: usize, end_line: usize) -> String {
     format!("{path}#L{start_line}-L{end_line}")
 }
 
+/// Split a citation as search prints it into the path and its line span:
+/// `path#L12-L20`, `path#L12-20`, `path#L12`, `path:12-20` (the text output) or
+/// `path:12`. None when `s` ends in no such span (or the span is backwards or
+/// starts at 0).
+pub fn parse_citation(s: &str) -> Option<(&str, usize, usize)> {
+    let num = |t: &str| -> Option<usize> {
+        (!t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| t.parse().ok())
+            .flatten()
+    };
+    let (path, span, hash) = match s.rfind("#L") {
+        Some(i) => (&s[..i], &s[i + 2..], true),
+        None => {
+            let i = s.rfind(':')?;
+            (&s[..i], &s[i + 1..], false)
+        }
+    };
+    let (a, b) = match span.split_once('-') {
+        Some((a, b)) => {
+            let b = if hash {
+                b.strip_prefix('L').unwrap_or(b)
+            } else {
+                b
+            };
+            (num(a)?, num(b)?)
+        }
+        None => (num(span)?, num(span)?),
+    };
+    (!path.is_empty() && a >= 1 && b >= a).then_some((path, a, b))
+}
+
 /// One result.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SearchHit {
@@ -357,6 +388,18 @@ impl GetRequest {
             max_chars: GET_MAX_CHARS,
         }
     }
+
+    /// The request a citation names, when `path` is one ([`parse_citation`]):
+    /// its path and exactly its lines (still bounded by `max_chars`).
+    pub fn cited(&self) -> Option<GetRequest> {
+        let (path, start, end) = parse_citation(&self.path)?;
+        Some(GetRequest {
+            path: path.to_string(),
+            from: start,
+            lines: end - start + 1,
+            max_chars: self.max_chars,
+        })
+    }
 }
 
 /// Lines of an indexed file (`claw memory get --json`, the `memory_get` tool).
@@ -416,6 +459,35 @@ mod tests {
             assert_eq!(m.to_string().parse::<Mode>(), Ok(m));
         }
         assert_eq!(citation("a.md", 3, 3), "a.md#L3-L3");
+        // Every form search prints (and a few a person types) round-trips.
+        for (s, want) in [
+            ("memory/a.md#L12-L20", Some(("memory/a.md", 12, 20))),
+            ("memory/a.md#L12-20", Some(("memory/a.md", 12, 20))),
+            ("memory/a.md#L7", Some(("memory/a.md", 7, 7))),
+            ("memory/a.md:1-5", Some(("memory/a.md", 1, 5))),
+            ("memory/a.md:3", Some(("memory/a.md", 3, 3))),
+            ("c:/x.md#L2-L3", Some(("c:/x.md", 2, 3))),
+        ] {
+            assert_eq!(parse_citation(s), want, "{s}");
+        }
+        let c = citation("x/y z.md", 4, 9);
+        assert_eq!(parse_citation(&c), Some(("x/y z.md", 4, 9)));
+        // Not citations: no span, a backwards or zero span, words.
+        for s in [
+            "memory/a.md",
+            "a.md#L",
+            "a.md#L5-L2",
+            "a.md:0",
+            "a.md:x-3",
+            "notes:draft",
+            ":3",
+            "a.md#L1-L2-L3",
+        ] {
+            assert_eq!(parse_citation(s), None, "{s}");
+        }
+        let r = GetRequest::new("MEMORY.md#L3-L4").cited().unwrap();
+        assert_eq!((r.path.as_str(), r.from, r.lines), ("MEMORY.md", 3, 2));
+        assert!(GetRequest::new("MEMORY.md").cited().is_none());
         let m: Mode = serde_json::from_str("\"keyword\"").unwrap();
         assert_eq!(m, Mode::Fts);
     }
