@@ -183,6 +183,86 @@ impl Channels {
     }
 }
 
+/// A reqwest error and its causes ("error sending request: client error
+/// (Connect): tcp connect error: Connection refused"), without the URL (a
+/// Telegram URL holds the bot token).
+fn without_url_chain(e: reqwest::Error) -> String {
+    let e = e.without_url();
+    let mut s = e.to_string();
+    let mut next = std::error::Error::source(&e);
+    while let Some(cause) = next {
+        let c = cause.to_string();
+        if !s.contains(&c) {
+            s.push_str(": ");
+            s.push_str(&c);
+        }
+        next = cause.source();
+    }
+    s
+}
+
+/// What `claw doctor` learned about one configured channel.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Probe {
+    /// `matrix` or `telegram`.
+    pub channel: &'static str,
+    /// Reached, and the token was accepted.
+    pub ok: bool,
+    /// Who the token belongs to, or why the probe failed.
+    pub detail: String,
+}
+
+/// One bounded request per configured channel: Matrix `whoami` (the homeserver
+/// answers and the token is the configured user's), Telegram `getMe`.
+pub async fn probe(settings: &ChannelsSettings, timeout: std::time::Duration) -> Vec<Probe> {
+    let mut out = Vec::new();
+    if let Some(m) = &settings.matrix {
+        let r = match matrix::Matrix::new(m.clone()) {
+            Ok(mx) => mx.whoami(timeout).await,
+            Err(e) => Err(e),
+        };
+        out.push(match r {
+            Ok(who) if who == m.user_id => Probe {
+                channel: "matrix",
+                ok: true,
+                detail: format!("{} answers; the token is {who}'s", m.homeserver),
+            },
+            Ok(who) => Probe {
+                channel: "matrix",
+                ok: false,
+                detail: format!(
+                    "the token belongs to {who}, not to the configured user_id {}",
+                    m.user_id
+                ),
+            },
+            Err(e) => Probe {
+                channel: "matrix",
+                ok: false,
+                detail: e.to_string(),
+            },
+        });
+    }
+    if let Some(t) = &settings.telegram {
+        let r = match telegram::Telegram::new(t.clone()) {
+            Ok(tg) => tg.get_me(timeout).await,
+            Err(e) => Err(e),
+        };
+        out.push(match r {
+            Ok(name) => Probe {
+                channel: "telegram",
+                ok: true,
+                detail: format!("the Bot API answers; the token is @{name}'s"),
+            },
+            Err(e) => Probe {
+                channel: "telegram",
+                ok: false,
+                detail: e.to_string(),
+            },
+        });
+    }
+    out
+}
+
 /// A reqwest client for long polls (no overall timeout; each request sets its own).
 pub(crate) fn http_client(channel: &'static str) -> Result<reqwest::Client, ChannelError> {
     claw_base::http::builder(&claw_base::http::HttpOptions {
@@ -205,7 +285,7 @@ pub(crate) async fn check(
 ) -> Result<serde_json::Value, ChannelError> {
     let resp = resp.map_err(|e| ChannelError::Network {
         channel,
-        message: e.without_url().to_string(),
+        message: without_url_chain(e),
     })?;
     let status = resp.status();
     let body: serde_json::Value = resp.json().await.map_err(|e| ChannelError::Network {

@@ -80,6 +80,14 @@ impl Matrix {
         check("matrix", req.send().await).await
     }
 
+    /// Whose token this is (`GET /account/whoami`).
+    pub async fn whoami(&self, timeout: Duration) -> Result<String, ChannelError> {
+        let v = self
+            .request(reqwest::Method::GET, "/account/whoami", None, timeout)
+            .await?;
+        Ok(v["user_id"].as_str().unwrap_or_default().to_string())
+    }
+
     /// One `/sync` (`timeout_ms` 0 returns at once).
     pub async fn sync(&self, since: Option<&str>, timeout_ms: u64) -> Result<Value, ChannelError> {
         let mut path = format!(

@@ -94,6 +94,12 @@ impl Telegram {
         Ok(v["result"].clone())
     }
 
+    /// The bot's username (`getMe`).
+    pub async fn get_me(&self, timeout: Duration) -> Result<String, ChannelError> {
+        let v = self.call("getMe", json!({}), timeout).await?;
+        Ok(v["username"].as_str().unwrap_or_default().to_string())
+    }
+
     /// One long poll from `offset`.
     pub async fn get_updates(&self, offset: Option<i64>) -> Result<Vec<Value>, ChannelError> {
         let mut body = json!({"timeout": POLL_TIMEOUT_SECS, "allowed_updates": ["message"]});

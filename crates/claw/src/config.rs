@@ -459,7 +459,21 @@ impl Settings {
             config_file,
             gateway: claw_gateway::config::GatewayConfig::from_section(&file.gateway),
             mcp: file.mcp,
-            channels: file.channels,
+            channels: {
+                file.channels.validate().map_err(|e| match e {
+                    claw_channels::ChannelError::Config { channel, message } => {
+                        ConfigError::Invalid {
+                            name: format!("channels.{channel}"),
+                            message,
+                        }
+                    }
+                    other => ConfigError::Invalid {
+                        name: "channels".into(),
+                        message: other.to_string(),
+                    },
+                })?;
+                file.channels
+            },
             hooks: file.hooks,
             agents: file.agents,
             gateway_token: input.var(ENV_GATEWAY_TOKEN),

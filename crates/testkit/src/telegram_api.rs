@@ -1,6 +1,6 @@
 //! A scripted Telegram Bot API server on 127.0.0.1 for channel tests. It speaks
 //! the real JSON shapes of `getUpdates` (long poll honouring `offset` and
-//! `timeout`), `sendMessage` and `sendChatAction`, checks the bot token in the
+//! `timeout`), `sendMessage`, `sendChatAction` and `getMe`, checks the bot token in the
 //! path, and rejects what Telegram rejects: text over 4,096 characters and
 //! MarkdownV2 with an unescaped reserved character (`can't parse entities`).
 //! Tests push user messages and read every call back.
@@ -285,6 +285,11 @@ fn serve(conn: TcpStream, st: &Arc<(Mutex<St>, Condvar)>, token: &str) {
             );
         }
         "sendChatAction" => respond(conn, 200, &json!({"ok": true, "result": true})),
+        "getMe" => respond(
+            conn,
+            200,
+            &json!({"ok": true, "result": {"id": 7, "is_bot": true, "username": "claw_test_bot"}}),
+        ),
         _ => respond(
             conn,
             404,

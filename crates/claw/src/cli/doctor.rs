@@ -1,7 +1,8 @@
 //! `claw doctor [--json]`: what claw would use and whether it works — the config
 //! file, the workspace, the database, the embedding model, the writer lock, the
-//! watcher, the protections, the state directory (private or not) and the notes
-//! too big to index. The report is a list of independent sections (`name`, `status`,
+//! watcher, the protections, the state directory (private or not), the notes
+//! too big to index and the chat channels (reachable, token accepted, someone
+//! allowed). The report is a list of independent sections (`name`, `status`,
 //! `summary`, typed `details`), so a new check (e.g. the exec sandbox probe) is one
 //! more function pushing one more [`Section`]; the JSON shape does not change.
 
@@ -440,6 +441,72 @@ fn too_big(settings: &Settings, status: Option<&MemoryStatus>) -> Section {
     )
 }
 
+/// Bound of each channel probe.
+const CHANNEL_PROBE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The chat channels: token variables set, `allow_from` not empty, and one
+/// bounded request each (Matrix `whoami`, Telegram `getMe`).
+fn channels(settings: &Settings) -> Section {
+    let sec = &settings.channels;
+    let configured: Vec<&str> = [
+        sec.matrix.as_ref().map(|_| "matrix"),
+        sec.telegram.as_ref().map(|_| "telegram"),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if configured.is_empty() {
+        return section(
+            "channels",
+            Status::Ok,
+            "no chat channels configured".into(),
+            json!({"configured": configured, "probes": [], "warnings": []}),
+        );
+    }
+    let warnings = sec.warnings();
+    let resolved = match sec.resolve(settings.env.vars()) {
+        Ok(r) => r,
+        Err(e) => {
+            return section(
+                "channels",
+                Status::Error,
+                e.to_string(),
+                json!({"configured": configured, "probes": [], "warnings": warnings, "error": e.to_string()}),
+            );
+        }
+    };
+    // The doctor runs on a blocking thread of the CLI's runtime.
+    let probes = match tokio::runtime::Handle::try_current() {
+        Ok(h) => h.block_on(claw_channels::probe(&resolved, CHANNEL_PROBE)),
+        Err(_) => Vec::new(),
+    };
+    let failed: Vec<String> = probes
+        .iter()
+        .filter(|p| !p.ok)
+        .map(|p| format!("{}: {}", p.channel, p.detail))
+        .collect();
+    let (status, summary) = if !failed.is_empty() {
+        (Status::Error, failed.join("; "))
+    } else if !warnings.is_empty() {
+        (Status::Warn, warnings.join("; "))
+    } else {
+        (
+            Status::Ok,
+            probes
+                .iter()
+                .map(|p| format!("{}: {}", p.channel, p.detail))
+                .collect::<Vec<_>>()
+                .join("; "),
+        )
+    };
+    section(
+        "channels",
+        status,
+        summary,
+        json!({"configured": configured, "probes": probes, "warnings": warnings}),
+    )
+}
+
 /// Run every check.
 pub fn diagnose(settings: &Settings) -> DoctorReport {
     let (db, status) = database(settings);
@@ -457,6 +524,7 @@ pub fn diagnose(settings: &Settings) -> DoctorReport {
         protections(settings),
         state_dir(settings),
         too_big(settings, status.as_ref()),
+        channels(settings),
     ];
     DoctorReport::new(sections)
 }

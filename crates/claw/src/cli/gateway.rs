@@ -115,6 +115,9 @@ async fn run_gateway(
         zone,
         heartbeat,
     };
+    for w in settings.channels.warnings() {
+        tracing::warn!("{w}");
+    }
     let channels = settings
         .channels
         .resolve(settings.env.vars())

@@ -471,6 +471,129 @@ fn state_and_transcripts_are_private_under_umask_000() {
     }
 }
 
+/// Channels are checked at load (a bad homeserver or allow_from entry is a
+/// config error naming the key, for every command) and by the doctor: one
+/// bounded request each, the token variable, an empty `allow_from`.
+#[test]
+fn channels_are_validated_at_load_and_probed_by_the_doctor() {
+    use claw_testkit::telegram_api::FakeTelegram;
+    let ws = tempfile::tempdir().unwrap();
+    let w = ws.path();
+    let cfg = w.join("config.json");
+    let doctor = |channels: Value, env: &[(&str, &str)]| -> (Option<i32>, Value, String) {
+        std::fs::write(&cfg, serde_json::json!({"channels": channels}).to_string()).unwrap();
+        let mut c = support::claw_keyword_only(w);
+        c.env("CLAW_CONFIG", &cfg);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let o = c.args(["doctor", "--json"]).output().unwrap();
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap_or(Value::Null);
+        (o.status.code(), v, stderr(&o))
+    };
+    let section = |v: &Value| -> Value {
+        v["sections"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == "channels")
+            .cloned()
+            .unwrap()
+    };
+    // Invalid at load: an error naming the key, exit 2 (positive control: a
+    // valid section loads, below).
+    for (bad, want) in [
+        (
+            serde_json::json!({"matrix": {"homeserver": "not a url", "user_id": "@c:x",
+                "access_token_env": "MX", "allow_from": ["@me:x"]}}),
+            "channels.matrix: homeserver \"not a url\" is not a URL",
+        ),
+        (
+            serde_json::json!({"telegram": {"token_env": "TG", "allow_from": ["joe smith"]}}),
+            "channels.telegram: allow_from entry \"joe smith\"",
+        ),
+    ] {
+        let (code, v, err) = doctor(bad, &[]);
+        assert_eq!(code, Some(2), "{v} {err}");
+        let msg = v["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        assert!(msg.contains(want), "{v} {err}");
+    }
+    // A reachable Bot API and a known token: ok.
+    let tg = FakeTelegram::start("123:abc");
+    let good = serde_json::json!({"telegram": {"token_env": "TG", "allow_from": ["42"], "base_url": tg.url()}});
+    let (code, v, err) = doctor(good.clone(), &[("TG", "123:abc")]);
+    assert_eq!(code, Some(0), "{v} {err}");
+    let c = section(&v);
+    assert_eq!(c["status"], "ok", "{c}");
+    assert!(
+        c["summary"].as_str().unwrap().contains("@claw_test_bot"),
+        "{c}"
+    );
+    // A wrong token: error, the API's answer named, the token never shown.
+    let (code, v, _) = doctor(good, &[("TG", "999:wrong")]);
+    assert_eq!(code, Some(2));
+    let c = section(&v);
+    assert_eq!(c["status"], "error", "{c}");
+    assert!(
+        c["summary"].as_str().unwrap().contains("Unauthorized"),
+        "{c}"
+    );
+    assert!(!v.to_string().contains("999:wrong"), "{v}");
+    // Nobody listening: "Connection refused", fast.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let t0 = std::time::Instant::now();
+    let (code, v, _) = doctor(
+        serde_json::json!({"telegram": {"token_env": "TG", "allow_from": ["42"],
+            "base_url": format!("http://127.0.0.1:{port}")}}),
+        &[("TG", "123:abc")],
+    );
+    assert_eq!(code, Some(2));
+    let c = section(&v);
+    assert!(
+        c["summary"]
+            .as_str()
+            .unwrap()
+            .contains("Connection refused"),
+        "{c}"
+    );
+    assert!(!v.to_string().contains("123:abc"), "{v}");
+    assert!(t0.elapsed() < Duration::from_secs(10));
+    // The token variable unset: error naming it. An empty allow_from: a warning.
+    let (code, v, _) = doctor(
+        serde_json::json!({"telegram": {"token_env": "TG_UNSET", "allow_from": ["42"]}}),
+        &[],
+    );
+    assert_eq!(code, Some(2));
+    assert!(
+        section(&v)["summary"]
+            .as_str()
+            .unwrap()
+            .contains("TG_UNSET"),
+        "{v}"
+    );
+    let (code, v, _) = doctor(
+        serde_json::json!({"telegram": {"token_env": "TG", "base_url": tg.url()}}),
+        &[("TG", "123:abc")],
+    );
+    assert_eq!(code, Some(0));
+    let c = section(&v);
+    assert_eq!(c["status"], "warn", "{c}");
+    assert!(
+        c["summary"]
+            .as_str()
+            .unwrap()
+            .contains("allow_from is empty"),
+        "{c}"
+    );
+}
+
 #[test]
 fn doctor_reports_each_section_in_text_and_json() {
     let ws = indexed();
@@ -491,7 +614,8 @@ fn doctor_reports_each_section_in_text_and_json() {
             "watcher",
             "protections",
             "state_dir",
-            "too_big"
+            "too_big",
+            "channels"
         ]
     );
     let p = &v["sections"][6]["details"];
