@@ -10,6 +10,7 @@ pub mod anthropic;
 pub mod failover;
 mod http;
 pub mod openai;
+pub mod probe;
 pub mod sse;
 
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! `claw doctor [--json]`: what claw would use and whether it works — the config
 //! file, the workspace, the database, the embedding model, the writer lock, the
 //! watcher, the protections, the state directory (private or not), the notes
-//! too big to index and the chat channels (reachable, token accepted, someone
+//! too big to index, the LLM (reachable, key accepted, model served) and the chat channels (reachable, token accepted, someone
 //! allowed). The report is a list of independent sections (`name`, `status`,
 //! `summary`, typed `details`), so a new check (e.g. the exec sandbox probe) is one
 //! more function pushing one more [`Section`]; the JSON shape does not change.
@@ -441,6 +441,66 @@ fn too_big(settings: &Settings, status: Option<&MemoryStatus>) -> Section {
     )
 }
 
+/// Bound of each LLM probe.
+const LLM_PROBE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The LLM profiles: configured at all, and one bounded `GET /v1/models` each
+/// (reachable, key accepted, model served).
+fn llm(settings: &Settings) -> Section {
+    use claw_agent::provider::{ProfileError, probe, profiles_from_settings};
+    let env = |name: &str| settings.env.get(name);
+    let profiles = match profiles_from_settings(&settings.assistant, &env) {
+        Ok(p) => p,
+        Err(ProfileError::NoProfiles) => {
+            return section(
+                "llm",
+                Status::Warn,
+                "no LLM configured: the assistant and the gateway's chat are off (set CLAW_LLM_API, CLAW_LLM_BASE_URL and CLAW_LLM_MODEL, or agent.profiles)".into(),
+                json!({"configured": false, "probes": []}),
+            );
+        }
+        Err(e) => {
+            return section(
+                "llm",
+                Status::Error,
+                e.to_string(),
+                json!({"configured": true, "probes": [], "error": e.to_string()}),
+            );
+        }
+    };
+    // The doctor runs on a blocking thread of the CLI's runtime.
+    let probes: Vec<probe::LlmProbe> = match tokio::runtime::Handle::try_current() {
+        Ok(h) => h.block_on(async {
+            let mut out = Vec::new();
+            for p in &profiles {
+                out.push(probe::probe(p, LLM_PROBE).await);
+            }
+            out
+        }),
+        Err(_) => Vec::new(),
+    };
+    let failed = probes.iter().filter(|p| !p.ok).count();
+    let unlisted = probes.iter().any(|p| p.model_listed == Some(false));
+    let status = if failed == probes.len() && failed > 0 {
+        Status::Error
+    } else if failed > 0 || unlisted {
+        Status::Warn
+    } else {
+        Status::Ok
+    };
+    let summary = probes
+        .iter()
+        .map(|p| format!("{} ({} {}): {}", p.profile, p.api, p.model, p.detail))
+        .collect::<Vec<_>>()
+        .join("; ");
+    section(
+        "llm",
+        status,
+        summary,
+        json!({"configured": true, "probes": probes}),
+    )
+}
+
 /// Bound of each channel probe.
 const CHANNEL_PROBE: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -524,6 +584,7 @@ pub fn diagnose(settings: &Settings) -> DoctorReport {
         protections(settings),
         state_dir(settings),
         too_big(settings, status.as_ref()),
+        llm(settings),
         channels(settings),
     ];
     DoctorReport::new(sections)

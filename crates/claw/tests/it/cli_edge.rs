@@ -594,6 +594,100 @@ fn channels_are_validated_at_load_and_probed_by_the_doctor() {
     );
 }
 
+/// The doctor's `llm` section: one bounded `GET /v1/models` against the real
+/// configured endpoint (a scripted server here): served model ok, an unlisted
+/// model a warning, a refused key and a closed port errors naming the cause,
+/// the key never printed; no LLM at all is a warning.
+#[test]
+fn doctor_probes_the_llm() {
+    use claw_testkit::scripted_server::Reply;
+    let ws = tempfile::tempdir().unwrap();
+    let w = ws.path();
+    let doctor = |url: &str, key: Option<&str>| -> (Option<i32>, Value) {
+        let mut c = support::claw_keyword_only(w);
+        c.openai_llm(url, "tiny-model");
+        if let Some(k) = key {
+            c.env("CLAW_LLM_API_KEY", k);
+        }
+        let o = c.args(["doctor", "--json"]).output().unwrap();
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+        let llm = v["sections"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == "llm")
+            .cloned()
+            .unwrap();
+        assert!(!v.to_string().contains("sk-secret"), "{v}");
+        (o.status.code(), llm)
+    };
+    let server = ScriptedServer::start([
+        Reply::json(200, serde_json::json!({"data": [{"id": "tiny-model"}]})),
+        Reply::json(200, serde_json::json!({"data": [{"id": "other"}]})),
+        Reply::json(
+            401,
+            serde_json::json!({"error": {"message": "invalid api key"}}),
+        ),
+    ]);
+    let (code, s) = doctor(&server.url(), Some("sk-secret"));
+    assert_eq!((code, &s["status"]), (Some(0), &Value::from("ok")), "{s}");
+    assert_eq!(s["details"]["probes"][0]["model_listed"], true, "{s}");
+    let req = &server.requests()[0];
+    assert_eq!(
+        (req.method.as_str(), req.path.as_str()),
+        ("GET", "/v1/models")
+    );
+    let (code, s) = doctor(&server.url(), Some("sk-secret"));
+    assert_eq!((code, &s["status"]), (Some(0), &Value::from("warn")), "{s}");
+    assert!(
+        s["summary"]
+            .as_str()
+            .unwrap()
+            .contains("does not list the model tiny-model"),
+        "{s}"
+    );
+    let (code, s) = doctor(&server.url(), Some("sk-secret"));
+    assert_eq!(
+        (code, &s["status"]),
+        (Some(2), &Value::from("error")),
+        "{s}"
+    );
+    assert!(
+        s["summary"]
+            .as_str()
+            .unwrap()
+            .contains("refused the key (HTTP 401: invalid api key)"),
+        "{s}"
+    );
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let t0 = Instant::now();
+    let (code, s) = doctor(&format!("http://127.0.0.1:{port}"), Some("sk-secret"));
+    assert_eq!(code, Some(2), "{s}");
+    assert!(
+        s["summary"]
+            .as_str()
+            .unwrap()
+            .contains("Connection refused"),
+        "{s}"
+    );
+    assert!(t0.elapsed() < Duration::from_secs(10));
+    let o = claw(w, &["doctor", "--json"]);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let s = v["sections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "llm")
+        .cloned()
+        .unwrap();
+    assert_eq!(s["status"], "warn", "{s}");
+    assert_eq!(s["details"]["configured"], false, "{s}");
+}
+
 #[test]
 fn doctor_reports_each_section_in_text_and_json() {
     let ws = indexed();
@@ -615,6 +709,7 @@ fn doctor_reports_each_section_in_text_and_json() {
             "protections",
             "state_dir",
             "too_big",
+            "llm",
             "channels"
         ]
     );
