@@ -93,6 +93,69 @@ pub const ALL_ENV: &[(&str, &str)] = &[
     ),
 ];
 
+/// The environment variables the config file names, sorted and deduplicated.
+fn named_env(file: &ConfigFile) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    names.extend(
+        file.agent
+            .profiles
+            .iter()
+            .filter_map(|p| p.api_key_env.clone()),
+    );
+    names.extend(file.agent.brave_api_key_env.clone());
+    names.extend(file.embedding.api_key_env.clone());
+    if let Some(b) = &file.memory.backend
+        && b.kind == "postgres"
+    {
+        names.push(b.url_env.clone().unwrap_or_else(|| ENV_PG_URL.to_string()));
+    }
+    if let Some(m) = &file.channels.matrix {
+        names.push(m.access_token_env.clone());
+    }
+    if let Some(t) = &file.channels.telegram {
+        names.push(t.token_env.clone());
+    }
+    let h = &file.hooks;
+    for spec in [
+        &h.session_start,
+        &h.user_prompt,
+        &h.before_tool_call,
+        &h.after_tool_call,
+        &h.before_compaction,
+        &h.agent_end,
+    ]
+    .into_iter()
+    .flatten()
+    {
+        names.extend(spec.env.iter().cloned());
+    }
+    names.retain(|n| !n.trim().is_empty());
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// What a service (`claw gateway install-service`) must be given to run as
+/// this shell does: claw's own variables (but the workspace and config, which
+/// the unit passes as flags, and the test-only clock) and every variable the
+/// config file names, with their current values. Unset ones are left out.
+pub fn service_env(settings: &Settings) -> Vec<(String, String)> {
+    let mut names: Vec<&str> = ALL_ENV
+        .iter()
+        .map(|(n, _)| *n)
+        .filter(|n| ![ENV_WORKSPACE, ENV_CONFIG, ENV_NOW].contains(n))
+        .collect();
+    // Where the state dir is, and the time zone the user sees.
+    names.extend([ENV_XDG_STATE_HOME, ENV_TZ]);
+    names.extend(settings.named_env.iter().map(String::as_str));
+    names.sort_unstable();
+    names.dedup();
+    names
+        .into_iter()
+        .filter_map(|n| settings.env.get(n).map(|v| (n.to_string(), v)))
+        .collect()
+}
+
 /// Errors while resolving settings.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -276,6 +339,9 @@ pub struct Settings {
     /// names (`api_key_env`, `hooks.*.env`, channel tokens) and what child
     /// processes inherit.
     pub env: ProcessEnv,
+    /// Every variable the config file names (keys, tokens, URLs, hook
+    /// variables), sorted: what a service must be given to run like this shell.
+    pub named_env: Vec<String>,
 }
 
 /// A snapshot of the process environment, taken once by [`ResolveInput::from_process`]:
@@ -401,6 +467,7 @@ impl Settings {
         let mut protected = vec![state_dir.clone()];
         protected.extend(config_file.clone());
 
+        let named_env = named_env(&file);
         let embed = resolve_embed(input, &file.embedding)?;
         let memory = resolve_memory(&file.memory, &file.embedding)?;
         let backend = resolve_backend(input, file.memory.backend.as_ref())?;
@@ -459,6 +526,7 @@ impl Settings {
             config_file,
             gateway: claw_gateway::config::GatewayConfig::from_section(&file.gateway),
             mcp: file.mcp,
+            named_env,
             channels: {
                 file.channels.validate().map_err(|e| match e {
                     claw_channels::ChannelError::Config { channel, message } => {

@@ -235,7 +235,31 @@ fn run_status(settings: &Settings, args: StatusArgs) -> anyhow::Result<Exit> {
 }
 
 /// The systemd user unit for `claw gateway` with this workspace and config.
-fn unit_text(exe: &std::path::Path, settings: &Settings) -> String {
+/// `KEY="value"` lines for systemd's `EnvironmentFile=` (backslashes and
+/// quotes escaped). A value with a line break cannot be written there: it is
+/// left out and named in the second list.
+fn env_file_text(vars: &[(String, String)]) -> (String, Vec<String>) {
+    let mut text = String::from(
+        "# Written by `claw gateway install-service`: the environment the gateway runs with.\n\
+         # It holds secrets (mode 0600). Run install-service again after changing them.\n",
+    );
+    let mut skipped = Vec::new();
+    for (k, v) in vars {
+        if v.contains(['\n', '\r']) {
+            skipped.push(k.clone());
+            continue;
+        }
+        let v = v.replace('\\', "\\\\").replace('"', "\\\"");
+        text.push_str(&format!("{k}=\"{v}\"\n"));
+    }
+    (text, skipped)
+}
+
+fn unit_text(
+    exe: &std::path::Path,
+    settings: &Settings,
+    env_file: Option<&std::path::Path>,
+) -> String {
     let q = |p: &std::path::Path| format!("\"{}\"", p.display().to_string().replace('"', "\\\""));
     let mut exec = format!(
         "{} gateway --workspace {}",
@@ -252,6 +276,7 @@ fn unit_text(exe: &std::path::Path, settings: &Settings) -> String {
          \n\
          [Service]\n\
          Type=simple\n\
+         {env}\
          ExecStart={exec}\n\
          Restart=on-failure\n\
          RestartSec=5\n\
@@ -260,7 +285,14 @@ fn unit_text(exe: &std::path::Path, settings: &Settings) -> String {
          \n\
          [Install]\n\
          WantedBy=default.target\n",
-        settings.gateway.grace.as_secs() + 10
+        settings.gateway.grace.as_secs() + 10,
+        env = env_file
+            // A path, not a command line: no quotes; a space is `\x20`.
+            .map(|p| format!(
+                "EnvironmentFile={}\n",
+                p.display().to_string().replace(' ', "\\x20")
+            ))
+            .unwrap_or_default(),
     )
 }
 
@@ -279,9 +311,46 @@ fn run_install(settings: &Settings, args: InstallArgs) -> anyhow::Result<Exit> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
-    std::fs::write(&path, unit_text(&exe, settings))
+    // The environment beside the unit, private: without it the service would
+    // start without the LLM, the model or the tokens this shell has.
+    let env_path = path.with_extension("env");
+    let vars = crate::config::service_env(settings);
+    let (env_text, skipped) = env_file_text(&vars);
+    claw_base::fs::write_atomic(
+        &env_path,
+        env_text.as_bytes(),
+        claw_base::fs::Durability::Durable,
+    )
+    .with_context(|| format!("cannot write {}", env_path.display()))?;
+    std::fs::write(&path, unit_text(&exe, settings, Some(&env_path)))
         .with_context(|| format!("cannot write {}", path.display()))?;
     println!("wrote {}", sanitize_path(&path));
+    println!(
+        "wrote {} (mode 0600): {}",
+        sanitize_path(&env_path),
+        if vars.is_empty() {
+            "no variables set".to_string()
+        } else {
+            vars.iter()
+                .map(|(k, _)| k.as_str())
+                .filter(|k| !skipped.iter().any(|s| s == k))
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    );
+    for k in &skipped {
+        eprintln!(
+            "warning: {k} holds a line break and cannot go into an EnvironmentFile; set it in the unit by hand"
+        );
+    }
+    let env = |name: &str| settings.env.get(name);
+    if let Err(claw_agent::provider::ProfileError::NoProfiles) =
+        claw_agent::provider::profiles_from_settings(&settings.assistant, &env)
+    {
+        eprintln!(
+            "note: no LLM is configured in this shell (CLAW_LLM_* or agent.profiles): the service's chat will be off"
+        );
+    }
     println!("enable and start it with:");
     println!("  systemctl --user daemon-reload");
     println!("  systemctl --user enable --now claw-gateway.service");
@@ -303,7 +372,7 @@ mod tests {
             ..Default::default()
         };
         let s = Settings::resolve(&input).expect("settings");
-        let unit = unit_text(std::path::Path::new("/usr/bin/claw"), &s);
+        let unit = unit_text(std::path::Path::new("/usr/bin/claw"), &s, None);
         assert!(
             unit.contains(
                 "ExecStart=\"/usr/bin/claw\" gateway --workspace \"/home/u/.claw/workspace\""

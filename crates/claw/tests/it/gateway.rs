@@ -438,6 +438,96 @@ fn install_service_writes_a_user_unit() {
     assert!(stdout.contains("systemctl --user enable --now claw-gateway.service"));
 }
 
+/// The unit carries the setup of the shell that installed it: an environment
+/// file (0600) with the LLM, the model and the tokens the config names, loaded
+/// by `EnvironmentFile=`, and `systemd-analyze verify` accepts the unit (with a
+/// positive control: a broken `EnvironmentFile=` line is reported).
+#[test]
+fn install_service_writes_the_environment_and_verifies() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("my ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let cfg = dir.path().join("config.json");
+    std::fs::write(
+        &cfg,
+        r#"{"channels": {"telegram": {"token_env": "MY_TG_TOKEN", "allow_from": ["42"]}}}"#,
+    )
+    .unwrap();
+    let unit_path = dir.path().join("units dir/claw-gateway.service");
+    let out = claw(&ws, None)
+        .env("CLAW_CONFIG", &cfg)
+        .env("CLAW_LLM_API", "openai")
+        .env("CLAW_LLM_BASE_URL", "http://127.0.0.1:9/v1")
+        .env("CLAW_LLM_MODEL", "tiny")
+        .env("CLAW_LLM_API_KEY", "sk-\"quoted\\key")
+        .env("MY_TG_TOKEN", "123:abc")
+        .env("UNRELATED_SECRET", "nope")
+        .args(["gateway", "install-service", "--output"])
+        .arg(&unit_path)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let env_path = unit_path.with_extension("env");
+    let mode = std::fs::metadata(&env_path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let env = std::fs::read_to_string(&env_path).unwrap();
+    for line in [
+        "CLAW_LLM_API=\"openai\"",
+        "CLAW_LLM_MODEL=\"tiny\"",
+        "CLAW_LLM_API_KEY=\"sk-\\\"quoted\\\\key\"",
+        "MY_TG_TOKEN=\"123:abc\"",
+    ] {
+        assert!(env.lines().any(|l| l == line), "{line} not in\n{env}");
+    }
+    assert!(!env.contains("UNRELATED_SECRET"), "{env}");
+    assert!(
+        !env.contains("CLAW_WORKSPACE"),
+        "the unit passes it as a flag: {env}"
+    );
+    let unit = std::fs::read_to_string(&unit_path).unwrap();
+    assert!(
+        unit.contains(&format!(
+            "EnvironmentFile={}",
+            env_path.display().to_string().replace(' ', "\\x20")
+        )),
+        "{unit}"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("MY_TG_TOKEN") && !stdout.contains("123:abc"),
+        "{stdout}"
+    );
+    // systemd's own check, when this machine has it (CI does: it must).
+    let verify = |p: &std::path::Path| {
+        std::process::Command::new("systemd-analyze")
+            .arg("verify")
+            .arg(p)
+            .output()
+    };
+    match verify(&unit_path) {
+        Ok(v) => {
+            let err = String::from_utf8_lossy(&v.stderr);
+            assert!(v.status.success() && err.trim().is_empty(), "{err}");
+            // Positive control: a quoted path is one systemd ignores, loudly.
+            let bad = dir.path().join("bad.service");
+            std::fs::write(
+                &bad,
+                unit.replace("EnvironmentFile=", "EnvironmentFile=\"")
+                    .replace(".env\n", ".env\"\n"),
+            )
+            .unwrap();
+            let v = verify(&bad).unwrap();
+            let err = String::from_utf8_lossy(&v.stderr);
+            assert!(err.contains("EnvironmentFile"), "{err}");
+        }
+        Err(e) => assert!(
+            std::env::var("CI").is_err(),
+            "systemd-analyze is missing under CI: {e}"
+        ),
+    }
+}
+
 /// One turn through `claw gateway` against the real llama.cpp server, through the
 /// rig's relay (called by `e2e_local_llm`, which owns the server, the relay and
 /// the budget). The tiny model answers a fresh turn with one grammar-forced tool
