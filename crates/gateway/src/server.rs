@@ -328,6 +328,10 @@ pub async fn run(
         } else {
             warn("channels not started: chat is disabled");
         }
+    } else {
+        log(
+            "no chat channels configured (channels.matrix, channels.telegram): HTTP and WebChat only",
+        );
     }
     // Deliveries: HTTP callers read their own stream; answers of cron jobs, the
     // heartbeat and sub-agent announcements arrive here as `delivery` messages

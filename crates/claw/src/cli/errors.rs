@@ -23,7 +23,7 @@ pub struct ErrorReport {
     pub hints: Vec<String>,
     /// A stable machine-readable class: `config`, `lock-held`, `busy`, `schema`,
     /// `unknown-source`, `refused-path`, `not-indexed`, `embedding`, `llm-config`,
-    /// `invalid-input`, `usage`, `io`, `database`, `error`.
+    /// `invalid-input`, `usage`, `io`, `database`, `no-workspace`, `error`.
     pub kind: &'static str,
 }
 
@@ -93,6 +93,15 @@ fn classify(e: &(dyn std::error::Error + 'static)) -> Option<(&'static str, Vec<
                 ],
             ));
         }
+    }
+    if let Some(super::NoSuchWorkspace(_)) = e.downcast_ref::<super::NoSuchWorkspace>() {
+        return Some((
+            "no-workspace",
+            vec![
+                "check --workspace / CLAW_WORKSPACE for a typo".into(),
+                "`claw memory index` or `claw memory add DIR` starts a new workspace".into(),
+            ],
+        ));
     }
     if let Some(e) = e.downcast_ref::<ConfigError>() {
         let hint = match e {

@@ -133,8 +133,34 @@ impl Cli {
     }
 }
 
+/// The workspace was never used: neither the directory nor its state exists
+/// (a mistyped `--workspace` / `CLAW_WORKSPACE`). Commands that only read
+/// refuse it instead of answering "No matches." for a workspace that is not there.
+#[derive(Debug, thiserror::Error)]
+#[error("the workspace {} does not exist", .0.display())]
+pub struct NoSuchWorkspace(pub PathBuf);
+
+fn existing_workspace(settings: &Settings) -> Result<(), NoSuchWorkspace> {
+    let ws = &settings.mem.workspace;
+    if ws.is_dir() || settings.state_dir().is_dir() {
+        Ok(())
+    } else {
+        Err(NoSuchWorkspace(ws.clone()))
+    }
+}
+
 /// Run a parsed command line with resolved settings.
 pub async fn dispatch(cli: Cli, settings: Settings) -> anyhow::Result<Exit> {
+    if let Some(Command::Memory {
+        command:
+            MemoryCommand::Search(_)
+            | MemoryCommand::Get(_)
+            | MemoryCommand::Sources(_)
+            | MemoryCommand::Remove(_),
+    }) = &cli.command
+    {
+        existing_workspace(&settings)?;
+    }
     match cli.command {
         None => chat::run(settings, cli.chat).await,
         Some(Command::Doctor(a)) => blocking(move || doctor::run_doctor(&settings, a)).await,

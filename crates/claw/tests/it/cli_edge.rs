@@ -778,3 +778,43 @@ fn the_assistants_answer_cannot_drive_the_terminal() {
         "{out:?}"
     );
 }
+
+/// A mistyped workspace (no directory, no state) is an error with a hint for
+/// the commands that only read, and nothing is created for it; a workspace
+/// that only has registered folders (`memory add` without a directory) is one.
+#[test]
+fn a_workspace_that_does_not_exist_is_refused_by_readers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let typo = tmp.path().join("wrokspace");
+    for args in [
+        &["memory", "search", "hello"][..],
+        &["memory", "get", "MEMORY.md"],
+        &["memory", "sources"],
+    ] {
+        let o = claw(&typo, args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stdout(&o));
+        let err = stderr(&o);
+        assert!(
+            err.contains("does not exist") && err.contains("hint: "),
+            "{err}"
+        );
+        let o = claw(&typo, &[args, &["--json"]].concat());
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["error"]["kind"], "no-workspace", "{v}");
+    }
+    assert!(!typo.exists());
+    assert!(!claw_testkit::state_dir(&typo).exists());
+    // Positive control: a workspace known only by its registered folder.
+    let notes = tmp.path().join("notes");
+    std::fs::create_dir_all(&notes).unwrap();
+    std::fs::write(notes.join("a.md"), "# A\nhello world\n").unwrap();
+    let ws = tmp.path().join("ws-never-created");
+    let o = claw(
+        &ws,
+        &["memory", "add", notes.to_str().unwrap(), "--name", "n"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = claw(&ws, &["memory", "search", "hello"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("a.md"), "{}", stdout(&o));
+}
