@@ -55,7 +55,18 @@ fn main() -> ExitCode {
     logging::install(input.rust_log().as_deref(), gateway, format);
     let settings = match Settings::resolve(&input) {
         Ok(s) => s,
-        Err(e) => return fail(e.into()),
+        // The doctor reports a bad config as its failing `config` section (the
+        // `sections` shape stays), with the error's hints.
+        Err(e) => {
+            if let Some(cli::Command::Doctor(a)) = &cli.command {
+                let report = errors::report(&anyhow::Error::new(e));
+                return match cli::doctor::run_config_failed(&report, a) {
+                    Ok(exit) => ExitCode::from(exit.code()),
+                    Err(e) => fail(e),
+                };
+            }
+            return fail(e.into());
+        }
     };
     if let Err(e) = cli::state::prepare(&settings) {
         return fail(e);

@@ -590,10 +590,33 @@ pub fn diagnose(settings: &Settings) -> DoctorReport {
     DoctorReport::new(sections)
 }
 
+/// The doctor when the config does not load: one failing `config` section
+/// (message and hints), nothing else can be checked without it. Exit 2.
+pub fn run_config_failed(
+    err: &super::errors::ErrorReport,
+    args: &DoctorArgs,
+) -> anyhow::Result<Exit> {
+    let summary = match err.hints.first() {
+        Some(h) => format!("{} ({h})", err.message),
+        None => err.message.clone(),
+    };
+    let report = DoctorReport::new(vec![section(
+        "config",
+        Status::Error,
+        summary,
+        json!({"error": err.message, "hints": err.hints, "kind": err.kind}),
+    )]);
+    print_report(&report, args.json)
+}
+
 pub fn run_doctor(settings: &Settings, args: DoctorArgs) -> anyhow::Result<Exit> {
-    let report = diagnose(settings);
+    print_report(&diagnose(settings), args.json)
+}
+
+fn print_report(report: &DoctorReport, json: bool) -> anyhow::Result<Exit> {
+    let args = DoctorArgs { json };
     if args.json {
-        print_json(&report)?;
+        print_json(report)?;
     } else {
         let mut out = std::io::stdout().lock();
         for s in &report.sections {

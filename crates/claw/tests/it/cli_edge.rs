@@ -513,13 +513,29 @@ fn channels_are_validated_at_load_and_probed_by_the_doctor() {
             "channels.telegram: allow_from entry \"joe smith\"",
         ),
     ] {
-        let (code, v, err) = doctor(bad, &[]);
+        // The doctor reports it as its failing `config` section.
+        let (code, v, err) = doctor(bad.clone(), &[]);
         assert_eq!(code, Some(2), "{v} {err}");
-        let msg = v["error"]["message"]
+        assert_eq!(v["sections"][0]["name"], "config", "{v}");
+        assert_eq!(v["sections"][0]["status"], "error", "{v}");
+        let msg = v["sections"][0]["details"]["error"]
             .as_str()
-            .unwrap_or_default()
-            .to_string();
+            .unwrap_or_default();
         assert!(msg.contains(want), "{v} {err}");
+        // Every other command refuses it as a config error.
+        std::fs::write(&cfg, serde_json::json!({"channels": bad}).to_string()).unwrap();
+        let o = support::claw_keyword_only(w)
+            .env("CLAW_CONFIG", &cfg)
+            .args(["memory", "status", "--json"])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2));
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["error"]["kind"], "config", "{v}");
+        assert!(
+            v["error"]["message"].as_str().unwrap().contains(want),
+            "{v}"
+        );
     }
     // A reachable Bot API and a known token: ok.
     let tg = FakeTelegram::start("123:abc");
