@@ -1,9 +1,7 @@
 //! `claw memory index|status|add|sources|remove|install-model`: the indexing half
 //! of the memory CLI, rendering `memory::indexer` and `memory::store` results.
 
-use super::output::{
-    Exit, Output, print_json, register_command, sanitize, sanitize_path, show_progress,
-};
+use super::output::{Exit, Output, print_json, register_command, sanitize, sanitize_path};
 use crate::config::Settings;
 use anyhow::Context;
 use claw_memory_api::embed::Loaded;
@@ -29,6 +27,11 @@ pub struct IndexArgs {
     /// Seconds to wait for another writer (the watcher, another index) to finish.
     #[arg(long, value_name = "SECS", default_value_t = WRITER_WAIT.as_secs())]
     pub lock_timeout: u64,
+    /// Progress on stderr: a bar with rate and ETA on a terminal, a line every
+    /// 5 s off it (`auto`; nothing with --json), or always `bar`, `lines`,
+    /// `json` (one object a second) or `none`.
+    #[arg(long, value_enum, default_value_t = super::progress::ProgressMode::Auto)]
+    pub progress: super::progress::ProgressMode,
 }
 
 #[derive(Debug, clap::Args)]
@@ -117,14 +120,28 @@ pub fn run_index(settings: &Settings, args: IndexArgs) -> anyhow::Result<Exit> {
     let memory = crate::app::open_memory(settings)?;
     let lock = memory.writer_lock("claw memory index", Duration::from_secs(args.lock_timeout))?;
     let loaded = crate::app::load_embedder(settings, output);
-    let bar = progress_bar(output);
+    let reporter = std::sync::Mutex::new(super::progress::Reporter::new(
+        args.progress,
+        output,
+        "indexing",
+        "files",
+    ));
+    // Totals so far: files, chunks written, chunks embedded.
+    let totals = [(); 3].map(|()| std::sync::atomic::AtomicU64::new(0));
     let on_progress = |p: Progress| match p {
         Progress::Planned { to_read, .. } => {
-            bar.set_length(to_read as u64);
+            if let Ok(mut r) = reporter.lock() {
+                r.set_total(to_read as u64);
+            }
         }
         Progress::File { chunks, embedded } => {
-            bar.inc(1);
-            bar.set_message(format!("{chunks} chunks, {embedded} embedded"));
+            let add =
+                |i: usize, n: u64| totals[i].fetch_add(n, std::sync::atomic::Ordering::Relaxed) + n;
+            let (done, chunks, embedded) =
+                (add(0, 1), add(1, chunks as u64), add(2, embedded as u64));
+            if let Ok(mut r) = reporter.lock() {
+                r.update(done, &format!("{chunks} chunks, {embedded} embedded"));
+            }
         }
     };
     let report = memory.index(
@@ -133,7 +150,9 @@ pub fn run_index(settings: &Settings, args: IndexArgs) -> anyhow::Result<Exit> {
         &lock,
         &on_progress,
     )?;
-    bar.finish_and_clear();
+    if let Ok(mut r) = reporter.lock() {
+        r.finish();
+    }
     let report = with_hints(&report);
     match output {
         Output::Json => print_json(&IndexJson {
@@ -153,20 +172,6 @@ pub fn run_index(settings: &Settings, args: IndexArgs) -> anyhow::Result<Exit> {
         }
     }
     Ok(Exit::Ok)
-}
-
-fn progress_bar(output: Output) -> indicatif::ProgressBar {
-    if !show_progress(output) {
-        return indicatif::ProgressBar::hidden();
-    }
-    let bar = indicatif::ProgressBar::new(0);
-    if let Ok(style) = indicatif::ProgressStyle::with_template(
-        "{spinner} indexing [{bar:30}] {pos}/{len} files ({per_sec}) {msg}",
-    ) {
-        bar.set_style(style.progress_chars("=> "));
-    }
-    bar.enable_steady_tick(Duration::from_millis(120));
-    bar
 }
 
 fn print_index_report(r: &IndexReport, keyword_only: Option<String>) -> std::io::Result<()> {

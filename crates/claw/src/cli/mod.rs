@@ -12,6 +12,7 @@ pub mod gateway;
 pub mod index;
 pub mod mcp;
 pub mod output;
+pub mod progress;
 pub mod search;
 pub mod state;
 pub mod watch;

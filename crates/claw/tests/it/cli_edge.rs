@@ -834,3 +834,45 @@ fn a_workspace_that_does_not_exist_is_refused_by_readers() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(stdout(&o).contains("a.md"), "{}", stdout(&o));
 }
+
+/// `memory index --progress json`: one JSON object per second on stderr and a
+/// final one with everything done; `--progress lines` and `none` are accepted,
+/// a bad mode is a usage error.
+#[test]
+fn index_progress_as_json() {
+    let ws = tempfile::tempdir().unwrap();
+    let w = ws.path();
+    for i in 0..30 {
+        std::fs::create_dir_all(w.join("memory")).unwrap();
+        std::fs::write(
+            w.join(format!("memory/n{i}.md")),
+            format!("# Note {i}\nbody {i}\n"),
+        )
+        .unwrap();
+    }
+    let o = claw(w, &["memory", "index", "--progress", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let err = stderr(&o);
+    let last: Value = serde_json::from_str(err.lines().last().unwrap_or("")).unwrap();
+    assert_eq!(
+        (
+            &last["phase"],
+            &last["done"],
+            &last["total"],
+            &last["eta_secs"]
+        ),
+        (
+            &Value::from("indexing"),
+            &Value::from(30),
+            &Value::from(30),
+            &Value::from(0)
+        ),
+        "{err}"
+    );
+    for mode in ["lines", "none", "bar"] {
+        let o = claw(w, &["memory", "index", "--force", "--progress", mode]);
+        assert_eq!(o.status.code(), Some(0), "{mode}: {}", stderr(&o));
+    }
+    let o = claw(w, &["memory", "index", "--progress", "loud"]);
+    assert_eq!(o.status.code(), Some(2));
+}
