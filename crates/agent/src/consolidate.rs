@@ -2,6 +2,8 @@
 //! decisions, preferences, standing instructions) from the conversation not yet
 //! consolidated; this module builds that request, parses the reply and merges
 //! the facts into the current MEMORY.md — deduplicated against what is there,
+//! an update replacing the fact it changes (with the old value kept as dated
+//! history: `- Budget cap: 15000 EUR (since 2026-12-02; was 12000 EUR)`),
 //! grouped under headings, redacted, and bounded: when the file would pass its
 //! size limit, older consolidated entries are rewritten tersely instead of the
 //! file growing (and facts that still do not fit are left out, never the user's
@@ -31,11 +33,13 @@ const SYSTEM: &str = "You maintain MEMORY.md, the long-term memory of a personal
 assistant. From the conversation, extract only durable facts worth remembering for months: \
 people (who they are, roles, relationships), decisions (what was decided, and why), \
 preferences (how the user likes things done), standing instructions (rules the user wants \
-always followed). Leave out what MEMORY.md already says, small talk, one-off tasks, and \
-anything secret (passwords, keys, tokens). Reply with Markdown only: the headings \
-`## People`, `## Decisions`, `## Preferences`, `## Standing instructions`, each followed by \
-`- ` bullets, one short self-contained fact per bullet; omit empty headings. If there is \
-nothing new, reply exactly NO_REPLY.";
+always followed). Leave out what MEMORY.md already says unchanged, small talk, one-off \
+tasks, and anything secret (passwords, keys, tokens). When the conversation changes a fact \
+MEMORY.md holds (same subject, new value, or the user corrects it), write the new fact and end \
+its bullet with `(replaces: <the old fact as MEMORY.md words it>)`. Reply with Markdown only: \
+the headings `## People`, `## Decisions`, `## Preferences`, `## Standing instructions`, each \
+followed by `- ` bullets, one short self-contained fact per bullet; omit empty headings. If \
+there is nothing new, reply exactly NO_REPLY.";
 
 /// The model call that distils `messages` given the current MEMORY.md.
 pub fn request(memory_md: &str, messages: &[Message], max_tokens: u32) -> ChatRequest {
@@ -116,6 +120,8 @@ pub struct Merged {
     pub text: String,
     /// Facts added.
     pub added: usize,
+    /// Facts that replaced the one they change (its old value kept as history).
+    pub updated: usize,
     /// Facts already there (or repeated in the reply).
     pub duplicates: usize,
     /// Older entries rewritten tersely to stay within the bound.
@@ -127,7 +133,7 @@ pub struct Merged {
 impl Merged {
     /// Whether the file changes.
     pub fn changed(&self) -> bool {
-        self.added > 0 || self.condensed > 0
+        self.added > 0 || self.updated > 0 || self.condensed > 0
     }
 }
 
@@ -202,6 +208,167 @@ fn same_fact(fact: &[String], line: &[String]) -> bool {
     shared / (a.union(&b).count() as f64) >= 0.75
 }
 
+/// Words that say nothing about a fact's subject.
+const STOP: &[&str] = &[
+    "a",
+    "an",
+    "the",
+    "is",
+    "are",
+    "was",
+    "were",
+    "be",
+    "been",
+    "at",
+    "to",
+    "of",
+    "in",
+    "on",
+    "for",
+    "by",
+    "with",
+    "and",
+    "or",
+    "now",
+    "currently",
+    "still",
+    "new",
+    "it",
+    "its",
+    "my",
+    "our",
+    "their",
+    "his",
+    "her",
+    "this",
+    "that",
+    "has",
+    "have",
+    "had",
+    "as",
+    "from",
+    "per",
+];
+
+/// Whether a word is a value (it holds a digit: amounts, dates, versions).
+fn is_value(w: &str) -> bool {
+    w.chars().any(|c| c.is_ascii_digit())
+}
+
+/// Two words name the same thing: equal, or one a prefix of the other of at
+/// least 3 letters (`cap` / `capped`, `deploy` / `deploys`).
+fn word_match(a: &str, b: &str) -> bool {
+    a == b || (a.len().min(b.len()) >= 3 && (a.starts_with(b) || b.starts_with(a)))
+}
+
+/// Share of the subject words (not values, not stop words) two facts have in
+/// common (0 when either has fewer than 2).
+fn subject_overlap(a: &[String], b: &[String]) -> f64 {
+    let subj = |w: &[String]| -> Vec<String> {
+        let mut v: Vec<String> = w
+            .iter()
+            .filter(|x| !is_value(x) && !STOP.contains(&x.as_str()))
+            .cloned()
+            .collect();
+        v.dedup();
+        v
+    };
+    let (a, b) = (subj(a), subj(b));
+    if a.len() < 2 || b.len() < 2 {
+        return 0.0;
+    }
+    let shared = a
+        .iter()
+        .filter(|x| b.iter().any(|y| word_match(x, y)))
+        .count();
+    shared as f64 / (a.len() + b.len() - shared) as f64
+}
+
+fn values(w: &[String]) -> BTreeSet<&str> {
+    w.iter()
+        .filter(|x| is_value(x))
+        .map(String::as_str)
+        .collect()
+}
+
+/// The history a bullet carries, ` (since …; was …)`, split off.
+fn split_history(line: &str) -> (&str, Option<&str>) {
+    match line.rfind(" (since ") {
+        Some(i) if line.ends_with(')') => (&line[..i], Some(&line[i + 2..line.len() - 1])),
+        _ => (line, None),
+    }
+}
+
+/// A fact's `(replaces: …)` marker, split off.
+fn split_replaces(text: &str) -> (&str, Option<&str>) {
+    let lower = text.to_ascii_lowercase();
+    match lower.rfind("(replaces:") {
+        Some(i) => {
+            let inner = text[i + "(replaces:".len()..].trim_end();
+            let inner = inner.strip_suffix(')').unwrap_or(inner).trim();
+            (text[..i].trim_end(), Some(inner))
+        }
+        None => (text, None),
+    }
+}
+
+/// How a new fact relates to a bullet already in the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Relation {
+    /// It says the same (a duplicate or a paraphrase, values equal).
+    Same,
+    /// Same subject, a different value: it replaces the bullet.
+    Updates,
+    Unrelated,
+}
+
+fn relation(new: &[String], old: &[String]) -> Relation {
+    let (nv, ov) = (values(new), values(old));
+    if nv != ov && !nv.is_empty() && !ov.is_empty() && subject_overlap(new, old) >= 0.6 {
+        return Relation::Updates;
+    }
+    if (same_fact(new, old) && (nv == ov || nv.is_empty()))
+        || (nv == ov && subject_overlap(new, old) >= 0.75)
+    {
+        return Relation::Same;
+    }
+    Relation::Unrelated
+}
+
+/// `was …` for a replaced bullet: the span of its words the new fact does not
+/// have (with a short unit word after it, `12000 EUR`), else the whole bullet.
+fn old_value(old: &str, new_words: &[String]) -> String {
+    let toks: Vec<&str> = old.split_whitespace().collect();
+    let differs = |t: &str| {
+        words(t)
+            .iter()
+            .any(|x| !STOP.contains(&x.as_str()) && !new_words.iter().any(|n| word_match(x, n)))
+    };
+    let (Some(first), Some(last)) = (
+        toks.iter().position(|t| differs(t)),
+        toks.iter().rposition(|t| differs(t)),
+    ) else {
+        return old.to_string();
+    };
+    let mut end = last + 1;
+    // A unit the new fact keeps too (`12000 EUR` → `15000 EUR`).
+    if let Some(unit) = toks.get(end)
+        && unit.chars().count() <= 4
+        && words(unit)
+            .first()
+            .is_some_and(|u| !STOP.contains(&u.as_str()) && new_words.contains(u))
+    {
+        end += 1;
+    }
+    if end - first > 8 {
+        return old.to_string();
+    }
+    toks[first..end]
+        .join(" ")
+        .trim_end_matches(['.', ',', ';'])
+        .to_string()
+}
+
 const FILLER: &[&str] = &[
     "the",
     "a",
@@ -242,6 +409,19 @@ pub fn terse(entry: &str) -> String {
 /// already present are skipped, and the result stays within `max_bytes` by
 /// rewriting the oldest bullets of the headings tersely first.
 pub fn merge(memory_md: &str, facts: &[Fact], max_bytes: usize) -> Merged {
+    merge_on(memory_md, facts, max_bytes, None)
+}
+
+/// [`merge`] on `today`: a fact that changes a bullet (same subject, another
+/// value — or marked `(replaces: …)` by the model) replaces it in place, the
+/// old value kept as history `(since today; was OLD)`; it is never dropped as
+/// a duplicate, and the file never holds the old and the new value as current.
+pub fn merge_on(
+    memory_md: &str,
+    facts: &[Fact],
+    max_bytes: usize,
+    today: Option<chrono::NaiveDate>,
+) -> Merged {
     let mut doc = parse_doc(memory_md);
     if memory_md.trim().is_empty() {
         doc[0].lines = vec!["# Memory".into(), String::new()];
@@ -249,11 +429,12 @@ pub fn merge(memory_md: &str, facts: &[Fact], max_bytes: usize) -> Merged {
     let mut known: Vec<Vec<String>> = doc
         .iter()
         .flat_map(|s| s.lines.iter())
-        .map(|l| words(l.trim_start_matches(['-', '*', ' '])))
+        .map(|l| words(split_history(l.trim_start_matches(['-', '*', ' '])).0))
         .collect();
     let mut merged = Merged {
         text: String::new(),
         added: 0,
+        updated: 0,
         duplicates: 0,
         condensed: 0,
         dropped: 0,
@@ -261,12 +442,36 @@ pub fn merge(memory_md: &str, facts: &[Fact], max_bytes: usize) -> Merged {
     // Bullets added by this merge: (section index, line index), newest last.
     let mut fresh: Vec<(usize, usize)> = Vec::new();
     for fact in facts {
-        let text = claw_memory_api::redact::redact(fact.text.trim()).into_owned();
+        let redacted = claw_memory_api::redact::redact(fact.text.trim()).into_owned();
+        let (text, replaces) = split_replaces(&redacted);
+        let text = text.to_string();
         let w = words(&text);
         if w.is_empty() {
             continue;
         }
-        if known.iter().any(|k| same_fact(&w, k)) {
+        // An update replaces the bullet it changes, in place.
+        if let Some((si, li)) = find_updated(&doc, &w, replaces) {
+            let line = &doc[si].lines[li];
+            let (old, history) = split_history(line[2..].trim());
+            if words(old) == w {
+                merged.duplicates += 1;
+                continue;
+            }
+            let mut was = old_value(old, &w);
+            if let Some(h) = history.and_then(|h| h.split_once("; was ")) {
+                was.push_str("; before: ");
+                was.push_str(h.1);
+            }
+            let since = today
+                .map(|d| format!("since {}; ", d.format("%Y-%m-%d")))
+                .unwrap_or_default();
+            doc[si].lines[li] = format!("- {text} ({since}was {was})");
+            known[line_index(&doc, si, li)] = w;
+            fresh.push((si, li));
+            merged.updated += 1;
+            continue;
+        }
+        if known.iter().any(|k| relation(&w, k) == Relation::Same) {
             merged.duplicates += 1;
             continue;
         }
@@ -348,6 +553,41 @@ pub fn merge(memory_md: &str, facts: &[Fact], max_bytes: usize) -> Merged {
     merged
 }
 
+/// The bullet a new fact (`w`) updates: the one its `(replaces: …)` marker
+/// names (most words shared), else one with the same subject and another value.
+fn find_updated(doc: &[Section], w: &[String], replaces: Option<&str>) -> Option<(usize, usize)> {
+    let bullets = doc.iter().enumerate().flat_map(|(si, s)| {
+        s.lines
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| l.starts_with("- ") || l.starts_with("* "))
+            .map(move |(li, l)| (si, li, words(split_history(l[2..].trim()).0)))
+    });
+    if let Some(r) = replaces.map(words).filter(|r| !r.is_empty()) {
+        let best = bullets
+            .clone()
+            .map(|(si, li, b)| {
+                let shared = r.iter().filter(|x| b.contains(x)).count();
+                (shared as f64 / r.len().max(b.len()) as f64, si, li)
+            })
+            .filter(|(score, _, _)| *score >= 0.5)
+            .max_by(|a, b| a.0.total_cmp(&b.0));
+        if let Some((_, si, li)) = best {
+            return Some((si, li));
+        }
+    }
+    bullets
+        .filter(|(_, _, b)| relation(w, b) == Relation::Updates)
+        .map(|(si, li, _)| (si, li))
+        .next()
+}
+
+/// The index in `known` (every line of the file, in order) of line `li` of
+/// section `si`.
+fn line_index(doc: &[Section], si: usize, li: usize) -> usize {
+    doc[..si].iter().map(|s| s.lines.len()).sum::<usize>() + li
+}
+
 /// Where a new section for `heading` goes: before the first known heading
 /// that comes after it in [`HEADINGS`] order, else at the end.
 fn insert_position(doc: &[Section], heading: &str) -> usize {
@@ -420,6 +660,122 @@ mod tests {
         );
         assert!(!again.changed());
         assert_eq!(again.text, m.text);
+    }
+
+    fn day(s: &str) -> Option<chrono::NaiveDate> {
+        Some(s.parse().unwrap())
+    }
+
+    #[test]
+    fn an_update_replaces_the_fact_and_keeps_the_old_value_as_history() {
+        let md = "# Memory\n\n## Decisions\n- The project budget is capped at 12000 EUR.\n- Ada runs the payments team.\n";
+        // A new value for the same subject, worded differently, unmarked.
+        let m = merge_on(
+            md,
+            &[fact("Decisions", "Project budget cap is now 15000 EUR.")],
+            DEFAULT_MAX_BYTES,
+            day("2026-12-02"),
+        );
+        assert_eq!((m.added, m.updated, m.duplicates), (0, 1, 0), "{}", m.text);
+        assert!(m.changed());
+        assert_eq!(
+            m.text,
+            "# Memory\n\n## Decisions\n- Project budget cap is now 15000 EUR. (since 2026-12-02; was 12000 EUR)\n- Ada runs the payments team.\n"
+        );
+        assert!(
+            !m.text.contains("capped at 12000"),
+            "one current value only"
+        );
+        // The same update again: a duplicate, the file unchanged.
+        let again = merge_on(
+            &m.text,
+            &[fact("Decisions", "Project budget cap is now 15000 EUR.")],
+            DEFAULT_MAX_BYTES,
+            day("2026-12-03"),
+        );
+        assert!(!again.changed(), "{}", again.text);
+        assert_eq!(again.duplicates, 1);
+        // A second change keeps the whole history, newest first.
+        let third = merge_on(
+            &m.text,
+            &[fact(
+                "Decisions",
+                "The project budget is capped at 18000 EUR.",
+            )],
+            DEFAULT_MAX_BYTES,
+            day("2027-01-10"),
+        );
+        assert_eq!(third.updated, 1, "{}", third.text);
+        assert!(
+            third.text.contains(
+                "- The project budget is capped at 18000 EUR. (since 2027-01-10; was 15000 EUR; before: 12000 EUR)\n"
+            ),
+            "{}",
+            third.text
+        );
+    }
+
+    #[test]
+    fn a_contradiction_marked_by_the_model_replaces_the_old_fact() {
+        let md =
+            "# Memory\n\n## Preferences\n- Drinks tea in the morning.\n- Likes window seats.\n";
+        let reply = "## Preferences\n- Drinks coffee in the morning (replaces: Drinks tea in the morning.)\n";
+        let m = merge_on(
+            md,
+            &parse_reply(reply),
+            DEFAULT_MAX_BYTES,
+            day("2026-12-02"),
+        );
+        assert_eq!((m.added, m.updated), (0, 1), "{}", m.text);
+        assert!(
+            m.text
+                .contains("- Drinks coffee in the morning (since 2026-12-02; was tea)\n"),
+            "{}",
+            m.text
+        );
+        assert!(!m.text.contains("Drinks tea"), "{}", m.text);
+        assert!(m.text.contains("- Likes window seats.\n"));
+        // Without a marker and without a value, a different fact is added
+        // (the model decides contradictions in words).
+        let m = merge_on(
+            md,
+            &[fact("Preferences", "Drinks water at night.")],
+            DEFAULT_MAX_BYTES,
+            day("2026-12-02"),
+        );
+        assert_eq!((m.added, m.updated), (1, 0), "{}", m.text);
+    }
+
+    #[test]
+    fn duplicates_exact_and_paraphrased_are_not_updates() {
+        let md = "# Memory\n\n## Decisions\n- The billing service uses PostgreSQL 16.\n";
+        for dup in [
+            "The billing service uses PostgreSQL 16.",
+            "the billing service uses postgresql 16",
+            "Billing service uses PostgreSQL 16",
+        ] {
+            let m = merge_on(
+                md,
+                &[fact("Decisions", dup)],
+                DEFAULT_MAX_BYTES,
+                day("2026-12-02"),
+            );
+            assert_eq!((m.added, m.updated, m.duplicates), (0, 0, 1), "{dup}");
+            assert_eq!(m.text, md);
+        }
+        // A new version number is an update, never dropped as a duplicate.
+        let m = merge_on(
+            md,
+            &[fact("Decisions", "The billing service uses PostgreSQL 17.")],
+            DEFAULT_MAX_BYTES,
+            day("2026-12-02"),
+        );
+        assert_eq!((m.updated, m.duplicates), (1, 0), "{}", m.text);
+        assert!(
+            m.text.contains("PostgreSQL 17. (since 2026-12-02; was 16)"),
+            "{}",
+            m.text
+        );
     }
 
     #[test]

@@ -939,7 +939,8 @@ impl Agent {
             return;
         };
         let facts = consolidate::parse_reply(reply);
-        let merged = consolidate::merge(&c.memory, &facts, max);
+        let today = now.with_timezone(&self.config.utc_offset).date_naive();
+        let merged = consolidate::merge_on(&c.memory, &facts, max, Some(today));
         if !merged.changed() {
             fx.push(Effect::Notice(if merged.dropped > 0 {
                 format!(
@@ -988,6 +989,12 @@ impl Agent {
         } else {
             if let Some(m) = merged {
                 let mut line = format!("MEMORY.md: remembered {} new fact(s)", m.added);
+                if m.updated > 0 {
+                    line.push_str(&format!(
+                        ", updated {} (the old value kept as history)",
+                        m.updated
+                    ));
+                }
                 if m.duplicates > 0 {
                     line.push_str(&format!(", {} already there", m.duplicates));
                 }

@@ -345,3 +345,53 @@ fn remember_in_the_repl_consolidates_without_compacting() {
     // No compaction happened: the history is whole.
     assert!(!session_text(ws).contains("\"type\":\"compaction\""));
 }
+
+/// A fact that changes (issue 27 item 2): MEMORY.md says 12000 EUR, the user
+/// says it is 15000 now, `/remember` runs against the scripted model. The file
+/// keeps exactly one current value, with the old one as dated history; then a
+/// contradiction the model marks `(replaces: …)`, an exact duplicate and a
+/// paraphrase change nothing more.
+#[test]
+fn remember_updates_a_changed_fact_instead_of_dropping_it() {
+    let dir = workspace(&[(
+        "MEMORY.md",
+        "# Memory\n\n## Decisions\n- The renovation budget is capped at 12000 EUR.\n\n## Preferences\n- Prefers tea in the morning.\n",
+    )]);
+    let ws = dir.path();
+    let server = ScriptedServer::start([
+        openai::text(&["Noted: the cap is 15000 EUR now, and coffee it is."]),
+        openai::text(&[
+            "## Decisions\n- Renovation budget cap is now 15000 EUR.\n- The renovation budget is capped at 15000 EUR.\n\n## Preferences\n- Prefers coffee in the morning (replaces: Prefers tea in the morning.)\n- prefers coffee in the morning\n",
+        ]),
+    ]);
+    let out = {
+        use std::io::Write;
+        let mut child = claw(ws)
+            .openai_llm(server.url(), "scripted")
+            .env("CLAW_NOW", "2026-12-02T10:00:00Z")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("start the REPL");
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(
+                b"The budget cap is 15000 EUR now. And I switched to coffee.\n/remember\nquit\n",
+            )
+            .unwrap();
+        child.wait_with_output().unwrap()
+    };
+    ok(&out);
+    let md = std::fs::read_to_string(ws.join("MEMORY.md")).unwrap();
+    assert_eq!(
+        md,
+        "# Memory\n\n## Decisions\n- Renovation budget cap is now 15000 EUR. (since 2026-12-02; was 12000 EUR)\n\n## Preferences\n- Prefers coffee in the morning (since 2026-12-02; was tea)\n",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("updated 2"), "{stderr}");
+}
