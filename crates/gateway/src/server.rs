@@ -286,6 +286,7 @@ pub async fn run(
 
     let (bus, receivers) = Bus::new(opts.gateway.queue_capacity);
     let hard = CancellationToken::new();
+    let approvals = crate::approvals::Approvals::new(opts.gateway.approval_timeout);
     let channels_cell: ChannelsCell = Arc::new(std::sync::OnceLock::new());
     let (chat_enabled, dispatcher) = match &opts.agent {
         Ok(a) => {
@@ -297,6 +298,7 @@ pub async fn run(
                 permits: Arc::new(Semaphore::new(opts.gateway.max_concurrent_sessions)),
                 stop: stop.clone(),
                 hard: hard.clone(),
+                approvals: approvals.clone(),
             };
             let label = a
                 .profiles
@@ -446,7 +448,8 @@ pub async fn run(
         jail: opts.agent.as_ref().map_or(true, |a| a.jail_to_workspace),
         utc_offset: opts.utc_offset,
     })
-    .with_sse_keepalive(opts.gateway.sse_keepalive);
+    .with_sse_keepalive(opts.gateway.sse_keepalive)
+    .with_approvals(approvals);
     let recent = state.recent.clone();
     let app = http::router(Arc::new(state));
     if let (Some(sch), true) = (&opts.schedule, chat_on) {
