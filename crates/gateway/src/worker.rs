@@ -7,6 +7,11 @@
 //! the message's reply stream through a per-session sink. A turn whose caller
 //! closed its reply stream is cancelled (or, still queued, never started).
 //!
+//! Commands: a message that is a chat command (`claw_agent::commands`, the table
+//! the REPL uses too) is served by the session's worker: `/remember` and
+//! `/compact` run as the driver's turns, `/help`, `/agents`, `/new` answer at
+//! once, `/stop` is served by the dispatcher ahead of the queue.
+//!
 //! Approvals: a gated call of a turn whose caller answers approvals
 //! ([`Inbound::approvals`]) is sent on its reply stream as an approval request and
 //! waits (bounded) for `POST /v1/approvals/{id}` ([`crate::approvals`]); the
@@ -22,6 +27,7 @@ use crate::bus::{
     ApprovalRequest, ApprovalResolved, BusStats, EndKind, Inbound, Outbound, ToolActivity,
     ToolStatus, TurnEvent, TurnReport,
 };
+use claw_agent::commands::{self, Command, Line, Surface};
 use claw_agent::core::TurnEnd;
 use claw_agent::driver::{
     AnswerFuture, Approver, ConfirmRequest, Driver, DriverOptions, Tools, Ui,
@@ -249,6 +255,73 @@ impl Tools for ObservedTools {
     }
 }
 
+/// Answer a command that is not a turn (`/help`, `/agents`, `/new`, `/exit`, an
+/// unknown one): lists go out as answer text (a REPL prints them on stdout),
+/// the rest as a status line; the report carries the same text (what a chat
+/// channel posts).
+async fn answer_command(
+    key: &str,
+    line: &Line,
+    d: &mut Driver<ProviderChain, ObservedTools>,
+    sink: &Sink,
+) -> TurnReport {
+    let (text, is_list) = match line {
+        Line::Command(Command::Help) => (commands::help(), true),
+        Line::Command(Command::Agents) => {
+            let list = claw_agent::subagents::listed(key).unwrap_or_default();
+            if list.is_empty() {
+                ("no sub-agents in this session".to_string(), false)
+            } else {
+                let rows: Vec<String> = list
+                    .iter()
+                    .map(|i| {
+                        format!(
+                            "{}  {:<9}  {}  ({})",
+                            i.id,
+                            i.state.as_str(),
+                            i.label,
+                            i.session
+                        )
+                    })
+                    .collect();
+                (rows.join("\n"), true)
+            }
+        }
+        Line::Command(Command::New) => match d.new_session().await {
+            Ok(Some(old)) => (
+                format!("new session (previous kept as {})", old.display()),
+                false,
+            ),
+            Ok(None) => ("new session".to_string(), false),
+            Err(e) => {
+                return TurnReport {
+                    end: EndKind::Failed,
+                    answer: String::new(),
+                    message: Some(format!("cannot start a new session: {e}")),
+                };
+            }
+        },
+        Line::Command(Command::Exit) => (
+            "/exit and /quit leave a terminal REPL; there is nothing to leave here".to_string(),
+            false,
+        ),
+        Line::Unknown(cmd) => (commands::unknown(cmd), false),
+        // Turns and `/stop` never get here.
+        _ => (String::new(), false),
+    };
+    if is_list {
+        sink.emit(TurnEvent::Text(text.clone()));
+        sink.emit(TurnEvent::EndAnswer);
+    } else {
+        sink.emit(TurnEvent::Status(text.clone()));
+    }
+    TurnReport {
+        end: EndKind::Answered,
+        answer: text,
+        message: None,
+    }
+}
+
 /// The report of a finished turn.
 fn report(end: &TurnEnd) -> TurnReport {
     match end {
@@ -329,7 +402,7 @@ pub async fn dispatch(mut inbound: mpsc::Receiver<Inbound>, ctx: WorkerContext) 
                 None => break,
             },
         };
-        if msg.content.trim() == STOP {
+        if commands::parse(&msg.content, Surface::Chat) == Line::Command(Command::Stop) {
             // Not queued behind the turn it is meant to stop.
             stop_session(&msg, turns.get(&msg.session), &ctx).await;
             continue;
@@ -611,7 +684,28 @@ async fn run_one(
             c.cancel();
         })
     });
-    let outcome = d.run_turn(&msg.content, &cancel).await;
+    // The command table every surface shares: `/remember` and `/compact` are
+    // turns of the driver; the others answer at once (`/stop` is served by the
+    // dispatcher before it reaches the session's queue).
+    let outcome = match commands::parse(&msg.content, Surface::Chat) {
+        Line::Command(Command::Remember) => d.remember(&cancel).await,
+        Line::Command(Command::Compact) => d.compact(&cancel).await,
+        Line::Empty | Line::Message => d.run_turn(&msg.content, &cancel).await,
+        line => {
+            let r = answer_command(key, &line, d, sink).await;
+            if let Some(g) = gone {
+                g.abort();
+            }
+            sink.set(None);
+            return r;
+        }
+    };
+    if let Ok(o) = &outcome
+        && let TurnEnd::Done(what) = &o.end
+    {
+        // What `/remember` or `/compact` did: a status line, as in the local REPL.
+        sink.emit(TurnEvent::Status(what.clone()));
+    }
     if let Some(g) = gone {
         g.abort();
     }

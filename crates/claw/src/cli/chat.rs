@@ -17,6 +17,7 @@ mod repl_watch;
 use super::output::Exit;
 use crate::config::Settings;
 use anyhow::Context;
+use claw_agent::commands::{self, Command, Line, Surface};
 use claw_agent::core::TurnEnd;
 use claw_agent::driver::{ConfirmRequest, Driver, DriverOptions, Ui};
 use claw_agent::memory_backend::EngineBackend;
@@ -57,16 +58,6 @@ pub struct ChatArgs {
     #[arg(long)]
     pub local: bool,
 }
-
-const HELP: &str = "\
-commands:
-  /remember  distil durable facts of this conversation into MEMORY.md now
-  /compact   compact the conversation now (memory flush, MEMORY.md, summary)
-  /new       start a fresh session (the old transcript is kept, renamed)
-  /stop      cancel the running turn and its sub-agents (or press Ctrl-C)
-  /agents    list this session's sub-agents with their state
-  /exit      quit (or exit, quit, Ctrl-D)
-  /help      this help";
 
 /// What one REPL line asks the driver to do.
 enum Job {
@@ -474,29 +465,33 @@ fn via_gateway(
                 }
             }
         };
-        match line.trim() {
-            "" => {}
-            "/exit" | "/quit" => break,
-            "/help" => println!("{HELP}"),
+        let text = line.trim();
+        match commands::parse(text, Surface::Repl) {
+            Line::Empty => {}
+            Line::Command(Command::Exit) => break,
+            Line::Command(Command::Help) => println!("{}", commands::help()),
             // No turn runs between prompts, but the session's sub-agents may.
-            "/stop" => ui.status(&gateway_client::stop(client, &session)),
-            "/new" => {
+            Line::Command(Command::Stop) => ui.status(&gateway_client::stop(client, &session)),
+            Line::Command(Command::New) => {
                 session = gateway_client::new_session_key(&session, clock.now());
                 ui.status(&format!("new session {session}"));
             }
-            cmd if cmd.starts_with('/') => {
-                ui.status(&format!("unknown command {cmd}; /help lists them"))
-            }
-            message => match gateway_client::with_cancel_on_ctrl_c(client, &session, || {
-                gateway_turn(client, &ui, &session, message, args.yes)
-            }) {
-                Ok(_) => {}
-                Err(ClientError::Connect { .. }) => {
-                    ui.status("error: the gateway is gone; restart claw to continue");
-                    return Routed::Done(Ok(Exit::Error));
+            Line::Unknown(cmd) => ui.status(&commands::unknown(&cmd)),
+            // A message, or a command the gateway's session runs (`/remember`,
+            // `/compact`, `/agents`): a turn of the gateway's session.
+            Line::Message
+            | Line::Command(Command::Remember | Command::Compact | Command::Agents) => {
+                match gateway_client::with_cancel_on_ctrl_c(client, &session, || {
+                    gateway_turn(client, &ui, &session, text, args.yes)
+                }) {
+                    Ok(_) => {}
+                    Err(ClientError::Connect { .. }) => {
+                        ui.status("error: the gateway is gone; restart claw to continue");
+                        return Routed::Done(Ok(Exit::Error));
+                    }
+                    Err(e) => ui.status(&format!("error: {e}")),
                 }
-                Err(e) => ui.status(&format!("error: {e}")),
-            },
+            }
         }
     }
     Routed::Done(Ok(Exit::Ok))
@@ -809,14 +804,14 @@ async fn repl(
             },
         };
         let text = line.trim();
-        let next = match text {
-            "" => ReadMode::Prompt,
-            "/exit" | "/quit" | "exit" | "quit" => break,
-            "/help" => {
-                println!("{HELP}");
+        let next = match commands::parse(text, Surface::Repl) {
+            Line::Empty => ReadMode::Prompt,
+            Line::Command(Command::Exit) => break,
+            Line::Command(Command::Help) => {
+                println!("{}", commands::help());
                 ReadMode::Prompt
             }
-            "/stop" => {
+            Line::Command(Command::Stop) => {
                 if subagents.outstanding() > 0 {
                     subagents.cancel_all();
                     ui.status("cancelling the running sub-agents");
@@ -825,7 +820,7 @@ async fn repl(
                 }
                 ReadMode::Prompt
             }
-            "/agents" => {
+            Line::Command(Command::Agents) => {
                 let list = subagents.list();
                 if list.is_empty() {
                     ui.status("no sub-agents in this session");
@@ -841,7 +836,7 @@ async fn repl(
                 }
                 ReadMode::Prompt
             }
-            "/new" => {
+            Line::Command(Command::New) => {
                 match driver.new_session().await {
                     Ok(Some(old)) => {
                         ui.status(&format!("new session (previous kept as {})", old.display()))
@@ -851,15 +846,15 @@ async fn repl(
                 }
                 ReadMode::Prompt
             }
-            cmd if cmd.starts_with('/') && !matches!(cmd, "/remember" | "/compact") => {
-                ui.status(&format!("unknown command {cmd}; /help lists them"));
+            Line::Unknown(cmd) => {
+                ui.status(&commands::unknown(&cmd));
                 ReadMode::Prompt
             }
-            line => {
-                let job = match line {
-                    "/remember" => Job::Remember,
-                    "/compact" => Job::Compact,
-                    message => Job::Message(message.to_string()),
+            parsed => {
+                let job = match parsed {
+                    Line::Command(Command::Remember) => Job::Remember,
+                    Line::Command(Command::Compact) => Job::Compact,
+                    _ => Job::Message(text.to_string()),
                 };
                 if from_reader {
                     let _ = mode_tx.send(ReadMode::Plain);

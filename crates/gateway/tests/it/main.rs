@@ -8,6 +8,7 @@ mod approvals;
 mod cancel;
 mod channels;
 mod client_support;
+mod commands;
 mod common;
 mod http;
 mod hygiene;
