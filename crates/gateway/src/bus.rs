@@ -25,7 +25,7 @@ pub struct Inbound {
     pub yes: bool,
     /// The caller answers approval requests (`POST /v1/approvals/{id}`): gated
     /// calls are sent on the reply stream as [`TurnEvent::Approval`]. Without it
-    /// they are refused as having no one to ask (cron, the heartbeat, channels).
+    /// they are refused as having no one to ask (cron, the heartbeat).
     pub approvals: bool,
     /// Where the turn's events go (None: fire and forget, the answer still goes
     /// to the outbound queue).

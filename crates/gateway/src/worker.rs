@@ -16,7 +16,8 @@
 //! ([`Inbound::approvals`]) is sent on its reply stream as an approval request and
 //! waits (bounded) for `POST /v1/approvals/{id}` ([`crate::approvals`]); the
 //! driver keeps the session's "always" answers, so they never cross sessions.
-//! Callers that cannot answer (cron, the heartbeat, channels) are refused as
+//! Chat channels answer through the chat (`server::BusRunner`). Callers that
+//! cannot answer (cron, the heartbeat) are refused as
 //! having no one to ask, as before.
 //!
 //! Shutdown: once `stop` fires, messages that have not started are answered
