@@ -97,3 +97,55 @@ fn claw_m_without_a_terminal_through_the_gateway_refuses_with_the_hint() {
         "Error: the user declined to run `write_file`"
     );
 }
+
+/// `a` (always) in the REPL through the gateway covers the session's later
+/// writes; after `/new` (a fresh session key) the next write is asked about
+/// again, and `n` refuses it.
+#[test]
+fn always_in_the_gateway_repl_lasts_for_the_session_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    let write = |id: &str, path: &str| {
+        openai::tool_call(
+            id,
+            "write_file",
+            &[&serde_json::json!({"path": path, "content": id}).to_string()],
+        )
+    };
+    let llm = ScriptedServer::start([
+        write("w1", "one.txt"),
+        openai::text(&["one"]),
+        write("w2", "two.txt"),
+        openai::text(&["two"]),
+        write("w3", "three.txt"),
+        openai::text(&["three"]),
+    ]);
+    let gw = Gateway::start(ws, Some(&llm.url()));
+    let mut child = claw(ws, None)
+        .args(["--session", "repl:always"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"write one\na\nwrite two\n/new\nwrite three\nn\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}\n{}", gw.log());
+    let asked: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("[y]es once"))
+        .collect();
+    assert_eq!(asked.len(), 2, "{stderr}");
+    assert!(asked[0].contains("write_file: one.txt"), "{stderr}");
+    assert!(asked[1].contains("write_file: three.txt"), "{stderr}");
+    assert_eq!(std::fs::read_to_string(ws.join("one.txt")).unwrap(), "w1");
+    assert_eq!(std::fs::read_to_string(ws.join("two.txt")).unwrap(), "w2");
+    assert!(!ws.join("three.txt").exists());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "one\ntwo\nthree\n");
+}
