@@ -276,6 +276,10 @@ async fn status(State(st): State<Shared>) -> Response {
             json!({"accepted": s.accepted, "finished": s.finished}),
         );
         m.insert("accepting".into(), json!(!st.stop.is_cancelled()));
+        m.insert(
+            "approvals".into(),
+            json!({"waiting": st.approvals.waiting(), "timeout_seconds": st.approvals.timeout.as_secs()}),
+        );
     }
     Json(v).into_response()
 }

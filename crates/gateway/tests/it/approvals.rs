@@ -119,6 +119,13 @@ fn once_always_and_deny_through_the_api_per_session() {
     assert_eq!(a["session"], "api:one");
     assert!(a["arguments"].as_str().unwrap().contains("a.txt"));
     assert!(!ws.join("a.txt").exists(), "nothing runs before the answer");
+    let st: Value =
+        serde_json::from_slice(&c.request("GET", "/v1/status", None).unwrap().body).unwrap();
+    assert_eq!(
+        st["approvals"],
+        json!({"waiting": 1, "timeout_seconds": 120}),
+        "{st}"
+    );
     let id = a["id"].as_str().unwrap().to_string();
     // Behind the token; a bad decision is 400 and leaves the request waiting.
     let r = gw
