@@ -17,8 +17,7 @@
 //! waits (bounded) for `POST /v1/approvals/{id}` ([`crate::approvals`]); the
 //! driver keeps the session's "always" answers, so they never cross sessions.
 //! Chat channels answer through the chat (`server::BusRunner`). Callers that
-//! cannot answer (cron, the heartbeat) are refused as
-//! having no one to ask, as before.
+//! cannot answer (cron, the heartbeat) are refused as having no one to ask.
 //!
 //! Shutdown: once `stop` fires, messages that have not started are answered
 //! [`EndKind::Rejected`]; running turns finish, or are cancelled when `hard` fires.
