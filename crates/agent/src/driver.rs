@@ -67,8 +67,12 @@ pub struct ConfirmRequest {
     pub tool: String,
     /// A one-line preview of the call (`exec: cargo test`).
     pub preview: String,
+    /// The call's raw JSON arguments (as the hooks left them).
+    pub arguments: String,
     /// What "always" would allow for the rest of the session.
     pub grant: Grant,
+    /// What the call reaches ([`Grant::reach`]: `workspace`, `process`, `host:<host>`…).
+    pub reach: String,
 }
 
 impl ConfirmRequest {
@@ -100,6 +104,18 @@ pub trait Ui: Send + Sync + 'static {
             Answer::Deny
         }
     }
+}
+
+/// A pending answer to a [`ConfirmRequest`].
+pub type AnswerFuture = std::pin::Pin<Box<dyn Future<Output = Answer> + Send>>;
+
+/// Who answers gated calls when it is not the [`Ui`] on a blocking thread: the
+/// gateway's session worker sends the request on the caller's stream and waits
+/// (bounded) for the answer through its API. The driver drops the future when
+/// the turn is cancelled, so an approver must clean up on drop.
+pub trait Approver: Send + Sync + 'static {
+    /// Ask about one gated call; [`Answer::Unavailable`] when no one can answer.
+    fn approve(&self, request: ConfirmRequest) -> AnswerFuture;
 }
 
 /// Errors that stop the driver (model and tool failures never do: they end the turn).
@@ -162,6 +178,8 @@ pub struct Driver<M: Model, T: Tools> {
     session_context: Vec<String>,
     /// Context the `user_prompt` hooks added to the running turn.
     turn_context: Vec<String>,
+    /// Answers gated calls instead of [`Ui::ask`] (None: the UI asks).
+    approver: Option<Arc<dyn Approver>>,
 }
 
 impl<M: Model, T: Tools> Driver<M, T> {
@@ -206,7 +224,14 @@ impl<M: Model, T: Tools> Driver<M, T> {
             session_started: false,
             session_context: Vec::new(),
             turn_context: Vec::new(),
+            approver: None,
         })
+    }
+
+    /// Gated calls are asked through `approver` instead of [`Ui::ask`].
+    pub fn with_approver(mut self, approver: Arc<dyn Approver>) -> Self {
+        self.approver = Some(approver);
+        self
     }
 
     /// Runs the user's hooks at the points of the loop ([`crate::hooks`]).
@@ -542,14 +567,26 @@ impl<M: Model, T: Tools> Driver<M, T> {
         let request = ConfirmRequest {
             tool: call.name.clone(),
             preview: self.tools.preview(call),
+            arguments: call.arguments.clone(),
+            reach: grant.reach(),
             grant: grant.clone(),
         };
-        let ui = self.ui.clone();
-        let asked = request.clone();
-        let ask = tokio::task::spawn_blocking(move || ui.ask(&asked));
-        let answer = tokio::select! {
-            r = ask => r.unwrap_or(Answer::Deny),
-            _ = cancel.cancelled() => return None,
+        let answer = match &self.approver {
+            Some(approver) => {
+                let ask = approver.approve(request);
+                tokio::select! {
+                    a = ask => a,
+                    _ = cancel.cancelled() => return None,
+                }
+            }
+            None => {
+                let ui = self.ui.clone();
+                let ask = tokio::task::spawn_blocking(move || ui.ask(&request));
+                tokio::select! {
+                    r = ask => r.unwrap_or(Answer::Deny),
+                    _ = cancel.cancelled() => return None,
+                }
+            }
         };
         Some(match answer {
             Answer::Once => Ok(()),

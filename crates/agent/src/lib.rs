@@ -1,8 +1,10 @@
 //! The assistant: a pure agent state machine (`core`), LLM providers with
 //! streaming and failover (`provider`), typed tools (`tools`), JSONL sessions
-//! (`session`), and the async driver that performs the machine's effects (`driver`).
+//! (`session`), the async driver that performs the machine's effects (`driver`), and
+//! the one table of chat commands every surface parses (`commands`).
 
 pub mod breaker;
+pub mod commands;
 pub mod compaction;
 pub mod config;
 pub mod consolidate;

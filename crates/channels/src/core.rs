@@ -2,7 +2,9 @@
 //! ids, refused senders, reachable chats), the allow-list check with its one-time
 //! refusal, de-duplication of redelivered events, one queue (and one session,
 //! `<channel>:<chat id>`) per chat, typing indicators while a turn runs, and long
-//! answers split at the network's limit on paragraph or line boundaries.
+//! answers split at the network's limit on paragraph or line boundaries; a
+//! turn's approval question waits for the chat's `yes`/`always`/`no`, which is
+//! taken out of the stream of messages (not queued behind the waiting turn).
 //!
 //! The state is written only when it changed, off the async runtime: a small
 //! writer task coalesces the changes of a burst (a batch of updates, a refused
@@ -15,7 +17,7 @@
 //! dropped from that list is told once more that it is not allowed, should it
 //! write again), and a chat's queue ends after [`CHAT_IDLE`] without messages.
 
-use crate::{ChannelError, ChatTurn, Log, TurnRunner};
+use crate::{ApprovalQuestion, ChannelError, ChatAsker, ChatDecision, ChatTurn, Log, TurnRunner};
 use futures_util::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, VecDeque};
@@ -266,6 +268,10 @@ pub struct Core {
     queues: Mutex<HashMap<String, ChatQueue>>,
     next_worker: AtomicU64,
     chat_idle: Duration,
+    /// Approval questions waiting for their chat's reply: chat → (question
+    /// number, where the answer goes).
+    questions: Mutex<HashMap<String, (u64, tokio::sync::oneshot::Sender<ChatDecision>)>>,
+    next_question: AtomicU64,
 }
 
 impl Core {
@@ -313,6 +319,8 @@ impl Core {
             queues: Mutex::new(HashMap::new()),
             next_worker: AtomicU64::new(0),
             chat_idle,
+            questions: Mutex::new(HashMap::new()),
+            next_question: AtomicU64::new(0),
         }))
     }
 
@@ -478,6 +486,18 @@ impl Core {
         }
         self.add_chat(&msg.chat);
         self.persist_now();
+        if let Some(decision) = ChatDecision::parse(&msg.text) {
+            let waiting = self
+                .questions
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&msg.chat);
+            if let Some((_, tx)) = waiting
+                && tx.send(decision).is_ok()
+            {
+                return Accepted::Queued;
+            }
+        }
         if msg.text.trim() == STOP_COMMAND {
             // Not queued behind the turn it is meant to stop: straight to the
             // runner (the gateway serves it at once), answer in the chat.
@@ -545,6 +565,69 @@ impl Core {
     }
 }
 
+/// Asks one chat: sends the question, waits for the reply [`Core::accept`] takes
+/// out of the chat's messages.
+struct Questioner {
+    core: Arc<Core>,
+    chat: String,
+}
+
+/// Withdraws a chat's question when its wait ends (answered, timed out, dropped).
+struct Withdraw {
+    core: Arc<Core>,
+    chat: String,
+    n: u64,
+}
+
+impl Drop for Withdraw {
+    fn drop(&mut self) {
+        let mut q = self
+            .core
+            .questions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if q.get(&self.chat).is_some_and(|(n, _)| *n == self.n) {
+            q.remove(&self.chat);
+        }
+    }
+}
+
+impl ChatAsker for Questioner {
+    fn ask(&self, q: ApprovalQuestion) -> BoxFuture<'static, Option<ChatDecision>> {
+        let core = self.core.clone();
+        let chat = self.chat.clone();
+        Box::pin(async move {
+            let n = core.next_question.fetch_add(1, Ordering::SeqCst);
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            core.questions
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(chat.clone(), (n, tx));
+            let _withdraw = Withdraw {
+                core: core.clone(),
+                chat: chat.clone(),
+                n,
+            };
+            let text = format!(
+                "May I run {}? It reaches {}. Reply yes (this once), always ({} in this chat) \
+                 or no. No reply within {} s counts as no.",
+                q.preview,
+                q.reach,
+                q.always,
+                q.timeout.as_secs()
+            );
+            if let Err(e) = core.send_text(&chat, &text).await {
+                (core.log)(format!("{}: cannot ask in {chat}: {e}", core.name()));
+                return None;
+            }
+            match tokio::time::timeout(q.timeout, rx).await {
+                Ok(Ok(d)) => Some(d),
+                _ => None,
+            }
+        })
+    }
+}
+
 /// A message that stops the chat's running turn and its sub-agents: served
 /// beside the chat's queue, never behind it (the gateway's dispatcher answers
 /// it at once).
@@ -581,7 +664,11 @@ async fn chat_worker(
             sender: msg.sender.clone(),
             text: msg.text.clone(),
         };
-        let run = core.runner.run(turn);
+        let asker: Arc<dyn ChatAsker> = Arc::new(Questioner {
+            core: core.clone(),
+            chat: chat.clone(),
+        });
+        let run = core.runner.run_asking(turn, asker);
         tokio::pin!(run);
         let refresh = core.transport.typing_refresh();
         let result = loop {

@@ -8,6 +8,11 @@
 //! [`Channels`] starts every configured channel and sends outbound messages
 //! (cron and heartbeat deliveries, the `message` tool).
 //!
+//! Approvals: a turn that needs the user's approval for a tool call asks in the
+//! chat ([`ChatAsker`], given to [`TurnRunner::run_asking`]); the allowed user
+//! replies `yes`, `always` or `no`, and that reply answers the question instead of
+//! queueing behind the waiting turn.
+//!
 //! Tokens come only from the environment variable the config names; they are
 //! never logged.
 
@@ -38,9 +43,66 @@ pub struct ChatTurn {
     pub text: String,
 }
 
+/// A question a turn asks the chat before a gated tool call runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApprovalQuestion {
+    /// One line describing the call (`write_file: note.md`).
+    pub preview: String,
+    /// What it reaches (`workspace`, `process`, `host:<host>`…).
+    pub reach: String,
+    /// What "always" allows for the rest of the session.
+    pub always: String,
+    /// How long the question waits; then it counts as no.
+    pub timeout: std::time::Duration,
+}
+
+/// The chat's answer to an [`ApprovalQuestion`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChatDecision {
+    Once,
+    Always,
+    Deny,
+}
+
+impl ChatDecision {
+    /// A reply that answers a question: `yes`/`y`/`once`/`approve`,
+    /// `always`/`a`, `no`/`n`/`deny` (any case, surrounding whitespace and a
+    /// final `.` or `!` ignored); anything else is a message.
+    pub fn parse(reply: &str) -> Option<ChatDecision> {
+        let r = reply
+            .trim()
+            .trim_end_matches(['.', '!'])
+            .to_ascii_lowercase();
+        match r.as_str() {
+            "yes" | "y" | "once" | "approve" | "ok" => Some(ChatDecision::Once),
+            "always" | "a" => Some(ChatDecision::Always),
+            "no" | "n" | "deny" => Some(ChatDecision::Deny),
+            _ => None,
+        }
+    }
+}
+
+/// Asks the chat a turn runs in.
+pub trait ChatAsker: Send + Sync + 'static {
+    /// Send `q` to the chat and wait for the reply; None when it could not be
+    /// sent or was not answered within `q.timeout` (dropping the future
+    /// withdraws the question).
+    fn ask(&self, q: ApprovalQuestion) -> BoxFuture<'static, Option<ChatDecision>>;
+}
+
 /// Runs a turn and returns its answer (or why there is none).
 pub trait TurnRunner: Send + Sync + 'static {
     fn run(&self, turn: ChatTurn) -> BoxFuture<'static, Result<String, String>>;
+    /// As [`TurnRunner::run`], asking the chat through `asker` when a tool call
+    /// needs approval. The default never asks.
+    fn run_asking(
+        &self,
+        turn: ChatTurn,
+        asker: Arc<dyn ChatAsker>,
+    ) -> BoxFuture<'static, Result<String, String>> {
+        let _ = asker;
+        self.run(turn)
+    }
 }
 
 /// Channel errors.
@@ -306,4 +368,25 @@ pub(crate) async fn check(
         });
     }
     Ok(body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replies_that_answer_an_approval_question() {
+        for (reply, d) in [
+            ("yes", Some(ChatDecision::Once)),
+            (" Y ", Some(ChatDecision::Once)),
+            ("ok!", Some(ChatDecision::Once)),
+            ("Always.", Some(ChatDecision::Always)),
+            ("no", Some(ChatDecision::Deny)),
+            ("Deny", Some(ChatDecision::Deny)),
+            ("yes please write it", None),
+            ("", None),
+        ] {
+            assert_eq!(ChatDecision::parse(reply), d, "{reply:?}");
+        }
+    }
 }

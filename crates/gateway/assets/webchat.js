@@ -2,7 +2,9 @@
 // Talks to the same origin's API with the bearer token: GET /v1/sessions,
 // GET /v1/sessions/{key}/messages and streaming POST /v1/chat/completions (SSE
 // `chat.completion.chunk`s; tool activity arrives as chunks with an empty delta and a
-// `claw.tool` field).
+// `claw.tool` field; a gated call arrives as an event with `"type": "approval_request"`,
+// shown with Approve / Always / Deny buttons that POST /v1/approvals/{id}, and its end
+// as `claw.approval`).
 //
 // Safety: model output is never inserted as HTML as it is. Markdown is rendered by
 // escaping everything first, then turning a small whitelist back into tags (paragraphs,
@@ -210,6 +212,55 @@
     card.querySelector('.tool-preview').textContent = String(tool.preview || '');
     scrollDown();
   }
+  // A gated call waits for the user: Approve (once), Always (this session), Deny.
+  const DECIDED = { once: 'approved once', always: 'approved for this session', deny: 'denied', timeout: 'not answered in time: denied' };
+  function showApproval(t, a) {
+    closeSegment(t);
+    const id = String(a.id || '');
+    const card = el('div', 'approval');
+    card.dataset.approvalId = id;
+    card.setAttribute('role', 'group');
+    card.setAttribute('aria-label', 'approval request');
+    const q = el('div', 'approval-question');
+    q.append(document.createTextNode('Run '), el('code', '', String(a.preview || a.tool || '?')), document.createTextNode('?'));
+    const meta = el('div', 'approval-meta', 'reaches ' + String(a.reach || '?') + ' · Always allows ' + String(a.always || 'this') +
+      ' for this session · denied after ' + String(a.timeout_seconds || '?') + ' s without an answer');
+    const buttons = el('div', 'approval-buttons');
+    const state = el('div', 'approval-state');
+    for (const [decision, label] of [['once', 'Approve'], ['always', 'Always'], ['deny', 'Deny']]) {
+      const b = el('button', 'approval-' + decision, label);
+      b.type = 'button';
+      b.dataset.decision = decision;
+      b.addEventListener('click', async () => {
+        for (const x of buttons.querySelectorAll('button')) x.disabled = true;
+        state.textContent = 'sending…';
+        try {
+          const r = await api('/v1/approvals/' + encodeURIComponent(id), {
+            method: 'POST',
+            headers: { 'Content-Type': 'application/json' },
+            body: JSON.stringify({ decision }),
+          });
+          if (!r.ok) { state.textContent = await errorText(r); card.classList.add('bad'); return; }
+          state.textContent = DECIDED[decision];
+        } catch (e) { state.textContent = e.message || String(e); card.classList.add('bad'); }
+      });
+      buttons.appendChild(b);
+    }
+    card.append(q, meta, buttons, state);
+    t.el.appendChild(card);
+    const first = buttons.querySelector('button');
+    if (first) first.focus();
+    scrollDown();
+  }
+  function resolveApproval(t, r) {
+    for (const card of t.el.querySelectorAll('.approval')) {
+      if (card.dataset.approvalId !== String(r.id || '')) continue;
+      for (const b of card.querySelectorAll('button')) b.disabled = true;
+      card.dataset.decision = String(r.decision || '');
+      card.querySelector('.approval-state').textContent = DECIDED[r.decision] || String(r.decision || '');
+    }
+  }
+
   function finishTurn(t, error) {
     t.el.classList.remove('streaming');
     if (t.seg) t.seg.el.innerHTML = renderMarkdown(t.seg.text);
@@ -261,11 +312,13 @@
         if (data === '[DONE]') return;
         let c;
         try { c = JSON.parse(data); } catch (_) { return; }
+        if (c.type === 'approval_request') { showApproval(t, c); return; }
         const delta = (c.choices && c.choices[0] && c.choices[0].delta) || {};
         if (typeof delta.content === 'string' && delta.content) appendText(t, delta.content);
         const x = c.claw;
         if (!x) return;
         if (x.tool) showTool(t, x.tool);
+        if (x.approval) resolveApproval(t, x.approval);
         if (x.end_answer) closeSegment(t);
         if (typeof x.status === 'string') setStatus(x.status);
         if (x.end) ended = x;

@@ -23,6 +23,10 @@ pub struct Inbound {
     pub content: String,
     /// Run side effects without confirmation (the sender said `--yes`).
     pub yes: bool,
+    /// The caller answers approval requests (`POST /v1/approvals/{id}`): gated
+    /// calls are sent on the reply stream as [`TurnEvent::Approval`]. Without it
+    /// they are refused as having no one to ask (cron, the heartbeat).
+    pub approvals: bool,
     /// Where the turn's events go (None: fire and forget, the answer still goes
     /// to the outbound queue).
     pub reply: Option<mpsc::UnboundedSender<TurnEvent>>,
@@ -46,6 +50,7 @@ impl Inbound {
                 sender: sender.to_string(),
                 content: content.to_string(),
                 yes: false,
+                approvals: false,
                 reply: Some(tx),
                 accepted: Instant::now(),
             },
@@ -74,6 +79,35 @@ pub struct ToolActivity {
     /// One line describing the call (`read_file MEMORY.md`), or the first line
     /// of the error.
     pub preview: String,
+}
+
+/// A gated call waiting for the caller's decision (`POST /v1/approvals/{id}`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ApprovalRequest {
+    /// The request's id (answer at `/v1/approvals/{id}`).
+    pub id: String,
+    /// The session that asks (an answer applies to it only).
+    pub session: String,
+    /// The tool's name.
+    pub tool: String,
+    /// One line describing the call (`write_file: note.md`).
+    pub preview: String,
+    /// The call's raw JSON arguments.
+    pub arguments: String,
+    /// What it reaches: `workspace`, `process`, `network`, `service`,
+    /// `host:<host>` or `external`.
+    pub reach: String,
+    /// What "always" allows for the rest of the session (`every `write_file` call`).
+    pub always: String,
+    /// Seconds until an unanswered request counts as a denial.
+    pub timeout_seconds: u64,
+}
+
+/// How an approval request ended: `once`, `always`, `deny` or `timeout`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ApprovalResolved {
+    pub id: String,
+    pub decision: String,
 }
 
 /// How a turn ended.
@@ -117,6 +151,10 @@ pub enum TurnEvent {
     Status(String),
     /// Tool activity.
     Tool(ToolActivity),
+    /// A gated call waits for the caller's decision.
+    Approval(ApprovalRequest),
+    /// An approval request was answered or timed out.
+    ApprovalResolved(ApprovalResolved),
     /// The turn is over (always the last event).
     Finished(TurnReport),
 }

@@ -62,6 +62,12 @@ pub enum ChatEvent {
     Status(String),
     /// `claw.tool` of a chunk: `{"id", "name", "arguments", "status", "preview"}`.
     Tool(Value),
+    /// An approval request (`"type": "approval_request"`): `{"id", "tool",
+    /// "preview", "arguments", "reach", "always", "session", "timeout_seconds"}`;
+    /// answer it with [`Client::answer_approval`] while the stream waits.
+    Approval(Value),
+    /// `claw.approval` of a chunk: `{"id", "decision"}` once a request ended.
+    ApprovalResolved(Value),
     /// The last chunk: `end` (`answered`, `failed`…) and its message.
     End {
         end: String,
@@ -190,6 +196,27 @@ impl Client {
         self.request("POST", path, Some(&body))
     }
 
+    /// Answer approval request `id` with `decision` (`once`, `always`, `deny`).
+    pub fn answer_approval(&self, id: &str, decision: &str) -> Result<(), ClientError> {
+        let mut path = String::from("/v1/approvals/");
+        for b in id.bytes() {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                path.push(b as char);
+            } else {
+                path.push_str(&format!("%{b:02X}"));
+            }
+        }
+        let r = self.post_json(&path, &serde_json::json!({ "decision": decision }))?;
+        if r.status == 200 {
+            Ok(())
+        } else {
+            Err(ClientError::Status {
+                status: r.status,
+                message: r.error_message(),
+            })
+        }
+    }
+
     /// Send `message` to session `session` and stream the answer to `on_event`;
     /// returns the end event's `(end, message)`.
     pub fn chat(
@@ -261,6 +288,14 @@ impl Client {
 /// The events one `chat.completion.chunk` carries.
 pub fn chunk_events(v: &Value) -> Vec<ChatEvent> {
     let mut out = Vec::new();
+    if v["type"].as_str() == Some("approval_request") {
+        let mut a = v["claw"]["approval_request"].clone();
+        if !a.is_object() {
+            a = v.clone();
+        }
+        out.push(ChatEvent::Approval(a));
+        return out;
+    }
     if let Some(t) = v["choices"][0]["delta"]["content"].as_str()
         && !t.is_empty()
     {
@@ -275,6 +310,9 @@ pub fn chunk_events(v: &Value) -> Vec<ChatEvent> {
     }
     if c["tool"].is_object() {
         out.push(ChatEvent::Tool(c["tool"].clone()));
+    }
+    if c["approval"].is_object() {
+        out.push(ChatEvent::ApprovalResolved(c["approval"].clone()));
     }
     if let Some(e) = c["end"].as_str() {
         out.push(ChatEvent::End {

@@ -3,7 +3,8 @@
 //! turns at once, how deep the bus queues are, how often a quiet chat stream
 //! sends an SSE keep-alive comment, how long a connection may take to send a
 //! request head (or sit idle between requests) and how many connections one
-//! client address may hold open. Loopback only unless `bind` says otherwise.
+//! client address may hold open, and how long an approval request waits for its
+//! answer. Loopback only unless `bind` says otherwise.
 
 use serde::Deserialize;
 use std::net::{IpAddr, Ipv4Addr};
@@ -52,6 +53,10 @@ pub struct GatewaySection {
     /// Connections one client address may hold open; more are answered 503 and
     /// closed at once (default 64; 0 counts as 1).
     pub max_connections_per_client: Option<usize>,
+    /// Seconds an approval request (a gated tool call of a streamed chat turn)
+    /// waits for `POST /v1/approvals/{id}` before it counts as a denial
+    /// (default 120; 0 counts as 1: the wait is always bounded).
+    pub approval_timeout_seconds: Option<u64>,
 }
 
 /// The gateway's resolved settings.
@@ -67,6 +72,8 @@ pub struct GatewayConfig {
     /// Time to send a request head; the idle limit between requests.
     pub header_read_timeout: Duration,
     pub max_connections_per_client: usize,
+    /// How long an approval request waits before it counts as a denial.
+    pub approval_timeout: Duration,
 }
 
 impl Default for GatewayConfig {
@@ -103,6 +110,11 @@ impl GatewayConfig {
                 .max_connections_per_client
                 .unwrap_or(DEFAULT_MAX_CONNECTIONS_PER_CLIENT)
                 .max(1),
+            approval_timeout: Duration::from_secs(
+                s.approval_timeout_seconds
+                    .unwrap_or(crate::approvals::DEFAULT_APPROVAL_TIMEOUT_SECONDS)
+                    .max(1),
+            ),
         }
     }
 }
@@ -120,6 +132,14 @@ mod tests {
         assert_eq!(c.sse_keepalive, Some(Duration::from_secs(15)));
         assert_eq!(c.header_read_timeout, Duration::from_secs(10));
         assert_eq!(c.max_connections_per_client, 64);
+        assert_eq!(c.approval_timeout, Duration::from_secs(120));
+        let s: GatewaySection =
+            serde_json::from_str(r#"{"approval_timeout_seconds": 0}"#).expect("valid");
+        assert_eq!(
+            GatewayConfig::from_section(&s).approval_timeout,
+            Duration::from_secs(1),
+            "the wait is always bounded"
+        );
     }
 
     #[test]

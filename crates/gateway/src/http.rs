@@ -5,6 +5,9 @@
 //! session's open chat requests: their turns are cancelled, what was said is kept),
 //! `POST /v1/memory/search` and
 //! `POST /v1/memory/get` (exactly the CLI's `--json` objects) and `GET /v1/status`;
+//! `POST /v1/approvals/{id}` (`{"decision": "once"|"always"|"deny"}`: answers an
+//! approval request of a streamed turn; 404 for an id that is not waiting, 400
+//! for another decision);
 //! `/mcp`: claw's memory as an MCP server (streamable HTTP, `claw_mcp`) over the
 //! same warm engine, behind the same token.
 //! `/` serves the WebChat page (static, no data: the page asks for the token), with
@@ -15,7 +18,17 @@
 //! field of a chunk whose `choices[0].delta` is `{}`: `{"tool": {"id", "name",
 //! "arguments", "status": "started"|"done"|"error", "preview"}}`, `{"status": line}`,
 //! `{"end_answer": true}`; the last chunk carries `finish_reason` and
-//! `{"claw": {"end", "message", "session"}}`. While a turn is quiet (a slow first
+//! `{"claw": {"end", "message", "session"}}`.
+//!
+//! Approvals: a gated tool call (write, command, fetch from a new host) sends a
+//! data event whose object has `"type": "approval_request"`, `id`, `tool`,
+//! `preview`, `arguments`, `reach`, `always`, `session` and `timeout_seconds`
+//! (also under `claw.approval_request`; the object is otherwise a chunk with an
+//! empty delta, so OpenAI clients skip it). The turn waits for
+//! `POST /v1/approvals/{id}` or the timeout (a denial), then sends
+//! `{"claw": {"approval": {"id", "decision": "once"|"always"|"deny"|"timeout"}}}`.
+//! A non-streamed request cannot answer: it fails (409 `approval_required`) and
+//! its turn is cancelled. While a turn is quiet (a slow first
 //! token, a long tool), the stream sends an SSE comment line `: keep-alive` every
 //! `gateway.sse_keepalive_seconds` (default 15) so proxies and clients keep waiting;
 //! SSE clients ignore comment lines.
@@ -82,6 +95,8 @@ pub struct AppState {
     /// Open chat requests: request number → (session, cancel).
     open: Arc<std::sync::Mutex<std::collections::HashMap<u64, (String, CancellationToken)>>>,
     next_id: AtomicU64,
+    /// Approval requests of running turns (shared with the session workers).
+    pub approvals: Arc<crate::approvals::Approvals>,
 }
 
 impl AppState {
@@ -112,7 +127,16 @@ impl AppState {
             )),
             open: Default::default(),
             next_id: AtomicU64::new(1),
+            approvals: crate::approvals::Approvals::new(std::time::Duration::from_secs(
+                crate::approvals::DEFAULT_APPROVAL_TIMEOUT_SECONDS,
+            )),
         }
+    }
+
+    /// The approval registry the session workers ask through.
+    pub fn with_approvals(mut self, approvals: Arc<crate::approvals::Approvals>) -> AppState {
+        self.approvals = approvals;
+        self
     }
 
     /// Silence on a chat stream before a `: keep-alive` comment (None: never).
@@ -151,6 +175,7 @@ pub fn router(state: Shared) -> Router {
         .route("/v1/sessions/{key}/messages", get(session_messages))
         .route("/v1/sessions/{key}/subagents", get(session_subagents))
         .route("/v1/sessions/{key}/cancel", post(cancel_session))
+        .route("/v1/approvals/{id}", post(answer_approval))
         .route("/v1/memory/search", post(memory_search))
         .route("/v1/memory/get", post(memory_get))
         .route("/v1/status", get(status))
@@ -251,6 +276,10 @@ async fn status(State(st): State<Shared>) -> Response {
             json!({"accepted": s.accepted, "finished": s.finished}),
         );
         m.insert("accepting".into(), json!(!st.stop.is_cancelled()));
+        m.insert(
+            "approvals".into(),
+            json!({"waiting": st.approvals.waiting(), "timeout_seconds": st.approvals.timeout.as_secs()}),
+        );
     }
     Json(v).into_response()
 }
@@ -380,6 +409,9 @@ async fn chat_completions(
         .unwrap_or(false);
     let (mut msg, rx) = Inbound::with_reply(channel, &key, "http", &input);
     msg.yes = yes;
+    // Gated calls reach this request as approval requests (a non-streamed one
+    // then fails naming the streamed way).
+    msg.approvals = true;
     if !matches!(channel, "cron" | "heartbeat")
         && let Ok(mut r) = st.recent.lock()
     {
@@ -559,6 +591,11 @@ fn sse_frames(
                     chunk(&id, created, json!({}), None, Some(json!({"tool": t}))),
                     St::Events,
                 ),
+                Some(TurnEvent::Approval(a)) => (approval_chunk(created, &a), St::Events),
+                Some(TurnEvent::ApprovalResolved(r)) => (
+                    chunk(&id, created, json!({}), None, Some(json!({"approval": r}))),
+                    St::Events,
+                ),
                 Some(TurnEvent::Finished(r)) => (end_chunk(&id, created, &r, &key), St::Done),
                 // The worker went away without an end: say so.
                 None => (
@@ -578,6 +615,27 @@ fn sse_frames(
             Some((sse(&data), (next, rx, first)))
         }
     })
+}
+
+/// The data event of an approval request: `"type": "approval_request"` with the
+/// request's fields at the top (its `id` is the approval's), also under
+/// `claw.approval_request`; otherwise a chunk with an empty delta.
+fn approval_chunk(created: i64, a: &crate::bus::ApprovalRequest) -> String {
+    let fields = serde_json::to_value(a).unwrap_or_else(|_| json!({}));
+    let mut v = json!({
+        "object": "chat.completion.chunk",
+        "created": created,
+        "model": "claw",
+        "choices": [{"index": 0, "delta": {}, "finish_reason": null}],
+        "type": "approval_request",
+        "claw": {"approval_request": fields.clone()},
+    });
+    if let (Value::Object(m), Value::Object(f)) = (&mut v, fields) {
+        for (k, val) in f {
+            m.insert(k, val);
+        }
+    }
+    v.to_string()
 }
 
 fn end_chunk(id: &str, created: i64, r: &TurnReport, key: &str) -> String {
@@ -602,6 +660,11 @@ async fn collect_response(
         match next_event(&mut rx, &open).await {
             Some(TurnEvent::Finished(r)) => break r,
             Some(TurnEvent::Tool(t)) => tools.push(t),
+            Some(TurnEvent::Approval(a)) => {
+                // Returning drops the reply stream: the worker cancels the turn
+                // and the request is withdrawn.
+                return approval_required(&a);
+            }
             Some(_) => {}
             None => {
                 break TurnReport {
@@ -643,6 +706,54 @@ async fn collect_response(
                 report.message.unwrap_or_default(),
             )
         }
+    }
+}
+
+/// The error of a non-streamed request whose turn needs an approval.
+fn approval_required(a: &crate::bus::ApprovalRequest) -> Response {
+    error(
+        StatusCode::CONFLICT,
+        "approval_required",
+        format!(
+            "`{}` needs the user's approval, and a non-streamed request cannot give it: \
+             send the request with \"stream\": true and answer the stream's \
+             `approval_request` event with POST /v1/approvals/{{id}} \
+             {{\"decision\": \"once\"|\"always\"|\"deny\"}} (or allow side effects \
+             with \"claw\": {{\"yes\": true}}); the turn was cancelled",
+            a.preview
+        ),
+    )
+}
+
+// ---- approvals ------------------------------------------------------------------
+
+/// `POST /v1/approvals/{id}`: answer a waiting approval request.
+async fn answer_approval(
+    State(st): State<Shared>,
+    UrlPath(id): UrlPath<String>,
+    body: axum::body::Bytes,
+) -> Response {
+    const EXPECTED: &str = "the body must be {\"decision\": \"once\"|\"always\"|\"deny\"} (\"always\": for this session only)";
+    let given = serde_json::from_slice::<Value>(&body).ok().and_then(|v| {
+        v.get("decision")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    });
+    let Some(decision) = given.as_deref().and_then(crate::approvals::Decision::parse) else {
+        let got = match given {
+            Some(d) => format!("got decision `{d}`"),
+            None => "got no `decision` string".to_string(),
+        };
+        return error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            format!("{EXPECTED}; {got}"),
+        );
+    };
+    match st.approvals.answer(&id, decision) {
+        Ok(session) => Json(json!({"id": id, "session": session, "decision": decision.as_str()}))
+            .into_response(),
+        Err(e) => error(StatusCode::NOT_FOUND, "not_found", e.to_string()),
     }
 }
 

@@ -6,8 +6,10 @@
 //! bearer token (`token`), served by an accept loop with a header read timeout and
 //! a per-client connection cap (`listen`). A running gateway advertises itself in
 //! the state dir (`discovery`) so the CLI can send its work there (`client`).
-//! Shutdown is one cancellation token (`server`).
+//! Gated tool calls become approval requests answered through the API
+//! (`approvals`). Shutdown is one cancellation token (`server`).
 
+pub mod approvals;
 pub mod bus;
 pub mod client;
 pub mod config;

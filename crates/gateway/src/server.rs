@@ -286,6 +286,7 @@ pub async fn run(
 
     let (bus, receivers) = Bus::new(opts.gateway.queue_capacity);
     let hard = CancellationToken::new();
+    let approvals = crate::approvals::Approvals::new(opts.gateway.approval_timeout);
     let channels_cell: ChannelsCell = Arc::new(std::sync::OnceLock::new());
     let (chat_enabled, dispatcher) = match &opts.agent {
         Ok(a) => {
@@ -297,6 +298,7 @@ pub async fn run(
                 permits: Arc::new(Semaphore::new(opts.gateway.max_concurrent_sessions)),
                 stop: stop.clone(),
                 hard: hard.clone(),
+                approvals: approvals.clone(),
             };
             let label = a
                 .profiles
@@ -316,7 +318,7 @@ pub async fn run(
     // Chat channels: each allowed message becomes a turn on the bus.
     if !opts.channels.is_empty() {
         if dispatcher.is_some() {
-            let runner = Arc::new(BusRunner(bus.clone()));
+            let runner = Arc::new(BusRunner(bus.clone(), approvals.clone()));
             let channels = claw_channels::Channels::start(
                 &opts.channels,
                 &state_dir,
@@ -450,7 +452,8 @@ pub async fn run(
         jail: opts.agent.as_ref().map_or(true, |a| a.jail_to_workspace),
         utc_offset: opts.utc_offset,
     })
-    .with_sse_keepalive(opts.gateway.sse_keepalive);
+    .with_sse_keepalive(opts.gateway.sse_keepalive)
+    .with_approvals(approvals);
     let recent = state.recent.clone();
     let app = http::router(Arc::new(state));
     if let (Some(sch), true) = (&opts.schedule, chat_on) {
@@ -531,40 +534,108 @@ pub async fn run(
 /// The running channels, once started (the tools are built before them).
 type ChannelsCell = Arc<std::sync::OnceLock<Arc<claw_channels::Channels>>>;
 
-/// Channel turns go through the bus like every other message.
-struct BusRunner(Bus);
+/// Channel turns go through the bus like every other message; their approval
+/// requests are asked in the chat (`yes` / `always` / `no`) and answered in the
+/// approval registry.
+struct BusRunner(Bus, Arc<crate::approvals::Approvals>);
+
+impl BusRunner {
+    fn turn(
+        &self,
+        turn: claw_channels::ChatTurn,
+        asker: Option<Arc<dyn claw_channels::ChatAsker>>,
+    ) -> futures_util::future::BoxFuture<'static, Result<String, String>> {
+        let bus = self.0.clone();
+        let approvals = self.1.clone();
+        Box::pin(async move {
+            let (mut msg, mut rx) = crate::bus::Inbound::with_reply(
+                &turn.channel,
+                &turn.session,
+                &turn.sender,
+                &turn.text,
+            );
+            msg.approvals = asker.is_some();
+            bus.submit(msg).await.map_err(|e| e.to_string())?;
+            // The question being asked in the chat (aborted, i.e. withdrawn,
+            // once the request is resolved some other way or the turn ends).
+            let mut asking: Option<tokio::task::JoinHandle<()>> = None;
+            let result = loop {
+                let Some(ev) = rx.recv().await else {
+                    break Err("the turn ended without an answer".into());
+                };
+                match ev {
+                    crate::bus::TurnEvent::Approval(a) => {
+                        let Some(asker) = asker.clone() else { continue };
+                        if let Some(h) = asking.take() {
+                            h.abort();
+                        }
+                        let approvals = approvals.clone();
+                        asking = Some(tokio::spawn(async move {
+                            let q = claw_channels::ApprovalQuestion {
+                                preview: a.preview.clone(),
+                                reach: a.reach.clone(),
+                                always: a.always.clone(),
+                                timeout: approvals.timeout,
+                            };
+                            let decision = match asker.ask(q).await {
+                                Some(claw_channels::ChatDecision::Once) => {
+                                    crate::approvals::Decision::Once
+                                }
+                                Some(claw_channels::ChatDecision::Always) => {
+                                    crate::approvals::Decision::Always
+                                }
+                                Some(claw_channels::ChatDecision::Deny) => {
+                                    crate::approvals::Decision::Deny
+                                }
+                                // Unanswered: the registry's timeout denies it.
+                                None => return,
+                            };
+                            let _ = approvals.answer(&a.id, decision);
+                        }));
+                    }
+                    crate::bus::TurnEvent::ApprovalResolved(_) => {
+                        if let Some(h) = asking.take() {
+                            h.abort();
+                        }
+                    }
+                    crate::bus::TurnEvent::Finished(r) => {
+                        break match r.end {
+                            crate::bus::EndKind::Answered | crate::bus::EndKind::MaxIterations => {
+                                Ok(r.answer)
+                            }
+                            // Stopped on purpose (`/stop`, which answers for itself):
+                            // nothing more to say in the chat.
+                            crate::bus::EndKind::Cancelled => Ok(String::new()),
+                            _ => Err(r
+                                .message
+                                .unwrap_or_else(|| format!("the turn ended: {:?}", r.end))),
+                        };
+                    }
+                    _ => {}
+                }
+            };
+            if let Some(h) = asking {
+                h.abort();
+            }
+            result
+        })
+    }
+}
 
 impl claw_channels::TurnRunner for BusRunner {
     fn run(
         &self,
         turn: claw_channels::ChatTurn,
     ) -> futures_util::future::BoxFuture<'static, Result<String, String>> {
-        let bus = self.0.clone();
-        Box::pin(async move {
-            let (msg, mut rx) = crate::bus::Inbound::with_reply(
-                &turn.channel,
-                &turn.session,
-                &turn.sender,
-                &turn.text,
-            );
-            bus.submit(msg).await.map_err(|e| e.to_string())?;
-            while let Some(ev) = rx.recv().await {
-                if let crate::bus::TurnEvent::Finished(r) = ev {
-                    return match r.end {
-                        crate::bus::EndKind::Answered | crate::bus::EndKind::MaxIterations => {
-                            Ok(r.answer)
-                        }
-                        // Stopped on purpose (`/stop`, which answers for itself):
-                        // nothing more to say in the chat.
-                        crate::bus::EndKind::Cancelled => Ok(String::new()),
-                        _ => Err(r
-                            .message
-                            .unwrap_or_else(|| format!("the turn ended: {:?}", r.end))),
-                    };
-                }
-            }
-            Err("the turn ended without an answer".into())
-        })
+        self.turn(turn, None)
+    }
+
+    fn run_asking(
+        &self,
+        turn: claw_channels::ChatTurn,
+        asker: Arc<dyn claw_channels::ChatAsker>,
+    ) -> futures_util::future::BoxFuture<'static, Result<String, String>> {
+        self.turn(turn, Some(asker))
     }
 }
 

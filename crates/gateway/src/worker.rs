@@ -7,14 +7,31 @@
 //! the message's reply stream through a per-session sink. A turn whose caller
 //! closed its reply stream is cancelled (or, still queued, never started).
 //!
+//! Commands: a message that is a chat command (`claw_agent::commands`, the table
+//! the REPL uses too) is served by the session's worker: `/remember` and
+//! `/compact` run as the driver's turns, `/help`, `/agents`, `/new` answer at
+//! once, `/stop` is served by the dispatcher ahead of the queue.
+//!
+//! Approvals: a gated call of a turn whose caller answers approvals
+//! ([`Inbound::approvals`]) is sent on its reply stream as an approval request and
+//! waits (bounded) for `POST /v1/approvals/{id}` ([`crate::approvals`]); the
+//! driver keeps the session's "always" answers, so they never cross sessions.
+//! Chat channels answer through the chat (`server::BusRunner`). Callers that
+//! cannot answer (cron, the heartbeat) are refused as having no one to ask.
+//!
 //! Shutdown: once `stop` fires, messages that have not started are answered
 //! [`EndKind::Rejected`]; running turns finish, or are cancelled when `hard` fires.
 
+use crate::approvals::Approvals;
 use crate::bus::{
-    BusStats, EndKind, Inbound, Outbound, ToolActivity, ToolStatus, TurnEvent, TurnReport,
+    ApprovalRequest, ApprovalResolved, BusStats, EndKind, Inbound, Outbound, ToolActivity,
+    ToolStatus, TurnEvent, TurnReport,
 };
+use claw_agent::commands::{self, Command, Line, Surface};
 use claw_agent::core::TurnEnd;
-use claw_agent::driver::{ConfirmRequest, Driver, DriverOptions, Tools, Ui};
+use claw_agent::driver::{
+    AnswerFuture, Approver, ConfirmRequest, Driver, DriverOptions, Tools, Ui,
+};
 use claw_agent::message::{ToolCall, ToolSpec};
 use claw_agent::provider::ProviderChain;
 use claw_agent::subagents::{ChildKit, SubagentConfig, SubagentList, Subagents};
@@ -56,6 +73,13 @@ impl Sink {
             let _ = tx.send(ev);
         }
     }
+    /// Whether the current turn has an open reply stream.
+    fn is_open(&self) -> bool {
+        self.0
+            .lock()
+            .ok()
+            .is_some_and(|g| g.as_ref().is_some_and(|tx| !tx.is_closed()))
+    }
     fn set(&self, tx: Option<mpsc::UnboundedSender<TurnEvent>>) {
         if let Ok(mut g) = self.0.lock() {
             *g = tx;
@@ -63,8 +87,8 @@ impl Sink {
     }
 }
 
-/// The driver's UI inside the gateway: everything goes to the sink; nobody can
-/// answer a confirmation.
+/// The driver's UI inside the gateway: everything goes to the sink; questions
+/// go through [`SessionApprover`], never through the UI.
 struct SinkUi(Arc<Sink>);
 
 impl Ui for SinkUi {
@@ -88,6 +112,54 @@ impl Ui for SinkUi {
     }
     fn ask(&self, _request: &ConfirmRequest) -> Answer {
         Answer::Unavailable
+    }
+}
+
+/// Asks the caller of the running turn about gated calls: an approval request on
+/// its stream, answered through `POST /v1/approvals/{id}` or denied after the
+/// registry's timeout. A caller that does not answer approvals gets the old
+/// refusal (no one to ask).
+struct SessionApprover {
+    session: String,
+    sink: Arc<Sink>,
+    approvals: Arc<Approvals>,
+    /// The running turn's caller answers approvals.
+    asks: AtomicBool,
+}
+
+impl Approver for SessionApprover {
+    fn approve(&self, request: ConfirmRequest) -> AnswerFuture {
+        if !self.asks.load(Ordering::SeqCst) || !self.sink.is_open() {
+            return Box::pin(std::future::ready(Answer::Unavailable));
+        }
+        let pending = self.approvals.ask(&self.session);
+        let id = pending.id.clone();
+        self.sink.emit(TurnEvent::Approval(ApprovalRequest {
+            id: id.clone(),
+            session: self.session.clone(),
+            tool: request.tool.clone(),
+            preview: request.preview.clone(),
+            arguments: request.arguments.clone(),
+            reach: request.reach.clone(),
+            always: request.grant.describe(),
+            timeout_seconds: self.approvals.timeout.as_secs(),
+        }));
+        let sink = self.sink.clone();
+        let timeout = self.approvals.timeout.as_secs();
+        Box::pin(async move {
+            let resolution = pending.wait().await;
+            if resolution == crate::approvals::Resolution::TimedOut {
+                sink.emit(TurnEvent::Status(format!(
+                    "{} was not approved within {timeout} s: denied",
+                    request.preview
+                )));
+            }
+            sink.emit(TurnEvent::ApprovalResolved(ApprovalResolved {
+                id,
+                decision: resolution.label().to_string(),
+            }));
+            resolution.answer()
+        })
     }
 }
 
@@ -183,6 +255,73 @@ impl Tools for ObservedTools {
     }
 }
 
+/// Answer a command that is not a turn (`/help`, `/agents`, `/new`, `/exit`, an
+/// unknown one): lists go out as answer text (a REPL prints them on stdout),
+/// the rest as a status line; the report carries the same text (what a chat
+/// channel posts).
+async fn answer_command(
+    key: &str,
+    line: &Line,
+    d: &mut Driver<ProviderChain, ObservedTools>,
+    sink: &Sink,
+) -> TurnReport {
+    let (text, is_list) = match line {
+        Line::Command(Command::Help) => (commands::help(), true),
+        Line::Command(Command::Agents) => {
+            let list = claw_agent::subagents::listed(key).unwrap_or_default();
+            if list.is_empty() {
+                ("no sub-agents in this session".to_string(), false)
+            } else {
+                let rows: Vec<String> = list
+                    .iter()
+                    .map(|i| {
+                        format!(
+                            "{}  {:<9}  {}  ({})",
+                            i.id,
+                            i.state.as_str(),
+                            i.label,
+                            i.session
+                        )
+                    })
+                    .collect();
+                (rows.join("\n"), true)
+            }
+        }
+        Line::Command(Command::New) => match d.new_session().await {
+            Ok(Some(old)) => (
+                format!("new session (previous kept as {})", old.display()),
+                false,
+            ),
+            Ok(None) => ("new session".to_string(), false),
+            Err(e) => {
+                return TurnReport {
+                    end: EndKind::Failed,
+                    answer: String::new(),
+                    message: Some(format!("cannot start a new session: {e}")),
+                };
+            }
+        },
+        Line::Command(Command::Exit) => (
+            "/exit and /quit leave a terminal REPL; there is nothing to leave here".to_string(),
+            false,
+        ),
+        Line::Unknown(cmd) => (commands::unknown(cmd), false),
+        // Turns and `/stop` never get here.
+        _ => (String::new(), false),
+    };
+    if is_list {
+        sink.emit(TurnEvent::Text(text.clone()));
+        sink.emit(TurnEvent::EndAnswer);
+    } else {
+        sink.emit(TurnEvent::Status(text.clone()));
+    }
+    TurnReport {
+        end: EndKind::Answered,
+        answer: text,
+        message: None,
+    }
+}
+
 /// The report of a finished turn.
 fn report(end: &TurnEnd) -> TurnReport {
     match end {
@@ -244,6 +383,8 @@ pub struct WorkerContext {
     pub stop: CancellationToken,
     /// Cancel running turns (the grace period is over).
     pub hard: CancellationToken,
+    /// Approval requests waiting for `POST /v1/approvals/{id}`.
+    pub approvals: Arc<Approvals>,
 }
 
 /// Route inbound messages to session workers until `stop`; then answer what is
@@ -261,7 +402,7 @@ pub async fn dispatch(mut inbound: mpsc::Receiver<Inbound>, ctx: WorkerContext) 
                 None => break,
             },
         };
-        if msg.content.trim() == STOP {
+        if commands::parse(&msg.content, Surface::Chat) == Line::Command(Command::Stop) {
             // Not queued behind the turn it is meant to stop.
             stop_session(&msg, turns.get(&msg.session), &ctx).await;
             continue;
@@ -401,6 +542,12 @@ async fn session_worker(
         allow: AtomicBool::new(false),
         sink: sink.clone(),
     });
+    let approver = Arc::new(SessionApprover {
+        session: key.clone(),
+        sink: sink.clone(),
+        approvals: ctx.approvals.clone(),
+        asks: AtomicBool::new(false),
+    });
     let mut driver: Option<Driver<ProviderChain, ObservedTools>> = None;
     loop {
         let msg = tokio::select! {
@@ -419,6 +566,7 @@ async fn session_worker(
                     sender: format!("subagent:{}", a.id),
                     content: a.message(),
                     yes: false,
+                    approvals: false,
                     reply: None,
                     accepted: std::time::Instant::now(),
                 }
@@ -438,7 +586,18 @@ async fn session_worker(
         };
         ctx.stats.queued.fetch_sub(1, Ordering::SeqCst);
         ctx.stats.running.fetch_add(1, Ordering::SeqCst);
-        let r = run_one(&key, &msg, &ctx, &sink, &tools, &mut driver, &running).await;
+        approver.asks.store(msg.approvals, Ordering::SeqCst);
+        let r = run_one(
+            &key,
+            &msg,
+            &ctx,
+            &sink,
+            &tools,
+            &approver,
+            &mut driver,
+            &running,
+        )
+        .await;
         running.set(None);
         ctx.stats.running.fetch_sub(1, Ordering::SeqCst);
         ctx.stats.finished.fetch_add(1, Ordering::SeqCst);
@@ -456,12 +615,14 @@ async fn session_worker(
     subagents.cancel_all();
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn run_one(
     key: &str,
     msg: &Inbound,
     ctx: &WorkerContext,
     sink: &Arc<Sink>,
     tools: &Arc<ObservedTools>,
+    approver: &Arc<SessionApprover>,
     driver: &mut Option<Driver<ProviderChain, ObservedTools>>,
     running: &RunningTurn,
 ) -> TurnReport {
@@ -491,6 +652,7 @@ async fn run_one(
         .await
         {
             Ok(d) => {
+                let d = d.with_approver(approver.clone());
                 *driver = Some(match &ctx.runtime.hooks {
                     Some(h) => d.with_hooks(h.clone()),
                     None => d,
@@ -522,7 +684,28 @@ async fn run_one(
             c.cancel();
         })
     });
-    let outcome = d.run_turn(&msg.content, &cancel).await;
+    // The command table every surface shares: `/remember` and `/compact` are
+    // turns of the driver; the others answer at once (`/stop` is served by the
+    // dispatcher before it reaches the session's queue).
+    let outcome = match commands::parse(&msg.content, Surface::Chat) {
+        Line::Command(Command::Remember) => d.remember(&cancel).await,
+        Line::Command(Command::Compact) => d.compact(&cancel).await,
+        Line::Empty | Line::Message => d.run_turn(&msg.content, &cancel).await,
+        line => {
+            let r = answer_command(key, &line, d, sink).await;
+            if let Some(g) = gone {
+                g.abort();
+            }
+            sink.set(None);
+            return r;
+        }
+    };
+    if let Ok(o) = &outcome
+        && let TurnEnd::Done(what) = &o.end
+    {
+        // What `/remember` or `/compact` did: a status line, as in the local REPL.
+        sink.emit(TurnEvent::Status(what.clone()));
+    }
     if let Some(g) = gone {
         g.abort();
     }

@@ -36,6 +36,22 @@ impl Grant {
             Grant::External(name) => format!("every `{name}` call"),
         }
     }
+
+    /// What a call under this grant reaches, as approval requests show it:
+    /// `workspace`, `process` (a shell command), `network`, `service`,
+    /// `host:<host>` (one host the model chose) or `external` (a dynamic tool).
+    pub fn reach(&self) -> String {
+        match self {
+            Grant::Tool(id) => match id.descriptor().reach {
+                Reach::Workspace => "workspace".into(),
+                Reach::Process => "process".into(),
+                Reach::AnyHost => "network".into(),
+                Reach::ConfiguredService => "service".into(),
+            },
+            Grant::Host(host) => format!("host:{host}"),
+            Grant::External(_) => "external".into(),
+        }
+    }
 }
 
 /// What must happen before a call runs.

@@ -150,3 +150,67 @@ async fn always_once_deny_and_no_one_to_ask() {
         "{refusal}"
     );
 }
+
+/// Answers from a script on the runtime (no blocking thread), recording each
+/// request; a UI that must never be asked.
+struct ScriptedApprover {
+    answers: Mutex<VecDeque<Answer>>,
+    asked: Mutex<Vec<ConfirmRequest>>,
+}
+
+impl claw_agent::driver::Approver for ScriptedApprover {
+    fn approve(&self, request: ConfirmRequest) -> claw_agent::driver::AnswerFuture {
+        self.asked.lock().unwrap().push(request);
+        let answer = self.answers.lock().unwrap().pop_front();
+        Box::pin(async move {
+            // Answered later, as an API client would.
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            answer.unwrap_or(Answer::Unavailable)
+        })
+    }
+}
+
+/// With an approver, the driver asks it (not the UI) and honours its answers:
+/// "always" covers later calls, "deny" refuses; each request says what it reaches.
+#[tokio::test]
+async fn an_approver_answers_instead_of_the_ui() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    let write = |id: &str, path: &str| {
+        openai::tool_call(
+            id,
+            "write_file",
+            &[&json!({"path": path, "content": id}).to_string()],
+        )
+    };
+    let server = ScriptedServer::start([
+        write("w1", "a.txt"),
+        write("w2", "b.txt"),
+        openai::tool_call("x1", "exec", &[r#"{"command": "echo ran > ran.txt"}"#]),
+        openai::text(&["done"]),
+    ]);
+    // A UI that is never asked: `ask` of an empty script panics.
+    let ui = ScriptedUi::with(&[]);
+    let approver = Arc::new(ScriptedApprover {
+        answers: Mutex::new([Answer::Always, Answer::Deny].into_iter().collect()),
+        asked: Mutex::default(),
+    });
+    let mut d = driver(ws, &server, ui.clone())
+        .await
+        .with_approver(approver.clone());
+    let out = d.run_turn("go", &CancellationToken::new()).await.unwrap();
+    assert!(out.end.is_success(), "{:?}", out.end);
+    assert!(ui.asked().is_empty());
+    let asked = approver.asked.lock().unwrap().clone();
+    let seen: Vec<(&str, &str)> = asked
+        .iter()
+        .map(|r| (r.tool.as_str(), r.reach.as_str()))
+        .collect();
+    assert_eq!(seen, [("write_file", "workspace"), ("exec", "process")]);
+    assert_eq!(std::fs::read_to_string(ws.join("b.txt")).unwrap(), "w2");
+    assert!(!ws.join("ran.txt").exists(), "denied exec never ran");
+    assert_eq!(
+        server.tool_result(3, "x1"),
+        "Error: the user declined to run `exec`"
+    );
+}

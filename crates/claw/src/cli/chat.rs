@@ -7,7 +7,9 @@
 //! confirmed by default: `y` once, `a` always for this session, anything else
 //! denies. `claw -m` without a terminal refuses them (the model gets the refusal
 //! as the call's error, stderr a hint) unless `--yes` or
-//! `agent.confirm_side_effects: false` allows them.
+//! `agent.confirm_side_effects: false` allows them. Through a gateway the
+//! questions are the gateway's approval requests, asked the same way and answered
+//! with `POST /v1/approvals/{id}` (the REPL reads the answer from its input).
 
 mod gateway_client;
 mod repl_watch;
@@ -15,6 +17,7 @@ mod repl_watch;
 use super::output::Exit;
 use crate::config::Settings;
 use anyhow::Context;
+use claw_agent::commands::{self, Command, Line, Surface};
 use claw_agent::core::TurnEnd;
 use claw_agent::driver::{ConfirmRequest, Driver, DriverOptions, Ui};
 use claw_agent::memory_backend::EngineBackend;
@@ -55,16 +58,6 @@ pub struct ChatArgs {
     #[arg(long)]
     pub local: bool,
 }
-
-const HELP: &str = "\
-commands:
-  /remember  distil durable facts of this conversation into MEMORY.md now
-  /compact   compact the conversation now (memory flush, MEMORY.md, summary)
-  /new       start a fresh session (the old transcript is kept, renamed)
-  /stop      cancel the running turn and its sub-agents (or press Ctrl-C)
-  /agents    list this session's sub-agents with their state
-  /exit      quit (or exit, quit, Ctrl-D)
-  /help      this help";
 
 /// What one REPL line asks the driver to do.
 enum Job {
@@ -144,6 +137,9 @@ struct TerminalUi {
     hinted: AtomicBool,
     /// The waiting indicator (drawn only when stderr is a terminal).
     waiting: Arc<Waiting>,
+    /// The REPL through a gateway reads its lines from stdin itself: answers
+    /// come from there too, terminal or not (as the local REPL's reader does).
+    stdin_answers: bool,
 }
 
 impl TerminalUi {
@@ -159,6 +155,7 @@ impl TerminalUi {
             awaiting_answer: Arc::new(AtomicBool::new(false)),
             hinted: AtomicBool::new(false),
             waiting: Waiting::new(),
+            stdin_answers: false,
         }
     }
 
@@ -183,7 +180,7 @@ impl TerminalUi {
                 self.awaiting_answer.store(false, Ordering::SeqCst);
                 a
             }
-            None if std::io::stdin().is_terminal() => {
+            None if self.stdin_answers || std::io::stdin().is_terminal() => {
                 let mut s = String::new();
                 std::io::stdin().lock().read_line(&mut s).ok().map(|_| s)
             }
@@ -192,7 +189,7 @@ impl TerminalUi {
     }
 
     fn has_someone_to_ask(&self) -> bool {
-        self.answers.is_some() || std::io::stdin().is_terminal()
+        self.answers.is_some() || self.stdin_answers || std::io::stdin().is_terminal()
     }
 }
 
@@ -236,11 +233,20 @@ impl Ui for TerminalUi {
     }
 
     fn ask(&self, request: &ConfirmRequest) -> Answer {
+        self.ask_about(&request.preview, &request.grant.describe())
+    }
+}
+
+impl TerminalUi {
+    /// The question before a gated call (`preview`; "always" allows `always`
+    /// for this session), asked the same way for a local turn and for a
+    /// gateway's approval request.
+    fn ask_about(&self, preview: &str, always: &str) -> Answer {
         self.stop_waiting();
         if !self.has_someone_to_ask() {
             eprintln!(
                 "refused {}: it needs confirmation and there is no terminal to ask",
-                super::output::sanitize(&request.preview)
+                super::output::sanitize(preview)
             );
             if !self.hinted.swap(true, Ordering::SeqCst) {
                 if self.yes {
@@ -259,9 +265,9 @@ impl Ui for TerminalUi {
             return Answer::Unavailable;
         }
         eprint!(
-            "{} [y]es once / [a]lways ({} this session) / [N]o ",
-            super::output::sanitize(&request.question()),
-            super::output::sanitize(&request.grant.describe())
+            "run {}? [y]es once / [a]lways ({} this session) / [N]o ",
+            super::output::sanitize(preview),
+            super::output::sanitize(always)
         );
         let _ = std::io::stderr().flush();
         parse_answer(self.read_answer().as_deref())
@@ -361,7 +367,22 @@ fn gateway_turn(
                 _ => {}
             }
         }
-        ChatEvent::End { .. } => {}
+        ChatEvent::Approval(a) => {
+            // Asked exactly as a local turn asks; the answer goes back to the
+            // gateway while its stream waits.
+            let preview = a["preview"].as_str().unwrap_or("");
+            let always = a["always"].as_str().unwrap_or("");
+            let decision = match ui.ask_about(preview, always) {
+                Answer::Once => "once",
+                Answer::Always => "always",
+                Answer::Deny | Answer::Unavailable => "deny",
+            };
+            if let Err(e) = client.answer_approval(a["id"].as_str().unwrap_or(""), decision) {
+                ui.status(&format!("the gateway did not take the answer: {e}"));
+            }
+        }
+        // The gateway's status lines say what an answer or a timeout did.
+        ChatEvent::ApprovalResolved(_) | ChatEvent::End { .. } => {}
     })?;
     let why = why.unwrap_or_default();
     Ok(match end.as_str() {
@@ -390,7 +411,7 @@ fn via_gateway(
     clock: claw_memory_api::clock::Clock,
 ) -> Routed {
     use claw_gateway::client::ClientError;
-    let ui = TerminalUi::new(color, None, args.yes);
+    let mut ui = TerminalUi::new(color, None, args.yes);
     let routed = |r: Result<Exit, ClientError>| match r {
         // Unreachable, shutting down or without an LLM: the local run says what it says.
         Err(ClientError::Connect { .. }) | Err(ClientError::Status { status: 503, .. }) => {
@@ -403,7 +424,9 @@ fn via_gateway(
         let _ctrl_c = gateway_client::CancelOnCtrlC::new(client, &args.session);
         return routed(gateway_turn(client, &ui, &args.session, message, args.yes));
     }
-    // The REPL: each line is a turn of the gateway's session.
+    // The REPL: each line is a turn of the gateway's session; approval answers
+    // are read from the same input.
+    ui.stdin_answers = true;
     let mut session = args.session.clone();
     if client.request("GET", "/healthz", None).is_err() {
         return Routed::Unreachable;
@@ -442,29 +465,33 @@ fn via_gateway(
                 }
             }
         };
-        match line.trim() {
-            "" => {}
-            "/exit" | "/quit" => break,
-            "/help" => println!("{HELP}"),
+        let text = line.trim();
+        match commands::parse(text, Surface::Repl) {
+            Line::Empty => {}
+            Line::Command(Command::Exit) => break,
+            Line::Command(Command::Help) => println!("{}", commands::help()),
             // No turn runs between prompts, but the session's sub-agents may.
-            "/stop" => ui.status(&gateway_client::stop(client, &session)),
-            "/new" => {
+            Line::Command(Command::Stop) => ui.status(&gateway_client::stop(client, &session)),
+            Line::Command(Command::New) => {
                 session = gateway_client::new_session_key(&session, clock.now());
                 ui.status(&format!("new session {session}"));
             }
-            cmd if cmd.starts_with('/') => {
-                ui.status(&format!("unknown command {cmd}; /help lists them"))
-            }
-            message => match gateway_client::with_cancel_on_ctrl_c(client, &session, || {
-                gateway_turn(client, &ui, &session, message, args.yes)
-            }) {
-                Ok(_) => {}
-                Err(ClientError::Connect { .. }) => {
-                    ui.status("error: the gateway is gone; restart claw to continue");
-                    return Routed::Done(Ok(Exit::Error));
+            Line::Unknown(cmd) => ui.status(&commands::unknown(&cmd)),
+            // A message, or a command the gateway's session runs (`/remember`,
+            // `/compact`, `/agents`): a turn of the gateway's session.
+            Line::Message
+            | Line::Command(Command::Remember | Command::Compact | Command::Agents) => {
+                match gateway_client::with_cancel_on_ctrl_c(client, &session, || {
+                    gateway_turn(client, &ui, &session, text, args.yes)
+                }) {
+                    Ok(_) => {}
+                    Err(ClientError::Connect { .. }) => {
+                        ui.status("error: the gateway is gone; restart claw to continue");
+                        return Routed::Done(Ok(Exit::Error));
+                    }
+                    Err(e) => ui.status(&format!("error: {e}")),
                 }
-                Err(e) => ui.status(&format!("error: {e}")),
-            },
+            }
         }
     }
     Routed::Done(Ok(Exit::Ok))
@@ -777,14 +804,14 @@ async fn repl(
             },
         };
         let text = line.trim();
-        let next = match text {
-            "" => ReadMode::Prompt,
-            "/exit" | "/quit" | "exit" | "quit" => break,
-            "/help" => {
-                println!("{HELP}");
+        let next = match commands::parse(text, Surface::Repl) {
+            Line::Empty => ReadMode::Prompt,
+            Line::Command(Command::Exit) => break,
+            Line::Command(Command::Help) => {
+                println!("{}", commands::help());
                 ReadMode::Prompt
             }
-            "/stop" => {
+            Line::Command(Command::Stop) => {
                 if subagents.outstanding() > 0 {
                     subagents.cancel_all();
                     ui.status("cancelling the running sub-agents");
@@ -793,7 +820,7 @@ async fn repl(
                 }
                 ReadMode::Prompt
             }
-            "/agents" => {
+            Line::Command(Command::Agents) => {
                 let list = subagents.list();
                 if list.is_empty() {
                     ui.status("no sub-agents in this session");
@@ -809,7 +836,7 @@ async fn repl(
                 }
                 ReadMode::Prompt
             }
-            "/new" => {
+            Line::Command(Command::New) => {
                 match driver.new_session().await {
                     Ok(Some(old)) => {
                         ui.status(&format!("new session (previous kept as {})", old.display()))
@@ -819,15 +846,15 @@ async fn repl(
                 }
                 ReadMode::Prompt
             }
-            cmd if cmd.starts_with('/') && !matches!(cmd, "/remember" | "/compact") => {
-                ui.status(&format!("unknown command {cmd}; /help lists them"));
+            Line::Unknown(cmd) => {
+                ui.status(&commands::unknown(&cmd));
                 ReadMode::Prompt
             }
-            line => {
-                let job = match line {
-                    "/remember" => Job::Remember,
-                    "/compact" => Job::Compact,
-                    message => Job::Message(message.to_string()),
+            parsed => {
+                let job = match parsed {
+                    Line::Command(Command::Remember) => Job::Remember,
+                    Line::Command(Command::Compact) => Job::Compact,
+                    _ => Job::Message(text.to_string()),
                 };
                 if from_reader {
                     let _ = mode_tx.send(ReadMode::Plain);

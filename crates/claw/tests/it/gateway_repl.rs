@@ -1,5 +1,6 @@
 //! The REPL through a running `claw gateway` (`claw_testkit::echo_llm`): `/new`
-//! moves to a fresh session key, leaving the old transcript as it was. (The
+//! moves to a fresh session key, leaving the old transcript as it was; every
+//! other command of the table works too. (The
 //! cancel endpoint the REPL's Ctrl-C uses, and `/stop`, are tested in-process in
 //! `claw-gateway`.)
 
@@ -58,5 +59,60 @@ fn new_in_the_repl_starts_a_fresh_session_key() {
             ("user".to_string(), "again please".to_string()),
             ("assistant".to_string(), answer_for("again please")),
         ]
+    );
+}
+
+/// Every command of the table through the gateway: `/help` prints the list,
+/// `/agents`, `/remember` and `/compact` are served by the gateway's session (not
+/// "unknown", never sent to the model as messages), an unknown command says so,
+/// and bare `quit` leaves (the line after it is never sent).
+#[test]
+fn every_repl_command_works_through_the_gateway() {
+    let (dir, llm, _gw) = echo_gateway();
+    let ws = dir.path();
+    let mut child = claw(ws, Some(&llm.url()))
+        .args(["--session", "repl:cmds"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"hello there\n/help\n/agents\n/remember\n/compact\n/bogus\nquit\nnever sent\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("through the gateway"), "{stderr}");
+    assert!(
+        stdout.contains(&claw_agent::commands::help()),
+        "/help prints the table: {stdout}"
+    );
+    assert!(stderr.contains("no sub-agents in this session"), "{stderr}");
+    for cmd in ["/agents", "/remember", "/compact"] {
+        assert!(
+            !stderr.contains(&format!("unknown command {cmd}")),
+            "{cmd}: {stderr}"
+        );
+    }
+    assert!(
+        stderr.contains("unknown command /bogus; /help lists them"),
+        "{stderr}"
+    );
+    let inputs: Vec<String> = llm.served().into_iter().map(|s| s.input).collect();
+    for line in ["/remember", "/compact", "/agents", "quit", "never sent"] {
+        assert!(!inputs.iter().any(|i| i == line), "{line}: {inputs:?}");
+    }
+    assert_eq!(
+        messages(ws, "repl:cmds")
+            .into_iter()
+            .filter(|(role, _)| role == "user")
+            .map(|(_, t)| t)
+            .collect::<Vec<_>>(),
+        ["hello there"]
     );
 }

@@ -18,6 +18,7 @@ mod embed_openai;
 mod eval_smoke;
 mod exec_env;
 mod gateway;
+mod gateway_approvals;
 mod gateway_hygiene;
 mod gateway_mcp;
 mod gateway_repl;

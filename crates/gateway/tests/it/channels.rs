@@ -2,7 +2,8 @@
 //! the scripted LLM server and Telegram as a scripted Bot API server
 //! (`claw_testkit::telegram_api`): the `message` tool reaches only chats an
 //! allowed sender wrote in, and `/stop` typed in a chat cancels the chat's
-//! running turn at once. (The channels themselves — allow-list, splitting,
+//! running turn at once; a side effect is asked about in the chat (`yes`/`no`).
+//! (The channels themselves — allow-list, splitting,
 //! redelivery, offsets, Matrix against Synapse — are tested in `claw-channels`.)
 
 use crate::common::Gateway;
@@ -118,5 +119,66 @@ fn telegram_stop_cancels_the_running_turn_from_the_chat() {
     assert!(texts.iter().any(|t| t == "after the stop"), "{texts:?}");
     assert!(!texts.iter().any(|t| t == "far too late"), "{texts:?}");
     assert_eq!(llm.requests().len(), 2);
+    gw.stop().unwrap();
+}
+
+/// A write in a Telegram chat asks the allowed user in the chat; `yes` runs it
+/// (the reply answers the question, it is not queued behind the waiting turn),
+/// `no` refuses the next one (the model is told the user declined).
+#[test]
+fn telegram_asks_the_chat_before_a_side_effect() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    let token = "777:approve-token";
+    let tg = FakeTelegram::start(token);
+    config(ws, &tg, "42", json!({}));
+    let write = |id: &str, path: &str| {
+        openai::tool_call(
+            id,
+            "write_file",
+            &[&json!({"path": path, "content": id}).to_string()],
+        )
+    };
+    let llm = ScriptedServer::start([
+        write("w1", "yes.txt"),
+        openai::text(&["wrote it"]),
+        write("w2", "no.txt"),
+        openai::text(&["did not write it"]),
+    ]);
+    let mut gw = Gateway::start_with_env(ws, Some(&llm.url()), &[("CLAW_TG_TOKEN", token)]);
+    let text = |b: &Value| parse_markdown_v2(b["text"].as_str().unwrap()).unwrap();
+
+    tg.push_text(42, None, "write yes.txt");
+    let sent = tg.wait_sent(1, Duration::from_secs(30));
+    let question = text(&sent[0]);
+    assert!(
+        question.contains("write_file: yes.txt")
+            && question.contains("Reply yes")
+            && question.contains("always")
+            && question.contains("no"),
+        "{question}"
+    );
+    assert!(
+        !ws.join("yes.txt").exists(),
+        "nothing runs before the reply"
+    );
+    tg.push_text(42, None, "yes");
+    let sent = tg.wait_sent(2, Duration::from_secs(30));
+    assert_eq!(text(&sent[1]), "wrote it");
+    assert_eq!(std::fs::read_to_string(ws.join("yes.txt")).unwrap(), "w1");
+
+    tg.push_text(42, None, "write no.txt");
+    let sent = tg.wait_sent(3, Duration::from_secs(30));
+    assert!(text(&sent[2]).contains("write_file: no.txt"), "{sent:?}");
+    tg.push_text(42, None, "No");
+    let sent = tg.wait_sent(4, Duration::from_secs(30));
+    assert_eq!(text(&sent[3]), "did not write it");
+    assert!(!ws.join("no.txt").exists());
+    assert_eq!(
+        llm.tool_result(3, "w2"),
+        "Error: the user declined to run `write_file`"
+    );
+    // The replies answered questions: the model never saw them as messages.
+    assert_eq!(llm.requests().len(), 4);
     gw.stop().unwrap();
 }

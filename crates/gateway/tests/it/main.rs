@@ -4,9 +4,11 @@
 #![allow(clippy::unwrap_used)]
 #![allow(unsafe_code)] // killpg(2) on the browser's process group the WebChat test starts
 
+mod approvals;
 mod cancel;
 mod channels;
 mod client_support;
+mod commands;
 mod common;
 mod http;
 mod hygiene;

@@ -13,6 +13,9 @@
 //! on the whitelist), a reload (token and session kept in localStorage, history
 //! rendered from `/v1/sessions/{key}/messages`), `#token=` in the URL and a refused
 //! token; and the page's Content-Security-Policy (an inline handler is refused).
+//! A second test: a turn that writes a file shows an approval card, a real click
+//! on *Approve* answers it (`POST /v1/approvals/{id}`), the write runs and the card
+//! says so; a second write in another turn is denied with *Deny*.
 //!
 //! Chromium: `CLAW_CHROMIUM`, else `chromium` on PATH. Missing under `CI=true`: the
 //! test fails saying how to install it; elsewhere it says so and passes.
@@ -746,4 +749,108 @@ fn webchat_in_headless_chromium_streams_tools_and_renders_safely() {
         cdp.console
     );
     drop(browser);
+}
+
+#[test]
+fn webchat_approve_and_deny_buttons_answer_approval_requests() {
+    let Some(bin) = chromium() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    let write = |id: &str, path: &str| {
+        openai::tool_call(
+            id,
+            "write_file",
+            &[&json!({"path": path, "content": id}).to_string()],
+        )
+    };
+    let llm = ScriptedServer::start([
+        write("w1", "approved.txt"),
+        openai::text(&["wrote it"]),
+        write("w2", "denied.txt"),
+        openai::text(&["did not write it"]),
+    ]);
+    let gw = Gateway::start(ws, Some(&llm.url()));
+    let base = gw.client().info.base_url();
+    let browser = Browser::launch(&bin);
+    let mut cdp = Cdp::connect(&browser.ws_url);
+    cdp.open_page();
+    cdp.navigate(&format!("{base}/#token={}", gw.token));
+    cdp.wait_for(
+        "the page with the token",
+        "document.body.dataset.ready === '1' && document.getElementById('token-state').textContent === 'token saved'",
+        20,
+    );
+    cdp.type_into("#new-name", "approvals");
+    cdp.click("#new-session");
+    cdp.wait_for(
+        "the new session",
+        "document.getElementById('session-key').textContent === 'webchat:approvals'",
+        10,
+    );
+
+    for (n, (button, file, decision, state)) in [
+        ("approval-once", "approved.txt", "once", "approved once"),
+        ("approval-deny", "denied.txt", "deny", "denied"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        cdp.type_into("#input", &format!("write {file}"));
+        cdp.click("#send");
+        let card = format!("document.querySelectorAll('#log .approval')[{n}]");
+        cdp.wait_for(
+            "the approval card",
+            &format!(
+                "!!{card} && {card}.querySelector('code').textContent === 'write_file: {file}'"
+            ),
+            30,
+        );
+        assert!(!ws.join(file).exists(), "nothing runs before the click");
+        assert_eq!(
+            cdp.eval(&format!(
+                "[...{card}.querySelectorAll('button')].map(b => b.textContent).join('/')"
+            )),
+            json!("Approve/Always/Deny")
+        );
+        let id = cdp.eval(&format!("{card}.dataset.approvalId"));
+        let id = id.as_str().unwrap();
+        assert!(id.starts_with("appr-"), "{id}");
+        cdp.click(&format!("[data-approval-id=\"{id}\"] .{button}"));
+        cdp.wait_for(
+            "the turn to end",
+            &format!(
+                "{card}.dataset.decision === '{decision}' && !document.querySelector('#log .msg.assistant.streaming') \
+                 && !document.getElementById('send').disabled"
+            ),
+            30,
+        );
+        assert_eq!(
+            cdp.eval(&format!(
+                "{card}.querySelector('.approval-state').textContent"
+            )),
+            json!(state)
+        );
+        assert_eq!(
+            cdp.eval(&format!(
+                "[...{card}.querySelectorAll('button')].every(b => b.disabled)"
+            )),
+            json!(true)
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(ws.join("approved.txt")).unwrap(),
+        "w1"
+    );
+    assert!(!ws.join("denied.txt").exists());
+    assert_eq!(
+        llm.tool_result(3, "w2"),
+        "Error: the user declined to run `write_file`"
+    );
+    assert!(
+        cdp.console
+            .iter()
+            .all(|l| !l.contains("Content Security Policy")),
+        "{:?}",
+        cdp.console
+    );
 }
