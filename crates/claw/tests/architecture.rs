@@ -293,8 +293,8 @@ const CLOCK_HOMES: &[&str] = &["base/src/clock.rs", "testkit/src/"];
 // ---- 5. command modules ----------------------------------------------------
 
 /// Modules of `claw/src/cli/` every command may use: the edge (rendering,
-/// errors and hints) and the module root.
-const CLI_SHARED: &[&str] = &["mod", "output", "errors"];
+/// errors and hints, progress) and the module root.
+const CLI_SHARED: &[&str] = &["mod", "output", "errors", "progress"];
 
 /// `(from, to)` imports between command modules, from the files of the cli
 /// directory (`name` → text).
