@@ -15,7 +15,7 @@
 (function () {
   const $ = (id) => document.getElementById(id);
   const TOKEN_KEY = 'claw.token';
-  const state = { token: '', sources: [], opened: null };
+  const state = { token: '', sources: [], opened: null, next: null };
 
   function load(k) { try { return localStorage.getItem(k) || ''; } catch (_) { return ''; } }
   function store(k, v) { try { if (v) localStorage.setItem(k, v); else localStorage.removeItem(k); } catch (_) { /* private mode */ } }
@@ -159,7 +159,7 @@
     $('search').disabled = true;
     setStatus('searching…');
     let r;
-    try { r = await api('/v1/memory/search', body); } catch (e) { report('search', e); $('search').disabled = false; return; } finally { $('search').disabled = false; }
+    try { r = await api('/v1/memory/search', body); } catch (e) { report('search', e); return; } finally { $('search').disabled = false; }
     setStatus('');
     const hits = r.results || [];
     let info = hits.length + (hits.length === 1 ? ' hit' : ' hits') + ' · mode ' + r.mode;
@@ -207,10 +207,11 @@
 
   // ---- the reader --------------------------------------------------------------
   // Opens `path` of `source` around lines start..end (highlighted), or from line 1 when
-  // end is 0; "Whole note" reads it from the top (as many lines as get returns).
-  async function openNote(source, path, start, end) {
+  // end is 0 (from line `at`, when given); "Whole note" reads it from the top, "Next
+  // lines" goes on where get stopped (`next_from`).
+  async function openNote(source, path, start, end, at) {
     const context = 3;
-    const from = end ? Math.max(1, start - context) : 1;
+    const from = end ? Math.max(1, start - context) : (at || 1);
     const lines = end ? (end - from + 1) + context : 400;
     let r;
     try { r = await api('/v1/memory/get', { path: getPath(source, path), from, lines }); } catch (e) { report('open ' + path, e); return; }
@@ -234,11 +235,14 @@
       pre.appendChild(row);
     });
     $('reader-whole').hidden = r.from === 1 && r.next_from === null;
+    state.next = r.next_from;
+    $('reader-more').hidden = r.next_from === null || r.next_from === undefined;
     const first = pre.querySelector('.cited') || pre.firstChild;
     if (first && first.scrollIntoView) first.scrollIntoView({ block: 'nearest' });
     pre.focus();
   }
   $('reader-close').addEventListener('click', () => { $('reader').hidden = true; state.opened = null; });
+  $('reader-more').addEventListener('click', () => { if (state.opened && state.next) openNote(state.opened.source, state.opened.path, state.next, 0, state.next); });
   $('reader-whole').addEventListener('click', () => { if (state.opened) openNote(state.opened.source, state.opened.path, 1, 0); });
 
   // ---- status ----------------------------------------------------------------

@@ -176,10 +176,16 @@ fn memory_page_in_headless_chromium_searches_opens_browses_and_shows_status() {
         ),
         ("memory/quokka.md", HOSTILE),
     ]);
-    let garden = claw_testkit::workspace(&[(
-        "tomatoes.md",
-        "# Tomatoes\n\nWater every morning.\nThe billing of seeds is yearly.\n",
-    )]);
+    let long: String = (1..=600)
+        .map(|i| format!("Row {i} of the seed log.\n"))
+        .collect();
+    let garden = claw_testkit::workspace(&[
+        (
+            "tomatoes.md",
+            "# Tomatoes\n\nWater every morning.\nThe billing of seeds is yearly.\n",
+        ),
+        ("seedlog.md", &long),
+    ]);
     index(dir.path(), garden.path());
     let gw = Gateway::start(dir.path(), None);
     let base = gw.client().info.base_url();
@@ -380,8 +386,32 @@ fn memory_page_in_headless_chromium_searches_opens_browses_and_shows_status() {
     cdp.click("#source-list button[data-source='garden']");
     cdp.wait_for(
         "the garden files",
-        "document.querySelectorAll('#file-list button').length === 1",
+        "document.querySelectorAll('#file-list button').length === 2",
         10,
+    );
+    // A long note opens at its top; "Next lines" goes on where it stopped.
+    cdp.click("#file-list button[data-path='seedlog.md']");
+    cdp.wait_for(
+        "the seed log",
+        "document.getElementById('reader-title').textContent === 'garden · seedlog.md' \
+         && !document.getElementById('reader-more').hidden",
+        10,
+    );
+    let last =
+        cdp.eval("Number(document.querySelector('#reader-text .line:last-child').dataset.n)");
+    let last = last.as_u64().unwrap();
+    assert!(last > 1 && last < 600, "a window of the note: {last}");
+    cdp.click("#reader-more");
+    let next = format!(
+        "document.querySelector('#reader-text .line').dataset.n === '{}'",
+        last + 1
+    );
+    cdp.wait_for("the next lines", &next, 10);
+    assert!(
+        cdp.eval("document.querySelector('#reader-text .line').textContent")
+            .as_str()
+            .unwrap()
+            .contains(&format!("Row {} of the seed log.", last + 1))
     );
     cdp.click("#file-list button[data-path='tomatoes.md']");
     cdp.wait_for(
@@ -412,7 +442,7 @@ fn memory_page_in_headless_chromium_searches_opens_browses_and_shows_status() {
     let status = cdp.eval(
         "Object.fromEntries([...document.querySelectorAll('#status-list dd')].map((d) => [d.dataset.key, d.textContent]))",
     );
-    assert_eq!(status["files"], "5", "{status}");
+    assert_eq!(status["files"], "6", "{status}");
     assert_eq!(status["vectors"], "0");
     assert_eq!(status["model"], "none (keyword-only)");
     assert_eq!(status["changed on disk"], "0 new, 0 modified, 0 deleted");
