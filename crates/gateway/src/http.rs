@@ -4,14 +4,20 @@
 //! `GET /v1/sessions/{key}/messages`, `POST /v1/sessions/{key}/cancel` (ends the
 //! session's open chat requests: their turns are cancelled, what was said is kept),
 //! `POST /v1/memory/search` and
-//! `POST /v1/memory/get` (exactly the CLI's `--json` objects) and `GET /v1/status`;
+//! `POST /v1/memory/get` (exactly the CLI's `--json` objects), the read-only
+//! `GET /v1/memory/status` (`claw memory status --json`'s object),
+//! `GET /v1/memory/sources` (`{"object": "list", "data": [source]}`) and
+//! `GET /v1/memory/files?source=NAME` (the source's indexed files: `{"object":
+//! "list", "source", "root", "data": [{"path", "size", "mtime"}]}`), and `GET /v1/status`;
 //! `POST /v1/approvals/{id}` (`{"decision": "once"|"always"|"deny"}`: answers an
 //! approval request of a streamed turn; 404 for an id that is not waiting, 400
 //! for another decision);
 //! `/mcp`: claw's memory as an MCP server (streamable HTTP, `claw_mcp`) over the
 //! same warm engine, behind the same token.
 //! `/` serves the WebChat page (static, no data: the page asks for the token), with
-//! `/webchat.js` and `/webchat.css`, under a strict Content-Security-Policy.
+//! `/webchat.js` and `/webchat.css`, under a strict Content-Security-Policy; `/memory`
+//! serves the Memory page (search with explain, browse, status; `/memory.js`, the
+//! same styles and policy) over the memory endpoints.
 //!
 //! Streaming contract (WebChat and `claw -m` depend on it): standard
 //! `chat.completion.chunk` objects; anything claw-specific rides in an extra `claw`
@@ -59,7 +65,11 @@ use tokio_util::sync::CancellationToken;
 pub const WEBCHAT_HTML: &str = include_str!("../assets/webchat.html");
 /// The WebChat page's code (`/webchat.js`).
 pub const WEBCHAT_JS: &str = include_str!("../assets/webchat.js");
-/// The WebChat page's styles (`/webchat.css`).
+/// The Memory page (`/memory`): search, browse, status.
+pub const MEMORY_HTML: &str = include_str!("../assets/memory.html");
+/// The Memory page's code (`/memory.js`).
+pub const MEMORY_JS: &str = include_str!("../assets/memory.js");
+/// The WebChat page's styles (`/webchat.css`, the Memory page's too).
 pub const WEBCHAT_CSS: &str = include_str!("../assets/webchat.css");
 /// The WebChat page's Content-Security-Policy: only its own script and styles, calls
 /// to this origin only, no inline script or event handlers, no framing (a second line
@@ -178,6 +188,9 @@ pub fn router(state: Shared) -> Router {
         .route("/v1/approvals/{id}", post(answer_approval))
         .route("/v1/memory/search", post(memory_search))
         .route("/v1/memory/get", post(memory_get))
+        .route("/v1/memory/status", get(memory_status))
+        .route("/v1/memory/sources", get(memory_sources))
+        .route("/v1/memory/files", get(memory_files))
         .route("/v1/status", get(status))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
     Router::new()
@@ -185,6 +198,8 @@ pub fn router(state: Shared) -> Router {
         .route("/", get(webchat))
         .route("/webchat.js", get(webchat_js))
         .route("/webchat.css", get(webchat_css))
+        .route("/memory", get(memory_page))
+        .route("/memory.js", get(memory_js))
         .merge(api)
         .with_state(state)
 }
@@ -242,6 +257,14 @@ async fn webchat_js() -> Response {
 
 async fn webchat_css() -> Response {
     webchat_asset("text/css; charset=utf-8", WEBCHAT_CSS)
+}
+
+async fn memory_page() -> Response {
+    webchat_asset("text/html; charset=utf-8", MEMORY_HTML)
+}
+
+async fn memory_js() -> Response {
+    webchat_asset("text/javascript; charset=utf-8", MEMORY_JS)
 }
 
 async fn models(State(st): State<Shared>) -> Response {
@@ -971,6 +994,82 @@ async fn memory_get(call: MemoryCall<GetBody>) -> Response {
         Ok(Err(e)) => service_error(&e),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, "task", e.to_string()),
     }
+}
+
+/// Run `f` on the warm engine off the runtime and answer its value as JSON
+/// (an engine error as [`service_error`]; 503 when the engine did not open).
+async fn memory_read<T: serde::Serialize + Send + 'static>(
+    st: &Shared,
+    f: impl FnOnce(&MemoryHub) -> Result<T, MemoryError> + Send + 'static,
+) -> Response {
+    let Some(hub) = st.memory.clone() else {
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "no_memory",
+            "the memory engine did not open",
+        );
+    };
+    match tokio::task::spawn_blocking(move || f(&hub)).await {
+        Ok(Ok(v)) => match serde_json::to_vec(&v) {
+            Ok(bytes) => json_bytes(bytes),
+            Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, "encode", e.to_string()),
+        },
+        Ok(Err(e)) => service_error(&e),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, "task", e.to_string()),
+    }
+}
+
+/// `GET /v1/memory/status`: `claw memory status --json`'s object.
+async fn memory_status(State(st): State<Shared>) -> Response {
+    let mut resp = memory_read(&st, |hub| hub.status()).await;
+    if let Some(hub) = &st.memory
+        && let Some(e) = hub.embedder_error()
+        && let Ok(v) = HeaderValue::from_str(&e.replace(['\r', '\n'], " "))
+    {
+        resp.headers_mut().insert(EMBEDDER_ERROR_HEADER, v);
+    }
+    resp
+}
+
+/// `GET /v1/memory/sources`: every source (built-in, then registered folders).
+async fn memory_sources(State(st): State<Shared>) -> Response {
+    memory_read(&st, |hub| {
+        Ok(json!({"object": "list", "data": hub.sources()?}))
+    })
+    .await
+}
+
+/// `GET /v1/memory/files?source=NAME`'s query.
+#[derive(Debug, Deserialize)]
+pub struct FilesQuery {
+    pub source: String,
+}
+
+/// `GET /v1/memory/files?source=NAME`: the source's indexed files, by path.
+async fn memory_files(
+    State(st): State<Shared>,
+    query: Result<axum::extract::Query<FilesQuery>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    let source = match query {
+        Ok(q) => q.0.source,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                format!("expected ?source=NAME: {e}"),
+            );
+        }
+    };
+    memory_read(&st, move |hub| {
+        let files = hub.files(&source)?;
+        let root = hub
+            .sources()?
+            .into_iter()
+            .find(|s| s.name == source)
+            .map(|s| s.root);
+        Ok(json!({"object": "list", "source": source, "root": root, "data": files}))
+    })
+    .await
 }
 
 #[cfg(test)]

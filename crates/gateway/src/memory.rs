@@ -6,8 +6,8 @@
 use claw_agent::tools::memory::{MemoryBackend, MemoryBackendError};
 use claw_memory_api::embed::{self, Embedder, Loaded};
 use claw_memory_api::{
-    GetRequest, GetResponse, Memory, MemoryConfig, MemoryError, SearchOutcome, SearchRequest,
-    SyncPolicy, SyncReport,
+    GetRequest, GetResponse, IndexedFile, Memory, MemoryConfig, MemoryError, SearchOutcome,
+    SearchRequest, SourceRoot, Status, SyncPolicy, SyncReport,
 };
 use std::sync::Arc;
 
@@ -80,6 +80,21 @@ impl MemoryHub {
     /// Lines of an indexed file.
     pub fn get(&self, req: &GetRequest) -> Result<GetResponse, MemoryError> {
         Ok(self.service.get(req, None)?.response)
+    }
+
+    /// `claw memory status --json`'s object.
+    pub fn status(&self) -> Result<Status, MemoryError> {
+        self.service.status()
+    }
+
+    /// Every source: the built-in ones, then the registered folders.
+    pub fn sources(&self) -> Result<Vec<SourceRoot>, MemoryError> {
+        self.service.sources()
+    }
+
+    /// The indexed files of one source, by path.
+    pub fn files(&self, source: &str) -> Result<Vec<IndexedFile>, MemoryError> {
+        self.service.files(source)
     }
 
     /// The inline sync without trusting the watcher's vouch (after the

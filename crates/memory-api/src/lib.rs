@@ -149,6 +149,17 @@ pub struct GetAnswer {
     pub workspace_id: Option<String>,
 }
 
+/// One indexed file of a source ([`Memory::files`]; `GET /v1/memory/files`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct IndexedFile {
+    /// Relative to the source root, '/'-separated (what `get` takes).
+    pub path: String,
+    /// Size in bytes when it was indexed.
+    pub size: i64,
+    /// Modification time when it was indexed, unix seconds.
+    pub mtime: i64,
+}
+
 /// What registering a source did.
 #[derive(Debug, Clone)]
 pub struct AddedSource {
@@ -369,6 +380,36 @@ impl Memory {
                 .map_err(MemoryError::Store),
             Inner::Postgres(p) => p.sources(),
         }
+    }
+
+    /// The indexed files of the source `name`, by path: what a browser of the
+    /// memory lists (an unknown name is [`SearchError::UnknownSource`]).
+    pub fn files(&self, name: &str) -> Result<Vec<IndexedFile>, MemoryError> {
+        let sources = self.sources()?;
+        if !sources.iter().any(|s| s.name == name) {
+            let mut known: Vec<String> = sources.into_iter().map(|s| s.name).collect();
+            known.sort();
+            return Err(MemoryError::Search(SearchError::UnknownSource {
+                name: name.to_string(),
+                known: known.join(", "),
+            }));
+        }
+        let records = match &self.inner {
+            Inner::Sqlite(s) => s
+                .on_store(|store| store.file_records(name))
+                .map_err(MemoryError::Store)?,
+            Inner::Postgres(p) => p.file_records(name)?,
+        };
+        let mut files: Vec<IndexedFile> = records
+            .into_values()
+            .map(|r| IndexedFile {
+                path: r.path,
+                size: r.size,
+                mtime: r.mtime_ns.div_euclid(1_000_000_000),
+            })
+            .collect();
+        files.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(files)
     }
 
     /// Register `path` as a notes source named `name` (default: the folder's

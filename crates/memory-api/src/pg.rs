@@ -474,6 +474,15 @@ impl PgMemory {
         off_runtime(|| source_roots(&self.settings, self.store())).map_err(MemoryError::Store)
     }
 
+    /// The stored file states of one of this workspace's sources.
+    pub(crate) fn file_records(
+        &self,
+        source: &str,
+    ) -> Result<std::collections::HashMap<String, claw_memory::store::FileRecord>, MemoryError>
+    {
+        off_runtime(|| self.store().file_records(source)).map_err(MemoryError::Store)
+    }
+
     pub(crate) fn registered(&self) -> Result<Vec<(String, std::path::PathBuf)>, MemoryError> {
         off_runtime(|| self.store().sources())
             .map(|v| v.into_iter().map(|s| (s.name, s.root)).collect())

@@ -2,7 +2,7 @@
 //! a namespace, and workspace A reaches workspace B's notes through every door —
 //! the CLI (index → search → get → status), `claw memory watch` (an edit in A is
 //! written to PostgreSQL and B's search finds it without syncing), `claw gateway`
-//! (`/v1/memory/search`, `/v1/memory/get`, and `/v1/chat/completions` whose
+//! (`/v1/memory/search`, `/v1/memory/get`, `/v1/memory/files`, `/v1/memory/status`, and `/v1/chat/completions` whose
 //! scripted model calls `memory_search`) and `claw mcp` (`memory_search`,
 //! `memory_status`). The JSON shapes are the SQLite ones: the same keys.
 //! Needs `CLAW_PG_URL`; under `CI=true` a missing server fails.
@@ -261,6 +261,25 @@ fn gateway_and_mcp_search_the_shared_index() {
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     let get: Value = serde_json::from_slice(&r.body).unwrap();
     assert!(get["text"].as_str().unwrap().contains("Rottnest"), "{get}");
+    // The Memory page's read-only endpoints: this workspace's own files, and
+    // the status object with the CLI's keys.
+    let r = client
+        .request("GET", "/v1/memory/files?source=memory", None)
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let files: Value = serde_json::from_slice(&r.body).unwrap();
+    let listed: Vec<&str> = files["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, ["MEMORY.md"], "{files}");
+    let r = client.request("GET", "/v1/memory/status", None).unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let gw_status: Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(gw_status["backend"], "postgres", "{gw_status}");
+    assert_eq!(keys(&gw_status), keys(&cli_status));
 
     let body = json!({"model": "claw", "stream": false,
         "messages": [{"role": "user", "content": "where does the platypus hunt?"}]});

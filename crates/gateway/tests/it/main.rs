@@ -12,4 +12,5 @@ mod commands;
 mod common;
 mod http;
 mod hygiene;
+mod memory_browser;
 mod webchat_browser;

@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 use tungstenite::{Message, WebSocket};
 
 /// The Chromium binary, or None (outside CI) when there is none.
-fn chromium() -> Option<PathBuf> {
+pub(crate) fn chromium() -> Option<PathBuf> {
     let ci = std::env::var("CI").is_ok_and(|v| v == "true");
     if let Some(p) = std::env::var_os("CLAW_CHROMIUM").filter(|p| !p.is_empty()) {
         let p = PathBuf::from(p);
@@ -65,14 +65,14 @@ fn chromium() -> Option<PathBuf> {
 }
 
 /// Headless Chromium in its own process group (killed with all its helpers on drop).
-struct Browser {
+pub(crate) struct Browser {
     child: Child,
-    ws_url: String,
+    pub(crate) ws_url: String,
     _profile: tempfile::TempDir,
 }
 
 impl Browser {
-    fn launch(bin: &Path) -> Browser {
+    pub(crate) fn launch(bin: &Path) -> Browser {
         let profile = tempfile::tempdir().unwrap();
         let home = profile.path().join("home");
         std::fs::create_dir_all(&home).unwrap();
@@ -146,16 +146,16 @@ impl Drop for Browser {
 
 /// A DevTools-protocol client: one websocket to the browser target, one page
 /// attached in flat mode (its commands carry the `sessionId`).
-struct Cdp {
+pub(crate) struct Cdp {
     ws: WebSocket<TcpStream>,
     next_id: u64,
     session: Option<String>,
     /// Console output and exceptions of the page (shown when an assertion fails).
-    console: Vec<String>,
+    pub(crate) console: Vec<String>,
 }
 
 impl Cdp {
-    fn connect(ws_url: &str) -> Cdp {
+    pub(crate) fn connect(ws_url: &str) -> Cdp {
         let hostport = ws_url
             .trim_start_matches("ws://")
             .split('/')
@@ -176,7 +176,7 @@ impl Cdp {
 
     /// Send one command and wait for its answer (events met meanwhile are kept
     /// when they are console output).
-    fn call(&mut self, method: &str, params: Value) -> Value {
+    pub(crate) fn call(&mut self, method: &str, params: Value) -> Value {
         let id = self.next_id;
         self.next_id += 1;
         let mut msg = json!({"id": id, "method": method, "params": params});
@@ -229,7 +229,7 @@ impl Cdp {
     }
 
     /// Open a new page and attach to it.
-    fn open_page(&mut self) {
+    pub(crate) fn open_page(&mut self) {
         let t = self.call("Target.createTarget", json!({"url": "about:blank"}));
         let target = t["targetId"].as_str().unwrap().to_string();
         let a = self.call(
@@ -242,7 +242,7 @@ impl Cdp {
     }
 
     /// Evaluate `expr` in the page (promises awaited) and return its value.
-    fn eval(&mut self, expr: &str) -> Value {
+    pub(crate) fn eval(&mut self, expr: &str) -> Value {
         let r = self.call(
             "Runtime.evaluate",
             json!({"expression": expr, "returnByValue": true, "awaitPromise": true}),
@@ -254,7 +254,7 @@ impl Cdp {
     }
 
     /// Poll `expr` until it is true (or fail after `secs`).
-    fn wait_for(&mut self, what: &str, expr: &str, secs: u64) {
+    pub(crate) fn wait_for(&mut self, what: &str, expr: &str, secs: u64) {
         let deadline = Instant::now() + Duration::from_secs(secs);
         // A page in the middle of loading may not have a body yet: not yet true.
         let guarded = format!(
@@ -273,7 +273,7 @@ impl Cdp {
     }
 
     /// Load `url` and wait for the page's start-up to finish.
-    fn navigate(&mut self, url: &str) {
+    pub(crate) fn navigate(&mut self, url: &str) {
         self.call("Page.navigate", json!({"url": url}));
         self.wait_for(
             "the page to start",
@@ -283,7 +283,7 @@ impl Cdp {
     }
 
     /// A real left click in the middle of the element `selector`.
-    fn click(&mut self, selector: &str) {
+    pub(crate) fn click(&mut self, selector: &str) {
         let sel = serde_json::to_string(selector).unwrap();
         let r = self.eval(&format!(
             "(() => {{ const e = document.querySelector({sel}); e.scrollIntoView({{block: 'center'}}); \
@@ -300,7 +300,7 @@ impl Cdp {
     }
 
     /// Press and release Enter in the focused element.
-    fn press_enter(&mut self) {
+    pub(crate) fn press_enter(&mut self) {
         for kind in ["keyDown", "keyUp"] {
             let mut ev = json!({"type": kind, "key": "Enter", "code": "Enter",
                 "windowsVirtualKeyCode": 13, "nativeVirtualKeyCode": 13});
@@ -312,7 +312,7 @@ impl Cdp {
     }
 
     /// Focus `selector` and type `text` into it (as an IME commit: real input events).
-    fn type_into(&mut self, selector: &str, text: &str) {
+    pub(crate) fn type_into(&mut self, selector: &str, text: &str) {
         let sel = serde_json::to_string(selector).unwrap();
         self.eval(&format!("document.querySelector({sel}).focus()"));
         self.call("Input.insertText", json!({"text": text}));
