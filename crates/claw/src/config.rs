@@ -407,16 +407,7 @@ impl ResolveInput {
 impl Settings {
     /// Resolve flags > environment > config file > defaults.
     pub fn resolve(input: &ResolveInput) -> Result<Settings, ConfigError> {
-        let config_path = input
-            .config_flag
-            .clone()
-            .or_else(|| input.var(ENV_CONFIG).map(PathBuf::from))
-            .or_else(|| input.home.as_ref().map(|h| h.join(".claw/config.json")));
-        let explicit_config = input.config_flag.is_some() || input.var(ENV_CONFIG).is_some();
-        let (file, config_file) = match &config_path {
-            Some(p) if p.exists() || explicit_config => (load_config_file(p)?, Some(p.clone())),
-            _ => (ConfigFile::default(), None),
-        };
+        let (file, config_file) = load_config(input)?;
         // An empty workspace would silently mean the current directory.
         if file
             .workspace
@@ -485,12 +476,8 @@ impl Settings {
             })?,
         };
         // Checked here so a bad section fails every command, not only the gateway.
-        file.heartbeat
-            .resolve(claw_schedule::Zone::Utc)
-            .map_err(|e| ConfigError::Invalid {
-                name: "heartbeat".into(),
-                message: e.to_string(),
-            })?;
+        check_heartbeat(&file)?;
+        check_channels(&file)?;
         Ok(Settings {
             heartbeat: file.heartbeat.clone(),
             mem: MemoryConfig {
@@ -527,21 +514,7 @@ impl Settings {
             gateway: claw_gateway::config::GatewayConfig::from_section(&file.gateway),
             mcp: file.mcp,
             named_env,
-            channels: {
-                file.channels.validate().map_err(|e| match e {
-                    claw_channels::ChannelError::Config { channel, message } => {
-                        ConfigError::Invalid {
-                            name: format!("channels.{channel}"),
-                            message,
-                        }
-                    }
-                    other => ConfigError::Invalid {
-                        name: "channels".into(),
-                        message: other.to_string(),
-                    },
-                })?;
-                file.channels
-            },
+            channels: file.channels,
             hooks: file.hooks,
             agents: file.agents,
             gateway_token: input.var(ENV_GATEWAY_TOKEN),
@@ -571,6 +544,84 @@ impl Settings {
     pub fn sessions_dir(&self) -> PathBuf {
         self.mem.sessions_dir()
     }
+}
+
+/// The config file as flags > env > `~/.claw/config.json` name it (defaults when
+/// there is none and none was named), and its path.
+fn load_config(input: &ResolveInput) -> Result<(ConfigFile, Option<PathBuf>), ConfigError> {
+    let config_path = input
+        .config_flag
+        .clone()
+        .or_else(|| input.var(ENV_CONFIG).map(PathBuf::from))
+        .or_else(|| input.home.as_ref().map(|h| h.join(".claw/config.json")));
+    let explicit_config = input.config_flag.is_some() || input.var(ENV_CONFIG).is_some();
+    Ok(match &config_path {
+        Some(p) if p.exists() || explicit_config => (load_config_file(p)?, Some(p.clone())),
+        _ => (ConfigFile::default(), None),
+    })
+}
+
+fn check_heartbeat(file: &ConfigFile) -> Result<(), ConfigError> {
+    file.heartbeat
+        .resolve(claw_schedule::Zone::Utc)
+        .map(|_| ())
+        .map_err(|e| ConfigError::Invalid {
+            name: "heartbeat".into(),
+            message: e.to_string(),
+        })
+}
+
+fn check_channels(file: &ConfigFile) -> Result<(), ConfigError> {
+    file.channels.validate().map_err(|e| match e {
+        claw_channels::ChannelError::Config { channel, message } => ConfigError::Invalid {
+            name: format!("channels.{channel}"),
+            message,
+        },
+        other => ConfigError::Invalid {
+            name: "channels".into(),
+            message: other.to_string(),
+        },
+    })
+}
+
+/// Every problem of the configuration, not only the first (`claw doctor`): a
+/// file that does not parse is one problem; past that, each section is
+/// checked on its own. Empty when [`Settings::resolve`] would succeed on it.
+pub fn config_problems(input: &ResolveInput) -> Vec<ConfigError> {
+    let file = match load_config(input) {
+        Ok((file, _)) => file,
+        Err(e) => return vec![e],
+    };
+    let mut out = Vec::new();
+    if file
+        .workspace
+        .as_ref()
+        .is_some_and(|w| w.as_os_str().is_empty())
+    {
+        out.push(ConfigError::Invalid {
+            name: "workspace".into(),
+            message: "is empty (remove the key for the default ~/.claw/workspace)".into(),
+        });
+    }
+    out.extend(resolve_embed(input, &file.embedding).err());
+    out.extend(resolve_memory(&file.memory, &file.embedding).err());
+    out.extend(resolve_backend(input, file.memory.backend.as_ref()).err());
+    if let Some(v) = input.var(ENV_NOW)
+        && let Err(e) = Clock::parse_start(&v)
+    {
+        out.push(ConfigError::Invalid {
+            name: ENV_NOW.to_string(),
+            message: e.to_string(),
+        });
+    }
+    out.extend(check_heartbeat(&file).err());
+    out.extend(check_channels(&file).err());
+    if out.is_empty()
+        && let Err(e) = Settings::resolve(input)
+    {
+        out.push(e);
+    }
+    out
 }
 
 fn load_config_file(path: &Path) -> Result<ConfigFile, ConfigError> {

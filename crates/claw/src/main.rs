@@ -59,8 +59,15 @@ fn main() -> ExitCode {
         // `sections` shape stays), with the error's hints.
         Err(e) => {
             if let Some(cli::Command::Doctor(a)) = &cli.command {
-                let report = errors::report(&anyhow::Error::new(e));
-                return match cli::doctor::run_config_failed(&report, a) {
+                // Every problem, not only the first.
+                let mut all: Vec<_> = config::config_problems(&input)
+                    .into_iter()
+                    .map(|p| errors::report(&anyhow::Error::new(p)))
+                    .collect();
+                if all.is_empty() {
+                    all.push(errors::report(&anyhow::Error::new(e)));
+                }
+                return match cli::doctor::run_config_failed(&all, a) {
                     Ok(exit) => ExitCode::from(exit.code()),
                     Err(e) => fail(e),
                 };

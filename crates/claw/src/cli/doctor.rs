@@ -591,20 +591,35 @@ pub fn diagnose(settings: &Settings) -> DoctorReport {
 }
 
 /// The doctor when the config does not load: one failing `config` section
-/// (message and hints), nothing else can be checked without it. Exit 2.
+/// naming every problem found (message and hints of each; `error`, `hints` and
+/// `kind` of the first, as before), nothing else can be checked without it. Exit 2.
 pub fn run_config_failed(
-    err: &super::errors::ErrorReport,
+    errs: &[super::errors::ErrorReport],
     args: &DoctorArgs,
 ) -> anyhow::Result<Exit> {
-    let summary = match err.hints.first() {
-        Some(h) => format!("{} ({h})", err.message),
-        None => err.message.clone(),
+    let line = |e: &super::errors::ErrorReport| match e.hints.first() {
+        Some(h) => format!("{} ({h})", e.message),
+        None => e.message.clone(),
     };
+    let summary = match errs {
+        [one] => line(one),
+        many => format!(
+            "{} problems: {}",
+            many.len(),
+            many.iter().map(line).collect::<Vec<_>>().join("; ")
+        ),
+    };
+    let first = errs.first();
     let report = DoctorReport::new(vec![section(
         "config",
         Status::Error,
         summary,
-        json!({"error": err.message, "hints": err.hints, "kind": err.kind}),
+        json!({
+            "error": first.map(|e| e.message.clone()),
+            "hints": first.map(|e| e.hints.clone()).unwrap_or_default(),
+            "kind": first.map(|e| e.kind),
+            "errors": errs,
+        }),
     )]);
     print_report(&report, args.json)
 }

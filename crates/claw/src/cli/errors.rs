@@ -112,7 +112,7 @@ fn classify(e: &(dyn std::error::Error + 'static)) -> Option<(&'static str, Vec<
                 "check the --config flag / CLAW_CONFIG, or remove it to use the defaults".into()
             }
             ConfigError::Parse { .. } | ConfigError::Invalid { .. } => {
-                "the config file format is described in the README (Configuration)".into()
+                "the config file format is described in docs/configuration.md".into()
             }
         };
         return Some(("config", vec![hint]));

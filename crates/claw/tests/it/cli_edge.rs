@@ -876,3 +876,50 @@ fn index_progress_as_json() {
     let o = claw(w, &["memory", "index", "--progress", "loud"]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+/// `claw doctor` names every problem of a config that does not load, not only
+/// the first, in its `config` section (the first one still in `error`).
+#[test]
+fn doctor_names_every_config_problem() {
+    let ws = tempfile::tempdir().unwrap();
+    let w = ws.path();
+    let cfg = w.join("config.json");
+    std::fs::write(
+        &cfg,
+        r#"{"channels": {"matrix": {"homeserver": "not a url", "user_id": "@a:b", "access_token_env": "X"}},
+            "heartbeat": {"interval_minutes": 0}, "memory": {"backend": {"kind": "mysql"}}}"#,
+    )
+    .unwrap();
+    let o = support::claw_keyword_only(w)
+        .env("CLAW_CONFIG", &cfg)
+        .args(["doctor", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let c = &v["sections"][0];
+    assert_eq!(
+        (&c["name"], &c["status"]),
+        (&Value::from("config"), &Value::from("error"))
+    );
+    let msgs = claw_testkit::strs(&c["details"]["errors"], "/message");
+    assert_eq!(msgs.len(), 3, "{c}");
+    for want in ["memory.backend.kind", "heartbeat", "channels.matrix"] {
+        assert!(msgs.iter().any(|m| m.contains(want)), "{want}: {msgs:?}");
+    }
+    assert!(
+        c["details"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("memory.backend.kind")
+    );
+    // Positive control: with the file fixed, the config section is ok.
+    std::fs::write(&cfg, "{}").unwrap();
+    let o = support::claw_keyword_only(w)
+        .env("CLAW_CONFIG", &cfg)
+        .args(["doctor", "--json"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["sections"][0]["status"], "ok", "{v}");
+}
