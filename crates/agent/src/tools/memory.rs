@@ -142,7 +142,8 @@ impl RenderForModel for SearchResponse {
     fn render(&self) -> String {
         let mut out = if self.results.is_empty() {
             format!(
-                "No memory matches for \"{}\" (mode {}).",
+                "No memory matches for \"{}\" (mode {}): memory holds nothing relevant on this. \
+                 Say so rather than guess; do not present unrelated notes as memory.",
                 self.query, self.mode
             )
         } else {
@@ -488,5 +489,31 @@ mod tests {
             err.render(),
             "Error: memory: `missing.md` is not an indexed file"
         );
+    }
+
+    #[test]
+    fn no_results_say_plainly_that_memory_holds_nothing() {
+        let mut r = SearchResponse {
+            query: "zzqqxxnotaword".into(),
+            mode: Mode::Hybrid,
+            fallback: None,
+            results: Vec::new(),
+        };
+        let t = r.render();
+        assert!(t.contains("memory holds nothing relevant on this"), "{t}");
+        assert!(!t.contains("Cite sources"), "{t}");
+        // Positive control: with a hit, no such claim.
+        r.results.push(SearchHit {
+            path: "memory/a.md".into(),
+            source: "memory".into(),
+            start_line: 1,
+            end_line: 2,
+            score: 0.7,
+            snippet: "a".into(),
+            citation: citation("memory/a.md", 1, 2),
+            explain: None,
+        });
+        let t = r.render();
+        assert!(!t.contains("holds nothing"), "{t}");
     }
 }
