@@ -56,5 +56,6 @@ mod subagents_cli;
 mod too_big_notes;
 mod transcript_incremental;
 mod transcript_secrets;
+mod vectors_catch_up;
 mod watch_db_deleted;
 mod watch_events;
