@@ -251,7 +251,11 @@ pub async fn search(ctx: &ToolContext, args: MemorySearchArgs) -> ToolResult {
         ));
     }
     let b = backend(ctx)?;
-    let req = args.to_request();
+    let mut req = args.to_request();
+    req.exclude_session = ctx
+        .session
+        .as_deref()
+        .map(crate::session::file_name_for_key);
     on_blocking(move || b.search(&req))
         .await
         .map(ToolOutput::MemorySearch)
@@ -515,5 +519,31 @@ mod tests {
         });
         let t = r.render();
         assert!(!t.contains("holds nothing"), "{t}");
+    }
+
+    #[tokio::test]
+    async fn search_leaves_out_the_asking_session() {
+        let backend = Arc::new(Recording {
+            seen: Mutex::new(Vec::new()),
+        });
+        let call = ToolCall {
+            id: "c1".into(),
+            name: "memory_search".into(),
+            arguments: r#"{"query":"foam orphans"}"#.into(),
+        };
+        let mut ctx = ToolContext::new("/tmp");
+        ctx.memory = Some(backend.clone());
+        ctx.session = Some("cli:default".into());
+        ToolRegistry::new(ctx).dispatch(&call).await.unwrap();
+        // Positive control: without a session nothing is left out.
+        let mut ctx = ToolContext::new("/tmp");
+        ctx.memory = Some(backend.clone());
+        ToolRegistry::new(ctx).dispatch(&call).await.unwrap();
+        let seen = backend.seen.lock().unwrap();
+        assert_eq!(
+            seen[0].exclude_session.as_deref(),
+            Some("cli_default.jsonl")
+        );
+        assert_eq!(seen[1].exclude_session, None);
     }
 }

@@ -38,6 +38,7 @@ mod ranking_calibration;
 mod ranking_decay;
 mod ranking_garden;
 mod ranking_paraphrase;
+mod ranking_sources;
 mod ranking_support;
 mod rebuild_crash;
 mod repl_watch;
