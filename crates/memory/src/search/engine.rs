@@ -205,8 +205,9 @@ pub fn search_in(
         limit,
     };
     // Nothing relevant is an answer: no keyword evidence and no vector hit above
-    // what this query scores against any note → no results (unless the filter is off).
-    // A query of made-up words (`zzqqxxnotaword`: the model's tokenizer cuts them
+    // what this query scores against any note → no results (unless the filter is
+    // off). Only where the keyword stage ran: `--mode vector` asks for the nearest
+    // chunks, keyword evidence or not. A query of made-up words (`zzqqxxnotaword`: the model's tokenizer cuts them
     // into short pieces) without keyword evidence has no footing at all; its vector
     // hits are sub-word coincidences (`rmsmkkrha` ~ a note titled `rms`), however
     // high they stand.
@@ -214,6 +215,7 @@ pub fn search_in(
         && embedder
             .is_some_and(|e| score::made_up_words(&pq.words, |w| e.token_counter().count(w)));
     if vector_ran
+        && keyword_ran
         && rp.min_score > 0.0
         && score::nothing_relevant(
             &cands,
