@@ -61,4 +61,5 @@ fn main() {
     );
     garden::print_sweep("hybrid", &garden::sweep(&ws, e));
     garden::print_fusion_sweep("hybrid", &garden::fusion_sweep(&ws, e));
+    garden::print_random_words("hybrid", &garden::random_words(&ws, e));
 }

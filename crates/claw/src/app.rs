@@ -80,6 +80,7 @@ pub fn build_tools(
     let memory = Arc::new(EngineBackend::new(settings.mem.clone()).with_progress(progress));
     ctx.memory = Some(memory.clone());
     ctx.cron = Some(cron_tool_context(settings, session));
+    ctx.session = Some(session.to_string());
     (ToolRegistry::new(ctx), memory)
 }
 

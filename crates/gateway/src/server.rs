@@ -127,8 +127,10 @@ fn tool_registry(
     cron: Option<CronToolContext>,
     messenger: Option<Arc<dyn claw_agent::tools::message::Messenger>>,
     yes: bool,
+    session: &str,
 ) -> ToolRegistry {
     let mut ctx = ToolContext::from_settings(mem.workspace.clone(), a, yes);
+    ctx.session = (!session.is_empty()).then(|| session.to_string());
     ctx.memory = hub.map(|h| {
         Arc::new(HubBackend::new(h.clone())) as Arc<dyn claw_agent::tools::memory::MemoryBackend>
     });
@@ -163,7 +165,15 @@ fn runtime(
                 zone,
                 clock,
             });
-        tool_registry(&mem, &agent, hub.as_ref(), cron, messenger.clone(), yes)
+        tool_registry(
+            &mem,
+            &agent,
+            hub.as_ref(),
+            cron,
+            messenger.clone(),
+            yes,
+            session,
+        )
     };
     Ok(AgentRuntime {
         model: Arc::new(chain),

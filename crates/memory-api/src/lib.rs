@@ -60,7 +60,7 @@ pub use claw_memory::store::{StoreError, now_unix};
 pub use claw_memory::walk::SourceRoot;
 pub use claw_memory::walk::{IssueReason, SOURCE_SESSIONS, SourceKind};
 pub use sources::SourceError;
-pub use status::{ChangedOnDisk, Status};
+pub use status::{ChangedOnDisk, Status, VectorGap};
 
 /// Errors of the memory service. Each variant's message is its context; the
 /// cause is its `source()` (print the chain, e.g. with anyhow's `{:#}`).
@@ -366,10 +366,40 @@ impl Memory {
     /// What is indexed and how far the index is behind the disk
     /// (`claw memory status --json`).
     pub fn status(&self) -> Result<Status, MemoryError> {
-        match &self.inner {
-            Inner::Sqlite(s) => Ok(Status::sqlite(s.settings(), &s.status()?)),
-            Inner::Postgres(p) => p.status(),
+        let mut st = match &self.inner {
+            Inner::Sqlite(s) => Status::sqlite(s.settings(), &s.status()?),
+            Inner::Postgres(p) => p.status()?,
+        };
+        st.vectors_missing = self.gap_for(st.chunks, st.vectors, &st.model);
+        Ok(st)
+    }
+
+    /// The chunks that lack vectors while an embedding model is available
+    /// ([`Status::vectors_missing`]): what `claw memory index` would embed.
+    pub fn vector_gap(&self) -> Result<Option<VectorGap>, MemoryError> {
+        Ok(self.status()?.vectors_missing)
+    }
+
+    /// The gap for an index of `chunks` chunks, `vectors` of them with a vector of
+    /// `index_model`: loads the configured model (only when some chunk lacks a
+    /// vector) to learn whether it is available and which it is.
+    fn gap_for(&self, chunks: i64, vectors: i64, index_model: &str) -> Option<VectorGap> {
+        let settings = self.settings();
+        if chunks <= 0 || vectors >= chunks || matches!(settings.embed, config::EmbedProvider::None)
+        {
+            return None;
         }
+        let loaded = claw_memory::embed::load(&settings.embed, settings.memory.embed_batch_size);
+        let model = loaded.embedder()?.model_id().to_string();
+        let missing = if index_model == model {
+            chunks - vectors
+        } else {
+            chunks
+        };
+        (missing > 0).then_some(VectorGap {
+            chunks: missing,
+            model,
+        })
     }
 
     /// Every source: the built-in ones, then the registered folders.

@@ -420,6 +420,7 @@ impl PgMemory {
                 visible_chunks: st.visible_chunks,
                 workspace_id: Some(pg.config().workspace.clone()),
                 too_big: behind.too_big,
+                vectors_missing: None,
             })
         })
     }

@@ -59,6 +59,45 @@ pub struct Status {
     /// (`memory.max_file_bytes`), by path and size: not searchable until they
     /// shrink or the limit is raised.
     pub too_big: Vec<OversizedNote>,
+    /// The chunks the index holds without the vectors the available embedding
+    /// model would give them (indexed before the model was installed or
+    /// configured): search stays keyword-only for them until `claw memory index`.
+    /// Null when there is no such gap (or no model is available).
+    pub vectors_missing: Option<VectorGap>,
+}
+
+/// Chunks without vectors while an embedding model is available ([`Status::vectors_missing`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct VectorGap {
+    /// How many chunks lack a vector of `model`.
+    pub chunks: i64,
+    /// The available model's id.
+    pub model: String,
+}
+
+impl VectorGap {
+    /// `12,295 chunks without vectors — run `claw memory index``: the line status,
+    /// doctor and search show.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} chunks without vectors — run `claw memory index` (the embedding model {} is available; until then search is keyword-only for them)",
+            thousands(self.chunks),
+            self.model
+        )
+    }
+}
+
+/// `12295` → `12,295`.
+fn thousands(n: i64) -> String {
+    let digits = n.unsigned_abs().to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if n < 0 { format!("-{out}") } else { out }
 }
 
 /// Stat-level difference between disk and index.
@@ -105,6 +144,7 @@ impl Status {
                 .ok()
                 .flatten(),
             too_big: st.too_big.clone(),
+            vectors_missing: None,
         }
     }
 }
@@ -136,6 +176,31 @@ impl Status {
         for n in &self.too_big {
             out.push_str(&format!("\nnot indexed, too big: {}", n.describe()));
         }
+        if let Some(g) = &self.vectors_missing {
+            out.push_str(&format!("\nembedding: {}", g.describe()));
+        }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_gap_is_named_with_its_size() {
+        assert_eq!(thousands(12_295), "12,295");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1_000_000), "1,000,000");
+        let g = VectorGap {
+            chunks: 12_295,
+            model: "m@1".into(),
+        };
+        assert!(
+            g.describe()
+                .starts_with("12,295 chunks without vectors — run `claw memory index`"),
+            "{}",
+            g.describe()
+        );
     }
 }

@@ -425,6 +425,29 @@ impl SearchStorage for PgStore {
     fn is_indexed(&self, source: &str, path: &str) -> Result<bool, SearchError> {
         Ok(IndexStorage::file_record(self, source, path)?.is_some())
     }
+
+    fn background_sample(&self, n: usize) -> Result<score::BackgroundSample, SearchError> {
+        // The same spread as SQLite's, over this namespace set's rowid range.
+        let (lo, hi): (i64, i64) = self
+            .with_client(|c| {
+                let r = c.query_one(
+                    "SELECT coalesce(min(rowid), 1)::int8, coalesce(max(rowid), 0)::int8
+                     FROM chunks WHERE namespace = ANY($1)",
+                    &[&self.namespaces],
+                )?;
+                Ok((r.get(0), r.get(1)))
+            })
+            .map_err(se)?;
+        let ids = claw_memory::search::storage::sample_ids(lo, hi, n);
+        Ok(score::BackgroundSample {
+            vectors: self
+                .rows(&ids, true)?
+                .into_iter()
+                .filter_map(|(_, r)| r.embedding)
+                .collect(),
+            chunks: usize::try_from(hi - lo + 1).unwrap_or(0),
+        })
+    }
 }
 
 #[cfg(test)]

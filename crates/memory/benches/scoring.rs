@@ -24,6 +24,7 @@ fn candidates(n: usize) -> Vec<Candidate> {
                 note_time: (i % 2 == 0).then(|| 1_790_000_000 - (i as i64) * 86_400),
                 tokens: token_set(&format!("{} {}", text.join(" "), i)),
                 pinned: i == 150,
+                source_factor: if i % 5 == 0 { 0.8 } else { 1.0 },
             }
         })
         .collect()

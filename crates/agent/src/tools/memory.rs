@@ -142,7 +142,8 @@ impl RenderForModel for SearchResponse {
     fn render(&self) -> String {
         let mut out = if self.results.is_empty() {
             format!(
-                "No memory matches for \"{}\" (mode {}).",
+                "No memory matches for \"{}\" (mode {}): memory holds nothing relevant on this. \
+                 Say so rather than guess; do not present unrelated notes as memory.",
                 self.query, self.mode
             )
         } else {
@@ -250,7 +251,11 @@ pub async fn search(ctx: &ToolContext, args: MemorySearchArgs) -> ToolResult {
         ));
     }
     let b = backend(ctx)?;
-    let req = args.to_request();
+    let mut req = args.to_request();
+    req.exclude_session = ctx
+        .session
+        .as_deref()
+        .map(crate::session::file_name_for_key);
     on_blocking(move || b.search(&req))
         .await
         .map(ToolOutput::MemorySearch)
@@ -488,5 +493,57 @@ mod tests {
             err.render(),
             "Error: memory: `missing.md` is not an indexed file"
         );
+    }
+
+    #[test]
+    fn no_results_say_plainly_that_memory_holds_nothing() {
+        let mut r = SearchResponse {
+            query: "zzqqxxnotaword".into(),
+            mode: Mode::Hybrid,
+            fallback: None,
+            results: Vec::new(),
+        };
+        let t = r.render();
+        assert!(t.contains("memory holds nothing relevant on this"), "{t}");
+        assert!(!t.contains("Cite sources"), "{t}");
+        // Positive control: with a hit, no such claim.
+        r.results.push(SearchHit {
+            path: "memory/a.md".into(),
+            source: "memory".into(),
+            start_line: 1,
+            end_line: 2,
+            score: 0.7,
+            snippet: "a".into(),
+            citation: citation("memory/a.md", 1, 2),
+            explain: None,
+        });
+        let t = r.render();
+        assert!(!t.contains("holds nothing"), "{t}");
+    }
+
+    #[tokio::test]
+    async fn search_leaves_out_the_asking_session() {
+        let backend = Arc::new(Recording {
+            seen: Mutex::new(Vec::new()),
+        });
+        let call = ToolCall {
+            id: "c1".into(),
+            name: "memory_search".into(),
+            arguments: r#"{"query":"foam orphans"}"#.into(),
+        };
+        let mut ctx = ToolContext::new("/tmp");
+        ctx.memory = Some(backend.clone());
+        ctx.session = Some("cli:default".into());
+        ToolRegistry::new(ctx).dispatch(&call).await.unwrap();
+        // Positive control: without a session nothing is left out.
+        let mut ctx = ToolContext::new("/tmp");
+        ctx.memory = Some(backend.clone());
+        ToolRegistry::new(ctx).dispatch(&call).await.unwrap();
+        let seen = backend.seen.lock().unwrap();
+        assert_eq!(
+            seen[0].exclude_session.as_deref(),
+            Some("cli_default.jsonl")
+        );
+        assert_eq!(seen[1].exclude_session, None);
     }
 }

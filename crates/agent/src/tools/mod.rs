@@ -93,6 +93,9 @@ pub struct ToolContext {
     /// Paths the file tools refuse even inside the workspace (claw's state
     /// directory and config file: [`crate::settings::AgentSettings::protected`]).
     pub protected: Vec<PathBuf>,
+    /// The key of the session the tools run in (`cli:default`): `memory_search`
+    /// never returns that session's own transcript turns (it has them in context).
+    pub session: Option<String>,
 }
 
 impl ToolContext {
@@ -115,6 +118,7 @@ impl ToolContext {
             messenger: None,
             spawner: None,
             protected: Vec::new(),
+            session: None,
         }
     }
 }

@@ -306,6 +306,9 @@ pub fn print_status(status: &Status, json: bool) -> anyhow::Result<Exit> {
             c.new, c.modified, c.deleted
         )?;
     }
+    if let Some(g) = &status.vectors_missing {
+        writeln!(out, "embedding:  {}", sanitize(&g.describe()))?;
+    }
     if status.skipped_files > 0 {
         writeln!(
             out,

@@ -5,9 +5,9 @@ use super::output::{Exit, Output, print_json, sanitize};
 use crate::config::{EmbedProvider, Settings};
 use claw_memory_api::OversizedNote;
 use claw_memory_api::{
-    FileRef, GET_DEFAULT_LINES, GET_MAX_CHARS, GetRequest, GetResponse, Memory, MemoryError, Mode,
-    SearchError, SearchOutcome, SearchRequest, SearchResponse, SourceFilter, StaleReason,
-    SyncPolicy, SyncReport,
+    Fallback, FileRef, GET_DEFAULT_LINES, GET_MAX_CHARS, GetRequest, GetResponse, Memory,
+    MemoryError, Mode, SearchError, SearchOutcome, SearchRequest, SearchResponse, SourceFilter,
+    StaleReason, SyncPolicy, SyncReport,
 };
 use serde::Serialize;
 use std::io::Write;
@@ -295,6 +295,16 @@ pub fn run_search(settings: &Settings, args: SearchArgs) -> anyhow::Result<Exit>
         print_embedder_note(settings, &err.to_string());
     }
     let outcome = result.map_err(|e| report(e, "search failed"))?;
+    // Keyword-only for want of vectors while a model is available: say so.
+    if output == Output::Text
+        && matches!(
+            outcome.response.fallback,
+            Some(Fallback::NoVectors | Fallback::ModelMismatch)
+        )
+        && let Ok(Some(g)) = service.vector_gap()
+    {
+        eprintln!("note: keyword-only search: {}", sanitize(&g.describe()));
+    }
     render_search(&outcome, None, output, args.explain)
 }
 

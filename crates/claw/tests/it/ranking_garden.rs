@@ -19,6 +19,11 @@ fn garden_keyword_only_top6() {
     );
     let rows = garden::measure(ws.path(), None, "keyword-only");
     garden::print_table("keyword-only index", &rows);
+    // Made-up words find nothing (keyword-only, no vector stage to fool).
+    let random = garden::random_words(ws.path(), None);
+    garden::print_random_words("keyword-only", &random);
+    assert_eq!(random.0, 50);
+    assert_eq!(random.1, 0, "random-word queries with hits");
     let sweep = garden::sweep(ws.path(), None);
     garden::print_sweep("keyword-only", &sweep);
     for (kind, top6, n, _) in &rows {

@@ -159,6 +159,7 @@ fn paraphrase_recall_and_false_positives() {
         fp_vector as f64 / none as f64
     );
     print_clear_z_sweep(&store, e, &qs);
+    print_query_clear_z_sweep(&store, e, &qs);
     assert!(recall3 >= 0.8, "paraphrase recall@3 {recall3:.3}");
     assert!(fp_rate <= 0.1, "false-positive rate {fp_rate:.3}");
 }
@@ -232,4 +233,157 @@ fn print_clear_z_sweep(store: &claw_memory::store::Store, e: Option<&dyn Embedde
         };
         println!("| {label} | {f3}/{n} | {fp}/{nn} |");
     }
+}
+
+/// The sweep behind `score::QUERY_CLEAR_MARGIN`: every query's hits (no minimum score,
+/// so no "nothing relevant" gate, no MMR) filtered with the default minimum score,
+/// then emptied when no hit has keyword evidence and the best hit's height above
+/// the query's own background is under the clearing point: paraphrase recall@3 and
+/// should-find-nothing queries with hits. Also each should-find-nothing query's best
+/// height, and the lowest best height of a paraphrase found in the top 3.
+fn print_query_clear_z_sweep(
+    store: &claw_memory::store::Store,
+    e: Option<&dyn Embedder>,
+    qs: &[Query],
+) {
+    let p = MemorySettings::default();
+    use claw_memory::search::storage::SearchStorage;
+    let chunks = store.background_sample(0).expect("index size").chunks;
+    let bar = |margin: f64| score::query_clear_z(chunks) - score::QUERY_CLEAR_MARGIN + margin;
+    println!(
+        "(gate bar over {chunks} chunks: √(2 ln n) + margin = {:.2} + margin)",
+        bar(0.0)
+    );
+    let variants = [
+        None,
+        Some(0.0),
+        Some(0.25),
+        Some(0.5),
+        Some(0.75),
+        Some(1.0),
+        Some(1.5),
+    ];
+    let mut rows = vec![(0usize, 0usize, 0usize, 0usize); variants.len()];
+    for q in qs {
+        let req = SearchRequest {
+            limit: 100,
+            min_score: Some(f64::NEG_INFINITY),
+            mmr: false,
+            explain: true,
+            ..SearchRequest::new(q.text.clone())
+        };
+        let r = engine::search(store, e, &p, &req, NOW).expect("search");
+        let xs: Vec<_> = r
+            .results
+            .iter()
+            .map(|h| (h, h.explain.as_ref().expect("explain")))
+            .collect();
+        let keyword = xs
+            .iter()
+            .any(|(_, x)| x.pinned || x.keyword.is_some_and(|k| k > 0.0));
+        let best_z = xs
+            .iter()
+            .filter_map(|(_, x)| x.vector_query_z)
+            .fold(f64::NEG_INFINITY, f64::max);
+        let mut kept: Vec<(f64, &str)> = xs
+            .iter()
+            .filter(|(_, x)| x.relevance >= p.min_score || x.pinned)
+            .map(|(h, x)| (x.score, h.path.as_str()))
+            .collect();
+        kept.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let top3 = |path: &str| kept.iter().take(3).any(|(_, p)| *p == path);
+        match &q.expected {
+            Some(path) if top3(path) => eprintln!(
+                "  paraphrase found, best query z {best_z:.2}, keyword {keyword}: {:?}",
+                q.text
+            ),
+            None if !kept.is_empty() => eprintln!(
+                "  should-find-nothing with hits, best query z {best_z:.2}, keyword {keyword}: {:?}",
+                q.text
+            ),
+            _ => {}
+        }
+        for (row, z) in rows.iter_mut().zip(variants) {
+            let gated = z.is_some_and(|m| !keyword && best_z < bar(m));
+            match &q.expected {
+                Some(path) => {
+                    row.0 += usize::from(!gated && top3(path));
+                    row.1 += 1;
+                }
+                None => {
+                    row.2 += usize::from(!gated && !kept.is_empty());
+                    row.3 += 1;
+                }
+            }
+        }
+    }
+    println!(
+        "| nothing-relevant gate (best hit above the query's own background) | paraphrase recall@3 | should-find-nothing with hits |"
+    );
+    println!("|---|---:|---:|");
+    for (z, (f3, n, fp, nn)) in variants.iter().zip(rows) {
+        let label = match z {
+            None => "no gate".to_string(),
+            Some(m) if (*m - score::QUERY_CLEAR_MARGIN).abs() < 1e-9 => {
+                format!("margin {m} (default)")
+            }
+            Some(m) => format!("margin {m}"),
+        };
+        println!("| {label} | {f3}/{n} | {fp}/{nn} |");
+    }
+}
+
+/// "Nothing relevant" is an answer (issue 27): made-up words find nothing, through
+/// the engine and through the CLI (exit 1), while the same searches with the gate
+/// off (minimum score 0) do return hits (so the gate, not an empty index, empties
+/// them) and a real paraphrase still finds its note.
+#[test]
+fn made_up_words_find_nothing() {
+    let ws = tempfile::tempdir().unwrap();
+    ranking_support::copy_tree(&ranking_support::paraphrase_notes(), ws.path());
+    ranking_support::ok(support::claw(ws.path()).args(["memory", "index"]));
+    let store = ranking_support::open_store(ws.path());
+    let e = search_support::embedder();
+    let e: Option<&dyn Embedder> = Some(&e);
+    let text = std::fs::read_to_string(
+        ranking_support::queries::repo().join("fixtures/garden-queries/random-words.txt"),
+    )
+    .unwrap();
+    let mut queries: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    queries.push("zzqqxxnotaword");
+    assert_eq!(queries.len(), 51);
+    let (mut with_hits, mut ungated_hits) = (0, 0);
+    for q in &queries {
+        let r = search(&store, e, q, Mode::Hybrid);
+        assert_eq!(r.fallback, None);
+        with_hits += usize::from(!r.results.is_empty());
+        let all = SearchRequest {
+            min_score: Some(0.0),
+            ..SearchRequest::new(*q)
+        };
+        let all = engine::search(&store, e, &MemorySettings::default(), &all, NOW).unwrap();
+        ungated_hits += usize::from(!all.results.is_empty());
+    }
+    assert_eq!(with_hits, 0, "made-up queries with hits");
+    assert_eq!(
+        ungated_hits,
+        queries.len(),
+        "positive control: hits without the gate"
+    );
+    let r = search(&store, e, "tips against insomnia", Mode::Hybrid);
+    assert!(
+        rank_of(&r, "memory/falling-asleep.md").is_some_and(|k| k <= 3),
+        "{r:?}"
+    );
+    // The CLI: exit 1, "nothing found".
+    let out = support::claw(ws.path())
+        .args(["memory", "search", "zzqqxxnotaword"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let out = support::claw(ws.path())
+        .args(["memory", "search", "tips against insomnia"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
 }

@@ -97,10 +97,24 @@ pub fn search_in(
     let mut cand_rows = Vec::with_capacity(ids.len());
     // The loaded model's background similarity, for calibrating cosines.
     let background = embedder.map(|e| score::background_for(e.model_id()));
+    // The query's own background similarity (over a fixed sample of the index).
+    let sample = match &qvec {
+        Some(_) => storage.background_sample(score::QUERY_BACKGROUND_SAMPLE)?,
+        None => score::BackgroundSample::default(),
+    };
+    let query_bg = qvec
+        .as_ref()
+        .and_then(|q| score::query_background(q, &sample.vectors));
     // Raw (clamped) cosines beside the calibrated scores in `cands`, for `explain`.
     let mut raw_vectors: Vec<Option<f64>> = Vec::with_capacity(ids.len());
+    // Each cosine's height above the query's own background (`score::query_z`).
+    let mut query_zs: Vec<Option<f64>> = Vec::with_capacity(ids.len());
     for (id, row) in storage.rows(&ids, vector_ran)? {
         if source.is_some_and(|s| row.source != s) {
+            continue;
+        }
+        // The asking session's own turns: it has them in context already.
+        if is_asking_session(&row, req.exclude_session.as_deref()) {
             continue;
         }
         // The exact cosine for every candidate (keyword hits included).
@@ -120,12 +134,17 @@ pub fn search_in(
             (None, None, _) => (None, None),
         };
         raw_vectors.push(raw);
+        query_zs.push(match (cos, &qvec, &background) {
+            (Some(c), Some(_), Some(bg)) => score::query_z(c, query_bg.as_ref(), bg),
+            _ => None,
+        });
         cands.push(Candidate {
             vector,
             keyword: kw_scores.get(&id).copied(),
             note_time: row.note_time,
             tokens: score::token_set(&row.text),
             pinned: pinned.contains(&id),
+            source_factor: score::source_factor(&row.source, &row.text),
         });
         cand_rows.push(row);
     }
@@ -185,6 +204,32 @@ pub fn search_in(
         min_score: req.min_score.unwrap_or(params.min_score),
         limit,
     };
+    // Nothing relevant is an answer: no keyword evidence and no vector hit above
+    // what this query scores against any note → no results (unless the filter is
+    // off). Only where the keyword stage ran: `--mode vector` asks for the nearest
+    // chunks, keyword evidence or not. A query of made-up words (`zzqqxxnotaword`: the model's tokenizer cuts them
+    // into short pieces) without keyword evidence has no footing at all; its vector
+    // hits are sub-word coincidences (`rmsmkkrha` ~ a note titled `rms`), however
+    // high they stand.
+    let made_up = !has_cjk
+        && embedder
+            .is_some_and(|e| score::made_up_words(&pq.words, |w| e.token_counter().count(w)));
+    if vector_ran
+        && keyword_ran
+        && rp.min_score > 0.0
+        && score::nothing_relevant(
+            &cands,
+            &query_zs,
+            if made_up {
+                f64::INFINITY
+            } else {
+                score::query_clear_z(sample.chunks)
+            },
+        )
+    {
+        cands.clear();
+        cand_rows.clear();
+    }
     let fused = score::fuse(&cands, weights, params.fusion, params.fusion_gain);
     let terms = highlight_terms(&pq);
     let results = score::rank_fused(&cands, &rp, &fused.scores, now_unix)
@@ -196,12 +241,14 @@ pub fn search_in(
             hit.explain = req.explain.then(|| Explain {
                 vector: raw_vector.map(round6),
                 vector_calibrated: c.vector.map(round6),
+                vector_query_z: query_zs[r.index].map(round6),
                 keyword: c.keyword.map(round6),
                 coverage: coverage[r.index].map(round6),
                 blended: round6(r.blended),
                 relevance: round6(r.relevance),
                 score: round6(r.score),
                 decay: round6(r.decay),
+                source_factor: round6(r.source_factor),
                 mmr_rank: r.mmr_rank,
                 pinned: r.pinned,
                 keyword_best: r.keyword_best,
@@ -244,6 +291,19 @@ fn query_vector(
             }
         },
     })
+}
+
+/// Whether `row` is a turn of the asking session: source `sessions`, file
+/// `sessions/<exclude>` (the session's transcript file name).
+fn is_asking_session(row: &ChunkRow, exclude: Option<&str>) -> bool {
+    let Some(name) = exclude.filter(|n| !n.is_empty()) else {
+        return false;
+    };
+    row.source == SOURCE_SESSIONS
+        && row
+            .path
+            .strip_prefix("sessions/")
+            .is_some_and(|file| file == name)
 }
 
 /// The terms a snippet is centred on: the identifier first, then words and CJK runs.

@@ -213,6 +213,190 @@ pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
     }
 }
 
+/// How many chunks a query's own background similarity is measured on
+/// ([`QueryBackground`]): spread evenly over the index, so the same chunks for
+/// every query of an unchanged index.
+pub const QUERY_BACKGROUND_SAMPLE: usize = 256;
+
+/// What [`SearchStorage::background_sample`](super::storage::SearchStorage::background_sample)
+/// reads: sampled chunk vectors and how many chunks the index holds.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BackgroundSample {
+    /// Vectors of chunks spread evenly over the index.
+    pub vectors: Vec<Vec<f32>>,
+    /// How many chunks the index holds (approximately: the id range sampled).
+    pub chunks: usize,
+}
+/// Fewest sampled vectors for a query's own background to count; below it (a
+/// small index) the model's background stands for it.
+pub const QUERY_BACKGROUND_MIN: usize = 16;
+
+/// A query's own background similarity: the mean and standard deviation of its
+/// cosine with chunks sampled over the whole index. The model's background
+/// ([`Background`]) is an average over ordinary queries; a query can sit far from
+/// it: a nonsense word (`zzqqxxnotaword`) is about as close to *every* note as to
+/// its best hits, so its best cosine, unremarkable for that query, still clears the
+/// model-wide bar. Measured per query in [`query_background`].
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct QueryBackground {
+    /// Mean cosine of the query with the sampled chunks.
+    pub mean: f64,
+    /// Their (population) standard deviation.
+    pub std: f64,
+    /// How many chunks were sampled.
+    pub n: usize,
+}
+
+/// The query's own background over `sample` (chunk vectors), or `None` with fewer
+/// than [`QUERY_BACKGROUND_MIN`] usable vectors.
+pub fn query_background(q: &[f32], sample: &[Vec<f32>]) -> Option<QueryBackground> {
+    let cos: Vec<f64> = sample
+        .iter()
+        .filter(|v| v.len() == q.len())
+        .map(|v| cosine(q, v))
+        .filter(|c| c.is_finite())
+        .collect();
+    if cos.len() < QUERY_BACKGROUND_MIN {
+        return None;
+    }
+    let n = cos.len() as f64;
+    let mean = cos.iter().sum::<f64>() / n;
+    let var = (cos.iter().map(|c| c * c).sum::<f64>() / n - mean * mean).max(0.0);
+    Some(QueryBackground {
+        mean,
+        std: var.sqrt(),
+        n: cos.len(),
+    })
+}
+
+/// How far a cosine stands above its query's own background, in the model's
+/// background standard deviations: `(cosine − query mean) / model std`. Without a
+/// query background the model's mean stands for it (then this is the model-wide z
+/// that [`calibrated_vector_score`] uses). `None` for a degenerate model background.
+/// (The query's own spread is not used: made-up words sit in a narrow band, which
+/// would make their best hit look *more* unusual.)
+pub fn query_z(cosine: f64, qbg: Option<&QueryBackground>, bg: &Background) -> Option<f64> {
+    if !(cosine.is_finite() && bg.std.is_finite() && bg.std > 0.0) {
+        return None;
+    }
+    let mean = qbg.map_or(bg.mean, |b| b.mean);
+    Some((cosine - mean) / bg.std)
+}
+
+/// How far above the expected best background cosine ([`query_clear_z`]) the best
+/// vector hit of a query without keyword evidence must stand for the query to have
+/// found anything, in background standard deviations. Chosen on
+/// `fixtures/paraphrase/` (every paraphrase found before is still found: the lowest
+/// of them without keyword evidence stands at 3.55 over 50 chunks, bar 2.80 +
+/// margin; 0.75 would also drop the one should-find-nothing hit, at 3.54, too close
+/// to call) and on random-word queries against the notes garden (the highest of them
+/// not caught as made-up words stands at ~4.6 over 12,295 chunks, bar 4.34 +
+/// margin); the measurements are `ranking_paraphrase` (the gate sweep) and
+/// `examples/ranking_garden` (random words).
+pub const QUERY_CLEAR_MARGIN: f64 = 0.5;
+
+/// The height ([`query_z`]) a vector hit must reach over an index of `chunks`
+/// chunks for a query without keyword evidence to have found anything:
+/// `√(2 ln chunks) + QUERY_CLEAR_MARGIN`. The best of `n` cosines drawn from a
+/// query's background lands near `√(2 ln n)` standard deviations above its mean, so
+/// the larger the index, the higher an unrelated best hit stands by chance alone
+/// (2.9 for 60 chunks, 4.3 for 12,000).
+pub fn query_clear_z(chunks: usize) -> f64 {
+    let n = chunks.max(2) as f64;
+    (2.0 * n.ln()).sqrt() + QUERY_CLEAR_MARGIN
+}
+
+/// Below this many characters per model token, a word is made up: the model's
+/// tokenizer knows real words whole or in a few long pieces (`houseplants` =
+/// house·plant·s, 3.7 characters a piece), while random letters fall apart into
+/// one- and two-letter pieces (about 2: `rmsmkkrha` = rms·mk·kr·ha).
+pub const MADE_UP_CHARS_PER_TOKEN: f64 = 3.0;
+
+/// Whether `words` (a query's words) are all made up: no word with letters is one
+/// model token or splits into pieces of [`MADE_UP_CHARS_PER_TOKEN`] characters or
+/// more on average (`count` = the model's token count of one word). `false`
+/// without words with letters. A query of made-up words with no keyword evidence
+/// finds nothing, whatever its vector hits ([`nothing_relevant`] with an infinite
+/// bar).
+pub fn made_up_words(words: &[String], count: impl Fn(&str) -> usize) -> bool {
+    let mut any = false;
+    for w in words.iter().filter(|w| w.chars().any(char::is_alphabetic)) {
+        any = true;
+        let tokens = count(w).max(1);
+        if tokens == 1 || w.chars().count() as f64 >= MADE_UP_CHARS_PER_TOKEN * tokens as f64 {
+            return false;
+        }
+    }
+    any
+}
+
+/// "Nothing relevant": true when no candidate has keyword evidence (a keyword
+/// score or an identifier pin) and no candidate's vector stands at least
+/// `clear_z` above the query's own background (`query_zs[i]` from [`query_z`],
+/// `None` = no vector evidence). Such a query returns no results: its best hit is
+/// what any note would score.
+pub fn nothing_relevant(cands: &[Candidate], query_zs: &[Option<f64>], clear_z: f64) -> bool {
+    let keyword = cands
+        .iter()
+        .any(|c| c.pinned || c.keyword.is_some_and(|k| k > 0.0));
+    if keyword {
+        return false;
+    }
+    !query_zs.iter().flatten().any(|z| *z >= clear_z)
+}
+
+/// The place of transcripts in the ranking: a hit from the session transcripts
+/// (source `sessions`) scores this share of what a note (MEMORY.md, `memory/`, a
+/// registered folder) of equal relevance scores. Notes are what the user wrote;
+/// transcripts are what was said, often the assistant repeating a note. So without a
+/// `source` filter a transcript outranks a note only when it is more than
+/// 1/0.8 = 1.25 times as relevant. Like decay it only reorders: the minimum score
+/// tests the relevance before it.
+pub const TRANSCRIPT_FACTOR: f64 = 0.8;
+/// The assistant's own words rank below the user's: a transcript chunk made only of
+/// assistant turns scores this share of a user-turn chunk of equal relevance (a
+/// mixed chunk in proportion to its assistant text), on top of
+/// [`TRANSCRIPT_FACTOR`]. An assistant answer that repeats a note (the echo) must
+/// be more than 1/(0.8 × 0.75) ≈ 1.67 times as relevant as the note to outrank it.
+pub const ASSISTANT_FACTOR: f64 = 0.75;
+
+/// The share of a transcript chunk's text in assistant turns. Transcript chunks
+/// are `role: text` messages one after another (`transcript::parse_line`); a line
+/// starting `assistant: ` or `user: ` opens a message, other lines continue the
+/// one before. Text before any such line counts as the user's.
+pub fn assistant_share(text: &str) -> f64 {
+    let (mut assistant, mut total) = (0usize, 0usize);
+    let mut in_assistant = false;
+    for line in text.lines() {
+        if line.starts_with("assistant: ") {
+            in_assistant = true;
+        } else if line.starts_with("user: ") {
+            in_assistant = false;
+        }
+        let n = line.chars().count() + 1;
+        total += n;
+        if in_assistant {
+            assistant += n;
+        }
+    }
+    if total == 0 {
+        0.0
+    } else {
+        assistant as f64 / total as f64
+    }
+}
+
+/// The factor a hit's score is multiplied by for its source: 1 for notes;
+/// [`TRANSCRIPT_FACTOR`] for transcript text of the user, down to
+/// `TRANSCRIPT_FACTOR × ASSISTANT_FACTOR` for the assistant's ([`assistant_share`]).
+pub fn source_factor(source: &str, text: &str) -> f64 {
+    if source != crate::walk::SOURCE_SESSIONS {
+        return 1.0;
+    }
+    let a = assistant_share(text);
+    TRANSCRIPT_FACTOR * (1.0 - (1.0 - ASSISTANT_FACTOR) * a)
+}
+
 /// Blend weights actually applied: the configured weights of the stages that ran,
 /// renormalised to sum 1 (so a keyword-only search is not capped at `text_weight`).
 pub fn effective_weights(
@@ -697,6 +881,8 @@ pub struct Candidate {
     pub tokens: Vec<u64>,
     /// Verbatim match of a rare identifier query: never dropped, top 3.
     pub pinned: bool,
+    /// The source's place in the ranking ([`source_factor`]; 1 for notes).
+    pub source_factor: f64,
 }
 
 /// Parameters of [`rank`].
@@ -720,7 +906,7 @@ pub struct RankParams {
 pub struct Ranked {
     /// Index of the candidate in the input.
     pub index: usize,
-    /// `blended × decay`: the final score results are ordered by.
+    /// `blended × decay × source factor`: the final score results are ordered by.
     pub score: f64,
     /// The fused score before decay ([`fuse`]; with linear fusion, the weighted
     /// blend, equal to `relevance`).
@@ -730,6 +916,8 @@ pub struct Ranked {
     pub relevance: f64,
     /// The bounded recency factor applied ([`recency_factor`]; 1 = evergreen).
     pub decay: f64,
+    /// The source factor applied ([`source_factor`]; 1 for notes).
+    pub source_factor: f64,
     /// Position chosen by MMR (0-based), `None` when MMR is off or the hit was pinned in.
     pub mmr_rank: Option<usize>,
     /// Kept as a verbatim match of a rare identifier query.
@@ -797,12 +985,18 @@ pub fn rank_fused(
                 .unwrap_or(relevance);
             let decay =
                 recency_factor(c.note_time, now_unix, p.half_life_days, MAX_RECENCY_PENALTY);
+            let source_factor = if c.source_factor.is_finite() {
+                c.source_factor.clamp(0.0, 1.0)
+            } else {
+                1.0
+            };
             Ranked {
                 index: i,
-                score: blended * decay,
+                score: blended * decay * source_factor,
                 blended,
                 relevance,
                 decay,
+                source_factor,
                 mmr_rank: None,
                 pinned: c.pinned,
                 keyword_best: false,
@@ -1002,7 +1196,106 @@ mod tests {
             note_time: t,
             tokens: token_set(text),
             pinned,
+            source_factor: 1.0,
         }
+    }
+
+    #[test]
+    fn transcripts_and_the_assistant_rank_below_notes() {
+        assert_eq!(assistant_share(""), 0.0);
+        assert_eq!(assistant_share("user: hi\nmore of it"), 0.0);
+        assert_eq!(assistant_share("assistant: yes\nand more"), 1.0);
+        let mixed = assistant_share("user: abc\nassistant: abc");
+        assert!((mixed - 0.5).abs() < 0.2, "{mixed}");
+        assert_eq!(source_factor("memory", "assistant: x"), 1.0);
+        assert_eq!(source_factor("garden", "x"), 1.0);
+        let user = source_factor("sessions", "user: does foam detect orphans");
+        let asst = source_factor("sessions", "assistant: foam detects orphans");
+        assert!((user - TRANSCRIPT_FACTOR).abs() < 1e-12);
+        assert!((asst - TRANSCRIPT_FACTOR * ASSISTANT_FACTOR).abs() < 1e-12);
+        // Ranking: an equally relevant note first; a transcript first only when it is
+        // more than 1/factor times as relevant. The threshold still sees relevance.
+        let mut note = cand(None, Some(0.6), None, "alpha beta", false);
+        let mut echo = cand(None, Some(0.7), None, "gamma delta", false);
+        note.source_factor = source_factor("memory", "");
+        echo.source_factor = asst;
+        let p = RankParams {
+            weights: (0.0, 1.0),
+            half_life_days: 30.0,
+            mmr_lambda: None,
+            min_score: 0.55,
+            limit: 6,
+        };
+        let r = rank(&[note.clone(), echo.clone()], &p, NOW);
+        assert_eq!(r.iter().map(|x| x.index).collect::<Vec<_>>(), vec![0, 1]);
+        assert!((r[1].relevance - 0.7).abs() < 1e-12 && r[1].source_factor == asst);
+        // Positive control: without the factor the transcript would be first.
+        echo.source_factor = 1.0;
+        let r = rank(&[note.clone(), echo.clone()], &p, NOW);
+        assert_eq!(r[0].index, 1);
+        // Clearly more relevant (over 1/0.6 here): the assistant's turn wins.
+        let strong = Candidate {
+            keyword: Some(1.0),
+            source_factor: asst,
+            ..echo.clone()
+        };
+        let weak_note = Candidate {
+            keyword: Some(0.56),
+            ..note.clone()
+        };
+        let r = rank(&[weak_note, strong], &p, NOW);
+        assert_eq!(r[0].index, 1);
+    }
+
+    #[test]
+    fn nothing_relevant_needs_neither_keyword_nor_height() {
+        let c = |k: Option<f64>, pinned: bool| Candidate {
+            keyword: k,
+            pinned,
+            ..cand(Some(0.5), None, None, "x", false)
+        };
+        // No keyword evidence, best height under the bar: nothing.
+        assert!(nothing_relevant(
+            &[c(None, false), c(None, false)],
+            &[Some(1.0), Some(2.0)],
+            2.25
+        ));
+        assert!(nothing_relevant(&[c(None, false)], &[None], 2.25));
+        // One hit at the bar: something.
+        assert!(!nothing_relevant(
+            &[c(None, false), c(None, false)],
+            &[Some(1.0), Some(2.25)],
+            2.25
+        ));
+        // Keyword evidence or a pin: something, whatever the vectors say.
+        assert!(!nothing_relevant(
+            &[c(Some(0.4), false)],
+            &[Some(0.0)],
+            2.25
+        ));
+        assert!(!nothing_relevant(&[c(None, true)], &[Some(0.0)], 2.25));
+        // A query's own background: a query close to everything stands low.
+        let bg = MINILM_L6_V2_BACKGROUND;
+        let sample: Vec<Vec<f32>> = (0..20).map(|i| vec![1.0, 0.1 * (i % 3) as f32]).collect();
+        let qbg = query_background(&[1.0, 0.0], &sample).expect("20 vectors");
+        assert!(qbg.mean > 0.95 && qbg.n == 20);
+        let z_own = query_z(0.99, Some(&qbg), &bg).unwrap();
+        let z_model = query_z(0.99, None, &bg).unwrap();
+        assert!(z_own < 1.0 && z_model > 10.0, "{z_own} {z_model}");
+        assert!(query_background(&[1.0, 0.0], &sample[..5]).is_none());
+        // Made-up words: short pieces per word; real words: long ones.
+        let w = |s: &[&str]| s.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        let pieces = |n: usize| move |x: &str| x.chars().count().div_ceil(n);
+        assert!(made_up_words(&w(&["zzqqxxnotaword"]), pieces(2)));
+        assert!(!made_up_words(
+            &w(&["tips", "against", "insomnia"]),
+            pieces(5)
+        ));
+        assert!(!made_up_words(&w(&["42", "!!"]), pieces(1)));
+        assert!(!made_up_words(&[], pieces(1)));
+        // The bar rises with the index: the best of more unrelated chunks stands higher.
+        assert!(query_clear_z(60) < 3.5 && query_clear_z(12_000) > 4.5);
+        assert!(query_clear_z(0).is_finite() && query_clear_z(1) == query_clear_z(2));
     }
 
     #[test]

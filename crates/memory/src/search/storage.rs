@@ -9,7 +9,7 @@
 use super::keyword;
 use super::query::ParsedQuery;
 use super::rows::{self, ChunkRow};
-use super::score::KeywordNorm;
+use super::score::{BackgroundSample, KeywordNorm};
 use super::types::SearchError;
 use super::vector::{self, VectorHits};
 use crate::store::Store;
@@ -64,6 +64,28 @@ pub trait SearchStorage {
 
     /// Whether `path` (relative to the source's root) is an indexed file of `source`.
     fn is_indexed(&self, source: &str, path: &str) -> Result<bool, SearchError>;
+
+    /// The vectors of about `n` chunks spread evenly over the index (every source),
+    /// the same ones for every query while the index is unchanged: the sample a
+    /// query's own background similarity is measured on
+    /// ([`score::QueryBackground`](super::score::QueryBackground)). Fewer (or none)
+    /// on a small or keyword-only index.
+    fn background_sample(&self, n: usize) -> Result<BackgroundSample, SearchError>;
+}
+
+/// The chunk ids [`SearchStorage::background_sample`] reads: `n` ids spread evenly
+/// over `lo..=hi` (all of them when there are at most `n`; none when `hi < lo`).
+pub fn sample_ids(lo: ChunkId, hi: ChunkId, n: usize) -> Vec<ChunkId> {
+    if hi < lo || n == 0 {
+        return Vec::new();
+    }
+    let (n, span) = (n as i64, hi - lo + 1);
+    if span <= n {
+        return (lo..=hi).collect();
+    }
+    let mut ids: Vec<ChunkId> = (0..n).map(|i| lo + i * span / n).collect();
+    ids.dedup();
+    ids
 }
 
 impl SearchStorage for Store {
@@ -114,5 +136,36 @@ impl SearchStorage for Store {
 
     fn is_indexed(&self, source: &str, path: &str) -> Result<bool, SearchError> {
         Ok(self.file_record(source, path)?.is_some())
+    }
+
+    fn background_sample(&self, n: usize) -> Result<BackgroundSample, SearchError> {
+        let max = rows::approx_chunks(self)?;
+        let ids = sample_ids(1, max, n);
+        Ok(BackgroundSample {
+            vectors: rows::fetch_rows(self, &ids, true)?
+                .into_iter()
+                .filter_map(|(_, r)| r.embedding)
+                .collect(),
+            chunks: usize::try_from(max).unwrap_or(0),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sample_ids;
+
+    #[test]
+    fn sample_ids_spread_over_the_index() {
+        assert!(sample_ids(1, 0, 10).is_empty());
+        assert!(sample_ids(1, 100, 0).is_empty());
+        assert_eq!(sample_ids(1, 3, 10), vec![1, 2, 3]);
+        assert_eq!(sample_ids(51, 53, 10), vec![51, 52, 53]);
+        let ids = sample_ids(1, 1000, 10);
+        assert_eq!(ids.len(), 10);
+        assert_eq!(ids[0], 1);
+        assert_eq!(ids[9], 901);
+        assert!(ids.windows(2).all(|w| w[1] - w[0] == 100));
+        assert!(ids.iter().all(|&i| (1..=1000).contains(&i)));
     }
 }

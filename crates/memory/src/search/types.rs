@@ -158,6 +158,10 @@ pub struct SearchRequest {
     pub mmr: bool,
     /// BM25 normalisation (default [`KeywordNorm::MaxScaled`]).
     pub keyword_norm: KeywordNorm,
+    /// The transcript file of the session that is asking (`cli_default.jsonl`, a
+    /// file of `sessions/`): its turns are never returned, the session has them in
+    /// context already. `None` (the CLI, MCP without a session) excludes nothing.
+    pub exclude_session: Option<String>,
 }
 
 impl SearchRequest {
@@ -172,6 +176,7 @@ impl SearchRequest {
             explain: false,
             mmr: true,
             keyword_norm: KeywordNorm::default(),
+            exclude_session: None,
         }
     }
 }
@@ -185,6 +190,13 @@ pub struct Explain {
     /// model's background similarity (`score::calibrated_vector_score`); null when
     /// the vector stage did not run.
     pub vector_calibrated: Option<f64>,
+    /// How far the cosine stands above the query's own background similarity (its
+    /// mean cosine with a fixed sample of the index), in the model's background
+    /// standard deviations (`score::query_z`); null when the vector stage did not
+    /// run. A query none of whose hits has keyword evidence or reaches
+    /// `score::query_clear_z` (which rises with the index's size) finds nothing.
+    #[serde(default)]
+    pub vector_query_z: Option<f64>,
     /// Normalised keyword score (after the coverage re-weighting); null when not a
     /// keyword hit.
     pub keyword: Option<f64>,
@@ -202,6 +214,11 @@ pub struct Explain {
     /// Bounded recency factor applied to the relevance (1 = evergreen or today;
     /// never below `1 − score::MAX_RECENCY_PENALTY`).
     pub decay: f64,
+    /// The source's place in the ranking (`score::source_factor`): 1 for notes,
+    /// less for transcripts, least for the assistant's own turns. `score` is
+    /// `blended × decay × source_factor`.
+    #[serde(default = "one")]
+    pub source_factor: f64,
     /// Position chosen by MMR (0-based); null when MMR is off or the hit was pinned in.
     pub mmr_rank: Option<usize>,
     /// Verbatim match of a rare identifier query (kept regardless of min-score).
@@ -227,6 +244,10 @@ pub struct Explain {
     /// keyword) in [0,1] (`score::stage_decisiveness`).
     #[serde(default)]
     pub decisiveness: (f64, f64),
+}
+
+fn one() -> f64 {
+    1.0
 }
 
 /// `path#L12-L20`: how a hit (or a span of lines) is cited everywhere — in the

@@ -247,3 +247,59 @@ pub fn print_fusion_sweep(label: &str, rows: &[FusionRow]) {
         println!("| {l} | {d}/{n} | {u}/{n} | {d0}/{n} | {u0}/{n} |");
     }
 }
+
+/// The random-word queries (`fixtures/garden-queries/random-words.txt`, made-up
+/// words no note is about; `random_words.py` regenerates them).
+pub const RANDOM_WORDS: &str = "fixtures/garden-queries/random-words.txt";
+
+/// The random-word queries against the garden, default settings: (queries, queries
+/// with any hit, each query's best height above its own background, the
+/// `vector_query_z` of its best hit with no minimum score; `None` without vectors).
+/// Queries with hits go to stderr.
+pub fn random_words(ws: &Path, e: Option<&dyn Embedder>) -> (usize, usize, Vec<Option<f64>>) {
+    let store = open_store(ws);
+    let path = super::queries::repo().join(RANDOM_WORDS);
+    let text = std::fs::read_to_string(&path).expect("random-word queries");
+    let (mut n, mut with_hits, mut best) = (0, 0, Vec::new());
+    for q in text.lines().filter(|l| !l.trim().is_empty()) {
+        n += 1;
+        let r = search(&store, e, q, Mode::Hybrid);
+        if !r.results.is_empty() {
+            with_hits += 1;
+            eprintln!(
+                "  random words with hits: {q:?}: {:?}",
+                r.results
+                    .iter()
+                    .map(|h| format!("{} {:.3}", h.path, h.score))
+                    .collect::<Vec<_>>()
+            );
+        }
+        let req = SearchRequest {
+            min_score: Some(f64::NEG_INFINITY),
+            explain: true,
+            ..SearchRequest::new(q)
+        };
+        let all = engine::search(&store, e, &MemorySettings::default(), &req, NOW).expect("search");
+        best.push(
+            all.results
+                .iter()
+                .filter_map(|h| h.explain.as_ref().and_then(|x| x.vector_query_z))
+                .reduce(f64::max),
+        );
+    }
+    (n, with_hits, best)
+}
+
+/// Prints [`random_words`]'s figures.
+pub fn print_random_words(label: &str, (n, with_hits, best): &(usize, usize, Vec<Option<f64>>)) {
+    let zs: Vec<f64> = best.iter().flatten().copied().collect();
+    let max = zs.iter().copied().reduce(f64::max);
+    println!(
+        "| garden, {label}: random-word queries | returning hits | highest best-hit height above the query's background |"
+    );
+    println!("|---|---:|---:|");
+    println!(
+        "| `{RANDOM_WORDS}` | {with_hits}/{n} | {} |",
+        max.map_or("—".to_string(), |m| format!("{m:.2}"))
+    );
+}

@@ -1,0 +1,116 @@
+//! Vectors catch up (issue 27 item 4): a workspace indexed without the model, then
+//! searched with the model available, says so — a stderr note from `memory search`
+//! (not only `fallback` in `--json`), the gap named by `memory status` (text and
+//! `vectors_missing` in `--json`) and a `doctor` warning — and the next `claw
+//! memory index` embeds every chunk, after which the notes are gone.
+
+use claw_testkit as support;
+
+fn write_notes(ws: &std::path::Path) {
+    std::fs::create_dir_all(ws.join("memory")).unwrap();
+    std::fs::write(
+        ws.join("MEMORY.md"),
+        "# Memory\n\nThe billing database is PostgreSQL.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        ws.join("memory/dentist.md"),
+        "# Dentist\n\nThe crown on the upper molar is fitted on Tuesday.\n",
+    )
+    .unwrap();
+}
+
+fn text(out: &std::process::Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_model_installed_after_indexing_is_named_then_used() {
+    let ws = tempfile::tempdir().unwrap();
+    write_notes(ws.path());
+    let report = support::index_keyword_only(ws.path());
+    assert_eq!(report["model"], "", "{report}");
+
+    // Before: the gap is named everywhere.
+    let out = support::claw(ws.path())
+        .args(["memory", "search", "billing database"])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("chunks without vectors — run `claw memory index`"),
+        "{stderr}"
+    );
+    let json = support::run_json(support::claw(ws.path()).args([
+        "memory",
+        "search",
+        "billing database",
+        "--json",
+    ]));
+    assert_eq!(json["fallback"], "no-vectors", "{json}");
+    let st = support::run_json(support::claw(ws.path()).args(["memory", "status", "--json"]));
+    let chunks = st["chunks"].as_i64().unwrap();
+    assert!(chunks >= 2, "{st}");
+    assert_eq!(st["vectors_missing"]["chunks"], chunks, "{st}");
+    let out = support::claw(ws.path())
+        .args(["memory", "status"])
+        .output()
+        .unwrap();
+    let (stdout, _) = text(&out);
+    assert!(
+        stdout.contains(&format!(
+            "{chunks} chunks without vectors — run `claw memory index`"
+        )),
+        "{stdout}"
+    );
+    let out = support::claw(ws.path()).args(["doctor"]).output().unwrap();
+    let (stdout, stderr) = text(&out);
+    let db = stdout
+        .lines()
+        .find(|l| l.contains("database"))
+        .unwrap_or_else(|| panic!("{stdout}{stderr}"));
+    assert!(db.starts_with("warn"), "{db}");
+    assert!(db.contains("chunks without vectors"), "{db}");
+    // Positive control: keyword-only (no model available) has no gap to name.
+    let st = support::run_json(
+        support::claw_keyword_only(ws.path()).args(["memory", "status", "--json"]),
+    );
+    assert!(st["vectors_missing"].is_null(), "{st}");
+    let out = support::claw_keyword_only(ws.path())
+        .args(["memory", "search", "billing database"])
+        .output()
+        .unwrap();
+    assert!(!text(&out).1.contains("without vectors"), "{out:?}");
+
+    // The next index embeds every chunk; the notes are gone.
+    let report = support::run_json(support::claw(ws.path()).args(["memory", "index", "--json"]));
+    assert!(
+        report["model"].as_str().is_some_and(|m| !m.is_empty()),
+        "{report}"
+    );
+    let st = support::run_json(support::claw(ws.path()).args(["memory", "status", "--json"]));
+    assert_eq!(st["vectors"], st["chunks"], "{st}");
+    assert!(st["vectors_missing"].is_null(), "{st}");
+    let out = support::claw(ws.path())
+        .args(["memory", "search", "billing database"])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(!stderr.contains("without vectors"), "{stderr}");
+    let json = support::run_json(support::claw(ws.path()).args([
+        "memory",
+        "search",
+        "billing database",
+        "--json",
+    ]));
+    assert!(json["fallback"].is_null(), "{json}");
+    let out = support::claw(ws.path()).args(["doctor"]).output().unwrap();
+    let (stdout, _) = text(&out);
+    let db = stdout.lines().find(|l| l.contains("database")).unwrap();
+    assert!(db.starts_with("ok"), "{db}");
+}
