@@ -457,14 +457,9 @@ impl PgMemory {
         if self.is_built()? {
             return Ok(FirstIndex::AlreadyBuilt);
         }
-        let lock = match WriterLock::acquire(
-            &self.settings.state_dir(),
-            what,
-            freshness::SYNC_LOCK_WAIT,
-        ) {
+        let lock = match FirstIndex::writer_lock(&self.settings, what).map_err(MemoryError::Lock)? {
             Ok(l) => l,
-            Err(LockError::Held { pid, what, .. }) => return Ok(FirstIndex::Busy { pid, what }),
-            Err(e) => return Err(MemoryError::Lock(e)),
+            Err(busy) => return Ok(busy),
         };
         let embedder = off_runtime(|| self.embedder()).map_err(MemoryError::Freshness)?;
         let report = self.index(&IndexOptions::default(), embedder, &lock, progress)?;

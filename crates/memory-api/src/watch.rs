@@ -31,6 +31,7 @@ use std::sync::mpsc::{self, RecvTimeoutError, Sender, SyncSender, TrySendError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+pub use claw_memory::store::WatcherRow;
 pub use claw_memory::watch::{WATCH_HOLDER, WatchError, WatchEvent, WatcherStatus};
 
 /// How long the PostgreSQL watcher waits for quiet after an event.
@@ -141,9 +142,9 @@ pub fn other_keeper(memory: &Memory) -> Result<Option<NotStarted>, MemoryError> 
         .map_err(MemoryError::Status)?;
     if let Some(w) = watcher
         && w.alive
-        && w.pid != me as i64
+        && w.row.pid != me as i64
     {
-        return Ok(Some(NotStarted::OtherWatcher { pid: w.pid }));
+        return Ok(Some(NotStarted::OtherWatcher { pid: w.row.pid }));
     }
     if let Some(h) = WriterLock::holder(&memory.settings().state_dir())?
         && h.pid != me

@@ -93,8 +93,8 @@ impl Staleness {
 /// search may skip the stat walk; the window left is the OS's event latency.
 pub fn vouching_watcher(store: &Store) -> Result<Option<i64>, StoreError> {
     Ok(crate::watch::watcher_status(store)?
-        .filter(|w| w.alive && w.pending == 0)
-        .map(|w| w.pid))
+        .filter(|w| w.alive && w.row.pending == 0)
+        .map(|w| w.row.pid))
 }
 
 /// Compare every source (built-ins and registered folders) with the index

@@ -144,6 +144,22 @@ pub enum FirstIndex {
     },
 }
 
+impl FirstIndex {
+    /// The writer lock for a first build, taken without waiting for another
+    /// writer ([`freshness::SYNC_LOCK_WAIT`]): `Ok(Err(FirstIndex::Busy))` when
+    /// another process holds it, on either backend.
+    pub fn writer_lock(
+        settings: &MemoryConfig,
+        what: &str,
+    ) -> Result<Result<WriterLock, FirstIndex>, LockError> {
+        match WriterLock::acquire(&settings.state_dir(), what, freshness::SYNC_LOCK_WAIT) {
+            Ok(l) => Ok(Ok(l)),
+            Err(LockError::Held { pid, what, .. }) => Ok(Err(FirstIndex::Busy { pid, what })),
+            Err(e) => Err(e),
+        }
+    }
+}
+
 /// Where the query embedder comes from.
 enum EmbedderSlot<'e> {
     /// Loaded from the settings on first need, then kept.
@@ -466,15 +482,11 @@ impl<'e> MemoryService<'e> {
         {
             return Ok(FirstIndex::AlreadyBuilt);
         }
-        let lock = match WriterLock::acquire(
-            &self.settings.state_dir(),
-            what,
-            freshness::SYNC_LOCK_WAIT,
-        ) {
-            Ok(l) => l,
-            Err(LockError::Held { pid, what, .. }) => return Ok(FirstIndex::Busy { pid, what }),
-            Err(e) => return Err(ServiceError::Lock(e)),
-        };
+        let lock =
+            match FirstIndex::writer_lock(&self.settings, what).map_err(ServiceError::Lock)? {
+                Ok(l) => l,
+                Err(busy) => return Ok(busy),
+            };
         let embedder = self.embedder(&store).map_err(ServiceError::Freshness)?;
         let report = indexer::run(
             &mut *store,

@@ -218,7 +218,8 @@ pub struct SkippedRecord {
 }
 
 /// One watcher process's heartbeat row (table `watcher`); times are unix seconds.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Serialised as the leading fields of a [`crate::watch::WatcherStatus`].
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct WatcherRow {
     /// The watcher's process id.
     pub pid: i64,

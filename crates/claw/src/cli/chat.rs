@@ -435,35 +435,12 @@ fn via_gateway(
         "claw — session {} through the gateway (pid {}). /help for commands, Ctrl-D to quit.",
         args.session, client.info.pid
     ));
-    let tty = std::io::stdin().is_terminal();
-    let mut editor = if tty {
-        rustyline::DefaultEditor::new().ok()
-    } else {
-        None
-    };
-    if let Some(ed) = &mut editor {
-        let _ = ed.load_history(&history);
-    }
+    let mut input = LineInput::open(history);
     loop {
-        let line = match editor.as_mut() {
-            Some(ed) => match ed.readline("› ") {
-                Ok(l) => {
-                    if !l.trim().is_empty() {
-                        let _ = ed.add_history_entry(l.as_str());
-                        let _ = ed.save_history(&history);
-                    }
-                    l
-                }
-                Err(rustyline::error::ReadlineError::Interrupted) => continue,
-                Err(_) => break,
-            },
-            None => {
-                let mut s = String::new();
-                match std::io::stdin().lock().read_line(&mut s) {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) => s.trim_end_matches(['\n', '\r']).to_string(),
-                }
-            }
+        let line = match input.read(true) {
+            ReadLine::Line(l) => l,
+            ReadLine::Interrupted => continue,
+            ReadLine::Eof => break,
         };
         let text = line.trim();
         match commands::parse(text, Surface::Repl) {
@@ -690,6 +667,66 @@ enum ReadMode {
     Quit,
 }
 
+/// Stdin for both REPLs: the line editor (with the history file) on a terminal,
+/// plain line reads otherwise.
+struct LineInput {
+    editor: Option<rustyline::DefaultEditor>,
+    history: std::path::PathBuf,
+}
+
+/// What one read of [`LineInput`] got.
+enum ReadLine {
+    /// A line, without its line ending.
+    Line(String),
+    /// Ctrl-C at the prompt: nothing was entered.
+    Interrupted,
+    /// End of input (Ctrl-D, a closed stdin) or an unreadable terminal.
+    Eof,
+}
+
+impl LineInput {
+    fn open(history: std::path::PathBuf) -> LineInput {
+        let mut editor = if std::io::stdin().is_terminal() {
+            rustyline::DefaultEditor::new().ok()
+        } else {
+            None
+        };
+        if let Some(ed) = &mut editor {
+            let _ = ed.load_history(&history);
+        }
+        LineInput { editor, history }
+    }
+
+    /// One line: through the editor at the `› ` prompt when there is one and
+    /// `prompt` is set (a non-empty line goes to the history file), else a plain
+    /// read (e.g. the answer to a confirmation).
+    fn read(&mut self, prompt: bool) -> ReadLine {
+        match self.editor.as_mut() {
+            Some(ed) if prompt => match ed.readline("› ") {
+                Ok(l) => {
+                    if !l.trim().is_empty() {
+                        let _ = ed.add_history_entry(l.as_str());
+                        if let Some(dir) = self.history.parent() {
+                            let _ = std::fs::create_dir_all(dir);
+                        }
+                        let _ = ed.save_history(&self.history);
+                    }
+                    ReadLine::Line(l)
+                }
+                Err(rustyline::error::ReadlineError::Interrupted) => ReadLine::Interrupted,
+                Err(_) => ReadLine::Eof,
+            },
+            _ => {
+                let mut s = String::new();
+                match std::io::stdin().lock().read_line(&mut s) {
+                    Ok(0) | Err(_) => ReadLine::Eof,
+                    Ok(_) => ReadLine::Line(s.trim_end_matches(['\n', '\r']).to_string()),
+                }
+            }
+        }
+    }
+}
+
 /// The input thread: one reader of stdin, switching between the line editor and
 /// plain reads as the main loop tells it after each line.
 fn spawn_reader(
@@ -698,44 +735,19 @@ fn spawn_reader(
     mode_rx: std::sync::mpsc::Receiver<ReadMode>,
 ) {
     std::thread::spawn(move || {
-        let tty = std::io::stdin().is_terminal();
-        let mut editor = if tty {
-            rustyline::DefaultEditor::new().ok()
-        } else {
-            None
-        };
-        if let Some(ed) = &mut editor {
-            let _ = ed.load_history(&history);
-        }
+        let mut input = LineInput::open(history);
         let mut mode = ReadMode::Prompt;
         loop {
-            let line = match (mode, editor.as_mut()) {
-                (ReadMode::Quit, _) => return,
-                (ReadMode::Prompt, Some(ed)) => match ed.readline("› ") {
-                    Ok(l) => {
-                        if !l.trim().is_empty() {
-                            let _ = ed.add_history_entry(l.as_str());
-                            if let Some(dir) = history.parent() {
-                                let _ = std::fs::create_dir_all(dir);
-                            }
-                            let _ = ed.save_history(&history);
-                        }
-                        Some(l)
-                    }
-                    Err(rustyline::error::ReadlineError::Interrupted) => continue,
-                    Err(_) => None,
-                },
-                _ => {
-                    let mut s = String::new();
-                    match std::io::stdin().lock().read_line(&mut s) {
-                        Ok(0) | Err(_) => None,
-                        Ok(_) => Some(s.trim_end_matches(['\n', '\r']).to_string()),
-                    }
-                }
-            };
-            let Some(line) = line else {
-                let _ = tx.send(Input::Eof);
+            if mode == ReadMode::Quit {
                 return;
+            }
+            let line = match input.read(mode == ReadMode::Prompt) {
+                ReadLine::Line(l) => l,
+                ReadLine::Interrupted => continue,
+                ReadLine::Eof => {
+                    let _ = tx.send(Input::Eof);
+                    return;
+                }
             };
             if tx.send(Input::Line(line)).is_err() {
                 return;

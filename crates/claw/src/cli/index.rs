@@ -571,12 +571,14 @@ mod tests {
 
     fn status(pid: i64, alive: bool) -> watch::WatcherStatus {
         watch::WatcherStatus {
-            pid,
-            started_at: 100,
-            heartbeat: 190,
-            last_event: Some(180),
-            last_sync: None,
-            pending: 2,
+            row: watch::WatcherRow {
+                pid,
+                started_at: 100,
+                heartbeat: 190,
+                last_event: Some(180),
+                last_sync: None,
+                pending: 2,
+            },
             alive,
             heartbeat_age_secs: 10,
         }

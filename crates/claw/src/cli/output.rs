@@ -102,15 +102,15 @@ pub fn describe_watcher(
         None => "no watcher running (run `claw memory watch` to keep the index fresh)".into(),
         Some(s) if s.alive => format!(
             "watching (pid {}), last event {}, last sync {}, {} pending",
-            s.pid,
-            ago(s.last_event),
-            ago(s.last_sync),
-            s.pending
+            s.row.pid,
+            ago(s.row.last_event),
+            ago(s.row.last_sync),
+            s.row.pending
         ),
         Some(s) => format!(
             "NOT RUNNING: watcher pid {} stopped answering (last heartbeat {}); the index may be behind the disk",
-            s.pid,
-            ago(Some(s.heartbeat))
+            s.row.pid,
+            ago(Some(s.row.heartbeat))
         ),
     }
 }

@@ -84,13 +84,20 @@ pub async fn run_watch(settings: Settings, args: WatchArgs) -> anyhow::Result<Ex
 }
 
 fn print_event(ev: &WatchEvent, output: Output) -> std::io::Result<()> {
-    let mut out = std::io::stdout().lock();
+    write_event(&mut std::io::stdout().lock(), ev, output)
+}
+
+/// [`print_event`] into `out` (errors of the text form go to stderr).
+fn write_event(out: &mut impl Write, ev: &WatchEvent, output: Output) -> std::io::Result<()> {
+    // Both outputs render one view of the event (problems and rebuild reasons
+    // already worded), so the fields are unpacked in one place.
+    let ev = event_json(ev);
     match output {
         Output::Json => {
-            writeln!(out, "{}", json_line(ev))?;
+            writeln!(out, "{}", json_line(&ev))?;
         }
         Output::Text => match ev {
-            WatchEvent::Started { pid, roots } => {
+            EventJson::Started { pid, roots } => {
                 writeln!(
                     out,
                     "watching {} folder(s) (pid {pid}); Ctrl-C to stop",
@@ -100,54 +107,47 @@ fn print_event(ev: &WatchEvent, output: Output) -> std::io::Result<()> {
                     writeln!(out, "  {}", sanitize_path(r))?;
                 }
             }
-            WatchEvent::Synced {
-                reindexed,
-                removed,
-                unchanged,
-                errors,
-                rebuilt,
-                rescan,
-                elapsed_ms,
-                pending,
-                ..
-            } => {
-                if reindexed.is_empty() && removed.is_empty() && errors.is_empty() && !rescan {
+            EventJson::Synced(b) => {
+                let quiet = b.reindexed.is_empty() && b.removed.is_empty() && b.errors.is_empty();
+                if quiet && !b.rescan {
                     return Ok(());
                 }
-                let what = if *rescan { "rescan" } else { "sync" };
+                let what = if b.rescan { "rescan" } else { "sync" };
                 write!(
                     out,
-                    "{what}: {} re-indexed, {} removed, {unchanged} unchanged in {elapsed_ms} ms",
-                    reindexed.len(),
-                    removed.len()
+                    "{what}: {} re-indexed, {} removed, {} unchanged in {} ms",
+                    b.reindexed.len(),
+                    b.removed.len(),
+                    b.unchanged,
+                    b.elapsed_ms
                 )?;
-                if *pending > 0 {
-                    write!(out, ", {pending} pending")?;
+                if b.pending > 0 {
+                    write!(out, ", {} pending", b.pending)?;
                 }
-                writeln!(out, "{}", sanitize(&sample(reindexed, removed)))?;
-                if let Some(r) = rebuilt {
-                    writeln!(out, "  index rebuilt: {}", sanitize(&r.to_string()))?;
+                writeln!(out, "{}", sanitize(&sample(b.reindexed, b.removed)))?;
+                if let Some(r) = &b.rebuilt {
+                    writeln!(out, "  index rebuilt: {}", sanitize(r))?;
                 }
-                for e in errors {
-                    writeln!(out, "  skipped {}", sanitize(&error_line(e)))?;
+                for e in &b.errors {
+                    writeln!(out, "  skipped {}", sanitize(e))?;
                 }
             }
-            WatchEvent::Rearmed { root, exists } => {
-                let state = if *exists { "watching again" } else { "gone" };
+            EventJson::Rearmed { root, exists } => {
+                let state = if exists { "watching again" } else { "gone" };
                 writeln!(out, "{}: {state}", sanitize_path(root))?;
             }
-            WatchEvent::Overflow => {
+            EventJson::Overflow => {
                 writeln!(out, "event queue overflowed: full rescan scheduled")?;
             }
-            WatchEvent::DatabaseReplaced { path } => {
+            EventJson::DatabaseReplaced { path } => {
                 writeln!(
                     out,
                     "the database {} was deleted or replaced: reopening it and rebuilding the index from the disk (registered sources are kept)",
                     sanitize_path(path)
                 )?;
             }
-            WatchEvent::Error { message } => eprintln!("error: {}", sanitize(message)),
-            WatchEvent::Stopped => writeln!(out, "stopped")?,
+            EventJson::Error { message } => eprintln!("error: {}", sanitize(message)),
+            EventJson::Stopped => writeln!(out, "stopped")?,
         },
     }
     out.flush()
@@ -159,37 +159,32 @@ fn print_event(ev: &WatchEvent, output: Output) -> std::io::Result<()> {
 #[derive(serde::Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 enum EventJson<'a> {
-    Started {
-        pid: u32,
-        roots: &'a [PathBuf],
-    },
-    Synced {
-        batch: u64,
-        reindexed: &'a [FileRef],
-        removed: &'a [FileRef],
-        unchanged: usize,
-        errors: Vec<String>,
-        rebuilt: Option<String>,
-        rescan: bool,
-        elapsed_ms: u64,
-        pending: usize,
-    },
-    Rearmed {
-        root: &'a Path,
-        exists: bool,
-    },
+    Started { pid: u32, roots: &'a [PathBuf] },
+    Synced(SyncedJson<'a>),
+    Rearmed { root: &'a Path, exists: bool },
     Overflow,
-    DatabaseReplaced {
-        path: &'a Path,
-    },
-    Error {
-        message: &'a str,
-    },
+    DatabaseReplaced { path: &'a Path },
+    Error { message: &'a str },
     Stopped,
 }
 
-fn json_line(ev: &WatchEvent) -> String {
-    let j = match ev {
+/// The fields of a `synced` event (its problems and rebuild reason worded).
+#[derive(serde::Serialize)]
+struct SyncedJson<'a> {
+    batch: u64,
+    reindexed: &'a [FileRef],
+    removed: &'a [FileRef],
+    unchanged: usize,
+    errors: Vec<String>,
+    rebuilt: Option<String>,
+    rescan: bool,
+    elapsed_ms: u64,
+    pending: usize,
+}
+
+/// The view of a watcher event both outputs print.
+fn event_json(ev: &WatchEvent) -> EventJson<'_> {
+    match ev {
         WatchEvent::Started { pid, roots } => EventJson::Started { pid: *pid, roots },
         WatchEvent::Synced {
             batch,
@@ -201,7 +196,7 @@ fn json_line(ev: &WatchEvent) -> String {
             rescan,
             elapsed_ms,
             pending,
-        } => EventJson::Synced {
+        } => EventJson::Synced(SyncedJson {
             batch: *batch,
             reindexed,
             removed,
@@ -211,7 +206,7 @@ fn json_line(ev: &WatchEvent) -> String {
             rescan: *rescan,
             elapsed_ms: *elapsed_ms,
             pending: *pending,
-        },
+        }),
         WatchEvent::Rearmed { root, exists } => EventJson::Rearmed {
             root,
             exists: *exists,
@@ -220,10 +215,13 @@ fn json_line(ev: &WatchEvent) -> String {
         WatchEvent::DatabaseReplaced { path } => EventJson::DatabaseReplaced { path },
         WatchEvent::Error { message } => EventJson::Error { message },
         WatchEvent::Stopped => EventJson::Stopped,
-    };
+    }
+}
+
+fn json_line(j: &EventJson) -> String {
     // Serialising borrowed strings, numbers and paths into a String cannot fail
     // except for a non-UTF-8 path, which serde_json refuses: say so in the line.
-    serde_json::to_string(&j).unwrap_or_else(|e| {
+    serde_json::to_string(j).unwrap_or_else(|e| {
         serde_json::json!({"event": "error", "message": format!("cannot print event: {e}")})
             .to_string()
     })
@@ -259,9 +257,67 @@ mod tests {
     use super::*;
     use claw_memory_api::RebuildReason;
 
+    /// A rescan that re-indexed, removed, skipped and rebuilt.
+    fn synced() -> WatchEvent {
+        let f = |p: &str| FileRef::new("memory", p);
+        WatchEvent::Synced {
+            batch: 2,
+            reindexed: vec![f("a.md")],
+            removed: vec![f("b.md")],
+            unchanged: 1,
+            errors: vec![IndexIssue {
+                source: "memory".into(),
+                path: "c.md".into(),
+                message: "skipped: 12 MB is over the 10 MB limit".into(),
+                skipped: true,
+                reason: claw_memory_api::IssueReason::TooBig,
+            }],
+            rebuilt: Some(RebuildReason::ModelChanged {
+                from: String::new(),
+                to: "m".into(),
+            }),
+            rescan: true,
+            elapsed_ms: 12,
+            pending: 3,
+        }
+    }
+
+    fn text(ev: &WatchEvent) -> String {
+        let mut out = Vec::new();
+        write_event(&mut out, ev, Output::Text).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn text_lines_say_what_a_sync_did() {
+        assert_eq!(
+            text(&synced()),
+            "rescan: 1 re-indexed, 1 removed, 1 unchanged in 12 ms, 3 pending (a.md, b.md)\n  \
+             index rebuilt: embedding model changed (keyword-only -> m)\n  \
+             skipped memory/c.md: skipped: 12 MB is over the 10 MB limit (raise memory.max_file_bytes in the config to index it)\n"
+        );
+        // A batch that found nothing to do prints nothing.
+        let quiet = WatchEvent::Synced {
+            batch: 3,
+            reindexed: vec![],
+            removed: vec![],
+            unchanged: 4,
+            errors: vec![],
+            rebuilt: None,
+            rescan: false,
+            elapsed_ms: 1,
+            pending: 0,
+        };
+        assert_eq!(text(&quiet), "");
+        let gone = WatchEvent::Rearmed {
+            root: PathBuf::from("/notes"),
+            exists: false,
+        };
+        assert_eq!(text(&gone), "/notes: gone\n");
+    }
+
     #[test]
     fn json_lines_keep_their_shape() {
-        let f = |p: &str| FileRef::new("memory", p);
         let cases = [
             (
                 WatchEvent::Started {
@@ -271,26 +327,7 @@ mod tests {
                 r#"{"event":"started","pid":7,"roots":["/ws","/ws/memory"]}"#,
             ),
             (
-                WatchEvent::Synced {
-                    batch: 2,
-                    reindexed: vec![f("a.md")],
-                    removed: vec![f("b.md")],
-                    unchanged: 1,
-                    errors: vec![IndexIssue {
-                        source: "memory".into(),
-                        path: "c.md".into(),
-                        message: "skipped: 12 MB is over the 10 MB limit".into(),
-                        skipped: true,
-                        reason: claw_memory_api::IssueReason::TooBig,
-                    }],
-                    rebuilt: Some(RebuildReason::ModelChanged {
-                        from: String::new(),
-                        to: "m".into(),
-                    }),
-                    rescan: true,
-                    elapsed_ms: 12,
-                    pending: 3,
-                },
+                synced(),
                 r#"{"event":"synced","batch":2,"reindexed":[{"source":"memory","path":"a.md"}],"removed":[{"source":"memory","path":"b.md"}],"unchanged":1,"errors":["memory/c.md: skipped: 12 MB is over the 10 MB limit (raise memory.max_file_bytes in the config to index it)"],"rebuilt":"embedding model changed (keyword-only -> m)","rescan":true,"elapsed_ms":12,"pending":3}"#,
             ),
             (
@@ -330,7 +367,7 @@ mod tests {
             (WatchEvent::Stopped, r#"{"event":"stopped"}"#),
         ];
         for (ev, want) in cases {
-            assert_eq!(json_line(&ev), want);
+            assert_eq!(json_line(&event_json(&ev)), want);
         }
     }
 

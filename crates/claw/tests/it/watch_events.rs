@@ -79,7 +79,7 @@ fn create_modify_rename_atomic_save_move_and_delete() {
         let store = Store::open(&claw_testkit::db_path(ws)).unwrap();
         let st = claw_memory::watch::watcher_status(&store).unwrap().unwrap();
         assert!(st.alive, "{st:?}");
-        assert_eq!(st.pid, w.child.id() as i64);
+        assert_eq!(st.row.pid, w.child.id() as i64);
     }
     let events = w.stop();
     assert_eq!(events.last().unwrap()["event"], "stopped");

@@ -18,9 +18,27 @@ use std::time::Duration;
 const NOW: i64 = 1_796_083_200;
 
 fn index(ws: &Path, store: &mut dyn IndexStorage) -> indexer::IndexReport {
+    index_with(ws, store, None)
+}
+
+/// One index pass of `ws` into `store` (holding the writer lock for it),
+/// embedding with `embedder` when given.
+fn index_with(
+    ws: &Path,
+    store: &mut dyn IndexStorage,
+    embedder: Option<&dyn Embedder>,
+) -> indexer::IndexReport {
     let cfg = MemoryConfig::for_workspace(ws, EmbedProvider::None);
     let lock = WriterLock::acquire(&cfg.state_dir(), "test", Duration::from_secs(5)).unwrap();
-    indexer::run(store, &cfg, None, &IndexOptions::default(), &lock, &|_| {}).unwrap()
+    indexer::run(
+        store,
+        &cfg,
+        embedder,
+        &IndexOptions::default(),
+        &lock,
+        &|_| {},
+    )
+    .unwrap()
 }
 
 fn fts(s: &dyn SearchStorage, q: &str) -> Vec<(String, String)> {
@@ -338,18 +356,8 @@ fn migrate_copies_sqlite_with_vectors_and_no_reembedding() {
     );
     let cfg = MemoryConfig::for_workspace(ws.path(), EmbedProvider::None);
     let mut sqlite = Store::open(&cfg.db_path()).unwrap();
-    let lock = WriterLock::acquire(&cfg.state_dir(), "test", Duration::from_secs(5)).unwrap();
-    let r = indexer::run(
-        &mut sqlite,
-        &cfg,
-        Some(&e),
-        &IndexOptions::default(),
-        &lock,
-        &|_| {},
-    )
-    .unwrap();
+    let r = index_with(ws.path(), &mut sqlite, Some(&e));
     assert!(r.embeddings_computed > 0);
-    drop(lock);
 
     let id = claw_memory_pg::workspace_id(&cfg.state_dir()).unwrap();
     let mut pg = schema.store("team", &id);
@@ -369,16 +377,7 @@ fn migrate_copies_sqlite_with_vectors_and_no_reembedding() {
     .unwrap();
     assert_eq!(r.fallback, None);
     assert_eq!(r.results[0].path, "memory/trip.md");
-    let lock = WriterLock::acquire(&cfg.state_dir(), "test", Duration::from_secs(5)).unwrap();
-    let r = indexer::run(
-        &mut pg,
-        &cfg,
-        Some(&e),
-        &IndexOptions::default(),
-        &lock,
-        &|_| {},
-    )
-    .unwrap();
+    let r = index_with(ws.path(), &mut pg, Some(&e));
     assert_eq!(
         (r.files_changed, r.embeddings_computed, r.rebuilt.clone()),
         (0, 0, None),

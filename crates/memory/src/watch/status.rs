@@ -2,26 +2,19 @@
 //! back as a [`WatcherStatus`], and clean-up of rows left by dead watchers.
 //! Rendering the status for people is the CLI's job.
 
-use crate::store::{Store, StoreError, now_unix};
+use crate::store::{Store, StoreError, WatcherRow, now_unix};
 
 /// A heartbeat older than this means the watcher is not alive.
 pub const HEARTBEAT_STALE_SECS: i64 = 15;
 
-/// The watcher's liveness as `claw memory status` reports it.
+/// The watcher's liveness as `claw memory status` reports it: its last
+/// heartbeat row (`pid`, `started_at`, `heartbeat`, `last_event`, `last_sync`,
+/// `pending`, serialised as fields of this object) and what that row means now.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct WatcherStatus {
-    /// The watcher's process id.
-    pub pid: i64,
-    /// When it started (unix seconds).
-    pub started_at: i64,
-    /// Its last heartbeat (unix seconds).
-    pub heartbeat: i64,
-    /// When it last saw a relevant file event.
-    pub last_event: Option<i64>,
-    /// When it last finished a batch.
-    pub last_sync: Option<i64>,
-    /// Files waiting to be indexed at the last heartbeat.
-    pub pending: i64,
+    /// The heartbeat row as the watcher last wrote it.
+    #[serde(flatten)]
+    pub row: WatcherRow,
     /// Heartbeat recent (within [`HEARTBEAT_STALE_SECS`]) and the process exists.
     pub alive: bool,
     /// Seconds since the last heartbeat.
@@ -34,14 +27,9 @@ pub fn watcher_status(store: &Store) -> Result<Option<WatcherStatus>, StoreError
     Ok(store.latest_watcher()?.map(|row| {
         let age = now_unix() - row.heartbeat;
         WatcherStatus {
-            pid: row.pid,
-            started_at: row.started_at,
-            heartbeat: row.heartbeat,
-            last_event: row.last_event,
-            last_sync: row.last_sync,
-            pending: row.pending,
             alive: age <= HEARTBEAT_STALE_SECS && pid_alive(row.pid),
             heartbeat_age_secs: age,
+            row,
         }
     }))
 }
@@ -71,7 +59,6 @@ pub fn pid_alive(pid: i64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::WatcherRow;
 
     fn row(pid: i64, heartbeat: i64, pending: i64) -> WatcherRow {
         WatcherRow {
@@ -94,13 +81,13 @@ mod tests {
         store.upsert_watcher(&row(me, now, 3)).unwrap();
         let s = watcher_status(&store).unwrap().unwrap();
         assert!(s.alive);
-        assert_eq!(s.pending, 3);
+        assert_eq!(s.row.pending, 3);
         // An old heartbeat is not alive even if the pid exists (the upsert
         // refreshes heartbeat and counters, never started_at).
         store.upsert_watcher(&row(me, now - 60, 3)).unwrap();
         let old = watcher_status(&store).unwrap().unwrap();
         assert!(!old.alive);
-        assert_eq!(old.started_at, now);
+        assert_eq!(old.row.started_at, now);
         // A dead pid with a fresh heartbeat is not alive either.
         assert!(store.delete_watcher(me).unwrap());
         assert!(!store.delete_watcher(me).unwrap());
@@ -109,6 +96,14 @@ mod tests {
             .unwrap();
         let dead = watcher_status(&store).unwrap().unwrap();
         assert!(!dead.alive);
+        // The JSON `claw memory status` prints: the row's fields, then the verdict.
+        let json = serde_json::to_string(&dead).unwrap();
+        let want = format!(
+            r#"{{"pid":{},"started_at":{now},"heartbeat":{now},"last_event":null,"last_sync":null,"pending":0,"alive":false,"heartbeat_age_secs":{}}}"#,
+            i32::MAX as i64 - 7,
+            dead.heartbeat_age_secs
+        );
+        assert_eq!(json, want);
         clean_dead_rows(&store).unwrap();
         assert_eq!(watcher_status(&store).unwrap(), None);
         assert!(store.watcher_pids().unwrap().is_empty());

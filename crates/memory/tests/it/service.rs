@@ -4,8 +4,10 @@
 
 use claw_memory::config::{EmbedProvider, MemoryConfig};
 use claw_memory::freshness::SyncReport;
+use claw_memory::lock::WriterLock;
 use claw_memory::search::{Fallback, GetRequest, Mode, SearchRequest};
-use claw_memory::service::{MemoryService, SyncPolicy};
+use claw_memory::service::{FirstIndex, MemoryService, SyncPolicy};
+use std::time::Duration;
 
 fn req(q: &str, mode: Mode) -> SearchRequest {
     SearchRequest {
@@ -116,6 +118,38 @@ fn search_syncs_by_policy_and_reports_status() {
 /// the index fresh, that answer stands; when it finds an edit (in place, same
 /// size, only the content and mtime moved), a new file or a deletion, the
 /// answer is the one given after the inline sync, as if the sync ran first.
+#[test]
+fn a_first_build_reports_another_writer_instead_of_waiting() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    claw_testkit::write_tree(ws, &[("MEMORY.md", "# Memory\nBees on the roof.\n")]);
+    let cfg = MemoryConfig::for_workspace(ws, EmbedProvider::None);
+    let service = MemoryService::open(cfg.clone()).unwrap();
+    let held = WriterLock::acquire(&cfg.state_dir(), "another writer", Duration::ZERO).unwrap();
+    let first = service
+        .build_if_never_indexed("first use", &|_| {})
+        .unwrap();
+    assert_eq!(
+        first,
+        FirstIndex::Busy {
+            pid: std::process::id(),
+            what: "another writer".into()
+        }
+    );
+    drop(held);
+    match service
+        .build_if_never_indexed("first use", &|_| {})
+        .unwrap()
+    {
+        FirstIndex::Built(r) => assert_eq!(r.files_changed, 1, "{r:?}"),
+        other => panic!("expected a build, got {other:?}"),
+    }
+    let again = service
+        .build_if_never_indexed("first use", &|_| {})
+        .unwrap();
+    assert_eq!(again, FirstIndex::AlreadyBuilt);
+}
+
 #[test]
 fn the_overlapped_search_answers_as_syncing_first_would() {
     let dir = tempfile::tempdir().unwrap();
