@@ -3,6 +3,7 @@
 //! - [`clock`]: "now" as a value — the only place that reads the wall clock.
 //! - [`fs`]: the atomic write-then-rename of a small private file.
 //! - [`child_env`]: the environment a child process (`exec`, hooks) gets.
+//! - [`error`]: an error and its causes as one line.
 //! - `http` (feature `http`): the one reqwest client setup.
 //!
 //! This crate sits below all the others and depends on none of them. It has no
@@ -12,6 +13,7 @@
 
 pub mod child_env;
 pub mod clock;
+pub mod error;
 pub mod fs;
 #[cfg(feature = "http")]
 pub mod http;

@@ -245,24 +245,6 @@ impl Channels {
     }
 }
 
-/// A reqwest error and its causes ("error sending request: client error
-/// (Connect): tcp connect error: Connection refused"), without the URL (a
-/// Telegram URL holds the bot token).
-fn without_url_chain(e: reqwest::Error) -> String {
-    let e = e.without_url();
-    let mut s = e.to_string();
-    let mut next = std::error::Error::source(&e);
-    while let Some(cause) = next {
-        let c = cause.to_string();
-        if !s.contains(&c) {
-            s.push_str(": ");
-            s.push_str(&c);
-        }
-        next = cause.source();
-    }
-    s
-}
-
 /// What `claw doctor` learned about one configured channel.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Probe {
@@ -347,7 +329,7 @@ pub(crate) async fn check(
 ) -> Result<serde_json::Value, ChannelError> {
     let resp = resp.map_err(|e| ChannelError::Network {
         channel,
-        message: without_url_chain(e),
+        message: claw_base::http::error_line(e),
     })?;
     let status = resp.status();
     let body: serde_json::Value = resp.json().await.map_err(|e| ChannelError::Network {

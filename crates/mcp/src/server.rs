@@ -273,20 +273,11 @@ fn service_failure(tool: &str, e: MemoryError) -> Result<CallToolResponse, McpEr
             | SearchError::Refused { .. }
             | SearchError::UnknownSource { .. },
         ) => Err(bad_args(tool, &e)),
-        _ => Ok(tool_error(format!("{tool} failed: {}", chain(&e)))),
+        _ => Ok(tool_error(format!(
+            "{tool} failed: {}",
+            claw_memory_api::error_chain(&e)
+        ))),
     }
-}
-
-/// An error with its causes, `a: b: c`.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
 }
 
 impl MemoryServer {
@@ -427,7 +418,10 @@ impl MemoryServer {
                     .map_err(|e| McpError::internal_error(e.to_string(), None))?;
                 Ok(structured(s.render(), json))
             }
-            Err(e) => Ok(tool_error(format!("memory_status failed: {}", chain(&e)))),
+            Err(e) => Ok(tool_error(format!(
+                "memory_status failed: {}",
+                claw_memory_api::error_chain(&e)
+            ))),
         }
     }
 
@@ -493,7 +487,10 @@ impl MemoryServer {
             // An oversized argument is the caller's to fix (-32602), like any
             // out-of-range value; a full note is a tool error.
             Err(e @ AppendError::TooLarge { .. }) => Err(bad_args(T, e)),
-            Err(e) => Ok(tool_error(format!("memory_append failed: {}", chain(&e)))),
+            Err(e) => Ok(tool_error(format!(
+                "memory_append failed: {}",
+                claw_memory_api::error_chain(&e)
+            ))),
         }
     }
 

@@ -41,6 +41,7 @@ use std::time::Duration;
 pub use claw_memory::{beneath, clock, config, embed, private, redact, state};
 
 pub use claw_memory::config::{Backend, MemoryConfig, PgSettings};
+pub use claw_memory::error_chain;
 pub use claw_memory::freshness::IdentityMismatch;
 pub use claw_memory::freshness::{FileRef, StaleReason, SyncReport};
 pub use claw_memory::indexer::{IndexError, IndexOptions, IndexReport, Progress};

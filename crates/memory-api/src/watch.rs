@@ -351,7 +351,7 @@ impl PgActor {
                 .collect(),
             Err(e) => {
                 self.emit(WatchEvent::Error {
-                    message: format!("reading the sources: {}", chain(&e)),
+                    message: format!("reading the sources: {}", claw_memory::error_chain(&e)),
                 });
                 return;
             }
@@ -446,21 +446,11 @@ impl PgActor {
                     pending: 0,
                 });
             }
-            Err(e) => self.emit(WatchEvent::Error { message: chain(&e) }),
+            Err(e) => self.emit(WatchEvent::Error {
+                message: claw_memory::error_chain(&e),
+            }),
         }
     }
-}
-
-/// An error with its causes, `a: b: c`.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        out.push_str(": ");
-        out.push_str(&c.to_string());
-        cause = c.source();
-    }
-    out
 }
 
 #[cfg(test)]

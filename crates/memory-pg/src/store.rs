@@ -199,22 +199,6 @@ fn valid_ident(s: &str) -> bool {
         && !s.starts_with(|c: char| c.is_ascii_digit())
 }
 
-/// `e` and its causes, `: `-separated ("error connecting to server: Connection
-/// refused (os error 111)").
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut next = e.source();
-    while let Some(cause) = next {
-        let c = cause.to_string();
-        if !s.contains(&c) {
-            s.push_str(": ");
-            s.push_str(&c);
-        }
-        next = cause.source();
-    }
-    s
-}
-
 impl PgStore {
     /// Connect (pool), create the schema and extensions if needed, apply pending
     /// migrations, refuse a schema newer than this build.
@@ -240,7 +224,7 @@ impl PgStore {
         // connect timeout with its real cause, not after the pool's retries as
         // "timed out waiting for connection".
         pg.connect(NoTls)
-            .map_err(|e| PgError::Connect(error_chain(&e)))?;
+            .map_err(|e| PgError::Connect(claw_memory::error_chain(&e)))?;
         let manager = PostgresConnectionManager::new(pg, NoTls);
         let pool = r2d2::Pool::builder()
             .max_size(cfg.pool_size.max(1))

@@ -9,6 +9,8 @@ pub mod beneath;
 pub mod chunk;
 /// "Now" as a value: claw's one clock ([`claw_base::clock`]).
 pub use claw_base::clock;
+/// An error and its causes as one line ([`claw_base::error::chain`]).
+pub use claw_base::error::chain as error_chain;
 pub mod config;
 pub mod dates;
 pub mod dircache;

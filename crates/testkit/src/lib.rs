@@ -328,6 +328,35 @@ pub fn workspace(files: &[(&str, &str)]) -> tempfile::TempDir {
     dir
 }
 
+/// A port on 127.0.0.1 that was free a moment ago and that nothing listens
+/// on: connecting to it is refused (tests of "connection refused" errors).
+pub fn closed_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or_else(|e| panic!("no free port on 127.0.0.1: {e}"))
+}
+
+/// The element of the JSON array `array` whose `"name"` is `name` (a source of
+/// `memory sources --json`, a section of `claw doctor --json`'s `sections`);
+/// panics, showing the array, when there is none.
+#[track_caller]
+pub fn named(array: &serde_json::Value, name: &str) -> serde_json::Value {
+    array
+        .as_array()
+        .unwrap_or_else(|| panic!("not a JSON array: {array}"))
+        .iter()
+        .find(|x| x["name"] == name)
+        .cloned()
+        .unwrap_or_else(|| panic!("nothing named {name} in {array}"))
+}
+
+/// The section `name` of a `claw doctor --json` report.
+#[track_caller]
+pub fn doctor_section(report: &serde_json::Value, name: &str) -> serde_json::Value {
+    named(&report["sections"], name)
+}
+
 /// The string at JSON `pointer` (`"/name"`, `"/function/name"`) in each element of
 /// the JSON array `array`; panics when `array` is not an array or an element has no
 /// string there.

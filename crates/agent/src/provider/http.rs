@@ -125,7 +125,10 @@ pub(crate) async fn stream<H: StreamHandler>(
             })?,
             Some(Err(e)) => {
                 return Err(AttemptError::Stream {
-                    message: format!("connection broke mid-stream: {}", error_chain(&e)),
+                    message: format!(
+                        "connection broke mid-stream: {}",
+                        claw_base::error::chain(&e)
+                    ),
                     retryable: true,
                 });
             }
@@ -197,7 +200,7 @@ async fn read_limited(
                 return Err(AttemptError::Stream {
                     message: format!(
                         "connection broke while reading the body: {}",
-                        error_chain(&e)
+                        claw_base::error::chain(&e)
                     ),
                     retryable: true,
                 });
@@ -218,25 +221,10 @@ async fn read_limited(
 
 fn network_error(e: &reqwest::Error) -> AttemptError {
     if e.is_timeout() {
-        AttemptError::Timeout(error_chain(e))
+        AttemptError::Timeout(claw_base::error::chain(e))
     } else {
-        AttemptError::Network(error_chain(e))
+        AttemptError::Network(claw_base::error::chain(e))
     }
-}
-
-/// The error and its sources, `a: b: c`.
-fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        let cs = c.to_string();
-        if !s.contains(&cs) {
-            s.push_str(": ");
-            s.push_str(&cs);
-        }
-        cur = c.source();
-    }
-    s
 }
 
 /// The `message` of a JSON error body (`{"error": {"message": ..}}`,

@@ -34,22 +34,6 @@ fn models_url(profile: &Profile) -> String {
     }
 }
 
-/// An error and its causes, `: `-separated, without the URL.
-fn chain(e: reqwest::Error) -> String {
-    let e = e.without_url();
-    let mut s = e.to_string();
-    let mut next = std::error::Error::source(&e);
-    while let Some(cause) = next {
-        let c = cause.to_string();
-        if !s.contains(&c) {
-            s.push_str(": ");
-            s.push_str(&c);
-        }
-        next = cause.source();
-    }
-    s
-}
-
 /// Probe one profile, bounded by `timeout` (connect included).
 pub async fn probe(profile: &Profile, timeout: Duration) -> LlmProbe {
     let mut out = LlmProbe {
@@ -70,7 +54,7 @@ pub async fn probe(profile: &Profile, timeout: Duration) -> LlmProbe {
     {
         Ok(c) => c,
         Err(e) => {
-            out.detail = chain(e);
+            out.detail = claw_base::http::error_line(e);
             return out;
         }
     };
@@ -88,7 +72,11 @@ pub async fn probe(profile: &Profile, timeout: Duration) -> LlmProbe {
     let resp = match req.send().await {
         Ok(r) => r,
         Err(e) => {
-            out.detail = format!("cannot reach {}: {}", profile.base_url, chain(e));
+            out.detail = format!(
+                "cannot reach {}: {}",
+                profile.base_url,
+                claw_base::http::error_line(e)
+            );
             return out;
         }
     };

@@ -196,9 +196,15 @@ fn think_blocks_in_a_streamed_answer_are_never_shown_stored_or_indexed() {
 
 /// The REPL with `lines` on stdin (no terminal), against `server`.
 fn run_repl(ws: &Path, server: &ScriptedServer, lines: &str) -> Output {
+    run_repl_with(ws, server, lines, &[])
+}
+
+/// [`run_repl`] with more environment (e.g. `CLAW_NOW`).
+fn run_repl_with(ws: &Path, server: &ScriptedServer, lines: &str, env: &[(&str, &str)]) -> Output {
     use std::io::Write;
     let mut child = claw(ws)
         .openai_llm(server.url(), "scripted")
+        .envs(env.iter().copied())
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -364,26 +370,12 @@ fn remember_updates_a_changed_fact_instead_of_dropping_it() {
             "## Decisions\n- Renovation budget cap is now 15000 EUR.\n- The renovation budget is capped at 15000 EUR.\n\n## Preferences\n- Prefers coffee in the morning (replaces: Prefers tea in the morning.)\n- prefers coffee in the morning\n",
         ]),
     ]);
-    let out = {
-        use std::io::Write;
-        let mut child = claw(ws)
-            .openai_llm(server.url(), "scripted")
-            .env("CLAW_NOW", "2026-12-02T10:00:00Z")
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("start the REPL");
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(
-                b"The budget cap is 15000 EUR now. And I switched to coffee.\n/remember\nquit\n",
-            )
-            .unwrap();
-        child.wait_with_output().unwrap()
-    };
+    let out = run_repl_with(
+        ws,
+        &server,
+        "The budget cap is 15000 EUR now. And I switched to coffee.\n/remember\nquit\n",
+        &[("CLAW_NOW", "2026-12-02T10:00:00Z")],
+    );
     ok(&out);
     let md = std::fs::read_to_string(ws.join("MEMORY.md")).unwrap();
     assert_eq!(

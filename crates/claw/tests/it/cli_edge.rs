@@ -491,15 +491,7 @@ fn channels_are_validated_at_load_and_probed_by_the_doctor() {
         let v: Value = serde_json::from_slice(&o.stdout).unwrap_or(Value::Null);
         (o.status.code(), v, stderr(&o))
     };
-    let section = |v: &Value| -> Value {
-        v["sections"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|s| s["name"] == "channels")
-            .cloned()
-            .unwrap()
-    };
+    let section = |v: &Value| claw_testkit::doctor_section(v, "channels");
     // Invalid at load: an error naming the key, exit 2 (positive control: a
     // valid section loads, below).
     for (bad, want) in [
@@ -559,11 +551,7 @@ fn channels_are_validated_at_load_and_probed_by_the_doctor() {
     );
     assert!(!v.to_string().contains("999:wrong"), "{v}");
     // Nobody listening: "Connection refused", fast.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = claw_testkit::closed_port();
     let t0 = std::time::Instant::now();
     let (code, v, _) = doctor(
         serde_json::json!({"telegram": {"token_env": "TG", "allow_from": ["42"],
@@ -627,13 +615,7 @@ fn doctor_probes_the_llm() {
         }
         let o = c.args(["doctor", "--json"]).output().unwrap();
         let v: Value = serde_json::from_slice(&o.stdout).unwrap();
-        let llm = v["sections"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|s| s["name"] == "llm")
-            .cloned()
-            .unwrap();
+        let llm = claw_testkit::doctor_section(&v, "llm");
         assert!(!v.to_string().contains("sk-secret"), "{v}");
         (o.status.code(), llm)
     };
@@ -675,11 +657,7 @@ fn doctor_probes_the_llm() {
             .contains("refused the key (HTTP 401: invalid api key)"),
         "{s}"
     );
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = claw_testkit::closed_port();
     let t0 = Instant::now();
     let (code, s) = doctor(&format!("http://127.0.0.1:{port}"), Some("sk-secret"));
     assert_eq!(code, Some(2), "{s}");
@@ -693,13 +671,7 @@ fn doctor_probes_the_llm() {
     assert!(t0.elapsed() < Duration::from_secs(10));
     let o = claw(w, &["doctor", "--json"]);
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
-    let s = v["sections"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["name"] == "llm")
-        .cloned()
-        .unwrap();
+    let s = claw_testkit::doctor_section(&v, "llm");
     assert_eq!(s["status"], "warn", "{s}");
     assert_eq!(s["details"]["configured"], false, "{s}");
 }

@@ -20,13 +20,8 @@ fn run(ws: &Path, args: &[&str]) -> Output {
 }
 
 /// The source called `name` in `memory sources --json` output.
-fn source_named<'a>(sources: &'a Value, name: &str) -> &'a Value {
-    sources
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["name"] == name)
-        .unwrap_or_else(|| panic!("no source {name} in {sources}"))
+fn source_named(sources: &Value, name: &str) -> Value {
+    claw_testkit::named(sources, name)
 }
 
 fn ok_json(ws: &Path, args: &[&str]) -> Value {

@@ -101,14 +101,7 @@ fn an_outside_source_from_the_old_state_dir_is_not_trusted() {
     );
 
     let list = json(claw_testkit::claw_keyword_only(&ws).args(["memory", "sources", "--json"]));
-    let by_name = |n: &str| {
-        list.as_array()
-            .unwrap()
-            .iter()
-            .find(|s| s["name"] == n)
-            .cloned()
-            .unwrap_or_else(|| panic!("{n}: {list}"))
-    };
+    let by_name = |n: &str| claw_testkit::named(&list, n);
     assert_eq!(by_name("inside")["trusted"], true, "{list}");
     assert_eq!(by_name("memory")["trusted"], true, "{list}");
     let h = by_name("host");
@@ -158,13 +151,7 @@ fn an_outside_source_from_the_old_state_dir_is_not_trusted() {
 }
 
 fn section(doctor: &Value, name: &str) -> Value {
-    doctor["sections"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["name"] == name)
-        .cloned()
-        .unwrap_or_else(|| panic!("no {name} section: {doctor}"))
+    claw_testkit::doctor_section(doctor, name)
 }
 
 #[test]

@@ -378,11 +378,7 @@ fn an_unreachable_server_fails_fast_with_its_cause() {
     )
     .unwrap();
     // A port that was just free: nothing listens there.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = claw_testkit::closed_port();
     let url = format!("postgresql://nobody@127.0.0.1:{port}/db");
     let run = |args: &[&str]| {
         let t0 = std::time::Instant::now();
@@ -404,12 +400,7 @@ fn an_unreachable_server_fails_fast_with_its_cause() {
     let (out, took) = run(&["doctor", "--json"]);
     assert_eq!(out.status.code(), Some(2));
     let j: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let db = j["sections"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["name"] == "database")
-        .unwrap();
+    let db = claw_testkit::doctor_section(&j, "database");
     assert_eq!(db["status"], "error", "{db}");
     assert!(
         db["summary"]

@@ -156,13 +156,7 @@ fn doctor_names_the_backend() {
         }
         let out = c.args(["doctor", "--json"]).output().unwrap();
         let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-        v["sections"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|s| s["name"] == "database")
-            .cloned()
-            .unwrap()
+        claw_testkit::doctor_section(&v, "database")
     };
     let sqlite = db(None);
     let pg = db(Some(&cfg));

@@ -106,13 +106,7 @@ fn story(ws: &Path, config: &Path, pg_url: Option<&str>) -> Vec<Value> {
 
     // The doctor warns.
     let d = stdout_json(&mut cmd(&["doctor", "--json"]));
-    let sec = d["sections"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["name"] == "too_big")
-        .cloned()
-        .unwrap_or_else(|| panic!("a too_big section: {d}"));
+    let sec = claw_testkit::doctor_section(&d, "too_big");
     assert_eq!(sec["status"], "warn", "{sec}");
     assert_eq!(sec["details"]["notes"], want, "{sec}");
     let (t, _) = run(&mut cmd(&["doctor"]));
