@@ -68,6 +68,12 @@ pub fn builder(opts: &HttpOptions) -> reqwest::ClientBuilder {
     b
 }
 
+/// A reqwest error and its causes as one line, without the URL (a Telegram URL
+/// holds the bot token; any URL may hold a key in its query).
+pub fn error_line(e: reqwest::Error) -> String {
+    crate::error::chain(&e.without_url())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -87,10 +93,4 @@ mod tests {
         }
         assert!(USER_AGENT.starts_with("claw/"));
     }
-}
-
-/// A reqwest error and its causes as one line, without the URL (a Telegram URL
-/// holds the bot token; any URL may hold a key in its query).
-pub fn error_line(e: reqwest::Error) -> String {
-    crate::error::chain(&e.without_url())
 }
