@@ -4,11 +4,9 @@
 //! cancel endpoint the REPL's Ctrl-C uses, and `/stop`, are tested in-process in
 //! `claw-gateway`.)
 
-use super::gateway::{claw, echo_gateway};
+use super::gateway::{echo_gateway, repl};
 use claw_testkit::echo_llm::answer_for;
-use std::io::Write;
 use std::path::Path;
-use std::process::Stdio;
 
 /// (role, content) of a transcript's messages.
 fn messages(ws: &Path, key: &str) -> Vec<(String, String)> {
@@ -22,20 +20,12 @@ fn messages(ws: &Path, key: &str) -> Vec<(String, String)> {
 fn new_in_the_repl_starts_a_fresh_session_key() {
     let (dir, llm, _gw) = echo_gateway();
     let ws = dir.path();
-    let mut child = claw(ws, Some(&llm.url()))
-        .args(["--session", "repl:new"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"hello there\n/new\nagain please\n")
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = repl(
+        ws,
+        Some(&llm.url()),
+        "repl:new",
+        b"hello there\n/new\nagain please\n",
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("through the gateway"), "{stderr}");
@@ -70,20 +60,12 @@ fn new_in_the_repl_starts_a_fresh_session_key() {
 fn every_repl_command_works_through_the_gateway() {
     let (dir, llm, _gw) = echo_gateway();
     let ws = dir.path();
-    let mut child = claw(ws, Some(&llm.url()))
-        .args(["--session", "repl:cmds"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"hello there\n/help\n/agents\n/remember\n/compact\n/bogus\nquit\nnever sent\n")
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = repl(
+        ws,
+        Some(&llm.url()),
+        "repl:cmds",
+        b"hello there\n/help\n/agents\n/remember\n/compact\n/bogus\nquit\nnever sent\n",
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");

@@ -7,10 +7,11 @@
 //! channel, served at once rather than queued behind the turn.
 
 use crate::common::{echo_gateway, pairs as messages};
-use claw_gateway::client::{ChatEvent, Client};
+use claw_gateway::client::{ChatEvent, Client, ClientError};
 use claw_testkit::echo_llm::answer_for;
 use serde_json::Value;
 use std::io::Write;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// Wait (30 s at most) until a turn runs.
@@ -27,6 +28,33 @@ fn wait_running(client: &Client) {
     }
 }
 
+/// What a turn run in the background came to: its result, the text it
+/// streamed and when it ended.
+type TurnEnd = (
+    Result<(String, Option<String>), ClientError>,
+    Vec<String>,
+    Instant,
+);
+
+/// `message` sent to session `key` from `channel` on a thread of its own.
+fn spawn_turn(
+    client: &Client,
+    key: &'static str,
+    message: &'static str,
+    channel: &'static str,
+) -> JoinHandle<TurnEnd> {
+    let client = client.clone();
+    std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        let r = client.chat(key, message, false, channel, |ev| {
+            if let ChatEvent::Text(t) = ev {
+                seen.push(t.clone());
+            }
+        });
+        (r, seen, Instant::now())
+    })
+}
+
 #[test]
 fn cancel_stops_the_remote_turn_and_the_session_goes_on() {
     // Every answer takes 4 s to start: a turn is surely running when we cancel.
@@ -35,16 +63,7 @@ fn cancel_stops_the_remote_turn_and_the_session_goes_on() {
     let client = gw.client();
     let key = "repl:cancel";
 
-    let c2 = client.clone();
-    let turn = std::thread::spawn(move || {
-        let mut seen = Vec::new();
-        let r = c2.chat(key, "first question", false, "cli", |ev| {
-            if let ChatEvent::Text(t) = ev {
-                seen.push(t.clone());
-            }
-        });
-        (r, seen, Instant::now())
-    });
+    let turn = spawn_turn(&client, key, "first question", "cli");
     // Wait until the turn runs (the LLM is thinking), then cancel.
     wait_running(&client);
     let cancelled_at = Instant::now();
@@ -109,11 +128,7 @@ fn stop_as_a_message_cancels_the_running_turn_from_any_channel() {
     let client = gw.client();
     let key = "chat:stop";
 
-    let c2 = client.clone();
-    let turn = std::thread::spawn(move || {
-        let r = c2.chat(key, "a long question", false, "telegram", |_| {});
-        (r, Instant::now())
-    });
+    let turn = spawn_turn(&client, key, "a long question", "telegram");
     wait_running(&client);
     let stopped_at = Instant::now();
     let mut reply = String::new();
@@ -125,7 +140,7 @@ fn stop_as_a_message_cancels_the_running_turn_from_any_channel() {
         })
         .unwrap();
     assert_eq!(end, "answered", "{why:?}");
-    let (result, ended_at) = turn.join().unwrap();
+    let (result, _, ended_at) = turn.join().unwrap();
     let took = ended_at.duration_since(stopped_at);
     let (end, _) = result.expect("the stream ends cleanly");
     assert_eq!(end, "cancelled");

@@ -24,13 +24,24 @@ fn config(ws: &Path, tg: &FakeTelegram, allow: &str, agent: Value) {
     .unwrap();
 }
 
+/// A fresh workspace with Telegram (its token `token`) allowing `allow`.
+fn telegram_ws(token: &str, allow: &str, agent: Value) -> (tempfile::TempDir, FakeTelegram) {
+    let dir = tempfile::tempdir().unwrap();
+    let tg = FakeTelegram::start(token);
+    config(dir.path(), &tg, allow, agent);
+    (dir, tg)
+}
+
+/// The gateway over `ws` and `llm`, Telegram's token in `CLAW_TG_TOKEN`.
+fn gateway(ws: &Path, llm: &ScriptedServer, token: &str) -> Gateway {
+    Gateway::start_with_env(ws, Some(&llm.url()), &[("CLAW_TG_TOKEN", token)])
+}
+
 #[test]
 fn telegram_message_tool_reaches_allowed_chats_only() {
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path();
     let token = "999:tool-token";
-    let tg = FakeTelegram::start(token);
-    config(ws, &tg, "42", json!({"confirm_side_effects": false}));
+    let (dir, tg) = telegram_ws(token, "42", json!({"confirm_side_effects": false}));
+    let ws = dir.path();
     let llm = ScriptedServer::start([
         openai::tool_call(
             "c1",
@@ -44,7 +55,7 @@ fn telegram_message_tool_reaches_allowed_chats_only() {
         ),
         openai::text(&["done"]),
     ]);
-    let mut gw = Gateway::start_with_env(ws, Some(&llm.url()), &[("CLAW_TG_TOKEN", token)]);
+    let mut gw = gateway(ws, &llm, token);
     tg.push_text(42, None, "send me a note");
     let sent = tg.wait_sent(2, Duration::from_secs(30));
     let shown: Vec<(Value, String)> = sent
@@ -82,16 +93,14 @@ fn telegram_message_tool_reaches_allowed_chats_only() {
 /// running turn is cancelled at once and the chat is told so.
 #[test]
 fn telegram_stop_cancels_the_running_turn_from_the_chat() {
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path();
     let token = "555:stop-token";
-    let tg = FakeTelegram::start(token);
-    config(ws, &tg, "@ann", json!({}));
+    let (dir, tg) = telegram_ws(token, "@ann", json!({}));
+    let ws = dir.path();
     // The first answer would take 20 s to start.
     let mut slow = vec![Step::delay_ms(20_000)];
     slow.extend(openai::text_steps(&["far too late"]));
     let llm = ScriptedServer::start([Reply::sse(slow), openai::text(&["after the stop"])]);
-    let mut gw = Gateway::start_with_env(ws, Some(&llm.url()), &[("CLAW_TG_TOKEN", token)]);
+    let mut gw = gateway(ws, &llm, token);
 
     tg.push_text(42, Some("ann"), "a long question");
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -127,25 +136,17 @@ fn telegram_stop_cancels_the_running_turn_from_the_chat() {
 /// `no` refuses the next one (the model is told the user declined).
 #[test]
 fn telegram_asks_the_chat_before_a_side_effect() {
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path();
     let token = "777:approve-token";
-    let tg = FakeTelegram::start(token);
-    config(ws, &tg, "42", json!({}));
-    let write = |id: &str, path: &str| {
-        openai::tool_call(
-            id,
-            "write_file",
-            &[&json!({"path": path, "content": id}).to_string()],
-        )
-    };
+    let (dir, tg) = telegram_ws(token, "42", json!({}));
+    let ws = dir.path();
+    let write = openai::write_file_call;
     let llm = ScriptedServer::start([
         write("w1", "yes.txt"),
         openai::text(&["wrote it"]),
         write("w2", "no.txt"),
         openai::text(&["did not write it"]),
     ]);
-    let mut gw = Gateway::start_with_env(ws, Some(&llm.url()), &[("CLAW_TG_TOKEN", token)]);
+    let mut gw = gateway(ws, &llm, token);
     let text = |b: &Value| parse_markdown_v2(b["text"].as_str().unwrap()).unwrap();
 
     tg.push_text(42, None, "write yes.txt");

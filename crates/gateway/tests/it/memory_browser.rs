@@ -88,6 +88,26 @@ fn screenshot(cdp: &mut Cdp, name: &str) {
     eprintln!("saved {}", path.display());
 }
 
+/// Clicks Search and waits for `what`, the page's `n`th search.
+fn search(cdp: &mut Cdp, what: &str, n: u32) {
+    cdp.click("#search");
+    cdp.wait_for(
+        what,
+        &format!("document.body.dataset.searched === '{n}'"),
+        30,
+    );
+}
+
+/// Opens the first hit in the reader.
+fn open_first_hit(cdp: &mut Cdp) {
+    cdp.click("#results .hit-open");
+    cdp.wait_for(
+        "the reader",
+        "!document.getElementById('reader').hidden",
+        10,
+    );
+}
+
 fn get(gw: &Gateway, path: &str) -> (u16, Value) {
     let r = gw.client().request("GET", path, None).unwrap();
     (
@@ -258,22 +278,12 @@ fn memory_page_in_headless_chromium_searches_opens_browses_and_shows_status() {
         "all sources searched: {hits}"
     );
     // The first hit opened beside the list, for the screenshot.
-    cdp.click("#results .hit-open");
-    cdp.wait_for(
-        "the reader",
-        "!document.getElementById('reader').hidden",
-        10,
-    );
+    open_first_hit(&mut cdp);
     screenshot(&mut cdp, "memory-search.png");
 
     // Filters: the garden source only, keyword mode.
     cdp.eval("document.getElementById('source').value = 'garden'; document.getElementById('mode').value = 'fts'");
-    cdp.click("#search");
-    cdp.wait_for(
-        "the filtered hits",
-        "document.body.dataset.searched === '2'",
-        30,
-    );
+    search(&mut cdp, "the filtered hits", 2);
     let sources = cdp
         .eval("[...document.querySelectorAll('#results .hit-source')].map((s) => s.textContent)");
     assert_eq!(sources, json!(["garden"]), "source filter");
@@ -292,18 +302,8 @@ fn memory_page_in_headless_chromium_searches_opens_browses_and_shows_status() {
     );
     cdp.eval("document.getElementById('source').value = 'all'; document.getElementById('mode').value = 'hybrid'");
     cdp.eval("document.getElementById('query').value = 'ZX-4471'");
-    cdp.click("#search");
-    cdp.wait_for(
-        "the ticket hit",
-        "document.body.dataset.searched === '3'",
-        30,
-    );
-    cdp.click("#results .hit-open");
-    cdp.wait_for(
-        "the reader",
-        "!document.getElementById('reader').hidden",
-        10,
-    );
+    search(&mut cdp, "the ticket hit", 3);
+    open_first_hit(&mut cdp);
     let cited = cdp.eval(
         "[...document.querySelectorAll('#reader-text .line.cited')].map((l) => l.dataset.n + ':' + l.lastChild.textContent)",
     );
@@ -333,18 +333,8 @@ fn memory_page_in_headless_chromium_searches_opens_browses_and_shows_status() {
 
     // The hostile note: found, opened, shown as its text; nothing ran, no element made.
     cdp.eval("document.getElementById('query').value = 'quokka colony'");
-    cdp.click("#search");
-    cdp.wait_for(
-        "the quokka hit",
-        "document.body.dataset.searched === '4'",
-        30,
-    );
-    cdp.click("#results .hit-open");
-    cdp.wait_for(
-        "the reader",
-        "!document.getElementById('reader').hidden",
-        10,
-    );
+    search(&mut cdp, "the quokka hit", 4);
+    open_first_hit(&mut cdp);
     std::thread::sleep(Duration::from_millis(300));
     let shown = cdp.eval("document.getElementById('reader-text').textContent");
     assert!(

@@ -756,13 +756,7 @@ fn webchat_approve_and_deny_buttons_answer_approval_requests() {
     let Some(bin) = chromium() else { return };
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path();
-    let write = |id: &str, path: &str| {
-        openai::tool_call(
-            id,
-            "write_file",
-            &[&json!({"path": path, "content": id}).to_string()],
-        )
-    };
+    let write = openai::write_file_call;
     let llm = ScriptedServer::start([
         write("w1", "approved.txt"),
         openai::text(&["wrote it"]),
