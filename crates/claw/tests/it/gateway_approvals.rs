@@ -91,15 +91,11 @@ fn claw_m_without_a_terminal_through_the_gateway_refuses_with_the_hint() {
 fn always_in_the_gateway_repl_lasts_for_the_session_only() {
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path();
-    let write = openai::write_file_call;
-    let llm = ScriptedServer::start([
-        write("w1", "one.txt"),
-        openai::text(&["one"]),
-        write("w2", "two.txt"),
-        openai::text(&["two"]),
-        write("w3", "three.txt"),
-        openai::text(&["three"]),
-    ]);
+    let llm = ScriptedServer::start(openai::write_file_turns(&[
+        ("w1", "one.txt", "one"),
+        ("w2", "two.txt", "two"),
+        ("w3", "three.txt", "three"),
+    ]));
     let gw = Gateway::start(ws, Some(&llm.url()));
     let out = repl(
         ws,

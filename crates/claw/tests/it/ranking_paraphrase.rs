@@ -212,13 +212,9 @@ fn print_clear_z_sweep(store: &claw_memory::store::Store, e: Option<&dyn Embedde
         "vector score (hybrid weights 0.7/0.3, min-score 0.35, score order)",
         &variants,
         rows,
-        |z| match z {
-            None => "raw cosine (no calibration)".to_string(),
-            Some(z) if (*z - score::CLEAR_Z).abs() < 1e-9 => {
-                format!("calibrated, clears at z = {z} (default)")
-            }
-            Some(z) => format!("calibrated, clears at z = {z}"),
-        },
+        "raw cosine (no calibration)",
+        score::CLEAR_Z,
+        |z| format!("calibrated, clears at z = {z}"),
     );
 }
 
@@ -297,13 +293,9 @@ fn print_query_clear_z_sweep(
         "nothing-relevant gate (best hit above the query's own background)",
         &variants,
         rows,
-        |z| match z {
-            None => "no gate".to_string(),
-            Some(m) if (*m - score::QUERY_CLEAR_MARGIN).abs() < 1e-9 => {
-                format!("margin {m} (default)")
-            }
-            Some(m) => format!("margin {m}"),
-        },
+        "no gate",
+        score::QUERY_CLEAR_MARGIN,
+        |m| format!("margin {m}"),
     );
 }
 
@@ -344,12 +336,25 @@ fn tally(row: &mut SweepRow, q: &Query, found: impl FnOnce(&str) -> bool, hits: 
     }
 }
 
-/// A sweep's table: one line a variant, labelled by `label`.
-fn print_sweep<T>(header: &str, variants: &[T], rows: Vec<SweepRow>, label: impl Fn(&T) -> String) {
+/// A sweep's table: one line a variant, labelled `none` (no variant) or by
+/// `label`, "(default)" added to the `default` one.
+fn print_sweep(
+    header: &str,
+    variants: &[Option<f64>],
+    rows: Vec<SweepRow>,
+    none: &str,
+    default: f64,
+    label: impl Fn(f64) -> String,
+) {
     println!("| {header} | paraphrase recall@3 | should-find-nothing with hits |");
     println!("|---|---:|---:|");
     for (z, (f3, n, fp, nn)) in variants.iter().zip(rows) {
-        println!("| {} | {f3}/{n} | {fp}/{nn} |", label(z));
+        let label = match *z {
+            None => none.to_string(),
+            Some(z) if (z - default).abs() < 1e-9 => format!("{} (default)", label(z)),
+            Some(z) => label(z),
+        };
+        println!("| {label} | {f3}/{n} | {fp}/{nn} |");
     }
 }
 

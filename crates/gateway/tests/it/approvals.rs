@@ -88,17 +88,13 @@ fn gateway(ws: &Path, server: &ScriptedServer, gateway_section: Value) -> Gatewa
 fn once_always_and_deny_through_the_api_per_session() {
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path();
-    let server = ScriptedServer::start([
-        write("w1", "a.txt"),
-        openai::text(&["wrote a"]),
-        write("w2", "b.txt"),
-        openai::text(&["wrote b"]),
-        write("w3", "c.txt"),
-        openai::text(&["wrote c"]),
+    let server = ScriptedServer::start(openai::write_file_turns(&[
+        ("w1", "a.txt", "wrote a"),
+        ("w2", "b.txt", "wrote b"),
+        ("w3", "c.txt", "wrote c"),
         // Another session.
-        write("w4", "d.txt"),
-        openai::text(&["could not write d"]),
-    ]);
+        ("w4", "d.txt", "could not write d"),
+    ]));
     let gw = gateway(ws, &server, json!({}));
     let c = gw.client();
 

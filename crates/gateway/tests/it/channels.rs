@@ -139,13 +139,10 @@ fn telegram_asks_the_chat_before_a_side_effect() {
     let token = "777:approve-token";
     let (dir, tg) = telegram_ws(token, "42", json!({}));
     let ws = dir.path();
-    let write = openai::write_file_call;
-    let llm = ScriptedServer::start([
-        write("w1", "yes.txt"),
-        openai::text(&["wrote it"]),
-        write("w2", "no.txt"),
-        openai::text(&["did not write it"]),
-    ]);
+    let llm = ScriptedServer::start(openai::write_file_turns(&[
+        ("w1", "yes.txt", "wrote it"),
+        ("w2", "no.txt", "did not write it"),
+    ]));
     let mut gw = gateway(ws, &llm, token);
     let text = |b: &Value| parse_markdown_v2(b["text"].as_str().unwrap()).unwrap();
 

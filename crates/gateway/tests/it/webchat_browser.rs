@@ -756,13 +756,10 @@ fn webchat_approve_and_deny_buttons_answer_approval_requests() {
     let Some(bin) = chromium() else { return };
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path();
-    let write = openai::write_file_call;
-    let llm = ScriptedServer::start([
-        write("w1", "approved.txt"),
-        openai::text(&["wrote it"]),
-        write("w2", "denied.txt"),
-        openai::text(&["did not write it"]),
-    ]);
+    let llm = ScriptedServer::start(openai::write_file_turns(&[
+        ("w1", "approved.txt", "wrote it"),
+        ("w2", "denied.txt", "did not write it"),
+    ]));
     let gw = Gateway::start(ws, Some(&llm.url()));
     let base = gw.client().info.base_url();
     let browser = Browser::launch(&bin);
