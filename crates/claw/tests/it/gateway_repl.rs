@@ -4,9 +4,10 @@
 //! cancel endpoint the REPL's Ctrl-C uses, and `/stop`, are tested in-process in
 //! `claw-gateway`.)
 
-use super::gateway::{echo_gateway, repl};
-use claw_testkit::echo_llm::answer_for;
+use super::gateway::{Gateway, echo_gateway, repl};
+use claw_testkit::echo_llm::{EchoLlm, answer_for};
 use std::path::Path;
+use tempfile::TempDir;
 
 /// (role, content) of a transcript's messages.
 fn messages(ws: &Path, key: &str) -> Vec<(String, String)> {
@@ -16,19 +17,23 @@ fn messages(ws: &Path, key: &str) -> Vec<(String, String)> {
     )
 }
 
-#[test]
-fn new_in_the_repl_starts_a_fresh_session_key() {
-    let (dir, llm, _gw) = echo_gateway();
-    let ws = dir.path();
-    let out = repl(
-        ws,
-        Some(&llm.url()),
-        "repl:new",
-        b"hello there\n/new\nagain please\n",
-    );
-    let stderr = String::from_utf8_lossy(&out.stderr);
+/// The REPL of `session` through a fresh echo gateway (`echo_gateway`), fed
+/// `input`: it succeeds and says it goes through the gateway. Its stdout and
+/// stderr come after the workspace, the LLM and the gateway.
+fn echo_repl(session: &str, input: &[u8]) -> (TempDir, EchoLlm, Gateway, String, String) {
+    let (dir, llm, gw) = echo_gateway();
+    let out = repl(dir.path(), Some(&llm.url()), session, input);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("through the gateway"), "{stderr}");
+    (dir, llm, gw, stdout, stderr)
+}
+
+#[test]
+fn new_in_the_repl_starts_a_fresh_session_key() {
+    let (dir, _llm, _gw, _, stderr) = echo_repl("repl:new", b"hello there\n/new\nagain please\n");
+    let ws = dir.path();
     let new_key = stderr
         .lines()
         .find_map(|l| l.trim().strip_prefix("new session "))
@@ -58,18 +63,11 @@ fn new_in_the_repl_starts_a_fresh_session_key() {
 /// and bare `quit` leaves (the line after it is never sent).
 #[test]
 fn every_repl_command_works_through_the_gateway() {
-    let (dir, llm, _gw) = echo_gateway();
-    let ws = dir.path();
-    let out = repl(
-        ws,
-        Some(&llm.url()),
+    let (dir, llm, _gw, stdout, stderr) = echo_repl(
         "repl:cmds",
         b"hello there\n/help\n/agents\n/remember\n/compact\n/bogus\nquit\nnever sent\n",
     );
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    assert!(stderr.contains("through the gateway"), "{stderr}");
+    let ws = dir.path();
     assert!(
         stdout.contains(&claw_agent::commands::help()),
         "/help prints the table: {stdout}"

@@ -108,6 +108,16 @@ fn open_first_hit(cdp: &mut Cdp) {
     );
 }
 
+/// Field `key` of every item of a listing's `data`.
+fn data_strs<'a>(listing: &'a Value, key: &str) -> Vec<&'a str> {
+    listing["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|item| item[key].as_str().unwrap())
+        .collect()
+}
+
 fn get(gw: &Gateway, path: &str) -> (u16, Value) {
     let r = gw.client().request("GET", path, None).unwrap();
     (
@@ -141,12 +151,7 @@ fn memory_endpoints_are_read_only_json_behind_the_token() {
     assert_eq!(status["model"], "");
     let (code, sources) = get(&gw, "/v1/memory/sources");
     assert_eq!(code, 200);
-    let names: Vec<&str> = sources["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["name"].as_str().unwrap())
-        .collect();
+    let names: Vec<&str> = data_strs(&sources, "name");
     assert!(
         names.contains(&"memory") && names.contains(&"garden"),
         "{sources}"
@@ -154,12 +159,7 @@ fn memory_endpoints_are_read_only_json_behind_the_token() {
 
     let (code, files) = get(&gw, "/v1/memory/files?source=memory");
     assert_eq!(code, 200, "{files}");
-    let paths: Vec<&str> = files["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["path"].as_str().unwrap())
-        .collect();
+    let paths: Vec<&str> = data_strs(&files, "path");
     assert_eq!(paths, ["MEMORY.md", "memory/2026-11-02.md"], "{files}");
     assert_eq!(files["data"][0]["size"], json!(MEMORY_MD.len()));
     assert!(files["root"].as_str().is_some(), "{files}");
