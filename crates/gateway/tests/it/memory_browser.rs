@@ -16,7 +16,7 @@
 //! `memory-search.png` and `memory-status.png` (how `docs/img/` was made).
 
 use crate::common::Gateway;
-use crate::webchat_browser::{Browser, Cdp, chromium};
+use crate::webchat_browser::{Cdp, chromium, open_browser};
 use claw_memory_api::{IndexOptions, Memory};
 use serde_json::{Value, json};
 use std::path::Path;
@@ -210,10 +210,7 @@ fn memory_page_in_headless_chromium_searches_opens_browses_and_shows_status() {
     let gw = Gateway::start(dir.path(), None);
     let base = gw.client().info.base_url();
 
-    let browser = Browser::launch(&bin);
-    let mut cdp = Cdp::connect(&browser.ws_url);
-    cdp.open_page();
-    cdp.navigate(&format!("{base}/memory"));
+    let (_browser, mut cdp) = open_browser(&bin, &format!("{base}/memory"));
 
     // No token yet: the page asks for it and lists nothing.
     assert_eq!(
