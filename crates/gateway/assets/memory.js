@@ -26,6 +26,19 @@
     if (text !== undefined) e.textContent = text;
     return e;
   }
+  // A list item holding a button of class `cls` labelled `label`, then `span`;
+  // `data` goes into its dataset, `props` onto it; a click calls `onClick`.
+  function listButton(cls, label, data, props, span, onClick) {
+    const li = el('li');
+    const b = el('button', cls, label);
+    b.type = 'button';
+    Object.assign(b.dataset, data);
+    Object.assign(b, props);
+    b.appendChild(span);
+    b.addEventListener('click', onClick);
+    li.appendChild(b);
+    return li;
+  }
   function setStatus(text, bad) { $('status').textContent = text || ''; $('status').classList.toggle('bad', !!bad); }
   function tokenState(text, bad) { $('token-state').textContent = text; $('token-state').classList.toggle('bad', !!bad); }
 
@@ -113,15 +126,8 @@
     const ul = $('source-list');
     ul.replaceChildren();
     for (const s of list) {
-      const li = el('li');
-      const b = el('button', 'source', s.name);
-      b.type = 'button';
-      b.dataset.source = s.name;
-      b.title = s.root;
-      b.appendChild(el('span', 'kind', String(s.kind).toLowerCase()));
-      b.addEventListener('click', () => loadFiles(s.name));
-      li.appendChild(b);
-      ul.appendChild(li);
+      ul.appendChild(listButton('source', s.name, { source: s.name }, { title: s.root },
+        el('span', 'kind', String(s.kind).toLowerCase()), () => loadFiles(s.name)));
     }
   }
 
@@ -134,14 +140,8 @@
     const ul = $('file-list');
     ul.replaceChildren();
     for (const f of files) {
-      const li = el('li');
-      const b = el('button', 'file', f.path);
-      b.type = 'button';
-      b.dataset.path = f.path;
-      b.appendChild(el('span', 'meta', bytes(f.size) + ' · ' + date(f.mtime)));
-      b.addEventListener('click', () => openNote(name, f.path, 1, 0));
-      li.appendChild(b);
-      ul.appendChild(li);
+      ul.appendChild(listButton('file', f.path, { path: f.path }, {},
+        el('span', 'meta', bytes(f.size) + ' · ' + date(f.mtime)), () => openNote(name, f.path, 1, 0)));
     }
   }
 

@@ -490,6 +490,24 @@ pub mod openai {
         Reply::sse(tool_call_steps(id, name, arg_pieces))
     }
 
+    /// Turns of `(id, path, answer)`: each a `write_file` call `id` writing its
+    /// own id into `path` ([`write_file_call`]), then the text `answer`.
+    pub fn write_file_turns(turns: &[(&str, &str, &str)]) -> Vec<Reply> {
+        turns
+            .iter()
+            .flat_map(|(id, path, answer)| [write_file_call(id, path), text(&[answer])])
+            .collect()
+    }
+
+    /// A `write_file` call `id` writing its own id into `path`.
+    pub fn write_file_call(id: &str, path: &str) -> Reply {
+        tool_call(
+            id,
+            "write_file",
+            &[&json!({"path": path, "content": id}).to_string()],
+        )
+    }
+
     /// A turn in which the model writes `note.md` (`written\n`, tool call
     /// `w1`), then answers `done`.
     pub fn write_note_turn() -> [Reply; 2] {

@@ -75,13 +75,7 @@ async fn always_once_deny_and_no_one_to_ask() {
     web.route("/a", Route::Page("first page".into()));
     web.route("/b", Route::Page("second page".into()));
     let host = format!("127.0.0.1:{}", web.port());
-    let write = |id: &str, path: &str| {
-        openai::tool_call(
-            id,
-            "write_file",
-            &[&json!({"path": path, "content": id}).to_string()],
-        )
-    };
+    let write = openai::write_file_call;
     let fetch = |id: &str, url: String| {
         openai::tool_call(id, "web_fetch", &[&json!({ "url": url }).to_string()])
     };
@@ -176,13 +170,7 @@ impl claw_agent::driver::Approver for ScriptedApprover {
 async fn an_approver_answers_instead_of_the_ui() {
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path();
-    let write = |id: &str, path: &str| {
-        openai::tool_call(
-            id,
-            "write_file",
-            &[&json!({"path": path, "content": id}).to_string()],
-        )
-    };
+    let write = openai::write_file_call;
     let server = ScriptedServer::start([
         write("w1", "a.txt"),
         write("w2", "b.txt"),

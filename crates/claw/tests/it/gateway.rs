@@ -21,8 +21,9 @@ use claw_testkit::echo_llm::{EchoLlm, answer_for, expected_pairs};
 use claw_testkit::gateway_http;
 use claw_testkit::gateway_proc::GatewayProc;
 use serde_json::{Value, json};
+use std::io::Write;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 #[path = "../../../gateway/tests/it/client_support.rs"]
@@ -50,6 +51,20 @@ pub fn claw_env(ws: &Path, llm: Option<&str>, model: bool) -> Command {
         c.env("CLAW_CONFIG", ws.join("config.json"));
     }
     c
+}
+
+/// `claw --session <session>` (the REPL, routed to the running gateway) fed
+/// `input` on its standard input, run to its end.
+pub fn repl(ws: &Path, llm: Option<&str>, session: &str, input: &[u8]) -> Output {
+    let mut child = claw(ws, llm)
+        .args(["--session", session])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    child.wait_with_output().unwrap()
 }
 
 /// A fresh workspace, an instant one-piece echo LLM and the gateway over both.

@@ -6,9 +6,8 @@
 //! comes from the gateway. (The HTTP API's approvals are tested in-process in
 //! `claw-gateway`.)
 
-use super::gateway::{Gateway, claw};
+use super::gateway::{Gateway, claw, repl};
 use claw_testkit::scripted_server::{ScriptedServer, openai};
-use std::io::Write;
 use std::process::Stdio;
 
 fn note_gateway() -> (tempfile::TempDir, ScriptedServer, Gateway) {
@@ -22,20 +21,7 @@ fn note_gateway() -> (tempfile::TempDir, ScriptedServer, Gateway) {
 fn the_repl_through_the_gateway_asks_on_its_input() {
     let (dir, llm, gw) = note_gateway();
     let ws = dir.path();
-    let mut child = claw(ws, None)
-        .args(["--session", "repl:approve"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"write the note\ny\n")
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = repl(ws, None, "repl:approve", b"write the note\ny\n");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}\n{}", gw.log());
     assert!(stderr.contains("through the gateway"), "{stderr}");
@@ -105,36 +91,18 @@ fn claw_m_without_a_terminal_through_the_gateway_refuses_with_the_hint() {
 fn always_in_the_gateway_repl_lasts_for_the_session_only() {
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path();
-    let write = |id: &str, path: &str| {
-        openai::tool_call(
-            id,
-            "write_file",
-            &[&serde_json::json!({"path": path, "content": id}).to_string()],
-        )
-    };
-    let llm = ScriptedServer::start([
-        write("w1", "one.txt"),
-        openai::text(&["one"]),
-        write("w2", "two.txt"),
-        openai::text(&["two"]),
-        write("w3", "three.txt"),
-        openai::text(&["three"]),
-    ]);
+    let llm = ScriptedServer::start(openai::write_file_turns(&[
+        ("w1", "one.txt", "one"),
+        ("w2", "two.txt", "two"),
+        ("w3", "three.txt", "three"),
+    ]));
     let gw = Gateway::start(ws, Some(&llm.url()));
-    let mut child = claw(ws, None)
-        .args(["--session", "repl:always"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"write one\na\nwrite two\n/new\nwrite three\nn\n")
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = repl(
+        ws,
+        None,
+        "repl:always",
+        b"write one\na\nwrite two\n/new\nwrite three\nn\n",
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}\n{}", gw.log());
     let asked: Vec<&str> = stderr

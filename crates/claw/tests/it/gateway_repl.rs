@@ -4,11 +4,10 @@
 //! cancel endpoint the REPL's Ctrl-C uses, and `/stop`, are tested in-process in
 //! `claw-gateway`.)
 
-use super::gateway::{claw, echo_gateway};
-use claw_testkit::echo_llm::answer_for;
-use std::io::Write;
+use super::gateway::{Gateway, echo_gateway, repl};
+use claw_testkit::echo_llm::{EchoLlm, answer_for};
 use std::path::Path;
-use std::process::Stdio;
+use tempfile::TempDir;
 
 /// (role, content) of a transcript's messages.
 fn messages(ws: &Path, key: &str) -> Vec<(String, String)> {
@@ -18,27 +17,23 @@ fn messages(ws: &Path, key: &str) -> Vec<(String, String)> {
     )
 }
 
-#[test]
-fn new_in_the_repl_starts_a_fresh_session_key() {
-    let (dir, llm, _gw) = echo_gateway();
-    let ws = dir.path();
-    let mut child = claw(ws, Some(&llm.url()))
-        .args(["--session", "repl:new"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"hello there\n/new\nagain please\n")
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+/// The REPL of `session` through a fresh echo gateway (`echo_gateway`), fed
+/// `input`: it succeeds and says it goes through the gateway. Its stdout and
+/// stderr come after the workspace, the LLM and the gateway.
+fn echo_repl(session: &str, input: &[u8]) -> (TempDir, EchoLlm, Gateway, String, String) {
+    let (dir, llm, gw) = echo_gateway();
+    let out = repl(dir.path(), Some(&llm.url()), session, input);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("through the gateway"), "{stderr}");
+    (dir, llm, gw, stdout, stderr)
+}
+
+#[test]
+fn new_in_the_repl_starts_a_fresh_session_key() {
+    let (dir, _llm, _gw, _, stderr) = echo_repl("repl:new", b"hello there\n/new\nagain please\n");
+    let ws = dir.path();
     let new_key = stderr
         .lines()
         .find_map(|l| l.trim().strip_prefix("new session "))
@@ -68,26 +63,11 @@ fn new_in_the_repl_starts_a_fresh_session_key() {
 /// and bare `quit` leaves (the line after it is never sent).
 #[test]
 fn every_repl_command_works_through_the_gateway() {
-    let (dir, llm, _gw) = echo_gateway();
+    let (dir, llm, _gw, stdout, stderr) = echo_repl(
+        "repl:cmds",
+        b"hello there\n/help\n/agents\n/remember\n/compact\n/bogus\nquit\nnever sent\n",
+    );
     let ws = dir.path();
-    let mut child = claw(ws, Some(&llm.url()))
-        .args(["--session", "repl:cmds"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"hello there\n/help\n/agents\n/remember\n/compact\n/bogus\nquit\nnever sent\n")
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    assert!(stderr.contains("through the gateway"), "{stderr}");
     assert!(
         stdout.contains(&claw_agent::commands::help()),
         "/help prints the table: {stdout}"

@@ -183,14 +183,7 @@ fn print_clear_z_sweep(store: &claw_memory::store::Store, e: Option<&dyn Embedde
     ];
     let mut rows = vec![(0usize, 0usize, 0usize, 0usize); variants.len()];
     for q in qs {
-        let req = SearchRequest {
-            limit: 100,
-            min_score: Some(f64::NEG_INFINITY),
-            mmr: false,
-            explain: true,
-            ..SearchRequest::new(q.text.clone())
-        };
-        let r = engine::search(store, e, &p, &req, NOW).expect("search");
+        let r = explained_hits(store, e, &p, q);
         for (row, z) in rows.iter_mut().zip(variants) {
             let mut kept: Vec<(f64, &str)> = r
                 .results
@@ -207,32 +200,22 @@ fn print_clear_z_sweep(store: &claw_memory::store::Store, e: Option<&dyn Embedde
                 })
                 .collect();
             kept.sort_by(|a, b| b.0.total_cmp(&a.0));
-            match &q.expected {
-                Some(path) => {
-                    row.0 += usize::from(kept.iter().take(3).any(|(_, p)| p == path));
-                    row.1 += 1;
-                }
-                None => {
-                    row.2 += usize::from(!kept.is_empty());
-                    row.3 += 1;
-                }
-            }
+            tally(
+                row,
+                q,
+                |path| kept.iter().take(3).any(|(_, p)| *p == path),
+                !kept.is_empty(),
+            );
         }
     }
-    println!(
-        "| vector score (hybrid weights 0.7/0.3, min-score 0.35, score order) | paraphrase recall@3 | should-find-nothing with hits |"
+    print_sweep(
+        "vector score (hybrid weights 0.7/0.3, min-score 0.35, score order)",
+        &variants,
+        rows,
+        "raw cosine (no calibration)",
+        score::CLEAR_Z,
+        |z| format!("calibrated, clears at z = {z}"),
     );
-    println!("|---|---:|---:|");
-    for (z, (f3, n, fp, nn)) in variants.iter().zip(rows) {
-        let label = match z {
-            None => "raw cosine (no calibration)".to_string(),
-            Some(z) if (*z - score::CLEAR_Z).abs() < 1e-9 => {
-                format!("calibrated, clears at z = {z} (default)")
-            }
-            Some(z) => format!("calibrated, clears at z = {z}"),
-        };
-        println!("| {label} | {f3}/{n} | {fp}/{nn} |");
-    }
 }
 
 /// The sweep behind `score::QUERY_CLEAR_MARGIN`: every query's hits (no minimum score,
@@ -265,14 +248,7 @@ fn print_query_clear_z_sweep(
     ];
     let mut rows = vec![(0usize, 0usize, 0usize, 0usize); variants.len()];
     for q in qs {
-        let req = SearchRequest {
-            limit: 100,
-            min_score: Some(f64::NEG_INFINITY),
-            mmr: false,
-            explain: true,
-            ..SearchRequest::new(q.text.clone())
-        };
-        let r = engine::search(store, e, &p, &req, NOW).expect("search");
+        let r = explained_hits(store, e, &p, q);
         let xs: Vec<_> = r
             .results
             .iter()
@@ -305,29 +281,78 @@ fn print_query_clear_z_sweep(
         }
         for (row, z) in rows.iter_mut().zip(variants) {
             let gated = z.is_some_and(|m| !keyword && best_z < bar(m));
-            match &q.expected {
-                Some(path) => {
-                    row.0 += usize::from(!gated && top3(path));
-                    row.1 += 1;
-                }
-                None => {
-                    row.2 += usize::from(!gated && !kept.is_empty());
-                    row.3 += 1;
-                }
-            }
+            tally(
+                row,
+                q,
+                |path| !gated && top3(path),
+                !gated && !kept.is_empty(),
+            );
         }
     }
-    println!(
-        "| nothing-relevant gate (best hit above the query's own background) | paraphrase recall@3 | should-find-nothing with hits |"
+    print_sweep(
+        "nothing-relevant gate (best hit above the query's own background)",
+        &variants,
+        rows,
+        "no gate",
+        score::QUERY_CLEAR_MARGIN,
+        |m| format!("margin {m}"),
     );
+}
+
+/// Every hit of `q` (up to 100) with its explanation: no minimum score, so no
+/// "nothing relevant" gate, and no MMR.
+fn explained_hits(
+    store: &claw_memory::store::Store,
+    e: Option<&dyn Embedder>,
+    p: &MemorySettings,
+    q: &Query,
+) -> engine::SearchResponse {
+    let req = SearchRequest {
+        limit: 100,
+        min_score: Some(f64::NEG_INFINITY),
+        mmr: false,
+        explain: true,
+        ..SearchRequest::new(q.text.clone())
+    };
+    engine::search(store, e, p, &req, NOW).expect("search")
+}
+
+/// A sweep row: (paraphrases found in the top 3, paraphrases,
+/// should-find-nothing queries with hits, should-find-nothing queries).
+type SweepRow = (usize, usize, usize, usize);
+
+/// Counts query `q` into `row`: `found(path)` for a paraphrase of `path`,
+/// `hits` for a should-find-nothing query.
+fn tally(row: &mut SweepRow, q: &Query, found: impl FnOnce(&str) -> bool, hits: bool) {
+    match &q.expected {
+        Some(path) => {
+            row.0 += usize::from(found(path));
+            row.1 += 1;
+        }
+        None => {
+            row.2 += usize::from(hits);
+            row.3 += 1;
+        }
+    }
+}
+
+/// A sweep's table: one line a variant, labelled `none` (no variant) or by
+/// `label`, "(default)" added to the `default` one.
+fn print_sweep(
+    header: &str,
+    variants: &[Option<f64>],
+    rows: Vec<SweepRow>,
+    none: &str,
+    default: f64,
+    label: impl Fn(f64) -> String,
+) {
+    println!("| {header} | paraphrase recall@3 | should-find-nothing with hits |");
     println!("|---|---:|---:|");
     for (z, (f3, n, fp, nn)) in variants.iter().zip(rows) {
-        let label = match z {
-            None => "no gate".to_string(),
-            Some(m) if (*m - score::QUERY_CLEAR_MARGIN).abs() < 1e-9 => {
-                format!("margin {m} (default)")
-            }
-            Some(m) => format!("margin {m}"),
+        let label = match *z {
+            None => none.to_string(),
+            Some(z) if (z - default).abs() < 1e-9 => format!("{} (default)", label(z)),
+            Some(z) => label(z),
         };
         println!("| {label} | {f3}/{n} | {fp}/{nn} |");
     }

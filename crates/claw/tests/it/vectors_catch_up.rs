@@ -27,6 +27,18 @@ fn text(out: &std::process::Output) -> (String, String) {
     )
 }
 
+/// `claw memory search "billing database"` (with the model), which succeeds;
+/// its stderr.
+fn search_stderr(ws: &std::path::Path) -> String {
+    let out = support::claw(ws)
+        .args(["memory", "search", "billing database"])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    stderr
+}
+
 #[test]
 fn a_model_installed_after_indexing_is_named_then_used() {
     let ws = tempfile::tempdir().unwrap();
@@ -35,12 +47,7 @@ fn a_model_installed_after_indexing_is_named_then_used() {
     assert_eq!(report["model"], "", "{report}");
 
     // Before: the gap is named everywhere.
-    let out = support::claw(ws.path())
-        .args(["memory", "search", "billing database"])
-        .output()
-        .unwrap();
-    let (stdout, stderr) = text(&out);
-    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    let stderr = search_stderr(ws.path());
     assert!(
         stderr.contains("chunks without vectors — run `claw memory index`"),
         "{stderr}"
@@ -95,12 +102,7 @@ fn a_model_installed_after_indexing_is_named_then_used() {
     let st = support::run_json(support::claw(ws.path()).args(["memory", "status", "--json"]));
     assert_eq!(st["vectors"], st["chunks"], "{st}");
     assert!(st["vectors_missing"].is_null(), "{st}");
-    let out = support::claw(ws.path())
-        .args(["memory", "search", "billing database"])
-        .output()
-        .unwrap();
-    let (stdout, stderr) = text(&out);
-    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    let stderr = search_stderr(ws.path());
     assert!(!stderr.contains("without vectors"), "{stderr}");
     let json = support::run_json(support::claw(ws.path()).args([
         "memory",

@@ -7,23 +7,15 @@
 //! not waiting and 400s another decision; a non-streamed request that needs an
 //! approval fails naming the streamed way.
 
-use crate::client_support::stream_turn;
+use crate::client_support::{request_chat, stream_turn};
 use crate::common::Gateway;
 use claw_gateway::client::{ChatEvent, Client};
-use claw_testkit::gateway_http::chat_body;
+use claw_testkit::scripted_server::openai::write_file_call as write;
 use claw_testkit::scripted_server::{ScriptedServer, openai};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::sync::mpsc::Receiver;
 use std::time::Duration;
-
-fn write(id: &str, path: &str) -> claw_testkit::scripted_server::Reply {
-    openai::tool_call(
-        id,
-        "write_file",
-        &[&json!({"path": path, "content": id}).to_string()],
-    )
-}
 
 /// The next approval request of a streaming turn (30 s at most).
 fn next_approval(rx: &Receiver<ChatEvent>) -> Value {
@@ -96,17 +88,13 @@ fn gateway(ws: &Path, server: &ScriptedServer, gateway_section: Value) -> Gatewa
 fn once_always_and_deny_through_the_api_per_session() {
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path();
-    let server = ScriptedServer::start([
-        write("w1", "a.txt"),
-        openai::text(&["wrote a"]),
-        write("w2", "b.txt"),
-        openai::text(&["wrote b"]),
-        write("w3", "c.txt"),
-        openai::text(&["wrote c"]),
+    let server = ScriptedServer::start(openai::write_file_turns(&[
+        ("w1", "a.txt", "wrote a"),
+        ("w2", "b.txt", "wrote b"),
+        ("w3", "c.txt", "wrote c"),
         // Another session.
-        write("w4", "d.txt"),
-        openai::text(&["could not write d"]),
-    ]);
+        ("w4", "d.txt", "could not write d"),
+    ]));
     let gw = gateway(ws, &server, json!({}));
     let c = gw.client();
 
@@ -203,14 +191,7 @@ fn an_unanswered_request_times_out_as_a_denial() {
     let gw = gateway(ws, &server, json!({"approval_timeout_seconds": 1}));
     let c = gw.client();
     let started = std::time::Instant::now();
-    let r = c
-        .request_with(
-            "POST",
-            "/v1/chat/completions",
-            Some(&serde_json::to_vec(&chat_body("write a", true)).unwrap()),
-            &[("X-Claw-Session", "api:late")],
-        )
-        .unwrap();
+    let r = request_chat(&c, "api:late", "write a", true);
     assert_eq!(r.status, 200);
     assert!(started.elapsed() >= Duration::from_secs(1));
     let data: Vec<Value> = String::from_utf8(r.body)
@@ -261,15 +242,7 @@ fn a_non_streamed_request_that_needs_an_approval_fails_naming_the_stream() {
     let ws = dir.path();
     let server = ScriptedServer::start([write("w1", "a.txt"), openai::text(&["unused"])]);
     let gw = gateway(ws, &server, json!({}));
-    let r = gw
-        .client()
-        .request_with(
-            "POST",
-            "/v1/chat/completions",
-            Some(&serde_json::to_vec(&chat_body("write a", false)).unwrap()),
-            &[("X-Claw-Session", "api:plain")],
-        )
-        .unwrap();
+    let r = request_chat(&gw.client(), "api:plain", "write a", false);
     assert_eq!(r.status, 409, "{}", String::from_utf8_lossy(&r.body));
     let body: Value = serde_json::from_slice(&r.body).unwrap();
     assert_eq!(body["error"]["type"], "approval_required");

@@ -6,12 +6,14 @@
 //! message is answered — and so does `/stop` sent as a message from any
 //! channel, served at once rather than queued behind the turn.
 
-use crate::common::{echo_gateway, pairs as messages};
-use claw_gateway::client::{ChatEvent, Client};
-use claw_testkit::echo_llm::answer_for;
+use crate::common::{Gateway, echo_gateway, pairs as messages};
+use claw_gateway::client::{ChatEvent, Client, ClientError};
+use claw_testkit::echo_llm::{EchoLlm, answer_for};
 use serde_json::Value;
 use std::io::Write;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+use tempfile::TempDir;
 
 /// Wait (30 s at most) until a turn runs.
 fn wait_running(client: &Client) {
@@ -27,26 +29,44 @@ fn wait_running(client: &Client) {
     }
 }
 
-#[test]
-fn cancel_stops_the_remote_turn_and_the_session_goes_on() {
-    // Every answer takes 4 s to start: a turn is surely running when we cancel.
-    let (dir, _llm, gw) = echo_gateway(Duration::from_secs(4), Duration::ZERO, 1);
-    let ws = dir.path();
-    let client = gw.client();
-    let key = "repl:cancel";
+/// What a turn run in the background came to: its result, the text it
+/// streamed and when it ended.
+type TurnEnd = (
+    Result<(String, Option<String>), ClientError>,
+    Vec<String>,
+    Instant,
+);
 
-    let c2 = client.clone();
+/// A gateway over an echoing LLM whose every answer takes 4 s to start, and
+/// `message` sent to session `key` from `channel` on a thread of its own,
+/// returned once that turn runs (so it surely is running when stopped).
+fn running_turn(
+    key: &'static str,
+    message: &'static str,
+    channel: &'static str,
+) -> (TempDir, EchoLlm, Gateway, JoinHandle<TurnEnd>) {
+    let (dir, llm, gw) = echo_gateway(Duration::from_secs(4), Duration::ZERO, 1);
+    let client = gw.client();
     let turn = std::thread::spawn(move || {
         let mut seen = Vec::new();
-        let r = c2.chat(key, "first question", false, "cli", |ev| {
+        let r = client.chat(key, message, false, channel, |ev| {
             if let ChatEvent::Text(t) = ev {
                 seen.push(t.clone());
             }
         });
         (r, seen, Instant::now())
     });
-    // Wait until the turn runs (the LLM is thinking), then cancel.
-    wait_running(&client);
+    wait_running(&gw.client());
+    (dir, llm, gw, turn)
+}
+
+#[test]
+fn cancel_stops_the_remote_turn_and_the_session_goes_on() {
+    let key = "repl:cancel";
+    let (dir, _llm, gw, turn) = running_turn(key, "first question", "cli");
+    let ws = dir.path();
+    let client = gw.client();
+    // The turn runs (the LLM is thinking): cancel.
     let cancelled_at = Instant::now();
     let r = client
         .request("POST", "/v1/sessions/repl:cancel/cancel", None)
@@ -104,17 +124,10 @@ fn cancel_stops_the_remote_turn_and_the_session_goes_on() {
 /// behind the turn it stops, and that turn ends `cancelled`.
 #[test]
 fn stop_as_a_message_cancels_the_running_turn_from_any_channel() {
-    let (dir, _llm, gw) = echo_gateway(Duration::from_secs(4), Duration::ZERO, 1);
+    let key = "chat:stop";
+    let (dir, _llm, gw, turn) = running_turn(key, "a long question", "telegram");
     let ws = dir.path();
     let client = gw.client();
-    let key = "chat:stop";
-
-    let c2 = client.clone();
-    let turn = std::thread::spawn(move || {
-        let r = c2.chat(key, "a long question", false, "telegram", |_| {});
-        (r, Instant::now())
-    });
-    wait_running(&client);
     let stopped_at = Instant::now();
     let mut reply = String::new();
     let (end, why) = client
@@ -125,7 +138,7 @@ fn stop_as_a_message_cancels_the_running_turn_from_any_channel() {
         })
         .unwrap();
     assert_eq!(end, "answered", "{why:?}");
-    let (result, ended_at) = turn.join().unwrap();
+    let (result, _, ended_at) = turn.join().unwrap();
     let took = ended_at.duration_since(stopped_at);
     let (end, _) = result.expect("the stream ends cleanly");
     assert_eq!(end, "cancelled");

@@ -24,27 +24,43 @@ fn config(ws: &Path, tg: &FakeTelegram, allow: &str, agent: Value) {
     .unwrap();
 }
 
+/// A fresh workspace with Telegram (its token `token`, in `CLAW_TG_TOKEN`)
+/// allowing `allow`, the scripted LLM answering `replies`, and the gateway over
+/// them.
+fn telegram_gateway(
+    token: &str,
+    allow: &str,
+    agent: Value,
+    replies: impl IntoIterator<Item = Reply>,
+) -> (tempfile::TempDir, FakeTelegram, ScriptedServer, Gateway) {
+    let dir = tempfile::tempdir().unwrap();
+    let tg = FakeTelegram::start(token);
+    config(dir.path(), &tg, allow, agent);
+    let llm = ScriptedServer::start(replies);
+    let gw = Gateway::start_with_env(dir.path(), Some(&llm.url()), &[("CLAW_TG_TOKEN", token)]);
+    (dir, tg, llm, gw)
+}
+
 #[test]
 fn telegram_message_tool_reaches_allowed_chats_only() {
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path();
-    let token = "999:tool-token";
-    let tg = FakeTelegram::start(token);
-    config(ws, &tg, "42", json!({"confirm_side_effects": false}));
-    let llm = ScriptedServer::start([
-        openai::tool_call(
-            "c1",
-            "message",
-            &[r#"{"channel":"telegram","chat_id":"42","text":"a note for you."}"#],
-        ),
-        openai::tool_call(
-            "c2",
-            "message",
-            &[r#"{"channel":"telegram","chat_id":"99","text":"spam"}"#],
-        ),
-        openai::text(&["done"]),
-    ]);
-    let mut gw = Gateway::start_with_env(ws, Some(&llm.url()), &[("CLAW_TG_TOKEN", token)]);
+    let (_dir, tg, llm, mut gw) = telegram_gateway(
+        "999:tool-token",
+        "42",
+        json!({"confirm_side_effects": false}),
+        [
+            openai::tool_call(
+                "c1",
+                "message",
+                &[r#"{"channel":"telegram","chat_id":"42","text":"a note for you."}"#],
+            ),
+            openai::tool_call(
+                "c2",
+                "message",
+                &[r#"{"channel":"telegram","chat_id":"99","text":"spam"}"#],
+            ),
+            openai::text(&["done"]),
+        ],
+    );
     tg.push_text(42, None, "send me a note");
     let sent = tg.wait_sent(2, Duration::from_secs(30));
     let shown: Vec<(Value, String)> = sent
@@ -82,16 +98,15 @@ fn telegram_message_tool_reaches_allowed_chats_only() {
 /// running turn is cancelled at once and the chat is told so.
 #[test]
 fn telegram_stop_cancels_the_running_turn_from_the_chat() {
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path();
-    let token = "555:stop-token";
-    let tg = FakeTelegram::start(token);
-    config(ws, &tg, "@ann", json!({}));
     // The first answer would take 20 s to start.
     let mut slow = vec![Step::delay_ms(20_000)];
     slow.extend(openai::text_steps(&["far too late"]));
-    let llm = ScriptedServer::start([Reply::sse(slow), openai::text(&["after the stop"])]);
-    let mut gw = Gateway::start_with_env(ws, Some(&llm.url()), &[("CLAW_TG_TOKEN", token)]);
+    let (_dir, tg, llm, mut gw) = telegram_gateway(
+        "555:stop-token",
+        "@ann",
+        json!({}),
+        [Reply::sse(slow), openai::text(&["after the stop"])],
+    );
 
     tg.push_text(42, Some("ann"), "a long question");
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -127,25 +142,16 @@ fn telegram_stop_cancels_the_running_turn_from_the_chat() {
 /// `no` refuses the next one (the model is told the user declined).
 #[test]
 fn telegram_asks_the_chat_before_a_side_effect() {
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, tg, llm, mut gw) = telegram_gateway(
+        "777:approve-token",
+        "42",
+        json!({}),
+        openai::write_file_turns(&[
+            ("w1", "yes.txt", "wrote it"),
+            ("w2", "no.txt", "did not write it"),
+        ]),
+    );
     let ws = dir.path();
-    let token = "777:approve-token";
-    let tg = FakeTelegram::start(token);
-    config(ws, &tg, "42", json!({}));
-    let write = |id: &str, path: &str| {
-        openai::tool_call(
-            id,
-            "write_file",
-            &[&json!({"path": path, "content": id}).to_string()],
-        )
-    };
-    let llm = ScriptedServer::start([
-        write("w1", "yes.txt"),
-        openai::text(&["wrote it"]),
-        write("w2", "no.txt"),
-        openai::text(&["did not write it"]),
-    ]);
-    let mut gw = Gateway::start_with_env(ws, Some(&llm.url()), &[("CLAW_TG_TOKEN", token)]);
     let text = |b: &Value| parse_markdown_v2(b["text"].as_str().unwrap()).unwrap();
 
     tg.push_text(42, None, "write yes.txt");

@@ -2,20 +2,25 @@
 //! and of `claw` (`claw gateway`, which includes this file): a chat completion
 //! posted, a streaming turn on a thread, and the text it streamed.
 
-use claw_gateway::client::{ChatEvent, Client};
+use claw_gateway::client::{ChatEvent, Client, HttpResponse};
 use claw_testkit::gateway_http::chat_body;
 use serde_json::Value;
 
+/// POST a chat completion (`stream` or not) with an explicit session header;
+/// the response as it came.
+pub fn request_chat(c: &Client, session: &str, text: &str, stream: bool) -> HttpResponse {
+    c.request_with(
+        "POST",
+        "/v1/chat/completions",
+        Some(&serde_json::to_vec(&chat_body(text, stream)).unwrap()),
+        &[("X-Claw-Session", session)],
+    )
+    .unwrap()
+}
+
 /// POST a chat completion with an explicit session header.
 pub fn post_chat(c: &Client, session: &str, text: &str) -> Value {
-    let r = c
-        .request_with(
-            "POST",
-            "/v1/chat/completions",
-            Some(&serde_json::to_vec(&chat_body(text, false)).unwrap()),
-            &[("X-Claw-Session", session)],
-        )
-        .unwrap();
+    let r = request_chat(c, session, text, false);
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     serde_json::from_slice(&r.body).unwrap()
 }

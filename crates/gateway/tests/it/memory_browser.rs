@@ -16,7 +16,7 @@
 //! `memory-search.png` and `memory-status.png` (how `docs/img/` was made).
 
 use crate::common::Gateway;
-use crate::webchat_browser::{Browser, Cdp, chromium};
+use crate::webchat_browser::{Cdp, chromium, open_browser};
 use claw_memory_api::{IndexOptions, Memory};
 use serde_json::{Value, json};
 use std::path::Path;
@@ -88,6 +88,36 @@ fn screenshot(cdp: &mut Cdp, name: &str) {
     eprintln!("saved {}", path.display());
 }
 
+/// Clicks Search and waits for `what`, the page's `n`th search.
+fn search(cdp: &mut Cdp, what: &str, n: u32) {
+    cdp.click("#search");
+    cdp.wait_for(
+        what,
+        &format!("document.body.dataset.searched === '{n}'"),
+        30,
+    );
+}
+
+/// Opens the first hit in the reader.
+fn open_first_hit(cdp: &mut Cdp) {
+    cdp.click("#results .hit-open");
+    cdp.wait_for(
+        "the reader",
+        "!document.getElementById('reader').hidden",
+        10,
+    );
+}
+
+/// Field `key` of every item of a listing's `data`.
+fn data_strs<'a>(listing: &'a Value, key: &str) -> Vec<&'a str> {
+    listing["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|item| item[key].as_str().unwrap())
+        .collect()
+}
+
 fn get(gw: &Gateway, path: &str) -> (u16, Value) {
     let r = gw.client().request("GET", path, None).unwrap();
     (
@@ -121,12 +151,7 @@ fn memory_endpoints_are_read_only_json_behind_the_token() {
     assert_eq!(status["model"], "");
     let (code, sources) = get(&gw, "/v1/memory/sources");
     assert_eq!(code, 200);
-    let names: Vec<&str> = sources["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["name"].as_str().unwrap())
-        .collect();
+    let names: Vec<&str> = data_strs(&sources, "name");
     assert!(
         names.contains(&"memory") && names.contains(&"garden"),
         "{sources}"
@@ -134,12 +159,7 @@ fn memory_endpoints_are_read_only_json_behind_the_token() {
 
     let (code, files) = get(&gw, "/v1/memory/files?source=memory");
     assert_eq!(code, 200, "{files}");
-    let paths: Vec<&str> = files["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["path"].as_str().unwrap())
-        .collect();
+    let paths: Vec<&str> = data_strs(&files, "path");
     assert_eq!(paths, ["MEMORY.md", "memory/2026-11-02.md"], "{files}");
     assert_eq!(files["data"][0]["size"], json!(MEMORY_MD.len()));
     assert!(files["root"].as_str().is_some(), "{files}");
@@ -190,10 +210,7 @@ fn memory_page_in_headless_chromium_searches_opens_browses_and_shows_status() {
     let gw = Gateway::start(dir.path(), None);
     let base = gw.client().info.base_url();
 
-    let browser = Browser::launch(&bin);
-    let mut cdp = Cdp::connect(&browser.ws_url);
-    cdp.open_page();
-    cdp.navigate(&format!("{base}/memory"));
+    let (_browser, mut cdp) = open_browser(&bin, &format!("{base}/memory"));
 
     // No token yet: the page asks for it and lists nothing.
     assert_eq!(
@@ -258,22 +275,12 @@ fn memory_page_in_headless_chromium_searches_opens_browses_and_shows_status() {
         "all sources searched: {hits}"
     );
     // The first hit opened beside the list, for the screenshot.
-    cdp.click("#results .hit-open");
-    cdp.wait_for(
-        "the reader",
-        "!document.getElementById('reader').hidden",
-        10,
-    );
+    open_first_hit(&mut cdp);
     screenshot(&mut cdp, "memory-search.png");
 
     // Filters: the garden source only, keyword mode.
     cdp.eval("document.getElementById('source').value = 'garden'; document.getElementById('mode').value = 'fts'");
-    cdp.click("#search");
-    cdp.wait_for(
-        "the filtered hits",
-        "document.body.dataset.searched === '2'",
-        30,
-    );
+    search(&mut cdp, "the filtered hits", 2);
     let sources = cdp
         .eval("[...document.querySelectorAll('#results .hit-source')].map((s) => s.textContent)");
     assert_eq!(sources, json!(["garden"]), "source filter");
@@ -292,18 +299,8 @@ fn memory_page_in_headless_chromium_searches_opens_browses_and_shows_status() {
     );
     cdp.eval("document.getElementById('source').value = 'all'; document.getElementById('mode').value = 'hybrid'");
     cdp.eval("document.getElementById('query').value = 'ZX-4471'");
-    cdp.click("#search");
-    cdp.wait_for(
-        "the ticket hit",
-        "document.body.dataset.searched === '3'",
-        30,
-    );
-    cdp.click("#results .hit-open");
-    cdp.wait_for(
-        "the reader",
-        "!document.getElementById('reader').hidden",
-        10,
-    );
+    search(&mut cdp, "the ticket hit", 3);
+    open_first_hit(&mut cdp);
     let cited = cdp.eval(
         "[...document.querySelectorAll('#reader-text .line.cited')].map((l) => l.dataset.n + ':' + l.lastChild.textContent)",
     );
@@ -333,18 +330,8 @@ fn memory_page_in_headless_chromium_searches_opens_browses_and_shows_status() {
 
     // The hostile note: found, opened, shown as its text; nothing ran, no element made.
     cdp.eval("document.getElementById('query').value = 'quokka colony'");
-    cdp.click("#search");
-    cdp.wait_for(
-        "the quokka hit",
-        "document.body.dataset.searched === '4'",
-        30,
-    );
-    cdp.click("#results .hit-open");
-    cdp.wait_for(
-        "the reader",
-        "!document.getElementById('reader').hidden",
-        10,
-    );
+    search(&mut cdp, "the quokka hit", 4);
+    open_first_hit(&mut cdp);
     std::thread::sleep(Duration::from_millis(300));
     let shown = cdp.eval("document.getElementById('reader-text').textContent");
     assert!(

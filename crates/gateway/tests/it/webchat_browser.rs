@@ -31,6 +31,16 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use tungstenite::{Message, WebSocket};
 
+/// Chromium at `bin` with one page open at `url`; the browser outlives the
+/// connection.
+pub(crate) fn open_browser(bin: &Path, url: &str) -> (Browser, Cdp) {
+    let browser = Browser::launch(bin);
+    let mut cdp = Cdp::connect(&browser.ws_url);
+    cdp.open_page();
+    cdp.navigate(url);
+    (browser, cdp)
+}
+
 /// The Chromium binary, or None (outside CI) when there is none.
 pub(crate) fn chromium() -> Option<PathBuf> {
     let ci = std::env::var("CI").is_ok_and(|v| v == "true");
@@ -448,10 +458,7 @@ fn webchat_in_headless_chromium_streams_tools_and_renders_safely() {
         .trim()
         .to_string();
 
-    let browser = Browser::launch(&bin);
-    let mut cdp = Cdp::connect(&browser.ws_url);
-    cdp.open_page();
-    cdp.navigate(&format!("{base}/"));
+    let (browser, mut cdp) = open_browser(&bin, &format!("{base}/"));
 
     // No token yet: the page asks for one and has called nothing.
     assert_eq!(
@@ -756,25 +763,13 @@ fn webchat_approve_and_deny_buttons_answer_approval_requests() {
     let Some(bin) = chromium() else { return };
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path();
-    let write = |id: &str, path: &str| {
-        openai::tool_call(
-            id,
-            "write_file",
-            &[&json!({"path": path, "content": id}).to_string()],
-        )
-    };
-    let llm = ScriptedServer::start([
-        write("w1", "approved.txt"),
-        openai::text(&["wrote it"]),
-        write("w2", "denied.txt"),
-        openai::text(&["did not write it"]),
-    ]);
+    let llm = ScriptedServer::start(openai::write_file_turns(&[
+        ("w1", "approved.txt", "wrote it"),
+        ("w2", "denied.txt", "did not write it"),
+    ]));
     let gw = Gateway::start(ws, Some(&llm.url()));
     let base = gw.client().info.base_url();
-    let browser = Browser::launch(&bin);
-    let mut cdp = Cdp::connect(&browser.ws_url);
-    cdp.open_page();
-    cdp.navigate(&format!("{base}/#token={}", gw.token));
+    let (_browser, mut cdp) = open_browser(&bin, &format!("{base}/#token={}", gw.token));
     cdp.wait_for(
         "the page with the token",
         "document.body.dataset.ready === '1' && document.getElementById('token-state').textContent === 'token saved'",
