@@ -28,6 +28,24 @@ pub const HEADINGS: [&str; 4] = [
 ];
 /// A rewritten (terse) entry is at most this many characters.
 pub const TERSE_CHARS: usize = 72;
+/// Where a fact came from ends its bullet: `- fact — from memory/2026-12-01.md#L3-L4`
+/// (the scheduled consolidation's facts; `/remember`'s carry none). Ignored
+/// when facts are compared.
+pub const PROVENANCE: &str = " — from ";
+/// The start of the dated headings the scheduled consolidation adds its facts
+/// under (`## Consolidated on 2026-12-03`).
+pub const DATED_PREFIX: &str = "Consolidated on ";
+
+/// The dated heading of a scheduled consolidation on `day`.
+pub fn dated_heading(day: chrono::NaiveDate) -> String {
+    format!("{DATED_PREFIX}{}", day.format("%Y-%m-%d"))
+}
+
+/// Whether a `## ` section is consolidation's own: one of [`HEADINGS`] or a
+/// dated heading (its older bullets may be rewritten tersely to keep the bound).
+fn is_managed(name: &str) -> bool {
+    HEADINGS.iter().any(|h| h.eq_ignore_ascii_case(name)) || name.starts_with(DATED_PREFIX)
+}
 
 const SYSTEM: &str = "You maintain MEMORY.md, the long-term memory of a personal AI \
 assistant. From the conversation, extract only durable facts worth remembering for months: \
@@ -69,6 +87,8 @@ pub fn request(memory_md: &str, messages: &[Message], max_tokens: u32) -> ChatRe
 pub struct Fact {
     pub heading: String,
     pub text: String,
+    /// Where it came from (a citation), written after it as [`PROVENANCE`].
+    pub source: Option<String>,
 }
 
 /// The canonical heading for a heading the model wrote (unknown ones are kept).
@@ -106,11 +126,27 @@ pub fn parse_reply(reply: &str) -> Vec<Fact> {
                 out.push(Fact {
                     heading: heading.clone(),
                     text: f.to_string(),
+                    source: None,
                 });
             }
         }
     }
     out
+}
+
+/// What a merge did with one fact.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FactOutcome {
+    /// Added as a new bullet.
+    Added,
+    /// Replaced the bullet it changes; `was` is the old value kept as history.
+    Updated { was: String },
+    /// Already there (or repeated in the reply).
+    Duplicate,
+    /// Left out: even the terse file had no room.
+    Dropped,
+    /// Nothing left once redacted and trimmed.
+    Empty,
 }
 
 /// What a merge did.
@@ -128,6 +164,8 @@ pub struct Merged {
     pub condensed: usize,
     /// Facts left out because even the terse file had no room.
     pub dropped: usize,
+    /// What happened to each fact, in the order given.
+    pub outcomes: Vec<FactOutcome>,
 }
 
 impl Merged {
@@ -299,6 +337,24 @@ fn split_history(line: &str) -> (&str, Option<&str>) {
     }
 }
 
+/// A bullet's provenance, ` — from …` at its end, split off.
+fn split_provenance(line: &str) -> (&str, Option<&str>) {
+    match line.rfind(PROVENANCE) {
+        Some(i) => (&line[..i], Some(&line[i + PROVENANCE.len()..])),
+        None => (line, None),
+    }
+}
+
+/// The fact a bullet states: without its marker, provenance and history.
+fn bare(line: &str) -> &str {
+    split_history(
+        split_provenance(line.trim_start_matches(['-', '*', ' ']))
+            .0
+            .trim_end(),
+    )
+    .0
+}
+
 /// A fact's `(replaces: …)` marker, split off.
 fn split_replaces(text: &str) -> (&str, Option<&str>) {
     let lower = text.to_ascii_lowercase();
@@ -429,7 +485,7 @@ pub fn merge_on(
     let mut known: Vec<Vec<String>> = doc
         .iter()
         .flat_map(|s| s.lines.iter())
-        .map(|l| words(split_history(l.trim_start_matches(['-', '*', ' '])).0))
+        .map(|l| words(bare(l)))
         .collect();
     let mut merged = Merged {
         text: String::new(),
@@ -438,23 +494,32 @@ pub fn merge_on(
         duplicates: 0,
         condensed: 0,
         dropped: 0,
+        outcomes: Vec::with_capacity(facts.len()),
     };
-    // Bullets added by this merge: (section index, line index), newest last.
-    let mut fresh: Vec<(usize, usize)> = Vec::new();
-    for fact in facts {
+    // Bullets written by this merge: (section index, line index, fact index,
+    // whether it is an update), newest last.
+    let mut fresh: Vec<(usize, usize, usize, bool)> = Vec::new();
+    for (fi, fact) in facts.iter().enumerate() {
         let redacted = claw_memory_api::redact::redact(fact.text.trim()).into_owned();
         let (text, replaces) = split_replaces(&redacted);
         let text = text.to_string();
         let w = words(&text);
         if w.is_empty() {
+            merged.outcomes.push(FactOutcome::Empty);
             continue;
         }
+        let from = fact
+            .source
+            .as_deref()
+            .map(|s| format!("{PROVENANCE}{s}"))
+            .unwrap_or_default();
         // An update replaces the bullet it changes, in place.
         if let Some((si, li)) = find_updated(&doc, &w, replaces) {
             let line = &doc[si].lines[li];
-            let (old, history) = split_history(line[2..].trim());
+            let (old, history) = split_history(split_provenance(line[2..].trim()).0.trim_end());
             if words(old) == w {
                 merged.duplicates += 1;
+                merged.outcomes.push(FactOutcome::Duplicate);
                 continue;
             }
             let mut was = old_value(old, &w);
@@ -465,14 +530,16 @@ pub fn merge_on(
             let since = today
                 .map(|d| format!("since {}; ", d.format("%Y-%m-%d")))
                 .unwrap_or_default();
-            doc[si].lines[li] = format!("- {text} ({since}was {was})");
+            doc[si].lines[li] = format!("- {text} ({since}was {was}){from}");
             known[line_index(&doc, si, li)] = w;
-            fresh.push((si, li));
+            fresh.push((si, li, fi, true));
             merged.updated += 1;
+            merged.outcomes.push(FactOutcome::Updated { was });
             continue;
         }
         if known.iter().any(|k| relation(&w, k) == Relation::Same) {
             merged.duplicates += 1;
+            merged.outcomes.push(FactOutcome::Duplicate);
             continue;
         }
         let idx = match doc.iter().position(|s| {
@@ -503,28 +570,24 @@ pub fn merge_on(
             .iter()
             .rposition(|l| !l.trim().is_empty())
             .map_or(sec.lines.len(), |i| i + 1);
-        sec.lines.insert(at, format!("- {text}"));
+        sec.lines.insert(at, format!("- {text}{from}"));
         for f in fresh.iter_mut().filter(|f| f.0 == idx && f.1 >= at) {
             f.1 += 1;
         }
-        fresh.push((idx, at));
+        fresh.push((idx, at, fi, false));
         known.push(w);
         merged.added += 1;
+        merged.outcomes.push(FactOutcome::Added);
     }
     // The bound: condense older bullets of the headings (never the user's other
     // text, never this merge's own facts), then drop this merge's newest facts.
     let managed: Vec<usize> = (0..doc.len())
-        .filter(|&i| {
-            doc[i]
-                .name
-                .as_deref()
-                .is_some_and(|n| HEADINGS.iter().any(|h| h.eq_ignore_ascii_case(n)))
-        })
+        .filter(|&i| doc[i].name.as_deref().is_some_and(is_managed))
         .collect();
     let mut older: Vec<(usize, usize)> = Vec::new();
     for &si in &managed {
         for (li, l) in doc[si].lines.iter().enumerate() {
-            if l.starts_with("- ") && !fresh.contains(&(si, li)) {
+            if l.starts_with("- ") && !fresh.iter().any(|f| (f.0, f.1) == (si, li)) {
                 older.push((si, li));
             }
         }
@@ -534,17 +597,28 @@ pub fn merge_on(
         if let Some(&(si, li)) = older.get(next_old) {
             next_old += 1;
             let line = &doc[si].lines[li];
-            let short = format!("- {}", terse(&line[2..]));
+            // The fact is shortened; where it came from stays.
+            let (body, from) = split_provenance(&line[2..]);
+            let from = from.map(|f| format!("{PROVENANCE}{f}")).unwrap_or_default();
+            let short = format!("- {}{from}", terse(body));
             if short.len() < line.len() {
                 doc[si].lines[li] = short;
                 merged.condensed += 1;
             }
             continue;
         }
-        let Some((si, li)) = fresh.pop() else { break };
+        // The newest added fact goes (an update stays: its old value is gone).
+        let Some(pos) = fresh.iter().rposition(|f| !f.3) else {
+            break;
+        };
+        let (si, li, fi, _) = fresh.remove(pos);
         doc[si].lines.remove(li);
+        for f in fresh.iter_mut().filter(|f| f.0 == si && f.1 > li) {
+            f.1 -= 1;
+        }
         merged.added -= 1;
         merged.dropped += 1;
+        merged.outcomes[fi] = FactOutcome::Dropped;
     }
     merged.text = render_doc(&doc);
     if !merged.changed() {
@@ -561,7 +635,7 @@ fn find_updated(doc: &[Section], w: &[String], replaces: Option<&str>) -> Option
             .iter()
             .enumerate()
             .filter(|(_, l)| l.starts_with("- ") || l.starts_with("* "))
-            .map(move |(li, l)| (si, li, words(split_history(l[2..].trim()).0)))
+            .map(move |(li, l)| (si, li, words(bare(l))))
     });
     if let Some(r) = replaces.map(words).filter(|r| !r.is_empty()) {
         let best = bullets
@@ -613,6 +687,7 @@ mod tests {
         Fact {
             heading: h.into(),
             text: t.into(),
+            source: None,
         }
     }
 
@@ -776,6 +851,134 @@ mod tests {
             "{}",
             m.text
         );
+    }
+
+    fn sourced(h: &str, t: &str, from: &str) -> Fact {
+        Fact {
+            heading: h.into(),
+            text: t.into(),
+            source: Some(from.into()),
+        }
+    }
+
+    #[test]
+    fn provenance_is_written_after_the_fact_and_ignored_when_comparing() {
+        let md = "# Memory\n\n## Decisions\n- The project budget is capped at 12000 EUR.\n";
+        let day = "2026-12-03".parse().unwrap();
+        let heading = dated_heading(day);
+        assert_eq!(heading, "Consolidated on 2026-12-03");
+        let m = merge_on(
+            md,
+            &[
+                sourced(
+                    &heading,
+                    "Ada leads the payments team.",
+                    "memory/2026-12-01.md#L3-L3",
+                ),
+                sourced(
+                    &heading,
+                    "The project budget is capped at 15000 EUR.",
+                    "sessions/cli_default.jsonl#L5",
+                ),
+                sourced(
+                    &heading,
+                    "Ada leads the payments team",
+                    "memory/2026-12-02.md#L1-L1",
+                ),
+            ],
+            DEFAULT_MAX_BYTES,
+            Some(day),
+        );
+        assert_eq!(
+            m.outcomes,
+            vec![
+                FactOutcome::Added,
+                FactOutcome::Updated {
+                    was: "12000 EUR".into()
+                },
+                FactOutcome::Duplicate
+            ]
+        );
+        assert_eq!(
+            m.text,
+            "# Memory\n\n## Decisions\n- The project budget is capped at 15000 EUR. (since 2026-12-03; was 12000 EUR) — from sessions/cli_default.jsonl#L5\n\n## Consolidated on 2026-12-03\n- Ada leads the payments team. — from memory/2026-12-01.md#L3-L3\n"
+        );
+        // The same facts from other places (other dates in the citation) are
+        // duplicates, not updates; a new value updates and keeps the history.
+        let again = merge_on(
+            &m.text,
+            &[
+                sourced(
+                    "Consolidated on 2026-12-04",
+                    "Ada leads the payments team.",
+                    "memory/2026-12-04.md#L9-L9",
+                ),
+                sourced(
+                    "Consolidated on 2026-12-04",
+                    "The project budget is capped at 15000 EUR.",
+                    "memory/2026-12-04.md#L2-L2",
+                ),
+            ],
+            DEFAULT_MAX_BYTES,
+            Some("2026-12-04".parse().unwrap()),
+        );
+        assert!(!again.changed(), "{}", again.text);
+        assert_eq!(
+            again.outcomes,
+            vec![FactOutcome::Duplicate, FactOutcome::Duplicate]
+        );
+        let third = merge_on(
+            &m.text,
+            &[sourced(
+                "Consolidated on 2026-12-05",
+                "The project budget is capped at 18000 EUR.",
+                "memory/2026-12-05.md#L1-L1",
+            )],
+            DEFAULT_MAX_BYTES,
+            Some("2026-12-05".parse().unwrap()),
+        );
+        assert!(
+            third.text.contains("- The project budget is capped at 18000 EUR. (since 2026-12-05; was 15000 EUR; before: 12000 EUR) — from memory/2026-12-05.md#L1-L1\n"),
+            "{}",
+            third.text
+        );
+    }
+
+    #[test]
+    fn a_full_file_condenses_dated_entries_but_keeps_their_provenance() {
+        let mut text = String::from("# Memory\n\n## Consolidated on 2026-12-01\n");
+        for i in 0..20 {
+            text.push_str(&format!(
+                "- Fact {i}: the team agreed that the quarterly report is really very long and written by finance. — from memory/2026-12-01.md#L{i}-L{i}\n"
+            ));
+        }
+        let max = text.len() + 20;
+        let m = merge_on(
+            &text,
+            &[sourced(
+                "Consolidated on 2026-12-02",
+                "Release train moves to a two-week cadence.",
+                "memory/2026-12-02.md#L1-L1",
+            )],
+            max,
+            Some("2026-12-02".parse().unwrap()),
+        );
+        assert_eq!(m.outcomes, vec![FactOutcome::Added]);
+        assert!(m.condensed >= 1);
+        assert!(m.text.len() <= max);
+        assert!(
+            m.text.contains("- Fact 0: team agreed quarterly report is long and written by finance. — from memory/2026-12-01.md#L0-L0\n"),
+            "{}",
+            m.text
+        );
+        // No room at all: the new fact is dropped, said per fact.
+        let tiny = merge_on(
+            &text,
+            &[sourced("Consolidated on 2026-12-02", "Someone new.", "x")],
+            40,
+            None,
+        );
+        assert_eq!(tiny.outcomes, vec![FactOutcome::Dropped]);
     }
 
     #[test]

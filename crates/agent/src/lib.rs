@@ -13,6 +13,7 @@ pub mod driver;
 pub mod hooks;
 pub mod memory_backend;
 pub mod message;
+pub mod promote;
 pub mod prompt;
 pub mod provider;
 pub mod session;

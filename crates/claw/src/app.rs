@@ -114,6 +114,56 @@ pub fn driver_options(settings: &Settings, a: &AgentSettings, key: &str) -> Driv
     }
 }
 
+// ---- the scheduled consolidation --------------------------------------------------
+
+/// The assistant's settings, or why there are none (no LLM configured).
+pub fn agent_settings(
+    settings: &Settings,
+) -> Result<AgentSettings, claw_agent::settings::AgentSettingsError> {
+    let env = |name: &str| settings.env.get(name);
+    claw_agent::settings::resolve(
+        &settings.assistant,
+        &claw_agent::settings::Overrides::default(),
+        &env,
+    )
+}
+
+/// `memory.consolidation` resolved: on when an LLM is configured (and not
+/// turned off), in the user's zone.
+pub fn consolidation_settings(
+    settings: &Settings,
+    agent: Result<&AgentSettings, &str>,
+) -> claw_agent::promote::ConsolidationSettings {
+    settings
+        .consolidation
+        .resolve(agent.map(|_| ()), user_zone(settings))
+}
+
+/// One consolidation run over `memory` with the configured LLM.
+pub fn consolidation_job(
+    settings: &Settings,
+    agent: &AgentSettings,
+    memory: Arc<Memory>,
+) -> anyhow::Result<claw_agent::promote::Job<claw_agent::provider::ProviderChain>> {
+    let chain = claw_agent::provider::ProviderChain::new(
+        agent.profiles.clone(),
+        claw_agent::provider::RetryPolicy::default(),
+    )
+    .context("cannot set up the LLM client")?;
+    Ok(claw_agent::promote::Job {
+        model: Arc::new(chain),
+        memory,
+        settings: consolidation_settings(settings, Ok(agent)),
+        workspace: settings.mem.workspace.clone(),
+        sessions_dir: settings.sessions_dir(),
+        state_dir: settings.state_dir(),
+        clock: settings.mem.clock,
+        memory_max_bytes: agent.memory_max_bytes,
+        reply_tokens: agent.max_tokens,
+        context_window: agent.context_window,
+    })
+}
+
 // ---- the scheduler -------------------------------------------------------------
 
 /// The scheduler's clock: claw's clock (`CLAW_NOW` shifts it).

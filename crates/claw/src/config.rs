@@ -231,6 +231,10 @@ pub struct MemorySection {
     /// Where the index lives: `{"kind": "sqlite"}` (default) or
     /// `{"kind": "postgres", "url_env": "CLAW_PG_URL", "namespace": "team"}`.
     pub backend: Option<BackendSection>,
+    /// The scheduled consolidation into MEMORY.md (`enabled`, `schedule`,
+    /// `max_tokens`, `min_recalls`, `max_days`).
+    #[serde(default)]
+    pub consolidation: claw_agent::promote::ConsolidationConfig,
 }
 
 /// `memory.backend` in the config file.
@@ -318,6 +322,8 @@ pub struct Settings {
     pub gateway: claw_gateway::config::GatewayConfig,
     /// The `heartbeat` section (checked; `resolve` it with the user's zone).
     pub heartbeat: claw_schedule::HeartbeatConfig,
+    /// `memory.consolidation` (checked; `resolve` it with the LLM and the zone).
+    pub consolidation: claw_agent::promote::ConsolidationConfig,
     /// The `mcp` section: `claw mcp` read-only, the MCP servers offered as tools.
     pub mcp: claw_mcp::McpConfig,
     /// The `channels` section (tokens are read from the environment when the
@@ -478,8 +484,10 @@ impl Settings {
         // Checked here so a bad section fails every command, not only the gateway.
         check_heartbeat(&file)?;
         check_channels(&file)?;
+        check_consolidation(&file)?;
         Ok(Settings {
             heartbeat: file.heartbeat.clone(),
+            consolidation: file.memory.consolidation.clone(),
             mem: MemoryConfig {
                 workspace,
                 state_dir,
@@ -571,6 +579,16 @@ fn check_heartbeat(file: &ConfigFile) -> Result<(), ConfigError> {
         })
 }
 
+fn check_consolidation(file: &ConfigFile) -> Result<(), ConfigError> {
+    file.memory
+        .consolidation
+        .check()
+        .map_err(|message| ConfigError::Invalid {
+            name: "memory.consolidation".into(),
+            message,
+        })
+}
+
 fn check_channels(file: &ConfigFile) -> Result<(), ConfigError> {
     file.channels.validate().map_err(|e| match e {
         claw_channels::ChannelError::Config { channel, message } => ConfigError::Invalid {
@@ -616,6 +634,7 @@ pub fn config_problems(input: &ResolveInput) -> Vec<ConfigError> {
     }
     out.extend(check_heartbeat(&file).err());
     out.extend(check_channels(&file).err());
+    out.extend(check_consolidation(&file).err());
     if out.is_empty()
         && let Err(e) = Settings::resolve(input)
     {
@@ -925,6 +944,26 @@ mod tests {
         i.env
             .insert(ENV_CONFIG.into(), cfg.to_str().unwrap().into());
         Settings::resolve(&i)
+    }
+
+    #[test]
+    fn the_consolidation_section_is_read_and_checked() {
+        let s = resolve_with(
+            r#"{"memory": {"consolidation": {"schedule": "21:30", "min_recalls": 2}}}"#,
+            &[],
+        )
+        .unwrap();
+        assert_eq!(s.consolidation.schedule.as_deref(), Some("21:30"));
+        assert_eq!(s.consolidation.min_recalls, Some(2));
+        let err = resolve_with(
+            r#"{"memory": {"consolidation": {"schedule": "25:99"}}}"#,
+            &[],
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("memory.consolidation"), "{err}");
+        let err =
+            resolve_with(r#"{"memory": {"consolidation": {"when": "daily"}}}"#, &[]).unwrap_err();
+        assert!(err.to_string().contains("when"), "{err}");
     }
 
     #[test]

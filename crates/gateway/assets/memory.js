@@ -285,6 +285,7 @@
     }
     state.sources = s.sources || state.sources;
     await loadConsolidation();
+    consolidationRuns(s.consolidation);
     document.body.dataset.status = 'loaded';
   }
   function watcherText(w) {
@@ -295,9 +296,32 @@
     return t;
   }
 
-  // What consolidation keeps: nothing records its runs, so the page shows MEMORY.md
-  // itself: its sections, how many facts each holds, and the facts it dated
-  // (consolidation writes `(since YYYY-MM-DD; was …)` when a fact changes).
+  // The scheduled consolidation (status's `consolidation`): on or off and when,
+  // its last run, and what it promoted recently with where each fact came from.
+  // Shown first in the Consolidation box, before MEMORY.md's own sections.
+  function consolidationRuns(c) {
+    if (!c) return;
+    const box = el('div', 'runs');
+    box.id = 'consolidation-runs';
+    if (c.enabled === true) box.appendChild(el('p', 'note', 'scheduled run: on, ' + (c.schedule || '')));
+    if (c.enabled === false) box.appendChild(el('p', 'note', 'scheduled run: off' + (c.off_reason ? ' (' + c.off_reason + ')' : '')));
+    const last = c.last_run;
+    box.appendChild(el('p', 'note', last ? 'last run: ' + last.at.replace('T', ' ').replace(/\.\d+/, '').replace('Z', ' UTC') + ' · ' + last.message : 'last run: never'));
+    if ((c.recent || []).length) {
+      box.appendChild(el('p', 'note', 'Recently promoted:'));
+      const ul = el('ul', 'promoted');
+      for (const i of c.recent.slice(0, 10)) {
+        const was = i.was ? ' (was ' + i.was + ')' : '';
+        ul.appendChild(el('li', '', i.day + ' · ' + (i.kind === 'updated' ? 'updated: ' : '') + i.text + was + ' — from ' + i.from));
+      }
+      box.appendChild(ul);
+    }
+    $('consolidation').prepend(box);
+  }
+
+  // What consolidation keeps in MEMORY.md: its sections, how many facts each
+  // holds, and the facts it dated (consolidation writes `(since YYYY-MM-DD;
+  // was …)` when a fact changes).
   async function loadConsolidation() {
     const box = $('consolidation');
     box.replaceChildren();
@@ -309,7 +333,7 @@
       box.appendChild(el('p', 'note', 'MEMORY.md is not indexed (' + e.message + '): consolidation has promoted nothing yet.'));
       return;
     }
-    box.appendChild(el('p', 'note', 'claw keeps no log of consolidation runs; MEMORY.md, where it promotes facts, holds:'));
+    box.appendChild(el('p', 'note', 'MEMORY.md, where consolidation promotes facts, holds:'));
     const sections = [];
     const dated = [];
     for (const line of r.text.split('\n')) {

@@ -31,6 +31,8 @@ pub struct MemoryHub {
     /// The index was built with a model (so an unloadable model must not
     /// let the watcher rebuild it keyword-only).
     index_model: String,
+    /// The scheduled consolidation's settings, for the status (None: unknown).
+    consolidation: Option<claw_agent::promote::ConsolidationSettings>,
 }
 
 impl MemoryHub {
@@ -65,7 +67,17 @@ impl MemoryHub {
             service,
             embedder_error,
             index_model,
+            consolidation: None,
         })
+    }
+
+    /// Say in the status whether (and when) the gateway consolidates.
+    pub fn with_consolidation(
+        mut self,
+        settings: Option<claw_agent::promote::ConsolidationSettings>,
+    ) -> MemoryHub {
+        self.consolidation = settings;
+        self
     }
 
     /// Search, with the CLI's inline sync policy.
@@ -82,9 +94,14 @@ impl MemoryHub {
         Ok(self.service.get(req, None)?.response)
     }
 
-    /// `claw memory status --json`'s object.
+    /// `claw memory status --json`'s object (with whether the scheduled
+    /// consolidation runs, and when).
     pub fn status(&self) -> Result<Status, MemoryError> {
-        self.service.status()
+        let mut st = self.service.status()?;
+        if let Some(c) = &self.consolidation {
+            c.describe(&mut st.consolidation);
+        }
+        Ok(st)
     }
 
     /// Every source: the built-in ones, then the registered folders.

@@ -50,6 +50,10 @@ pub struct GatewayOptions {
     pub hooks: Option<Arc<claw_agent::hooks::Hooks>>,
     /// `mcp.read_only`: `/mcp` offers no `memory_append`.
     pub mcp_read_only: bool,
+    /// The scheduled consolidation into MEMORY.md (`memory.consolidation`,
+    /// resolved with the LLM): run on its schedule beside cron and the
+    /// heartbeat when enabled. None: not run, not described.
+    pub consolidation: Option<claw_agent::promote::ConsolidationSettings>,
 }
 
 /// What the scheduler and the heartbeat need.
@@ -197,6 +201,30 @@ fn runtime(
     })
 }
 
+/// The scheduled consolidation over the warm memory, with its own client of
+/// the configured LLM.
+fn consolidation_job(
+    opts: &GatewayOptions,
+    a: &AgentSettings,
+    settings: &claw_agent::promote::ConsolidationSettings,
+    hub: &Arc<MemoryHub>,
+) -> Result<claw_agent::promote::Job<ProviderChain>, GatewayError> {
+    let chain = ProviderChain::new(a.profiles.clone(), RetryPolicy::default())
+        .map_err(|e| GatewayError::Llm(e.to_string()))?;
+    Ok(claw_agent::promote::Job {
+        model: Arc::new(chain),
+        memory: hub.service(),
+        settings: settings.clone(),
+        workspace: opts.mem.workspace.clone(),
+        sessions_dir: opts.mem.sessions_dir(),
+        state_dir: opts.mem.state_dir(),
+        clock: opts.mem.clock,
+        memory_max_bytes: a.memory_max_bytes,
+        reply_tokens: a.max_tokens,
+        context_window: a.context_window,
+    })
+}
+
 /// Log watcher events until the watcher drops its sender.
 fn log_watch_events(rx: std::sync::mpsc::Receiver<WatchEvent>) {
     std::thread::spawn(move || {
@@ -263,7 +291,7 @@ pub async fn run(
     let started_load = Instant::now();
     let mem = opts.mem.clone();
     let hub = tokio::task::spawn_blocking(move || MemoryHub::open(mem)).await??;
-    let hub = Arc::new(hub);
+    let hub = Arc::new(hub.with_consolidation(opts.consolidation.clone()));
     if let Some(e) = hub.embedder_error() {
         warn(&format!(
             "keyword-only: the embedding model did not load ({e})"
@@ -467,6 +495,17 @@ pub async fn run(
     let recent = state.recent.clone();
     let app = http::router(Arc::new(state));
     if let (Some(sch), true) = (&opts.schedule, chat_on) {
+        let consolidation = match (&opts.agent, &opts.consolidation) {
+            (Ok(a), Some(c)) if c.enabled => Some(Arc::new(consolidation_job(&opts, a, c, &hub)?)),
+            (_, Some(c)) => {
+                log(&format!(
+                    "memory consolidation off: {}",
+                    c.off_reason.as_deref().unwrap_or("disabled")
+                ));
+                None
+            }
+            _ => None,
+        };
         start_schedule(
             sch,
             &opts.mem.workspace,
@@ -475,6 +514,7 @@ pub async fn run(
             sched.clone(),
             opts.gateway.queue_capacity,
             &stop,
+            consolidation,
         );
     }
     let server_stop = stop.clone();
@@ -729,10 +769,12 @@ fn cron_status(
     })
 }
 
-/// Run the cron scheduler and the heartbeat: each `Fire` becomes a message on
-/// the bus (session `cron:<id>` or `heartbeat`); its answer is delivered to the
-/// target the fire names (`HEARTBEAT_OK` is not delivered). The fire's guard is
-/// held until the turn ends, so a job never overlaps itself.
+/// Run the cron scheduler, the heartbeat and the memory consolidation: each
+/// cron or heartbeat `Fire` becomes a message on the bus (session `cron:<id>`
+/// or `heartbeat`); its answer is delivered to the target the fire names
+/// (`HEARTBEAT_OK` is not delivered). A consolidation fire runs the job. The
+/// fire's guard is held until the run ends, so a job never overlaps itself.
+#[allow(clippy::too_many_arguments)]
 fn start_schedule(
     sch: &ScheduleOptions,
     workspace: &std::path::Path,
@@ -741,8 +783,9 @@ fn start_schedule(
     state: Arc<std::sync::Mutex<ScheduleState>>,
     capacity: usize,
     stop: &CancellationToken,
+    consolidation: Option<Arc<claw_agent::promote::Job<ProviderChain>>>,
 ) {
-    use claw_schedule::{Event, Fire, FireKind, Heartbeat, Scheduler};
+    use claw_schedule::{Event, Fire, FireKind, Heartbeat, Routine, Scheduler};
     let (fire_tx, mut fire_rx) = tokio::sync::mpsc::channel::<Fire>(capacity.max(1));
     let (ev_tx, mut ev_rx) = tokio::sync::mpsc::unbounded_channel::<Event>();
     tokio::spawn(
@@ -750,6 +793,27 @@ fn start_schedule(
             .events(ev_tx.clone())
             .start(fire_tx.clone(), stop.clone()),
     );
+    if let Some(job) = &consolidation {
+        // The last run, for the catch-up of one missed while the gateway was down.
+        let last = claw_memory_api::consolidation::load(&job.state_dir)
+            .ok()
+            .and_then(|l| l.last_success());
+        log(&format!(
+            "memory consolidation: {}",
+            job.settings.schedule_text
+        ));
+        tokio::spawn(
+            Routine::new(
+                FireKind::Consolidation,
+                claw_agent::promote::ROUTINE_ID,
+                job.settings.schedule.clone(),
+                sch.clock,
+                last,
+            )
+            .events(ev_tx.clone())
+            .run(fire_tx.clone(), stop.clone()),
+        );
+    }
     tokio::spawn(
         Heartbeat::new(workspace, sch.heartbeat.clone(), sch.zone, sch.clock)
             .events(ev_tx)
@@ -759,6 +823,16 @@ fn start_schedule(
     tokio::spawn(async move {
         while let Some(ev) = ev_rx.recv().await {
             match &ev {
+                Event::Fired {
+                    job_id, catch_up, ..
+                } if job_id == claw_agent::promote::ROUTINE_ID => log(&format!(
+                    "memory consolidation: due{}",
+                    if *catch_up {
+                        " (missed run, catching up)"
+                    } else {
+                        ""
+                    }
+                )),
                 Event::Fired {
                     job_id, catch_up, ..
                 } => log(&format!(
@@ -792,11 +866,34 @@ fn start_schedule(
         }
     });
     let bus = bus.clone();
+    let stop = stop.clone();
     tokio::spawn(async move {
         while let Some(fire) = fire_rx.recv().await {
             let channel = match fire.kind {
                 FireKind::Cron => "cron",
                 FireKind::Heartbeat => "heartbeat",
+                FireKind::Consolidation => {
+                    let Some(job) = consolidation.clone() else {
+                        continue;
+                    };
+                    let stop = stop.clone();
+                    tokio::spawn(async move {
+                        log("memory consolidation: running");
+                        match job.run(&stop).await {
+                            Ok(s) => log(&format!(
+                                "memory consolidation: {}{}",
+                                s.message,
+                                s.report
+                                    .as_deref()
+                                    .map(|r| format!(" (report: {r})"))
+                                    .unwrap_or_default()
+                            )),
+                            Err(e) => warn(&format!("memory consolidation failed: {e}")),
+                        }
+                        fire.finish();
+                    });
+                    continue;
+                }
             };
             let (msg, mut rx) =
                 crate::bus::Inbound::with_reply(channel, &fire.session, channel, &fire.message);

@@ -14,6 +14,7 @@
 //! safe from a tokio runtime's blocking pool too.)
 #![warn(missing_docs)]
 
+pub mod consolidation;
 pub mod eval;
 mod pg;
 pub mod sources;
@@ -38,7 +39,7 @@ use std::time::Duration;
 /// Foundations the upper crates share with the engine: path resolution that
 /// cannot escape a root, the clock, configuration, the embedding model,
 /// private file modes, redaction, the state directory.
-pub use claw_memory::{beneath, clock, config, embed, private, redact, state};
+pub use claw_memory::{beneath, clock, config, dates, embed, private, redact, state};
 
 pub use claw_memory::config::{Backend, MemoryConfig, PgSettings};
 pub use claw_memory::error_chain;
@@ -57,7 +58,7 @@ pub use claw_memory::search::{
 };
 pub use claw_memory::service::ServiceError;
 pub use claw_memory::service::{FirstIndex, SearchOutcome, SyncPolicy};
-pub use claw_memory::store::{StoreError, now_unix};
+pub use claw_memory::store::{RecallHit, RecallRow, StoreError, now_unix};
 pub use claw_memory::walk::SourceRoot;
 pub use claw_memory::walk::{IssueReason, SOURCE_SESSIONS, SourceKind};
 pub use sources::SourceError;
@@ -179,7 +180,13 @@ enum Inner {
 /// A workspace's memory, whichever backend holds it.
 pub struct Memory {
     inner: Inner,
+    /// Recalls a search could not record yet (another writer held the
+    /// database): recorded with the next search's.
+    pending_recalls: std::sync::Mutex<Vec<(RecallHit, i64)>>,
 }
+
+/// Most recalls kept waiting for the database ([`Memory::search`]).
+const PENDING_RECALLS_MAX: usize = 10_000;
 
 impl std::fmt::Debug for Memory {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -218,7 +225,10 @@ impl Memory {
             }),
             Backend::Postgres(pg) => Inner::Postgres(pg::PgMemory::connect(settings, pg, shared)?),
         };
-        Ok(Memory { inner })
+        Ok(Memory {
+            inner,
+            pending_recalls: std::sync::Mutex::new(Vec::new()),
+        })
     }
 
     /// The settings the memory runs with.
@@ -255,15 +265,78 @@ impl Memory {
     }
 
     /// Sync under `policy` (at most `limit` changed files re-indexed inline,
-    /// never waiting for the writer lock), then search.
+    /// never waiting for the writer lock), then search. Each hit returned is
+    /// counted as recalled ([`Memory::recalls`]): best effort, never failing
+    /// or stalling the search (counts the database cannot take right now wait
+    /// in this process for the next search).
     pub fn search(
         &self,
         req: &SearchRequest,
         policy: SyncPolicy,
     ) -> Result<SearchOutcome, MemoryError> {
+        let outcome = match &self.inner {
+            Inner::Sqlite(s) => s.search(req, policy)?,
+            Inner::Postgres(p) => p.search(req, policy)?,
+        };
+        self.record_recalls(&outcome.response.results);
+        Ok(outcome)
+    }
+
+    /// Count one recall of each hit (see [`Memory::search`]).
+    fn record_recalls(&self, hits: &[SearchHit]) {
+        let mut pending = self
+            .pending_recalls
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        pending.extend(hits.iter().map(|h| {
+            (
+                RecallHit {
+                    source: h.source.clone(),
+                    path: h.path.clone(),
+                    start_line: h.start_line,
+                    end_line: h.end_line,
+                },
+                1,
+            )
+        }));
+        if pending.is_empty() {
+            return;
+        }
+        let now = self.settings().clock.now_unix();
+        let written = match &self.inner {
+            Inner::Sqlite(s) => s.on_store(|store| store.record_recalls(&pending, now)),
+            Inner::Postgres(p) => p.record_recalls(&pending, now),
+        };
+        match written {
+            Ok(()) => pending.clear(),
+            Err(e) => {
+                tracing::debug!("recall counts not recorded yet: {e}");
+                let n = pending.len();
+                if n > PENDING_RECALLS_MAX {
+                    pending.drain(..n - PENDING_RECALLS_MAX);
+                }
+            }
+        }
+    }
+
+    /// How often searches returned the chunks of `paths` in `source` (every
+    /// file of the source when `paths` is empty): this workspace's counts.
+    pub fn recalls(&self, source: &str, paths: &[String]) -> Result<Vec<RecallRow>, MemoryError> {
         match &self.inner {
-            Inner::Sqlite(s) => Ok(s.search(req, policy)?),
-            Inner::Postgres(p) => p.search(req, policy),
+            Inner::Sqlite(s) => s
+                .on_store(|store| store.recall_rows(source, paths))
+                .map_err(MemoryError::Store),
+            Inner::Postgres(p) => p.recall_rows(source, paths),
+        }
+    }
+
+    /// Forget the recalls last seen before `before` (unix seconds); how many.
+    pub fn prune_recalls(&self, before: i64) -> Result<usize, MemoryError> {
+        match &self.inner {
+            Inner::Sqlite(s) => s
+                .on_store(|store| store.prune_recalls(before))
+                .map_err(MemoryError::Store),
+            Inner::Postgres(p) => p.prune_recalls(before),
         }
     }
 
@@ -372,6 +445,7 @@ impl Memory {
             Inner::Postgres(p) => p.status()?,
         };
         st.vectors_missing = self.gap_for(st.chunks, st.vectors, &st.model);
+        st.consolidation = consolidation::status(&self.settings().state_dir());
         Ok(st)
     }
 

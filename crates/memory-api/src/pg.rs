@@ -421,8 +421,29 @@ impl PgMemory {
                 workspace_id: Some(pg.config().workspace.clone()),
                 too_big: behind.too_big,
                 vectors_missing: None,
+                consolidation: Default::default(),
             })
         })
+    }
+
+    pub(crate) fn record_recalls(
+        &self,
+        hits: &[(claw_memory::store::RecallHit, i64)],
+        at: i64,
+    ) -> Result<(), StoreError> {
+        off_runtime(|| self.store().record_recalls(hits, at))
+    }
+
+    pub(crate) fn recall_rows(
+        &self,
+        source: &str,
+        paths: &[String],
+    ) -> Result<Vec<claw_memory::store::RecallRow>, MemoryError> {
+        off_runtime(|| self.store().recall_rows(source, paths)).map_err(MemoryError::Store)
+    }
+
+    pub(crate) fn prune_recalls(&self, before: i64) -> Result<usize, MemoryError> {
+        off_runtime(|| self.store().prune_recalls(before)).map_err(MemoryError::Store)
     }
 
     pub(crate) fn model(&self) -> Result<Option<String>, MemoryError> {

@@ -64,6 +64,10 @@ pub struct Status {
     /// configured): search stays keyword-only for them until `claw memory index`.
     /// Null when there is no such gap (or no model is available).
     pub vectors_missing: Option<VectorGap>,
+    /// The scheduled consolidation into MEMORY.md (`claw memory consolidate`):
+    /// whether it runs and when, its last run (promoted, updated, skipped,
+    /// with provenance) and what it promoted recently.
+    pub consolidation: crate::consolidation::ConsolidationStatus,
 }
 
 /// Chunks without vectors while an embedding model is available ([`Status::vectors_missing`]).
@@ -145,6 +149,7 @@ impl Status {
                 .flatten(),
             too_big: st.too_big.clone(),
             vectors_missing: None,
+            consolidation: Default::default(),
         }
     }
 }
@@ -178,6 +183,10 @@ impl Status {
         }
         if let Some(g) = &self.vectors_missing {
             out.push_str(&format!("\nembedding: {}", g.describe()));
+        }
+        for line in self.consolidation.render() {
+            out.push('\n');
+            out.push_str(&line);
         }
         out
     }

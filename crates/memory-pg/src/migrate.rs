@@ -1,5 +1,5 @@
 //! `claw memory migrate --to postgres`: copy a SQLite index (files, chunks with
-//! their vectors, the embedding cache, registered sources, the index identity)
+//! their vectors, the embedding cache, registered sources, recall counts, the index identity)
 //! into this workspace's rows of a PostgreSQL namespace — no re-embedding. Each
 //! file is copied in its own transaction; the identity is written first (which
 //! drops this workspace's previous rows in the namespace), so an interrupted
@@ -173,6 +173,20 @@ pub fn copy_sqlite(src: &Store, dst: &mut PgStore) -> Result<MigrateReport, Stor
             Ok(())
         })?;
         report.cache_entries += batch.len();
+    }
+    // How often searches recalled each chunk (the consolidation's ranking).
+    let mut sources: Vec<String> = files.iter().map(|f| f.source.clone()).collect();
+    sources.sort();
+    sources.dedup();
+    for source in sources {
+        let rows = src.recall_rows(&source, &[])?;
+        for r in rows {
+            // Counted once per row at its first time, then the rest at its latest.
+            dst.record_recalls(&[(r.hit.clone(), 1)], r.first_at)?;
+            if r.count > 1 {
+                dst.record_recalls(&[(r.hit, r.count - 1)], r.last_at)?;
+            }
+        }
     }
     if let Some(last) = meta("last_index_at")? {
         dst.set_meta("last_index_at", &last)?;

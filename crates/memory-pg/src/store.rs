@@ -10,7 +10,9 @@
 //! concurrently. Group calls from the indexer are no-ops.
 
 use claw_memory::index_storage::IndexStorage;
-use claw_memory::store::{FileRecord, NewChunk, SourceRecord, StoreError, WriteMode, now_unix};
+use claw_memory::store::{
+    FileRecord, NewChunk, RecallHit, RecallRow, SourceRecord, StoreError, WriteMode, now_unix,
+};
 use pgvector::Vector;
 use postgres::{Client, NoTls, Transaction};
 use r2d2_postgres::PostgresConnectionManager;
@@ -35,6 +37,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (
         3,
         include_str!("../../../migrations/postgres/0003_word_index.sql"),
+    ),
+    (
+        4,
+        include_str!("../../../migrations/postgres/0004_recalls.sql"),
     ),
 ];
 
@@ -392,7 +398,14 @@ impl PgStore {
     /// chunks, sources, meta, embedding cache. For throw-away namespaces (eval).
     pub fn drop_namespace(&self) -> Result<(), StoreError> {
         self.with_tx(|tx| {
-            for t in ["chunks", "files", "sources", "meta", "embedding_cache"] {
+            for t in [
+                "chunks",
+                "files",
+                "sources",
+                "meta",
+                "embedding_cache",
+                "recalls",
+            ] {
                 tx.execute(
                     &format!("DELETE FROM {t} WHERE namespace = $1"),
                     &[&self.ns()],
@@ -401,6 +414,75 @@ impl PgStore {
             Ok(())
         })?;
         Ok(())
+    }
+
+    /// Count one recall (`n` of them) of each hit at `at` (unix seconds), as
+    /// this workspace's, in one transaction.
+    pub fn record_recalls(&self, hits: &[(RecallHit, i64)], at: i64) -> Result<(), StoreError> {
+        if hits.is_empty() {
+            return Ok(());
+        }
+        self.with_tx(|tx| {
+            let up = tx.prepare(
+                "INSERT INTO recalls (namespace, workspace, source, path, start_line, end_line,
+                                      count, first_at, last_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)
+                 ON CONFLICT (namespace, workspace, source, path, start_line, end_line)
+                 DO UPDATE SET count = recalls.count + excluded.count,
+                   last_at = greatest(recalls.last_at, excluded.last_at)",
+            )?;
+            for (h, n) in hits {
+                let (a, b) = (h.start_line as i32, h.end_line as i32);
+                tx.execute(
+                    &up,
+                    &[&self.ns(), &self.ws(), &h.source, &h.path, &a, &b, n, &at],
+                )?;
+            }
+            Ok(())
+        })?;
+        Ok(())
+    }
+
+    /// This workspace's recall counts of the chunks of `paths` in `source`
+    /// (every file of it when `paths` is empty), by path and line.
+    pub fn recall_rows(
+        &self,
+        source: &str,
+        paths: &[String],
+    ) -> Result<Vec<RecallRow>, StoreError> {
+        Ok(self.with_client(|c| {
+            let rows = c.query(
+                "SELECT source, path, start_line, end_line, count, first_at, last_at FROM recalls
+                 WHERE namespace = $1 AND workspace = $2 AND source = $3
+                   AND (cardinality($4::text[]) = 0 OR path = ANY($4))
+                 ORDER BY path, start_line, end_line",
+                &[&self.ns(), &self.ws(), &source, &paths],
+            )?;
+            Ok(rows
+                .iter()
+                .map(|r| RecallRow {
+                    hit: RecallHit {
+                        source: r.get(0),
+                        path: r.get(1),
+                        start_line: r.get::<_, i32>(2).max(0) as usize,
+                        end_line: r.get::<_, i32>(3).max(0) as usize,
+                    },
+                    count: r.get(4),
+                    first_at: r.get(5),
+                    last_at: r.get(6),
+                })
+                .collect())
+        })?)
+    }
+
+    /// Forget this workspace's recalls last seen before `before`; how many.
+    pub fn prune_recalls(&self, before: i64) -> Result<usize, StoreError> {
+        Ok(self.with_client(|c| {
+            Ok(c.execute(
+                "DELETE FROM recalls WHERE namespace = $1 AND workspace = $2 AND last_at < $3",
+                &[&self.ns(), &self.ws(), &before],
+            )? as usize)
+        })?)
     }
 
     /// Row counts.

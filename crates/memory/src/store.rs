@@ -27,6 +27,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (3, include_str!("../migrations/0003_skipped_files.sql")),
     (4, include_str!("../migrations/0004_word_index.sql")),
     (5, include_str!("../migrations/0005_file_stamps.sql")),
+    (6, include_str!("../migrations/0006_recalls.sql")),
 ];
 
 /// A source's stat listing (`Store::stamp_listing`): read from the covering
@@ -38,6 +39,10 @@ pub const SCHEMA_VERSION: i64 = MIGRATIONS[MIGRATIONS.len() - 1].0;
 
 /// How long a statement waits for another connection's lock.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long recording recalls waits for another writer ([`Store::record_recalls`]):
+/// a search never stalls behind an index run for its bookkeeping.
+pub const RECALL_BUSY_TIMEOUT: Duration = Duration::from_millis(50);
 
 /// Errors from the store.
 #[derive(Debug, thiserror::Error)]
@@ -215,6 +220,33 @@ pub struct SkippedRecord {
     pub reason: String,
     /// What the index report said.
     pub message: String,
+}
+
+/// A chunk a search returned, by its place (table `recalls`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+pub struct RecallHit {
+    /// The source's name.
+    pub source: String,
+    /// Relative to the source root, '/'-separated.
+    pub path: String,
+    /// First line, 1-based.
+    pub start_line: usize,
+    /// Last line, inclusive.
+    pub end_line: usize,
+}
+
+/// How often searches returned one chunk ([`Store::recall_rows`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct RecallRow {
+    /// The chunk.
+    #[serde(flatten)]
+    pub hit: RecallHit,
+    /// Searches that returned it.
+    pub count: i64,
+    /// Unix seconds of the first.
+    pub first_at: i64,
+    /// Unix seconds of the latest.
+    pub last_at: i64,
 }
 
 /// One watcher process's heartbeat row (table `watcher`); times are unix seconds.
@@ -702,6 +734,9 @@ impl Store {
             fill(&mut aside)?;
             // Folders registered or removed while the pass ran.
             aside.copy_sources_from(live)?;
+            // Usage data survives the rebuild (recalls counted during the
+            // swap itself are lost: they are a ranking hint, not a record).
+            aside.copy_recalls_from(live)?;
             aside.checkpoint_for_swap()
         })();
         // Its last connection closes: SQLite removes its `-wal`/`-shm`.
@@ -784,6 +819,38 @@ impl Store {
                     r.get::<_, String>(1)?,
                     r.get::<_, i64>(2)?,
                     r.get::<_, i64>(3)?
+                ])?;
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Make this (new) database's recall counts those of `live`.
+    fn copy_recalls_from(&mut self, live: &Connection) -> Result<()> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(StoreError::from_sqlite)?;
+        tx.execute("DELETE FROM recalls", [])?;
+        {
+            let mut read = live.prepare(
+                "SELECT source, path, start_line, end_line, count, first_at, last_at FROM recalls",
+            )?;
+            let mut ins = tx.prepare(
+                "INSERT INTO recalls (source, path, start_line, end_line, count, first_at, last_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )?;
+            let mut rows = read.query([])?;
+            while let Some(r) = rows.next()? {
+                ins.execute(params![
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, i64>(2)?,
+                    r.get::<_, i64>(3)?,
+                    r.get::<_, i64>(4)?,
+                    r.get::<_, i64>(5)?,
+                    r.get::<_, i64>(6)?
                 ])?;
             }
         }
@@ -1277,6 +1344,83 @@ impl Store {
         Ok(Some((files, chunks)))
     }
 
+    /// Count one recall of each of `hits` at `at` (unix seconds), in one
+    /// transaction that waits at most [`RECALL_BUSY_TIMEOUT`] for another
+    /// writer ([`StoreError::Busy`] then: the caller keeps them for later).
+    pub fn record_recalls(&self, hits: &[(RecallHit, i64)], at: i64) -> Result<()> {
+        if hits.is_empty() {
+            return Ok(());
+        }
+        self.conn.busy_timeout(RECALL_BUSY_TIMEOUT)?;
+        let res = (|| -> Result<()> {
+            let tx = rusqlite::Transaction::new_unchecked(
+                &self.conn,
+                rusqlite::TransactionBehavior::Immediate,
+            )
+            .map_err(StoreError::from_sqlite)?;
+            {
+                let mut up = tx.prepare_cached(
+                    "INSERT INTO recalls (source, path, start_line, end_line, count, first_at, last_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)
+                     ON CONFLICT (source, path, start_line, end_line) DO UPDATE SET
+                       count = count + excluded.count,
+                       last_at = max(last_at, excluded.last_at)",
+                )?;
+                for (h, n) in hits {
+                    up.execute(params![
+                        h.source,
+                        h.path,
+                        h.start_line as i64,
+                        h.end_line as i64,
+                        n,
+                        at
+                    ])
+                    .map_err(StoreError::from_sqlite)?;
+                }
+            }
+            tx.commit().map_err(StoreError::from_sqlite)
+        })();
+        self.conn.busy_timeout(BUSY_TIMEOUT)?;
+        res
+    }
+
+    /// The recall counts of the chunks of `paths` in `source` (every file of it
+    /// when `paths` is empty), by path and line.
+    pub fn recall_rows(&self, source: &str, paths: &[String]) -> Result<Vec<RecallRow>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT source, path, start_line, end_line, count, first_at, last_at
+             FROM recalls WHERE source = ?1 ORDER BY path, start_line, end_line",
+        )?;
+        let rows = stmt.query_map([source], |r| {
+            Ok(RecallRow {
+                hit: RecallHit {
+                    source: r.get(0)?,
+                    path: r.get(1)?,
+                    start_line: r.get::<_, i64>(2)?.max(0) as usize,
+                    end_line: r.get::<_, i64>(3)?.max(0) as usize,
+                },
+                count: r.get(4)?,
+                first_at: r.get(5)?,
+                last_at: r.get(6)?,
+            })
+        })?;
+        let mut out = Vec::new();
+        for r in rows {
+            let r = r?;
+            if paths.is_empty() || paths.contains(&r.hit.path) {
+                out.push(r);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Forget the recalls last seen before `before` (unix seconds); how many.
+    pub fn prune_recalls(&self, before: i64) -> Result<usize> {
+        self.conn
+            .execute("DELETE FROM recalls WHERE last_at < ?1", [before])
+            .map_err(StoreError::from_sqlite)
+    }
+
     /// Row counts and file size.
     pub fn stats(&self) -> Result<StoreStats> {
         let count = |sql: &str| -> Result<i64> { Ok(self.conn.query_row(sql, [], |r| r.get(0))?) };
@@ -1628,6 +1772,45 @@ mod tests {
         assert!(!got.contains_key("zz"));
         assert_eq!(s.prune_cache(4).unwrap(), 6);
         assert_eq!(s.stats().unwrap().cache_entries, 4);
+    }
+
+    #[test]
+    fn recalls_count_survive_a_reset_and_a_rebuild_and_are_pruned() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(&dir.path().join("m.sqlite")).unwrap();
+        let hit = |path: &str, a: usize, b: usize| RecallHit {
+            source: "memory".into(),
+            path: path.into(),
+            start_line: a,
+            end_line: b,
+        };
+        s.record_recalls(
+            &[(hit("memory/a.md", 1, 3), 1), (hit("memory/b.md", 2, 2), 1)],
+            100,
+        )
+        .unwrap();
+        s.record_recalls(&[(hit("memory/a.md", 1, 3), 2)], 200)
+            .unwrap();
+        let rows = s.recall_rows("memory", &[]).unwrap();
+        assert_eq!(rows.len(), 2);
+        assert_eq!(
+            (
+                rows[0].hit.path.as_str(),
+                rows[0].count,
+                rows[0].first_at,
+                rows[0].last_at
+            ),
+            ("memory/a.md", 3, 100, 200)
+        );
+        let only_b = s.recall_rows("memory", &["memory/b.md".into()]).unwrap();
+        assert_eq!(only_b.len(), 1);
+        assert!(s.recall_rows("sessions", &[]).unwrap().is_empty());
+        s.reset_index("", 0, "v").unwrap();
+        assert_eq!(s.recall_rows("memory", &[]).unwrap().len(), 2);
+        s.rebuild_aside("", 0, "v", &mut |_| Ok(())).unwrap();
+        assert_eq!(s.recall_rows("memory", &[]).unwrap()[0].count, 3);
+        assert_eq!(s.prune_recalls(150).unwrap(), 1);
+        assert_eq!(s.recall_rows("memory", &[]).unwrap().len(), 1);
     }
 
     #[test]

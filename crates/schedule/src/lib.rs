@@ -9,6 +9,8 @@
 //!   channel, notices edits of the jobs file while running, runs a missed job once
 //!   at start-up and skips a job whose previous run is still going.
 //! - [`heartbeat`]: the `HEARTBEAT.md` heartbeat and [`is_heartbeat_ok`].
+//! - [`routine`]: claw's own scheduled work on the same channel (the daily
+//!   memory consolidation), with the cron scheduler's catch-up and overlap rules.
 //! - [`clock`]: "now" as a value, claw's one clock (tokio-driven in tests).
 //!
 //! This crate knows nothing of the agent: a [`Fire`] is a session key, a message
@@ -47,6 +49,7 @@
 pub use claw_base::clock;
 pub mod heartbeat;
 pub mod job;
+pub mod routine;
 pub mod scheduler;
 pub mod spec;
 pub mod store;
@@ -56,6 +59,7 @@ pub use heartbeat::{
     HEARTBEAT_OK, Heartbeat, HeartbeatConfig, HeartbeatSettings, SkipReason, is_heartbeat_ok,
 };
 pub use job::{Job, JobView, NewJob};
+pub use routine::Routine;
 pub use scheduler::{Event, Fire, FireKind, RunGuard, Scheduler};
 pub use spec::{Schedule, SpecError, Zone, schedule_from_parts};
 pub use store::{JobStore, StoreError, jobs_path};

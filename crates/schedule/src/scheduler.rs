@@ -41,6 +41,9 @@ pub enum FireKind {
     Cron,
     /// The heartbeat (see [`crate::heartbeat`]).
     Heartbeat,
+    /// The memory consolidation (a [`crate::Routine`]): no agent turn, no
+    /// answer to deliver; the gateway runs the consolidation job.
+    Consolidation,
 }
 
 /// One run to perform: an agent turn in `session` starting with `message`, its
@@ -78,6 +81,7 @@ impl Fire {
                 .or_else(|| most_recent.map(str::to_string)),
             FireKind::Heartbeat if crate::heartbeat::is_heartbeat_ok(answer) => None,
             FireKind::Heartbeat => most_recent.map(str::to_string),
+            FireKind::Consolidation => None,
         }
     }
 

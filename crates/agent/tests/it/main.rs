@@ -5,6 +5,7 @@
 mod agent_driver;
 mod common;
 mod confirm_driver;
+mod consolidation_job;
 mod jail_escapes;
 mod protected_paths;
 mod provider_failover;

@@ -203,6 +203,16 @@ fn classify(e: &(dyn std::error::Error + 'static)) -> Option<(&'static str, Vec<
                 .unwrap_or_default(),
         ));
     }
+    if let Some(claw_agent::promote::ConsolidationError::NoLlm(_)) =
+        e.downcast_ref::<claw_agent::promote::ConsolidationError>()
+    {
+        return Some((
+            "llm-config",
+            vec![
+                "set CLAW_LLM_MODEL, CLAW_LLM_BASE_URL and CLAW_LLM_API (or add agent.profiles to the config file), then run `claw memory consolidate` again".into(),
+            ],
+        ));
+    }
     if e.downcast_ref::<ProfileError>().is_some() {
         return Some((
             "llm-config",

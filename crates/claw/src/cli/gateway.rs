@@ -122,6 +122,8 @@ async fn run_gateway(
         .channels
         .resolve(settings.env.vars())
         .map_err(|e| anyhow::anyhow!("{e} (export it before starting the gateway)"))?;
+    let consolidation =
+        crate::app::consolidation_settings(&settings, agent.as_ref().map_err(String::as_str));
     let opts = GatewayOptions {
         mem: settings.mem.clone(),
         agent,
@@ -134,6 +136,7 @@ async fn run_gateway(
         subagents: settings.agents.clone(),
         hooks: crate::app::build_hooks(&settings)?,
         mcp_read_only: settings.mcp.read_only,
+        consolidation: Some(consolidation),
     };
     let stop = CancellationToken::new();
     server::cancel_on_signals(stop.clone()).context("cannot install signal handlers")?;

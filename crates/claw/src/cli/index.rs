@@ -228,7 +228,11 @@ fn print_index_report(r: &IndexReport, keyword_only: Option<String>) -> std::io:
 /// `claw memory status`: the memory's one status object (MCP's
 /// `memory_status` returns the same).
 pub fn run_status(settings: &Settings, args: StatusArgs) -> anyhow::Result<Exit> {
-    let status = crate::app::open_memory(settings)?.status()?;
+    let mut status = crate::app::open_memory(settings)?.status()?;
+    // Whether the scheduled consolidation runs: only the configuration knows.
+    let agent = crate::app::agent_settings(settings).map_err(|e| e.to_string());
+    crate::app::consolidation_settings(settings, agent.as_ref().map_err(String::as_str))
+        .describe(&mut status.consolidation);
     print_status(&status, args.json)
 }
 
@@ -329,6 +333,9 @@ pub fn print_status(status: &Status, json: bool) -> anyhow::Result<Exit> {
             "watcher:    {}",
             super::output::describe_watcher(status.watcher.as_ref(), claw_memory_api::now_unix())
         )?;
+    }
+    for line in status.consolidation.render() {
+        writeln!(out, "{}", sanitize(&line))?;
     }
     for s in &status.sources {
         writeln!(

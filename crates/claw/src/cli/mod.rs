@@ -4,6 +4,7 @@
 
 pub mod chat;
 pub mod completions;
+pub mod consolidate;
 pub mod cron;
 pub mod doctor;
 pub mod errors;
@@ -92,6 +93,9 @@ pub enum MemoryCommand {
     Eval(eval::EvalArgs),
     /// Copy the SQLite index to another backend (`--to postgres`), vectors included.
     Migrate(index::MigrateArgs),
+    /// Consolidate now: promote the durable facts of recent daily notes and
+    /// conversations into MEMORY.md (the gateway does it daily).
+    Consolidate(consolidate::ConsolidateArgs),
 }
 
 impl Cli {
@@ -126,6 +130,7 @@ impl Cli {
                 MemoryCommand::Sources(a) => a.json,
                 MemoryCommand::Eval(a) => a.json,
                 MemoryCommand::Migrate(a) => a.json,
+                MemoryCommand::Consolidate(a) => a.json,
                 MemoryCommand::Add(_)
                 | MemoryCommand::Remove(_)
                 | MemoryCommand::InstallModel(_) => false,
@@ -183,6 +188,7 @@ pub async fn dispatch(cli: Cli, settings: Settings) -> anyhow::Result<Exit> {
             MemoryCommand::Get(a) => blocking(move || search::run_get(&settings, a)).await,
             MemoryCommand::Eval(a) => blocking(move || eval::run_eval(&settings, a)).await,
             MemoryCommand::Watch(a) => watch::run_watch(settings, a).await,
+            MemoryCommand::Consolidate(a) => consolidate::run(settings, a).await,
         },
     }
 }

@@ -169,6 +169,7 @@ fn options(ws: &Path, llm: Option<&str>, env: &[(&str, &str)]) -> GatewayOptions
         subagents: serde_json::from_value(section("agents")).unwrap(),
         hooks: None,
         mcp_read_only: false,
+        consolidation: None,
     }
 }
 

@@ -207,6 +207,18 @@ fn memory_page_in_headless_chromium_searches_opens_browses_and_shows_status() {
         ("seedlog.md", &long),
     ]);
     index(dir.path(), garden.path());
+    // A scheduled consolidation ran: its record in the state directory.
+    let ledger: claw_memory_api::consolidation::Ledger = serde_json::from_value(json!({
+        "version": 1,
+        "last_run": {"at": "2026-11-28T03:00:00Z", "day": "2026-11-28", "outcome": "changed",
+            "message": "promoted 0, updated 1, skipped 0 from 1 new candidate(s)", "window": null,
+            "notes": 1, "turns": 0, "candidates": 1, "sent": 1, "promoted": 0, "updated": 1,
+            "skipped": 0, "tokens": 900, "max_tokens": 8000, "items": []},
+        "recent": [{"kind": "updated", "text": "The billing service uses <b>PostgreSQL</b> 16.",
+            "was": "PostgreSQL 15", "from": "memory/2026-11-20.md#L3-L3", "day": "2026-11-28"}],
+    }))
+    .unwrap();
+    claw_memory_api::consolidation::save(&claw_testkit::state_dir(dir.path()), &ledger).unwrap();
     let gw = Gateway::start(dir.path(), None);
     let base = gw.client().info.base_url();
 
@@ -458,6 +470,19 @@ fn memory_page_in_headless_chromium_searches_opens_browses_and_shows_status() {
     assert!(
         c.contains("2026-11-28 · The billing service uses PostgreSQL 16."),
         "{c}"
+    );
+    // What the scheduled consolidation did, with provenance (markup as text).
+    assert!(
+        c.contains("last run: 2026-11-28 03:00:00 UTC · promoted 0, updated 1"),
+        "{c}"
+    );
+    assert!(
+        c.contains("Recently promoted:2026-11-28 · updated: The billing service uses <b>PostgreSQL</b> 16. (was PostgreSQL 15) — from memory/2026-11-20.md#L3-L3"),
+        "{c}"
+    );
+    assert_eq!(
+        cdp.eval("document.querySelectorAll('#consolidation-runs b').length"),
+        json!(0)
     );
     screenshot(&mut cdp, "memory-status.png");
 

@@ -108,3 +108,54 @@ fn a_dropped_connection_is_retried_on_a_fresh_one() {
         .unwrap();
     assert!(pg.file_record("memory", "a.md").unwrap().is_some());
 }
+
+/// Recall counts (schema version 4): per workspace, added up, filtered by path,
+/// pruned by age, kept by a reset, gone with the namespace.
+#[test]
+fn recall_counts_are_per_workspace_and_survive_a_reset() {
+    use claw_memory::store::RecallHit;
+    let Some(schema) = Schema::new("recalls") else {
+        return;
+    };
+    let mut a = schema.store("team", "ws-a");
+    let b = schema.store("team", "ws-b");
+    let hit = |path: &str, s: usize, e: usize| RecallHit {
+        source: "memory".into(),
+        path: path.into(),
+        start_line: s,
+        end_line: e,
+    };
+    a.record_recalls(
+        &[(hit("memory/x.md", 1, 4), 1), (hit("memory/y.md", 2, 2), 1)],
+        100,
+    )
+    .unwrap();
+    a.record_recalls(&[(hit("memory/x.md", 1, 4), 2)], 300)
+        .unwrap();
+    b.record_recalls(&[(hit("memory/x.md", 1, 4), 7)], 200)
+        .unwrap();
+    let rows = a.recall_rows("memory", &[]).unwrap();
+    assert_eq!(rows.len(), 2);
+    assert_eq!(
+        (
+            rows[0].hit.path.as_str(),
+            rows[0].count,
+            rows[0].first_at,
+            rows[0].last_at
+        ),
+        ("memory/x.md", 3, 100, 300)
+    );
+    assert_eq!(
+        a.recall_rows("memory", &["memory/y.md".into()])
+            .unwrap()
+            .len(),
+        1
+    );
+    assert_eq!(b.recall_rows("memory", &[]).unwrap()[0].count, 7);
+    a.reset_index("", 0, "v").unwrap();
+    assert_eq!(a.recall_rows("memory", &[]).unwrap().len(), 2);
+    assert_eq!(a.prune_recalls(200).unwrap(), 1);
+    assert_eq!(a.recall_rows("memory", &[]).unwrap().len(), 1);
+    a.drop_namespace().unwrap();
+    assert!(b.recall_rows("memory", &[]).unwrap().is_empty());
+}

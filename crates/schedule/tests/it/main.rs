@@ -5,5 +5,6 @@
 #![allow(clippy::unwrap_used)]
 
 mod heartbeat;
+mod routine;
 mod scheduler;
 mod support;
