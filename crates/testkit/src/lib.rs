@@ -351,9 +351,18 @@ pub fn named(array: &serde_json::Value, name: &str) -> serde_json::Value {
         .unwrap_or_else(|| panic!("nothing named {name} in {array}"))
 }
 
-/// The section `name` of a `claw doctor --json` report.
+/// The section `name` of a `claw doctor --json` report. Also checks the
+/// doctor's promise for every section of the report: one that is not `ok` says
+/// what to do in a non-empty `hint`, and an `ok` one has `hint: null`.
 #[track_caller]
 pub fn doctor_section(report: &serde_json::Value, name: &str) -> serde_json::Value {
+    for s in report["sections"].as_array().into_iter().flatten() {
+        match (s["status"].as_str(), &s["hint"]) {
+            (Some("ok"), serde_json::Value::Null) => {}
+            (Some("warn" | "error"), serde_json::Value::String(h)) if !h.trim().is_empty() => {}
+            _ => panic!("doctor section without a fitting hint: {s}"),
+        }
+    }
     named(&report["sections"], name)
 }
 
@@ -548,4 +557,34 @@ pub fn file_mode(path: &Path) -> u32 {
         .permissions()
         .mode()
         & 0o777
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    fn report(status: &str, hint: serde_json::Value) -> serde_json::Value {
+        json!({"ok": true, "sections": [
+            {"name": "a", "status": "ok", "hint": null},
+            {"name": "b", "status": status, "hint": hint},
+        ]})
+    }
+
+    #[test]
+    fn doctor_section_accepts_hinted_problems() {
+        let r = report("warn", json!("run this"));
+        assert_eq!(super::doctor_section(&r, "b")["hint"], "run this");
+    }
+
+    #[test]
+    #[should_panic(expected = "without a fitting hint")]
+    fn doctor_section_refuses_a_problem_without_a_hint() {
+        super::doctor_section(&report("error", json!(null)), "a");
+    }
+
+    #[test]
+    #[should_panic(expected = "without a fitting hint")]
+    fn doctor_section_refuses_an_empty_hint() {
+        super::doctor_section(&report("warn", json!(" ")), "a");
+    }
 }

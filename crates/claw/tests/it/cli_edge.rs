@@ -549,6 +549,14 @@ fn channels_are_validated_at_load_and_probed_by_the_doctor() {
         c["summary"].as_str().unwrap().contains("Unauthorized"),
         "{c}"
     );
+    assert_eq!(c["details"]["probes"][0]["problem"], "token_refused", "{c}");
+    assert!(
+        c["hint"]
+            .as_str()
+            .unwrap()
+            .contains("channels.telegram.token_env"),
+        "{c}"
+    );
     assert!(!v.to_string().contains("999:wrong"), "{v}");
     // Nobody listening: "Connection refused", fast.
     let port = claw_testkit::closed_port();
@@ -565,6 +573,13 @@ fn channels_are_validated_at_load_and_probed_by_the_doctor() {
             .as_str()
             .unwrap()
             .contains("Connection refused"),
+        "{c}"
+    );
+    assert!(
+        c["hint"]
+            .as_str()
+            .unwrap()
+            .contains("check channels.telegram.base_url"),
         "{c}"
     );
     assert!(!v.to_string().contains("123:abc"), "{v}");
@@ -596,6 +611,7 @@ fn channels_are_validated_at_load_and_probed_by_the_doctor() {
             .contains("allow_from is empty"),
         "{c}"
     );
+    assert!(c["hint"].as_str().unwrap().contains("allow_from"), "{c}");
 }
 
 /// The doctor's `llm` section: one bounded `GET /v1/models` against the real
@@ -644,6 +660,10 @@ fn doctor_probes_the_llm() {
             .contains("does not list the model tiny-model"),
         "{s}"
     );
+    assert!(
+        s["hint"].as_str().unwrap().contains("CLAW_LLM_MODEL"),
+        "{s}"
+    );
     let (code, s) = doctor(&server.url(), Some("sk-secret"));
     assert_eq!(
         (code, &s["status"]),
@@ -655,6 +675,10 @@ fn doctor_probes_the_llm() {
             .as_str()
             .unwrap()
             .contains("refused the key (HTTP 401: invalid api key)"),
+        "{s}"
+    );
+    assert!(
+        s["hint"].as_str().unwrap().contains("CLAW_LLM_API_KEY"),
         "{s}"
     );
     let port = claw_testkit::closed_port();
@@ -669,6 +693,10 @@ fn doctor_probes_the_llm() {
         "{s}"
     );
     assert!(t0.elapsed() < Duration::from_secs(10));
+    assert!(
+        s["hint"].as_str().unwrap().contains("CLAW_LLM_BASE_URL"),
+        "{s}"
+    );
     let o = claw(w, &["doctor", "--json"]);
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     let s = claw_testkit::doctor_section(&v, "llm");
