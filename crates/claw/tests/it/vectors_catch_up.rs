@@ -116,3 +116,47 @@ fn a_model_installed_after_indexing_is_named_then_used() {
     let db = stdout.lines().find(|l| l.contains("database")).unwrap();
     assert!(db.starts_with("ok"), "{db}");
 }
+
+/// A gateway started with the model over a workspace indexed without it embeds
+/// the notes by itself, in the background, saying so in its log; then searches
+/// (through the gateway) are hybrid and the gap is gone. Positive control: the
+/// gap is there before the gateway starts.
+#[test]
+fn a_gateway_embeds_a_keyword_only_index_when_the_model_loads() {
+    let ws = tempfile::tempdir().unwrap();
+    write_notes(ws.path());
+    support::index_keyword_only(ws.path());
+    let st = support::run_json(support::claw(ws.path()).args(["memory", "status", "--json"]));
+    assert_eq!(st["vectors"], 0, "{st}");
+    assert!(st["vectors_missing"]["chunks"].as_i64() > Some(0), "{st}");
+
+    let gw = crate::gateway::Gateway::start_with(ws.path(), None, true);
+    gw.wait_log(
+        "embedding the notes: done",
+        std::time::Duration::from_secs(120),
+    );
+    assert!(
+        gw.log()
+            .contains("the index was built without the embedding model"),
+        "{}",
+        gw.log()
+    );
+    let st = support::run_json(support::claw(ws.path()).args(["memory", "status", "--json"]));
+    assert!(st["chunks"].as_i64() > Some(0), "{st}");
+    assert_eq!(st["vectors"], st["chunks"], "{st}");
+    assert!(st["vectors_missing"].is_null(), "{st}");
+    let json = support::run_json(support::claw(ws.path()).args([
+        "memory",
+        "search",
+        "where is the crown fitted",
+        "--json",
+    ]));
+    assert!(json["fallback"].is_null(), "{json}");
+    assert!(
+        json["results"][0]["path"]
+            .as_str()
+            .is_some_and(|p| p.contains("dentist")),
+        "{json}"
+    );
+    drop(gw);
+}
