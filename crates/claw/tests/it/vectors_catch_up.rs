@@ -39,6 +39,18 @@ fn search_stderr(ws: &std::path::Path) -> String {
     stderr
 }
 
+/// Every chunk has its vector, no gap is named, and a search for `query`
+/// (`--json`, returned) is not a keyword-only fallback.
+fn assert_caught_up(ws: &std::path::Path, query: &str) -> serde_json::Value {
+    let st = support::run_json(support::claw(ws).args(["memory", "status", "--json"]));
+    assert!(st["chunks"].as_i64() > Some(0), "{st}");
+    assert_eq!(st["vectors"], st["chunks"], "{st}");
+    assert!(st["vectors_missing"].is_null(), "{st}");
+    let json = support::run_json(support::claw(ws).args(["memory", "search", query, "--json"]));
+    assert!(json["fallback"].is_null(), "{json}");
+    json
+}
+
 #[test]
 fn a_model_installed_after_indexing_is_named_then_used() {
     let ws = tempfile::tempdir().unwrap();
@@ -99,18 +111,9 @@ fn a_model_installed_after_indexing_is_named_then_used() {
         report["model"].as_str().is_some_and(|m| !m.is_empty()),
         "{report}"
     );
-    let st = support::run_json(support::claw(ws.path()).args(["memory", "status", "--json"]));
-    assert_eq!(st["vectors"], st["chunks"], "{st}");
-    assert!(st["vectors_missing"].is_null(), "{st}");
     let stderr = search_stderr(ws.path());
     assert!(!stderr.contains("without vectors"), "{stderr}");
-    let json = support::run_json(support::claw(ws.path()).args([
-        "memory",
-        "search",
-        "billing database",
-        "--json",
-    ]));
-    assert!(json["fallback"].is_null(), "{json}");
+    assert_caught_up(ws.path(), "billing database");
     let out = support::claw(ws.path()).args(["doctor"]).output().unwrap();
     let (stdout, _) = text(&out);
     let db = stdout.lines().find(|l| l.contains("database")).unwrap();
@@ -141,17 +144,7 @@ fn a_gateway_embeds_a_keyword_only_index_when_the_model_loads() {
         "{}",
         gw.log()
     );
-    let st = support::run_json(support::claw(ws.path()).args(["memory", "status", "--json"]));
-    assert!(st["chunks"].as_i64() > Some(0), "{st}");
-    assert_eq!(st["vectors"], st["chunks"], "{st}");
-    assert!(st["vectors_missing"].is_null(), "{st}");
-    let json = support::run_json(support::claw(ws.path()).args([
-        "memory",
-        "search",
-        "where is the crown fitted",
-        "--json",
-    ]));
-    assert!(json["fallback"].is_null(), "{json}");
+    let json = assert_caught_up(ws.path(), "where is the crown fitted");
     assert!(
         json["results"][0]["path"]
             .as_str()
