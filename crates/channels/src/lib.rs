@@ -173,6 +173,7 @@ impl Channels {
                     state_dir,
                     runner.clone(),
                     log.clone(),
+                    core::CHAT_IDLE,
                 )?;
                 cores.insert(name.to_string(), core.clone());
                 Ok::<_, ChannelError>(core)

@@ -7,17 +7,19 @@
 use claw_testkit as support;
 
 fn write_notes(ws: &std::path::Path) {
-    std::fs::create_dir_all(ws.join("memory")).unwrap();
-    std::fs::write(
-        ws.join("MEMORY.md"),
-        "# Memory\n\nThe billing database is PostgreSQL.\n",
-    )
-    .unwrap();
-    std::fs::write(
-        ws.join("memory/dentist.md"),
-        "# Dentist\n\nThe crown on the upper molar is fitted on Tuesday.\n",
-    )
-    .unwrap();
+    support::write_tree(
+        ws,
+        &[
+            (
+                "MEMORY.md",
+                "# Memory\n\nThe billing database is PostgreSQL.\n",
+            ),
+            (
+                "memory/dentist.md",
+                "# Dentist\n\nThe crown on the upper molar is fitted on Tuesday.\n",
+            ),
+        ],
+    );
 }
 
 fn text(out: &std::process::Output) -> (String, String) {
