@@ -105,7 +105,13 @@
     sel.firstChild.value = 'all';
     for (const s of list) { const o = el('option', '', s.name); o.value = s.name; sel.appendChild(o); }
     sel.value = list.some((s) => s.name === keep) ? keep : 'all';
+    // Rebuilt only when the sources changed: replacing the buttons on every
+    // refresh (start-up, then the Browse tab) could swallow a click that lands
+    // on a button just as it is replaced.
     const ul = $('source-list');
+    const sig = JSON.stringify(list.map((s) => [s.name, s.kind, s.root]));
+    if (ul.dataset.sig === sig) return;
+    ul.dataset.sig = sig;
     ul.replaceChildren();
     for (const s of list) {
       ul.appendChild(listButton('source', s.name, { source: s.name }, { title: s.root },
