@@ -536,6 +536,7 @@ pub async fn run(
         read_only: opts.mcp_read_only,
         jail: opts.agent.as_ref().map_or(true, |a| a.jail_to_workspace),
         utc_offset: opts.utc_offset,
+        consolidation: opts.consolidation.clone(),
     })
     .with_sse_keepalive(opts.gateway.sse_keepalive)
     .with_approvals(approvals);

@@ -60,6 +60,9 @@ pub struct ServerOptions {
     pub jail: bool,
     /// The user's time zone, for the day's note.
     pub utc_offset: FixedOffset,
+    /// `memory.consolidation` resolved, for `memory_status` (None: unknown,
+    /// reported as `enabled: null`).
+    pub consolidation: Option<claw_agent::promote::ConsolidationSettings>,
 }
 
 /// The MCP server over claw's memory. Cheap to clone: clones share one engine.
@@ -413,7 +416,10 @@ impl MemoryServer {
         let _: StatusArgs = parse("memory_status", args)?;
         let result = self.blocking(|inner| inner.service()?.status()).await?;
         match result {
-            Ok(s) => {
+            Ok(mut s) => {
+                if let Some(c) = &self.inner.opts.consolidation {
+                    c.describe(&mut s.consolidation);
+                }
                 let json = serde_json::to_value(&s)
                     .map_err(|e| McpError::internal_error(e.to_string(), None))?;
                 Ok(structured(s.render(), json))

@@ -190,8 +190,8 @@ impl Ledger {
 /// The status object's `consolidation` field.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct ConsolidationStatus {
-    /// Whether the scheduled job runs (null when this surface does not know
-    /// the configuration, e.g. MCP's `memory_status`).
+    /// Whether the scheduled job runs (null when the caller did not pass the
+    /// configuration: the index alone cannot know).
     pub enabled: Option<bool>,
     /// When it runs (`memory.consolidation.schedule`), when on.
     pub schedule: Option<String>,

@@ -533,6 +533,46 @@ fn too_big(settings: &Settings, status: Option<&MemoryStatus>) -> Section {
     .hint("split them into smaller notes, or raise memory.max_file_bytes in the config")
 }
 
+/// The scheduled consolidation: on or off (and why), and how its last run
+/// went. Off is no fault (the `llm` section says when no LLM is configured);
+/// a last run that failed is a warning.
+fn consolidation(settings: &Settings, status: Option<&MemoryStatus>) -> Section {
+    let llm = crate::app::agent_settings(settings).map_err(|e| e.to_string());
+    let c = crate::app::consolidation_settings(settings, llm.as_ref().map_err(String::as_str));
+    let last = status.and_then(|s| s.consolidation.last_run.as_ref());
+    let details = json!({
+        "enabled": c.enabled,
+        "schedule": c.enabled.then(|| c.schedule_text.clone()),
+        "off_reason": c.off_reason,
+        "last_run": last,
+    });
+    if !c.enabled {
+        let why = c.off_reason.as_deref().unwrap_or("turned off");
+        return section("consolidation", Status::Ok, format!("off ({why})"), details);
+    }
+    let Some(run) = last else {
+        return section(
+            "consolidation",
+            Status::Ok,
+            format!("on, {}; it has not run yet", c.schedule_text),
+            details,
+        );
+    };
+    let summary = format!(
+        "on, {}; last run {} ({}): {}",
+        c.schedule_text,
+        run.at.format("%Y-%m-%d %H:%M UTC"),
+        run.day,
+        run.message
+    );
+    if run.outcome == claw_memory_api::consolidation::Outcome::Failed {
+        return section("consolidation", Status::Warn, summary, details).hint(
+            "`claw memory consolidate` runs it now and prints the error; the report is in the state dir's consolidation/ folder",
+        );
+    }
+    section("consolidation", Status::Ok, summary, details)
+}
+
 /// Bound of each LLM probe.
 const LLM_PROBE: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -751,6 +791,7 @@ pub fn diagnose(settings: &Settings) -> DoctorReport {
         protections(settings),
         state_dir(settings),
         too_big(settings, status.as_ref()),
+        consolidation(settings, status.as_ref()),
         llm(settings),
         channels(settings),
     ];

@@ -40,11 +40,15 @@ impl McpArgs {
 pub fn server_options(settings: &Settings) -> anyhow::Result<ServerOptions> {
     let agent = &settings.assistant.agent;
     let utc_offset = crate::app::agent_offset(settings)?;
+    let llm = crate::app::agent_settings(settings).map_err(|e| e.to_string());
+    let consolidation =
+        crate::app::consolidation_settings(settings, llm.as_ref().map_err(String::as_str));
     Ok(ServerOptions {
         mem: settings.mem.clone(),
         read_only: settings.mcp.read_only,
         jail: agent.jail_to_workspace.unwrap_or(true),
         utc_offset,
+        consolidation: Some(consolidation),
     })
 }
 

@@ -730,6 +730,7 @@ fn doctor_reports_each_section_in_text_and_json() {
             "protections",
             "state_dir",
             "too_big",
+            "consolidation",
             "llm",
             "channels"
         ]

@@ -525,3 +525,52 @@ fn on_postgres_recalls_rank_the_candidates_too() {
     assert_eq!(memory_md(ws), MEMORY);
     drop(cfg_dir);
 }
+
+/// `claw doctor` names the consolidation: off without an LLM (no fault), and a
+/// warning with a hint once a run failed (the model refused the request).
+#[test]
+fn the_doctor_shows_the_consolidation_and_warns_after_a_failed_run() {
+    let dir = days_of_notes();
+    let ws = dir.path();
+    let out = claw_utc(ws).args(["doctor", "--json"]).output().unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let s = claw_testkit::doctor_section(&report, "consolidation");
+    assert_eq!(s["status"], "ok", "{s}");
+    assert_eq!(s["summary"], "off (no LLM is configured)", "{s}");
+    assert_eq!(s["details"]["enabled"], false, "{s}");
+
+    // A 400 is not retried: the run fails and is recorded as failed.
+    let server = ScriptedServer::start([Reply::json(
+        400,
+        serde_json::json!({"error": {"message": "model overloaded"}}),
+    )]);
+    let out = claw_llm(ws, &server.url())
+        .env("CLAW_NOW", "2026-12-03T09:00:00Z")
+        .args(["memory", "consolidate"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert_eq!(memory_md(ws), MEMORY);
+    let out = claw_llm(ws, &server.url())
+        .env("CLAW_NOW", "2026-12-03T09:05:00Z")
+        .args(["doctor", "--json"])
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let s = claw_testkit::doctor_section(&report, "consolidation");
+    assert_eq!(s["status"], "warn", "{s}");
+    let summary = s["summary"].as_str().unwrap();
+    assert!(
+        summary.starts_with("on, daily at 03:00 (UTC); last run 2026-12-03 09:00 UTC"),
+        "{s}"
+    );
+    assert!(summary.contains("failed"), "{s}");
+    assert!(
+        s["hint"]
+            .as_str()
+            .unwrap()
+            .contains("claw memory consolidate"),
+        "{s}"
+    );
+    assert_eq!(s["details"]["last_run"]["outcome"], "failed", "{s}");
+}

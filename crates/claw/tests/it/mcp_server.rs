@@ -192,6 +192,17 @@ fn the_python_sdk_drives_claw_mcp_over_stdio() {
         assert_eq!(status[k], cli_status[k], "{k}");
     }
     assert_eq!(status["files"], 3);
+    // Whether the scheduled consolidation runs: the same answer (off, no LLM),
+    // not an unknown.
+    assert_eq!(status["consolidation"]["enabled"], false, "{status}");
+    assert_eq!(
+        status["consolidation"]["enabled"],
+        cli_status["consolidation"]["enabled"]
+    );
+    assert_eq!(
+        status["consolidation"]["off_reason"],
+        cli_status["consolidation"]["off_reason"]
+    );
 
     // memory_append → today's note (CLAW_NOW), found by the next search.
     let appended = &r["append"]["structuredContent"];

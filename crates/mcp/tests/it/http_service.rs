@@ -21,6 +21,7 @@ async fn serve(ws: &Path, read_only: bool) -> String {
         read_only,
         jail: true,
         utc_offset: FixedOffset::east_opt(0).unwrap(),
+        consolidation: None,
     });
     let service = claw_mcp::http_service(server);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
