@@ -384,6 +384,7 @@ impl MemoryServer {
             from,
             lines,
             max_chars: claw_memory_api::GET_MAX_CHARS,
+            turns_around: 0,
         };
         let result = self
             .blocking(move |inner| Ok::<_, MemoryError>(inner.service()?.get(&req, None)?.response))
