@@ -873,14 +873,14 @@ impl Agent {
         });
         let can_write = self.config.tools.iter().any(|t| t.name == "write_file");
         let Some(turn) = &mut self.turn else { return };
+        turn.consolidation = Some(Consolidation {
+            then,
+            from,
+            upto,
+            memory: String::new(),
+            merged: None,
+        });
         if !has_text || !can_write {
-            turn.consolidation = Some(Consolidation {
-                then,
-                from,
-                upto,
-                memory: String::new(),
-                merged: None,
-            });
             let why = if has_text {
                 "MEMORY.md not updated: the write_file tool is not available"
             } else {
@@ -892,13 +892,6 @@ impl Agent {
             self.after_consolidation(now, fx);
             return;
         }
-        turn.consolidation = Some(Consolidation {
-            then,
-            from,
-            upto,
-            memory: String::new(),
-            merged: None,
-        });
         turn.wait = Wait::MemoryFile;
         fx.push(Effect::LoadMemoryFile);
     }
@@ -1197,6 +1190,20 @@ mod tests {
         Agent::new(config, "SYSTEM".into(), History::default())
     }
 
+    /// An agent (default config) in a turn: asked `input`, waiting for the model.
+    fn asked(input: &str) -> Agent {
+        let mut a = agent(config());
+        a.handle(Event::UserInput(input.into()), now());
+        a
+    }
+
+    /// An agent asked "x" whose model called `calls`: waiting for their results.
+    fn calling(calls: Vec<ToolCall>) -> Agent {
+        let mut a = asked("x");
+        a.handle(tools(calls), now());
+        a
+    }
+
     fn call(id: &str, name: &str, args: &str) -> ToolCall {
         ToolCall {
             id: id.into(),
@@ -1243,11 +1250,18 @@ mod tests {
         })
     }
 
+    /// The payloads of `fx`'s effects of one tuple variant, cloned, in order.
+    macro_rules! payloads {
+        ($fx:expr, $variant:path) => {
+            effects($fx, |e| match e {
+                $variant(x) => Some(x.clone()),
+                _ => None,
+            })
+        };
+    }
+
     fn runs(fx: &[Effect]) -> Vec<ToolCall> {
-        effects(fx, |e| match e {
-            Effect::RunTool(c) => Some(c.clone()),
-            _ => None,
-        })
+        payloads!(fx, Effect::RunTool)
     }
 
     fn end(fx: &[Effect]) -> Option<TurnEnd> {
@@ -1258,20 +1272,12 @@ mod tests {
     }
 
     fn hooks(fx: &[Effect]) -> Vec<HookEvent> {
-        effects(fx, |e| match e {
-            Effect::Hook(h) => Some(h.clone()),
-            _ => None,
-        })
+        payloads!(fx, Effect::Hook)
     }
 
     #[test]
     fn after_tool_call_and_agent_end_are_hook_effects() {
-        let mut a = agent(config());
-        a.handle(Event::UserInput("x".into()), now());
-        a.handle(
-            tools(vec![call("c1", "exec", r#"{"command":"ls"}"#)]),
-            now(),
-        );
+        let mut a = calling(vec![call("c1", "exec", r#"{"command":"ls"}"#)]);
         let fx = a.handle(result("c1", "a.txt"), now());
         assert_eq!(
             hooks(&fx),
@@ -1298,8 +1304,7 @@ mod tests {
 
     #[test]
     fn a_cancelled_turn_still_raises_agent_end() {
-        let mut a = agent(config());
-        a.handle(Event::UserInput("x".into()), now());
+        let mut a = asked("x");
         let fx = a.handle(Event::Cancel, now());
         assert_eq!(
             hooks(&fx),
@@ -1311,10 +1316,7 @@ mod tests {
     }
 
     fn persisted(fx: &[Effect]) -> Vec<Record> {
-        effects(fx, |e| match e {
-            Effect::Persist(r) => Some(r.clone()),
-            _ => None,
-        })
+        payloads!(fx, Effect::Persist)
     }
 
     #[test]
@@ -1342,8 +1344,7 @@ mod tests {
 
     #[test]
     fn tool_call_result_then_answer() {
-        let mut a = agent(config());
-        a.handle(Event::UserInput("read it".into()), now());
+        let mut a = asked("read it");
         let fx = a.handle(
             tools(vec![call("c1", "read_file", r#"{"path":"MEMORY.md"}"#)]),
             now(),
@@ -1372,8 +1373,7 @@ mod tests {
 
     #[test]
     fn parallel_calls_wait_for_all_results() {
-        let mut a = agent(config());
-        a.handle(Event::UserInput("x".into()), now());
+        let mut a = asked("x");
         let fx = a.handle(
             tools(vec![call("a", "read_file", "{}"), call("b", "exec", "{}")]),
             now(),
@@ -1389,12 +1389,7 @@ mod tests {
 
     #[test]
     fn tool_error_goes_back_to_the_model() {
-        let mut a = agent(config());
-        a.handle(Event::UserInput("x".into()), now());
-        a.handle(
-            tools(vec![call("c1", "read_file", r#"{"path":"nope"}"#)]),
-            now(),
-        );
+        let mut a = calling(vec![call("c1", "read_file", r#"{"path":"nope"}"#)]);
         let fx = a.handle(
             Event::ToolResult {
                 call_id: "c1".into(),
@@ -1412,8 +1407,7 @@ mod tests {
 
     #[test]
     fn unknown_tools_never_run_and_arguments_are_left_to_the_tools_layer() {
-        let mut a = agent(config());
-        a.handle(Event::UserInput("x".into()), now());
+        let mut a = asked("x");
         let fx = a.handle(
             tools(vec![
                 call("bad", "read_file", r#"{"path": "a"#),
@@ -1475,8 +1469,7 @@ mod tests {
 
     #[test]
     fn all_calls_unknown_calls_the_model_right_away() {
-        let mut a = agent(config());
-        a.handle(Event::UserInput("x".into()), now());
+        let mut a = asked("x");
         let fx = a.handle(tools(vec![call("bad", "nope", "{oops")]), now());
         assert!(runs(&fx).is_empty());
         assert_eq!(model_calls(&fx).len(), 1);
@@ -1516,15 +1509,10 @@ mod tests {
 
     #[test]
     fn cancel_while_tools_run_closes_every_call() {
-        let mut a = agent(config());
-        a.handle(Event::UserInput("x".into()), now());
-        a.handle(
-            tools(vec![
-                call("a", "exec", "{}"),
-                call("b", "exec", r#"{"x":1}"#),
-            ]),
-            now(),
-        );
+        let mut a = calling(vec![
+            call("a", "exec", "{}"),
+            call("b", "exec", r#"{"x":1}"#),
+        ]);
         a.handle(result("a", "done"), now());
         let fx = a.handle(Event::Cancel, now());
         assert_eq!(end(&fx), Some(TurnEnd::Cancelled));
@@ -1545,8 +1533,7 @@ mod tests {
 
     #[test]
     fn cancel_while_streaming() {
-        let mut a = agent(config());
-        a.handle(Event::UserInput("x".into()), now());
+        let mut a = asked("x");
         let fx = a.handle(Event::ModelError(ModelFailure::Cancelled), now());
         assert_eq!(end(&fx), Some(TurnEnd::Cancelled));
         assert!(a.handle(text("too late"), now()).is_empty());
@@ -1555,8 +1542,7 @@ mod tests {
 
     #[test]
     fn model_failure_ends_the_turn_with_the_reason() {
-        let mut a = agent(config());
-        a.handle(Event::UserInput("x".into()), now());
+        let mut a = asked("x");
         let fx = a.handle(
             Event::ModelError(ModelFailure::Other(ProviderError::NoProfiles)),
             now(),
@@ -1570,8 +1556,7 @@ mod tests {
 
     #[test]
     fn side_effect_calls_go_to_the_driver_and_a_refusal_is_a_result() {
-        let mut a = agent(config());
-        a.handle(Event::UserInput("x".into()), now());
+        let mut a = asked("x");
         let fx = a.handle(
             tools(vec![
                 call("e1", "exec", r#"{"command":"rm x"}"#),
@@ -1606,8 +1591,7 @@ mod tests {
 
     #[test]
     fn loop_breaker_warns_stops_and_ends_the_turn() {
-        let mut a = agent(config());
-        a.handle(Event::UserInput("poll".into()), now());
+        let mut a = asked("poll");
         let mut warned_in_result = None;
         let mut stop_in_result = None;
         let mut ended = None;
@@ -1644,8 +1628,7 @@ mod tests {
 
     #[test]
     fn loop_break_closes_other_calls_of_the_batch() {
-        let mut a = agent(config());
-        a.handle(Event::UserInput("poll".into()), now());
+        let mut a = asked("poll");
         for i in 0..29 {
             let id = format!("c{i}");
             a.handle(tools(vec![call(&id, "exec", "{}")]), now());
@@ -1885,8 +1868,7 @@ mod tests {
 
     #[test]
     fn overflow_with_nothing_to_compact_fails_clearly() {
-        let mut a = agent(config());
-        a.handle(Event::UserInput("huge".into()), now());
+        let mut a = asked("huge");
         let fx = a.handle(
             Event::ModelError(ModelFailure::ContextOverflow("413".into())),
             now(),
@@ -1938,8 +1920,7 @@ mod tests {
 
     #[test]
     fn calls_without_ids_get_unique_ones() {
-        let mut a = agent(config());
-        a.handle(Event::UserInput("x".into()), now());
+        let mut a = asked("x");
         let fx = a.handle(
             tools(vec![call("", "exec", "{}"), call("", "exec", r#"{"a":1}"#)]),
             now(),
@@ -1951,8 +1932,7 @@ mod tests {
 
     #[test]
     fn input_while_busy_is_refused() {
-        let mut a = agent(config());
-        a.handle(Event::UserInput("x".into()), now());
+        let mut a = asked("x");
         let fx = a.handle(Event::UserInput("y".into()), now());
         assert!(matches!(&fx[..], [Effect::Notice(_)]));
         assert_eq!(a.history().len(), 1);

@@ -275,18 +275,9 @@ pub struct Core {
 }
 
 impl Core {
+    /// The core of the channel over `transport`, its state kept in `state_dir`;
+    /// a chat's queue ends after `chat_idle` without messages ([`CHAT_IDLE`]).
     pub fn new(
-        transport: Arc<dyn Transport>,
-        allow_from: Vec<String>,
-        state_dir: &Path,
-        runner: Arc<dyn TurnRunner>,
-        log: Log,
-    ) -> Result<Arc<Core>, ChannelError> {
-        Core::with_chat_idle(transport, allow_from, state_dir, runner, log, CHAT_IDLE)
-    }
-
-    /// [`Core::new`] with another idle period for chat queues (tests).
-    pub fn with_chat_idle(
         transport: Arc<dyn Transport>,
         allow_from: Vec<String>,
         state_dir: &Path,
@@ -932,7 +923,7 @@ mod tests {
 
     fn core(dir: &Path, chat_idle: Duration) -> (Arc<Core>, Arc<FakeNet>) {
         let net = Arc::new(FakeNet::default());
-        let core = Core::with_chat_idle(
+        let core = Core::new(
             net.clone(),
             vec!["owner".into()],
             dir,
@@ -1007,6 +998,7 @@ mod tests {
             dir.path(),
             Arc::new(Stuck),
             Arc::new(|_: String| {}),
+            CHAT_IDLE,
         )
         .expect("core");
         assert_eq!(core.accept(msg(1, "c", "owner")).await, Accepted::Queued);

@@ -173,6 +173,7 @@ impl Channels {
                     state_dir,
                     runner.clone(),
                     log.clone(),
+                    core::CHAT_IDLE,
                 )?;
                 cores.insert(name.to_string(), core.clone());
                 Ok::<_, ChannelError>(core)
@@ -254,6 +255,35 @@ pub struct Probe {
     pub ok: bool,
     /// Who the token belongs to, or why the probe failed.
     pub detail: String,
+    /// Why it failed, as a class the caller can act on (None: it worked).
+    pub problem: Option<ProbeProblem>,
+}
+
+/// Why a channel probe failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProbeProblem {
+    /// The server could not be reached.
+    Unreachable,
+    /// The server refused the token (HTTP 401/403, or Telegram's 404 for a bad token).
+    TokenRefused,
+    /// The token works, but belongs to another user than the configured `user_id`.
+    WrongUser,
+    /// Any other refusal or a configuration the client cannot use.
+    Other,
+}
+
+impl ProbeProblem {
+    fn of(e: &ChannelError) -> ProbeProblem {
+        match e {
+            ChannelError::Network { .. } => ProbeProblem::Unreachable,
+            ChannelError::Api {
+                status: 401 | 403 | 404,
+                ..
+            } => ProbeProblem::TokenRefused,
+            _ => ProbeProblem::Other,
+        }
+    }
 }
 
 /// One bounded request per configured channel: Matrix `whoami` (the homeserver
@@ -270,6 +300,7 @@ pub async fn probe(settings: &ChannelsSettings, timeout: std::time::Duration) ->
                 channel: "matrix",
                 ok: true,
                 detail: format!("{} answers; the token is {who}'s", m.homeserver),
+                problem: None,
             },
             Ok(who) => Probe {
                 channel: "matrix",
@@ -278,10 +309,12 @@ pub async fn probe(settings: &ChannelsSettings, timeout: std::time::Duration) ->
                     "the token belongs to {who}, not to the configured user_id {}",
                     m.user_id
                 ),
+                problem: Some(ProbeProblem::WrongUser),
             },
             Err(e) => Probe {
                 channel: "matrix",
                 ok: false,
+                problem: Some(ProbeProblem::of(&e)),
                 detail: e.to_string(),
             },
         });
@@ -296,10 +329,12 @@ pub async fn probe(settings: &ChannelsSettings, timeout: std::time::Duration) ->
                 channel: "telegram",
                 ok: true,
                 detail: format!("the Bot API answers; the token is @{name}'s"),
+                problem: None,
             },
             Err(e) => Probe {
                 channel: "telegram",
                 ok: false,
+                problem: Some(ProbeProblem::of(&e)),
                 detail: e.to_string(),
             },
         });

@@ -8,24 +8,15 @@
 // every string from the API goes in through textContent or an attribute set with
 // setAttribute/dataset, never as HTML. The page is served with WebChat's
 // Content-Security-Policy (no inline script or handlers) as a second line of defence.
+// The token, the API calls and the DOM helpers are common.js's (`window.claw`).
 //
 // Keyboard: `/` focuses the search box, Enter searches, Tab reaches every hit, file
 // and tab (each is a button), Enter opens it, Esc closes the open note.
 'use strict';
 (function () {
-  const $ = (id) => document.getElementById(id);
-  const TOKEN_KEY = 'claw.token';
-  const state = { token: '', sources: [], opened: null, next: null };
+  const { $, el, setStatus, tokenState, Unauthorized, startToken } = window.claw;
+  const state = { sources: [], opened: null, next: null };
 
-  function load(k) { try { return localStorage.getItem(k) || ''; } catch (_) { return ''; } }
-  function store(k, v) { try { if (v) localStorage.setItem(k, v); else localStorage.removeItem(k); } catch (_) { /* private mode */ } }
-
-  function el(tag, cls, text) {
-    const e = document.createElement(tag);
-    if (cls) e.className = cls;
-    if (text !== undefined) e.textContent = text;
-    return e;
-  }
   // A list item holding a button of class `cls` labelled `label`, then `span`;
   // `data` goes into its dataset, `props` onto it; a click calls `onClick`.
   function listButton(cls, label, data, props, span, onClick) {
@@ -39,23 +30,14 @@
     li.appendChild(b);
     return li;
   }
-  function setStatus(text, bad) { $('status').textContent = text || ''; $('status').classList.toggle('bad', !!bad); }
-  function tokenState(text, bad) { $('token-state').textContent = text; $('token-state').classList.toggle('bad', !!bad); }
-
-  class Unauthorized extends Error {}
+  // GET `path`, or POST `body` as JSON; the answer's JSON (an error's message thrown).
   async function api(path, body) {
-    if (!state.token) { tokenState('enter the token first', true); $('token').focus(); throw new Unauthorized('no token'); }
-    const opts = { headers: { Authorization: 'Bearer ' + state.token }, cache: 'no-store' };
-    if (body !== undefined) {
-      opts.method = 'POST';
-      opts.headers['Content-Type'] = 'application/json';
-      opts.body = JSON.stringify(body);
-    }
-    const r = await fetch(path, opts);
-    if (r.status === 401) {
-      tokenState('the gateway refused this token (401)', true);
-      throw new Unauthorized('the gateway refused the token');
-    }
+    const opts = body === undefined ? {} : {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify(body),
+    };
+    const r = await window.claw.authFetch(path, opts);
     let j = null;
     try { j = await r.json(); } catch (_) { /* not JSON */ }
     if (!r.ok) throw new Error((j && j.error && j.error.message) || ('HTTP ' + r.status));
@@ -123,7 +105,13 @@
     sel.firstChild.value = 'all';
     for (const s of list) { const o = el('option', '', s.name); o.value = s.name; sel.appendChild(o); }
     sel.value = list.some((s) => s.name === keep) ? keep : 'all';
+    // Rebuilt only when the sources changed: replacing the buttons on every
+    // refresh (start-up, then the Browse tab) could swallow a click that lands
+    // on a button just as it is replaced.
     const ul = $('source-list');
+    const sig = JSON.stringify(list.map((s) => [s.name, s.kind, s.root]));
+    if (ul.dataset.sig === sig) return;
+    ul.dataset.sig = sig;
     ul.replaceChildren();
     for (const s of list) {
       ul.appendChild(listButton('source', s.name, { source: s.name }, { title: s.root },
@@ -338,35 +326,15 @@
 
   // ---- wiring ----------------------------------------------------------------
   $('search-form').addEventListener('submit', (e) => { e.preventDefault(); search(); });
-  $('token-form').addEventListener('submit', async (e) => {
-    e.preventDefault();
-    state.token = $('token').value.trim();
-    store(TOKEN_KEY, state.token);
-    if (!state.token) { tokenState('no token', true); return; }
-    tokenState('checking…');
-    await loadSources();
-  });
   document.addEventListener('keydown', (e) => {
     const typing = /^(INPUT|TEXTAREA|SELECT)$/.test((document.activeElement || {}).tagName || '');
     if (e.key === '/' && !typing) { e.preventDefault(); showTab('search'); $('query').focus(); }
     if (e.key === 'Escape' && !$('reader').hidden) { $('reader').hidden = true; state.opened = null; }
   });
 
-  // `#token=…`: store it, drop it from the URL (as WebChat does).
-  function tokenFromHash() {
-    const m = /(?:^#|&)token=([^&]*)/.exec(location.hash);
-    if (!m) return false;
-    try { state.token = decodeURIComponent(m[1]); } catch (_) { state.token = m[1]; }
-    store(TOKEN_KEY, state.token);
-    history.replaceState(null, '', location.pathname + location.search);
-    return true;
-  }
-
   async function start() {
-    if (!tokenFromHash()) state.token = load(TOKEN_KEY);
-    $('token').value = state.token;
     showTab('search');
-    if (!state.token) { tokenState('enter the token (the state dir\'s gateway.token) and Save'); $('token').focus(); return; }
+    if (!startToken(loadSources)) return;
     await loadSources();
     $('query').focus();
   }

@@ -11,16 +11,13 @@
 // code blocks, inline code, bold/italic, lists, http/https links); every other string
 // goes in through textContent. The page is served with a Content-Security-Policy that
 // allows only this script (no inline scripts or handlers) as a second line of defence.
+// The token, the API calls and the DOM helpers are common.js's (`window.claw`).
 'use strict';
 (function () {
-  const $ = (id) => document.getElementById(id);
-  const TOKEN_KEY = 'claw.token';
+  const { $, el, load, store, setStatus, tokenState, Unauthorized, hasToken, needsToken, startToken } = window.claw;
+  const api = window.claw.authFetch;
   const SESSION_KEY = 'claw.session';
-  const state = { token: '', session: '', busy: false };
-
-  // ---- storage (localStorage may be unavailable: the page still works) -------
-  function load(k) { try { return localStorage.getItem(k) || ''; } catch (_) { return ''; } }
-  function store(k, v) { try { if (v) localStorage.setItem(k, v); else localStorage.removeItem(k); } catch (_) { /* private mode */ } }
+  const state = { session: '', busy: false };
 
   // ---- Markdown, safely: escape everything, then a small whitelist ----------
   const ESC = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
@@ -94,28 +91,7 @@
   window.clawMarkdown = renderMarkdown; // for the browser test
 
   // ---- UI helpers ------------------------------------------------------------
-  function el(tag, cls, text) {
-    const e = document.createElement(tag);
-    if (cls) e.className = cls;
-    if (text !== undefined) e.textContent = text;
-    return e;
-  }
-  function setStatus(text, bad) { $('status').textContent = text || ''; $('status').classList.toggle('bad', !!bad); }
   function scrollDown() { const l = $('log'); l.scrollTop = l.scrollHeight; }
-  function tokenState(text, bad) { $('token-state').textContent = text; $('token-state').classList.toggle('bad', !!bad); }
-
-  class Unauthorized extends Error {}
-  async function api(path, opts) {
-    opts = opts || {};
-    if (!state.token) { tokenState('enter the token first', true); $('token').focus(); throw new Unauthorized('no token'); }
-    const headers = Object.assign({ Authorization: 'Bearer ' + state.token }, opts.headers || {});
-    const r = await fetch(path, Object.assign({}, opts, { headers, cache: 'no-store' }));
-    if (r.status === 401) {
-      tokenState('the gateway refused this token (401)', true);
-      throw new Unauthorized('the gateway refused the token');
-    }
-    return r;
-  }
   async function errorText(r) {
     try { const j = await r.json(); return (j.error && j.error.message) || JSON.stringify(j); } catch (_) { return 'HTTP ' + r.status; }
   }
@@ -153,7 +129,7 @@
     $('session-key').textContent = key;
     for (const li of $('sessions').children) li.classList.toggle('current', li.dataset.key === key);
     $('log').replaceChildren();
-    if (!state.token) return;
+    if (!hasToken()) return;
     try {
       const r = await api('/v1/sessions/' + encodeURIComponent(key) + '/messages');
       if (r.status === 404) return; // a new session: created by its first message
@@ -290,7 +266,7 @@
   async function send() {
     const text = $('input').value;
     if (!text.trim() || state.busy) return;
-    if (!state.token) { tokenState('enter the token first', true); $('token').focus(); return; }
+    if (needsToken()) return;
     if (!state.session) await selectSession(newSessionKey());
     state.busy = true;
     $('send').disabled = true;
@@ -337,15 +313,6 @@
   }
 
   // ---- wiring ----------------------------------------------------------------
-  $('token-form').addEventListener('submit', async (e) => {
-    e.preventDefault();
-    state.token = $('token').value.trim();
-    store(TOKEN_KEY, state.token);
-    if (!state.token) { tokenState('no token', true); return; }
-    tokenState('checking…');
-    await loadSessions();
-    if (state.session) await selectSession(state.session);
-  });
   $('new-form').addEventListener('submit', async (e) => {
     e.preventDefault();
     const key = newSessionKey($('new-name').value);
@@ -359,30 +326,16 @@
     if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) { e.preventDefault(); send(); }
   });
 
-  // `#token=…` (how `claw` can open the page): store it, drop it from the URL.
-  function tokenFromHash() {
-    const m = /(?:^#|&)token=([^&]*)/.exec(location.hash);
-    if (!m) return false;
-    try { state.token = decodeURIComponent(m[1]); } catch (_) { state.token = m[1]; }
-    store(TOKEN_KEY, state.token);
-    history.replaceState(null, '', location.pathname + location.search);
-    $('token').value = state.token;
-    return true;
-  }
-  // The same page opened again with a new `#token=` (no reload happens).
-  window.addEventListener('hashchange', async () => {
-    if (!tokenFromHash()) return;
-    tokenState('checking…');
+  // A new token (saved in the form, or given as `#token=`): the sessions it sees.
+  async function withNewToken() {
     await loadSessions();
     if (state.session) await selectSession(state.session);
-  });
+  }
 
   async function start() {
-    if (!tokenFromHash()) state.token = load(TOKEN_KEY);
-    $('token').value = state.token;
     state.session = load(SESSION_KEY);
     $('session-key').textContent = state.session || '(none yet)';
-    if (!state.token) { tokenState('enter the token (.claw/gateway.token) and Save'); $('token').focus(); return; }
+    if (!startToken(withNewToken)) return;
     const list = await loadSessions();
     if (!state.session) state.session = (list && list[0] && list[0].key) || newSessionKey();
     await selectSession(state.session);

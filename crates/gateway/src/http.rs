@@ -17,7 +17,8 @@
 //! `/` serves the WebChat page (static, no data: the page asks for the token), with
 //! `/webchat.js` and `/webchat.css`, under a strict Content-Security-Policy; `/memory`
 //! serves the Memory page (search with explain, browse, status; `/memory.js`, the
-//! same styles and policy) over the memory endpoints.
+//! same styles and policy) over the memory endpoints; both pages load `/common.js`
+//! (the token, API calls and DOM helpers they share).
 //!
 //! Streaming contract (WebChat and `claw -m` depend on it): standard
 //! `chat.completion.chunk` objects; anything claw-specific rides in an extra `claw`
@@ -69,6 +70,8 @@ pub const WEBCHAT_JS: &str = include_str!("../assets/webchat.js");
 pub const MEMORY_HTML: &str = include_str!("../assets/memory.html");
 /// The Memory page's code (`/memory.js`).
 pub const MEMORY_JS: &str = include_str!("../assets/memory.js");
+/// The code both pages share (`/common.js`): the token, API calls, DOM helpers.
+pub const COMMON_JS: &str = include_str!("../assets/common.js");
 /// The WebChat page's styles (`/webchat.css`, the Memory page's too).
 pub const WEBCHAT_CSS: &str = include_str!("../assets/webchat.css");
 /// The WebChat page's Content-Security-Policy: only its own script and styles, calls
@@ -193,15 +196,14 @@ pub fn router(state: Shared) -> Router {
         .route("/v1/memory/files", get(memory_files))
         .route("/v1/status", get(status))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
-    Router::new()
-        .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
-        .route("/", get(webchat))
-        .route("/webchat.js", get(webchat_js))
-        .route("/webchat.css", get(webchat_css))
-        .route("/memory", get(memory_page))
-        .route("/memory.js", get(memory_js))
-        .merge(api)
-        .with_state(state)
+    let mut open = Router::new().route("/healthz", get(|| async { Json(json!({"status": "ok"})) }));
+    for (path, content_type, body) in PAGE_FILES {
+        open = open.route(
+            path,
+            get(move || async move { page_file(content_type, body) }),
+        );
+    }
+    open.merge(api).with_state(state)
 }
 
 /// An OpenAI-style error body.
@@ -231,8 +233,23 @@ async fn require_token(State(st): State<Shared>, req: Request, next: Next) -> Re
     next.run(req).await
 }
 
-/// One of the WebChat page's static files (no data in them: the page asks for the token).
-fn webchat_asset(content_type: &'static str, body: &'static str) -> Response {
+const HTML: &str = "text/html; charset=utf-8";
+const JS: &str = "text/javascript; charset=utf-8";
+const CSS: &str = "text/css; charset=utf-8";
+
+/// The pages' static files, served without the token (no data in them: the
+/// pages ask for it): path, content type, body.
+const PAGE_FILES: [(&str, &str, &str); 6] = [
+    ("/", HTML, WEBCHAT_HTML),
+    ("/webchat.js", JS, WEBCHAT_JS),
+    ("/webchat.css", CSS, WEBCHAT_CSS),
+    ("/memory", HTML, MEMORY_HTML),
+    ("/memory.js", JS, MEMORY_JS),
+    ("/common.js", JS, COMMON_JS),
+];
+
+/// One of the pages' static files, under [`WEBCHAT_CSP`].
+fn page_file(content_type: &'static str, body: &'static str) -> Response {
     (
         [
             (header::CONTENT_TYPE, content_type),
@@ -245,26 +262,6 @@ fn webchat_asset(content_type: &'static str, body: &'static str) -> Response {
         body,
     )
         .into_response()
-}
-
-async fn webchat() -> Response {
-    webchat_asset("text/html; charset=utf-8", WEBCHAT_HTML)
-}
-
-async fn webchat_js() -> Response {
-    webchat_asset("text/javascript; charset=utf-8", WEBCHAT_JS)
-}
-
-async fn webchat_css() -> Response {
-    webchat_asset("text/css; charset=utf-8", WEBCHAT_CSS)
-}
-
-async fn memory_page() -> Response {
-    webchat_asset("text/html; charset=utf-8", MEMORY_HTML)
-}
-
-async fn memory_js() -> Response {
-    webchat_asset("text/javascript; charset=utf-8", MEMORY_JS)
 }
 
 async fn models(State(st): State<Shared>) -> Response {

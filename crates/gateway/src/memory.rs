@@ -31,6 +31,9 @@ pub struct MemoryHub {
     /// The index was built with a model (so an unloadable model must not
     /// let the watcher rebuild it keyword-only).
     index_model: String,
+    /// The index was built keyword-only and the configured model loads now:
+    /// its chunks lack vectors until [`MemoryHub::catch_up_vectors`] runs.
+    needs_vectors: bool,
 }
 
 impl MemoryHub {
@@ -44,28 +47,58 @@ impl MemoryHub {
             location: location.clone(),
             source,
         };
-        // Keyword-only searches never need the model: read the index's model
-        // first with a keyword-only handle.
+        // Read the index's model first with a keyword-only handle.
         let probe = Memory::open_shared(mem.clone(), None).map_err(open_err)?;
         let index_model = probe.index_model().map_err(open_err)?;
         let keyword_only_index = probe.is_built().map_err(open_err)? && index_model.is_empty();
         drop(probe);
-        let (embedder, embedder_error) = if keyword_only_index {
-            (None, None)
-        } else {
-            match embed::load(&mem.embed, mem.memory.embed_batch_size) {
-                Loaded::Ready(b) => (Some(Arc::<dyn Embedder>::from(b)), None),
-                Loaded::Disabled => (None, None),
-                Loaded::Unavailable(e) => (None, Some(e.to_string())),
-            }
+        // A keyword-only index with a model that loads now (installed after
+        // indexing) is caught up: the model is kept, and the index gains its
+        // vectors in the background. When it does not load, keyword-only is
+        // what the index is: nothing to report.
+        let (embedder, embedder_error) = match embed::load(&mem.embed, mem.memory.embed_batch_size)
+        {
+            Loaded::Ready(b) => (Some(Arc::<dyn Embedder>::from(b)), None),
+            Loaded::Disabled => (None, None),
+            Loaded::Unavailable(_) if keyword_only_index => (None, None),
+            Loaded::Unavailable(e) => (None, Some(e.to_string())),
         };
+        let needs_vectors = keyword_only_index && embedder.is_some();
         // One model for the searches, `/mcp` and the watcher.
         let service = Arc::new(Memory::open_shared(mem, embedder).map_err(open_err)?);
         Ok(MemoryHub {
             service,
             embedder_error,
             index_model,
+            needs_vectors,
         })
+    }
+
+    /// Whether the index lacks the vectors of a model that loads now
+    /// (built keyword-only before the model was installed).
+    pub fn needs_vectors(&self) -> bool {
+        self.needs_vectors
+    }
+
+    /// Give a keyword-only index its vectors: a full index run with the loaded
+    /// model under the writer lock (waiting up to `wait` for another writer).
+    /// The index is rebuilt aside and swapped in, so searches go on meanwhile
+    /// (keyword-only until the swap). Blocking, and long on a big workspace.
+    pub fn catch_up_vectors(
+        &self,
+        wait: std::time::Duration,
+        progress: &(dyn Fn(claw_memory_api::Progress) + Sync),
+    ) -> Result<claw_memory_api::IndexReport, MemoryError> {
+        let lock = self
+            .service
+            .writer_lock("claw gateway (embedding the notes)", wait)?;
+        let embedder = self.service.index_embedder()?;
+        self.service.index(
+            &claw_memory_api::IndexOptions::default(),
+            embedder,
+            &lock,
+            progress,
+        )
     }
 
     /// Search, with the CLI's inline sync policy.

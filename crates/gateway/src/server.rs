@@ -198,6 +198,49 @@ fn runtime(
 }
 
 /// Log watcher events until the watcher drops its sender.
+/// A keyword-only index whose model loads now gains its vectors on a
+/// plain thread (a runtime shutdown does not wait for it; the rebuild is built
+/// aside, so a stop mid-way loses nothing), with a progress line every 5 s.
+fn catch_up_vectors(hub: Arc<MemoryHub>) {
+    log(
+        "embedding the notes: the index was built without the embedding model, which loads now (searches stay keyword-only until this finishes)",
+    );
+    std::thread::spawn(move || {
+        let started = Instant::now();
+        let state = std::sync::Mutex::new((0usize, 0usize, 0usize, Instant::now()));
+        let progress = |p: claw_memory_api::Progress| {
+            let Ok(mut st) = state.lock() else { return };
+            match p {
+                claw_memory_api::Progress::Planned { to_read, .. } => st.1 = to_read,
+                claw_memory_api::Progress::File { chunks, .. } => {
+                    st.0 += 1;
+                    st.2 += chunks;
+                }
+            }
+            if st.3.elapsed() >= Duration::from_secs(5) {
+                st.3 = Instant::now();
+                log(&format!(
+                    "embedding the notes: {}/{} files, {} chunks",
+                    st.0, st.1, st.2
+                ));
+            }
+        };
+        match hub.catch_up_vectors(Duration::from_secs(600), &progress) {
+            Ok(r) => log(&format!(
+                "embedding the notes: done, {} chunks ({} embedded, {} from the cache) in {:.1} s; search is hybrid",
+                r.chunks_added,
+                r.embeddings_computed,
+                r.cache_hits,
+                started.elapsed().as_secs_f64()
+            )),
+            Err(e) => warn(&format!(
+                "embedding the notes failed ({}); search stays keyword-only until `claw memory index`",
+                claw_memory_api::error_chain(&e)
+            )),
+        }
+    });
+}
+
 fn log_watch_events(rx: std::sync::mpsc::Receiver<WatchEvent>) {
     std::thread::spawn(move || {
         for ev in rx {
@@ -293,6 +336,10 @@ pub async fn run(
     } else {
         None
     };
+
+    if hub.needs_vectors() {
+        catch_up_vectors(hub.clone());
+    }
 
     let (bus, receivers) = Bus::new(opts.gateway.queue_capacity);
     let hard = CancellationToken::new();

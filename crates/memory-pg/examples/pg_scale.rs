@@ -13,7 +13,7 @@ use claw_memory::embed::{EmbedError, Embedder};
 use claw_memory::index_storage::IndexStorage;
 use claw_memory::search::engine::{SearchRequest, search_in};
 use claw_memory::search::storage::SearchStorage;
-use claw_memory::store::{FileRecord, NewChunk, WriteMode};
+use claw_memory::store::{NewChunk, WriteMode};
 use claw_memory_pg::{PgConfig, PgStore};
 use claw_testkit::Rng;
 use std::time::Instant;
@@ -116,15 +116,7 @@ fn main() {
                 }
             })
             .collect();
-        let file = FileRecord {
-            source: "memory".into(),
-            path: format!("memory/f{f:05}.md"),
-            sha256: format!("{f}"),
-            mtime_ns: 1,
-            size: 1,
-            indexed_bytes: 0,
-            indexed_lines: 0,
-        };
+        let file = claw_testkit::memory_file(&format!("memory/f{f:05}.md"), &f.to_string());
         pg.write_file(&file, &chunks, WriteMode::Replace, MODEL)
             .unwrap();
     }

@@ -262,18 +262,7 @@ fn model_group(root: &Path) -> Value {
     // In quick mode, index a sample: every 8th Markdown file, copied with its path.
     let sample_tmp = tempfile::tempdir().unwrap();
     let root = if quick() {
-        let mut files: Vec<PathBuf> = walkdir::WalkDir::new(root)
-            .into_iter()
-            .filter_map(Result::ok)
-            .filter(|e| e.file_type().is_file() && e.path().extension().is_some_and(|x| x == "md"))
-            .map(|e| e.path().to_path_buf())
-            .collect();
-        files.sort();
-        for p in files.iter().step_by(8) {
-            let dest = sample_tmp.path().join(p.strip_prefix(root).unwrap());
-            std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
-            std::fs::copy(p, dest).unwrap();
-        }
+        claw_testkit::sample_markdown(root, sample_tmp.path(), 8);
         sample_tmp.path().to_path_buf()
     } else {
         root.to_path_buf()
@@ -287,16 +276,7 @@ fn model_group(root: &Path) -> Value {
     let index_eps = r.embeddings_computed as f64 / full.as_secs_f64();
 
     // The bare model on the same chunk texts, same batch size, same process.
-    let texts: Vec<String> = {
-        let inspector = env.store.open_inspector().unwrap();
-        let mut st = inspector
-            .prepare("SELECT text FROM chunks ORDER BY rowid")
-            .unwrap();
-        st.query_map([], |r| r.get(0))
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap()
-    };
+    let texts = claw_testkit::chunk_texts(&env.store);
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let t = Instant::now();
     let vs = e.embed(&refs).unwrap();

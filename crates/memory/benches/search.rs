@@ -23,7 +23,7 @@ use claw_memory::search::engine::{
 };
 use claw_memory::search::query::{ParsedQuery, TermPlan};
 use claw_memory::search::score::KeywordNorm;
-use claw_memory::store::{FileRecord, NewChunk, Store, WriteMode};
+use claw_memory::store::{NewChunk, Store, WriteMode};
 use claw_testkit::Rng;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -122,15 +122,7 @@ fn build(n: usize) -> (Store, Vec<Vec<f32>>, Vec<String>) {
             })
             .collect();
         made += chunks.len();
-        let file = FileRecord {
-            source: "memory".into(),
-            path: format!("memory/{path}"),
-            sha256: format!("{f}"),
-            mtime_ns: 1,
-            size: 1,
-            indexed_bytes: 0,
-            indexed_lines: 0,
-        };
+        let file = claw_testkit::memory_file(&format!("memory/{path}"), &f.to_string());
         store
             .write_file(&file, &chunks, WriteMode::Replace, MODEL)
             .unwrap();
@@ -578,15 +570,7 @@ fn scifact_quality() -> Result<Vec<(String, f64)>, String> {
                 v["title"].as_str().unwrap_or_default(),
                 v["text"].as_str().unwrap_or_default()
             );
-            let file = FileRecord {
-                source: "memory".into(),
-                path: id.clone(),
-                sha256: format!("{i}"),
-                mtime_ns: 1,
-                size: 1,
-                indexed_bytes: 0,
-                indexed_lines: 0,
-            };
+            let file = claw_testkit::memory_file(&id, &i.to_string());
             let chunk = NewChunk {
                 id: id.clone(),
                 start_line: 1,

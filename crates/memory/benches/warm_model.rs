@@ -132,18 +132,7 @@ fn extract(set: &str, tmp: &Path) -> PathBuf {
         return dest;
     }
     let sample = tmp.join(set);
-    let mut files: Vec<PathBuf> = walkdir::WalkDir::new(&dest)
-        .into_iter()
-        .filter_map(Result::ok)
-        .filter(|e| e.file_type().is_file() && e.path().extension().is_some_and(|x| x == "md"))
-        .map(|e| e.path().to_path_buf())
-        .collect();
-    files.sort();
-    for p in files.iter().step_by(step()) {
-        let to = sample.join(p.strip_prefix(&dest).unwrap());
-        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
-        std::fs::copy(p, to).unwrap();
-    }
+    claw_testkit::sample_markdown(&dest, &sample, step());
     sample
 }
 
@@ -356,16 +345,7 @@ fn child(scenario: &str, runtime: &LocalRuntime, root: &Path) -> Value {
     if scenario == "twir" {
         // Re-embed every chunk in one call (what the indexing bench's bare-model pass
         // did when it peaked at 1 GiB): the peak must stay bounded.
-        let texts: Vec<String> = {
-            let inspector = store.open_inspector().unwrap();
-            let mut st = inspector
-                .prepare("SELECT text FROM chunks ORDER BY rowid")
-                .unwrap();
-            st.query_map([], |r| r.get(0))
-                .unwrap()
-                .collect::<Result<_, _>>()
-                .unwrap()
-        };
+        let texts = claw_testkit::chunk_texts(&store);
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
         assert_eq!(e.embed(&refs).unwrap().len(), refs.len());
         out["hwm_after_one_call_mib"] = json!(rss_mib().0);

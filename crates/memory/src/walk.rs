@@ -66,7 +66,7 @@ pub struct DiskFile {
 /// Why a file was left out of the index, or indexed with a caveat: the typed
 /// side of an issue (serialised as a `snake_case` string, e.g. `"non_utf8_name"`).
 /// The binary turns reasons into advice; messages never name a command.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum IssueReason {
     /// Larger than `memory.max_file_bytes` (remembered: re-examined when it changes).
@@ -106,22 +106,12 @@ impl IssueReason {
         }
     }
 
-    /// The reason named `s` (see [`IssueReason::as_str`]).
+    /// The reason named `s` (see [`IssueReason::as_str`]): serde's name, the one
+    /// the reason is serialised under.
     pub fn parse(s: &str) -> Option<IssueReason> {
-        use IssueReason::*;
-        [
-            TooBig,
-            Binary,
-            NonUtf8Content,
-            NonUtf8Name,
-            SymlinkOutside,
-            SymlinkLoop,
-            Unreadable,
-            EmbedFailed,
-            SourceMissing,
-        ]
-        .into_iter()
-        .find(|r| r.as_str() == s)
+        use serde::Deserialize;
+        use serde::de::{IntoDeserializer, value::Error};
+        IssueReason::deserialize(IntoDeserializer::<Error>::into_deserializer(s)).ok()
     }
 
     /// Whether a file skipped for this reason is remembered as skipped (with its
@@ -625,6 +615,69 @@ pub fn mtime_ns(md: &std::fs::Metadata) -> i64 {
 mod tests {
     use super::*;
 
+    /// The walk tests' tree, each file holding its own path: a workspace
+    /// (`MEMORY.md`, `memory/`, `sessions/`) and a notes folder `n/`, each with
+    /// what a walk leaves out (hidden and tool directories, dot files, other
+    /// kinds of file, nested sessions); no links (a test adds its own).
+    fn fixture() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for p in [
+            "MEMORY.md",
+            "notes.md",
+            "memory/b.md",
+            "memory/a/z.md",
+            "memory/a.md",
+            "memory/A.markdown",
+            "memory/x.txt",
+            "memory/.git/h.md",
+            "memory/target/t.md",
+            "sessions/s1.jsonl",
+            "sessions/s0.jsonl",
+            "sessions/sub/deeper.jsonl",
+            "sessions/.tmp.jsonl",
+            "n/Z.md",
+            "n/a b/c.MD",
+            "n/a-b.md",
+            "n/node_modules/m.md",
+            "n/sub/b.md",
+            "n/sub/.f.md",
+            "n/.git/c.md",
+            "n/e.txt",
+        ] {
+            let f = dir.path().join(p);
+            std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+            std::fs::write(f, p).unwrap();
+        }
+        dir
+    }
+
+    /// A source of `kind` rooted at `root`, links checked beneath it.
+    fn src(kind: SourceKind, root: &Path) -> SourceRoot {
+        SourceRoot {
+            name: "n".into(),
+            root: root.to_path_buf(),
+            kind,
+            follow_symlinks_outside: false,
+        }
+    }
+
+    /// The full walk's listing as (path, stamp), what the stamp walk must visit.
+    fn full_stamps(files: &[DiskFile]) -> Vec<(String, Stamp)> {
+        let stamp = |f: &DiskFile| Stamp {
+            mtime_ns: f.mtime_ns,
+            size: f.size,
+        };
+        files.iter().map(|f| (f.rel.clone(), stamp(f))).collect()
+    }
+
+    /// What the stamp walk visits, in order; it must complete.
+    fn stamp_walk(src: &SourceRoot) -> Vec<(String, Stamp)> {
+        let mut cheap = Vec::new();
+        let walked = walk_stamps(src, |rel, st| cheap.push((rel.to_string(), st)));
+        assert_eq!(walked, StampWalk::Complete, "{:?}", src.kind);
+        cheap
+    }
+
     #[test]
     fn membership() {
         use SourceKind::*;
@@ -644,30 +697,12 @@ mod tests {
 
     #[test]
     fn walk_skips_hidden_and_loops() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path();
-        for p in [
-            "a.md",
-            "sub/b.md",
-            ".git/c.md",
-            "node_modules/d.md",
-            "e.txt",
-            "sub/.f.md",
-        ] {
-            let f = root.join(p);
-            std::fs::create_dir_all(f.parent().unwrap()).unwrap();
-            std::fs::write(f, "x").unwrap();
-        }
-        std::os::unix::fs::symlink(root, root.join("sub/loop")).unwrap();
-        let src = SourceRoot {
-            name: "n".into(),
-            root: root.to_path_buf(),
-            kind: SourceKind::Notes,
-            follow_symlinks_outside: false,
-        };
-        let (files, issues) = walk_source(&src);
+        let dir = fixture();
+        let notes = dir.path().join("n");
+        std::os::unix::fs::symlink(&notes, notes.join("sub/loop")).unwrap();
+        let (files, issues) = walk_source(&src(SourceKind::Notes, &notes));
         let rels: Vec<_> = files.iter().map(|f| f.rel.as_str()).collect();
-        assert_eq!(rels, vec!["a.md", "sub/b.md"]);
+        assert_eq!(rels, ["Z.md", "a b/c.MD", "a-b.md", "sub/b.md"]);
         assert!(
             issues.iter().any(|i| i.message.contains("loop")),
             "{issues:?}"
@@ -677,31 +712,8 @@ mod tests {
     #[test]
     fn the_stamp_walk_lists_what_the_full_walk_lists() {
         use std::os::unix::ffi::OsStrExt;
-        let dir = tempfile::tempdir().unwrap();
+        let dir = fixture();
         let root = dir.path();
-        for p in [
-            "MEMORY.md",
-            "notes.md",
-            "memory/b.md",
-            "memory/a/z.md",
-            "memory/a.md",
-            "memory/A.markdown",
-            "memory/x.txt",
-            "memory/.git/h.md",
-            "memory/target/t.md",
-            "sessions/s1.jsonl",
-            "sessions/s0.jsonl",
-            "sessions/sub/deeper.jsonl",
-            "sessions/.tmp.jsonl",
-            "n/Z.md",
-            "n/a b/c.MD",
-            "n/a-b.md",
-            "n/node_modules/m.md",
-        ] {
-            let f = root.join(p);
-            std::fs::create_dir_all(f.parent().unwrap()).unwrap();
-            std::fs::write(f, p).unwrap();
-        }
         std::fs::write(
             root.join(std::ffi::OsStr::from_bytes(b"memory/\xff.md")),
             "x",
@@ -709,12 +721,6 @@ mod tests {
         .unwrap();
         // A dot-named link lists nothing: the stamp walk passes it by.
         std::os::unix::fs::symlink(root, root.join("memory/.loop")).unwrap();
-        let src = |kind, root: &Path| SourceRoot {
-            name: "s".into(),
-            root: root.to_path_buf(),
-            kind,
-            follow_symlinks_outside: false,
-        };
         let notes = root.join("n");
         for s in [
             src(SourceKind::Workspace, root),
@@ -723,20 +729,7 @@ mod tests {
             src(SourceKind::Notes, &root.join("missing")),
         ] {
             let (files, _) = walk_source(&s);
-            let full: Vec<(String, Stamp)> = files
-                .iter()
-                .map(|f| {
-                    let stamp = Stamp {
-                        mtime_ns: f.mtime_ns,
-                        size: f.size,
-                    };
-                    (f.rel.clone(), stamp)
-                })
-                .collect();
-            let mut cheap = Vec::new();
-            let walked = walk_stamps(&s, |rel, st| cheap.push((rel.to_string(), st)));
-            assert_eq!(walked, StampWalk::Complete);
-            assert_eq!(cheap, full, "{:?}", s.kind);
+            assert_eq!(stamp_walk(&s), full_stamps(&files), "{:?}", s.kind);
         }
         let (ws, _) = walk_source(&src(SourceKind::Workspace, root));
         let rels: Vec<_> = ws.iter().map(|f| f.rel.as_str()).collect();
@@ -771,24 +764,10 @@ mod tests {
         for p in ["a.md", "a/z.md", "a/b/c.md", "a0.md", "a-.md", "a/b.md"] {
             std::fs::write(root.join(p), p).unwrap();
         }
-        let src = SourceRoot {
-            name: "n".into(),
-            root: root.to_path_buf(),
-            kind: SourceKind::Notes,
-            follow_symlinks_outside: false,
-        };
+        let src = src(SourceKind::Notes, root);
         let (files, _) = walk_source(&src);
         assert_eq!(files.len(), 1506);
-        let full: Vec<(String, Stamp)> = files
-            .iter()
-            .map(|f| {
-                let stamp = Stamp {
-                    mtime_ns: f.mtime_ns,
-                    size: f.size,
-                };
-                (f.rel.clone(), stamp)
-            })
-            .collect();
+        let full = full_stamps(&files);
         let mut cheap = StampList::new();
         assert_eq!(
             walk_stamps(&src, |rel, st| cheap.push(rel, st)),
@@ -817,29 +796,12 @@ mod tests {
         std::fs::create_dir_all(root.join("d0/node_modules")).unwrap();
         std::fs::write(root.join("d0/node_modules/x.md"), "no").unwrap();
         std::fs::write(root.join("d0.md"), "top").unwrap();
-        let src = SourceRoot {
-            name: "n".into(),
-            root: root.to_path_buf(),
-            kind: SourceKind::Notes,
-            follow_symlinks_outside: false,
-        };
+        let src = src(SourceKind::Notes, root);
         let (files, _) = walk_source(&src);
         assert_eq!(files.len(), 3001);
-        let full: Vec<(String, Stamp)> = files
-            .iter()
-            .map(|f| {
-                let stamp = Stamp {
-                    mtime_ns: f.mtime_ns,
-                    size: f.size,
-                };
-                (f.rel.clone(), stamp)
-            })
-            .collect();
+        let full = full_stamps(&files);
         for _ in 0..3 {
-            let mut cheap = Vec::new();
-            let walked = walk_stamps(&src, |rel, st| cheap.push((rel.to_string(), st)));
-            assert_eq!(walked, StampWalk::Complete);
-            assert_eq!(cheap, full);
+            assert_eq!(stamp_walk(&src), full);
         }
         // A link deep in the tree: the full walk's, and nothing visited.
         std::os::unix::fs::symlink(root.join("d0.md"), root.join("d2/e5/f26/link.md")).unwrap();
@@ -883,13 +845,7 @@ mod tests {
         std::fs::write(root.join("ok.md"), "x").unwrap();
         std::fs::write(root.join(std::ffi::OsStr::from_bytes(b"caf\xe9.md")), "x").unwrap();
         std::fs::write(root.join(std::ffi::OsStr::from_bytes(b"img\xff.png")), "x").unwrap();
-        let src = SourceRoot {
-            name: "n".into(),
-            root: root.to_path_buf(),
-            kind: SourceKind::Notes,
-            follow_symlinks_outside: false,
-        };
-        let (files, issues) = walk_source(&src);
+        let (files, issues) = walk_source(&src(SourceKind::Notes, root));
         assert_eq!(files.len(), 1);
         assert_eq!(issues.len(), 1, "{issues:?}");
         assert_eq!(issues[0].path, "caf\u{FFFD}.md");

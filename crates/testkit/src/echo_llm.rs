@@ -3,15 +3,15 @@
 //! optional delay and with an optional pause between pieces. Every request's last
 //! user message and the time the server spent on it are recorded, so a load test
 //! can check that each message got its own answer and subtract the server's time
-//! from the client's (the gateway's overhead). Real TCP on 127.0.0.1, own thread
-//! and runtime, `Connection: close`.
+//! from the client's (the gateway's overhead). Real TCP on 127.0.0.1 ([`Loopback`]),
+//! `Connection: close`.
 
+use crate::loopback::Loopback;
 use serde_json::{Value, json};
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
 /// One served request.
 #[derive(Debug, Clone)]
@@ -31,10 +31,8 @@ struct Timing {
 
 /// The running server; stops when dropped.
 pub struct EchoLlm {
-    addr: SocketAddr,
+    server: Loopback,
     served: Arc<Mutex<Vec<Served>>>,
-    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl EchoLlm {
@@ -45,48 +43,20 @@ impl EchoLlm {
             between,
             pieces: pieces.max(1),
         };
-        let std_listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-        std_listener.set_nonblocking(true).expect("nonblocking");
-        let addr = std_listener.local_addr().expect("local addr");
         let served = Arc::new(Mutex::new(Vec::new()));
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let s = served.clone();
-        let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .expect("echo runtime");
-            rt.block_on(async move {
-                let listener = TcpListener::from_std(std_listener).expect("tokio listener");
-                let accept = async {
-                    loop {
-                        let Ok((sock, _)) = listener.accept().await else {
-                            continue;
-                        };
-                        let s = s.clone();
-                        tokio::spawn(async move {
-                            let _ = serve(sock, s, timing).await;
-                        });
-                    }
-                };
-                tokio::select! {
-                    _ = accept => {}
-                    _ = rx => {}
-                }
-            });
+        let server = Loopback::start(2, move |sock| {
+            let s = s.clone();
+            async move {
+                let _ = serve(sock, s, timing).await;
+            }
         });
-        EchoLlm {
-            addr,
-            served,
-            shutdown: Some(tx),
-            thread: Some(thread),
-        }
+        EchoLlm { server, served }
     }
 
     /// `http://127.0.0.1:<port>` (no `/v1`).
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        self.server.url()
     }
 
     /// Requests served so far.
@@ -95,17 +65,6 @@ impl EchoLlm {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
-    }
-}
-
-impl Drop for EchoLlm {
-    fn drop(&mut self) {
-        if let Some(tx) = self.shutdown.take() {
-            let _ = tx.send(());
-        }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
     }
 }
 

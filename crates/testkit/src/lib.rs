@@ -14,6 +14,7 @@ pub mod engine_suite;
 pub mod gateway_http;
 pub mod gateway_proc;
 pub mod llama;
+pub mod loopback;
 pub mod mcp_peers;
 pub mod pg;
 pub mod route_server;
@@ -311,6 +312,61 @@ pub fn extract_shared(archive: &str, dest: &Path) {
     assert!(st.success(), "cannot extract {}", tarball.display());
 }
 
+/// Every Markdown (`.md`) file beneath `dir` (links not followed), sorted by path.
+pub fn markdown_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            let kind = e.file_type().unwrap();
+            if kind.is_dir() {
+                dirs.push(e.path());
+            } else if kind.is_file() && e.path().extension().is_some_and(|x| x == "md") {
+                files.push(e.path());
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+/// Copy every `step`-th of [`markdown_files`]`(from)` to its relative path
+/// beneath `to`: a sample of a corpus.
+pub fn sample_markdown(from: &Path, to: &Path, step: usize) {
+    for p in markdown_files(from).iter().step_by(step) {
+        let dest = to.join(p.strip_prefix(from).unwrap());
+        std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+        std::fs::copy(p, dest).unwrap();
+    }
+}
+
+/// A file of the `memory` source for chunks written straight into a store
+/// (benchmarks, backend tests): `path`, content hash `sha256`, a stat of 1.
+pub fn memory_file(path: &str, sha256: &str) -> claw_memory::store::FileRecord {
+    claw_memory::store::FileRecord {
+        source: "memory".into(),
+        path: path.into(),
+        sha256: sha256.into(),
+        mtime_ns: 1,
+        size: 1,
+        indexed_bytes: 0,
+        indexed_lines: 0,
+    }
+}
+
+/// Every chunk's text in `store`'s index, in the order they were written.
+pub fn chunk_texts(store: &claw_memory::store::Store) -> Vec<String> {
+    let inspector = store.open_inspector().unwrap();
+    let mut st = inspector
+        .prepare("SELECT text FROM chunks ORDER BY rowid")
+        .unwrap();
+    st.query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
 /// Write `files` (relative path, content) under `root`.
 pub fn write_tree(root: &Path, files: &[(&str, &str)]) {
     for (rel, content) in files {
@@ -351,9 +407,18 @@ pub fn named(array: &serde_json::Value, name: &str) -> serde_json::Value {
         .unwrap_or_else(|| panic!("nothing named {name} in {array}"))
 }
 
-/// The section `name` of a `claw doctor --json` report.
+/// The section `name` of a `claw doctor --json` report. Also checks the
+/// doctor's promise for every section of the report: one that is not `ok` says
+/// what to do in a non-empty `hint`, and an `ok` one has `hint: null`.
 #[track_caller]
 pub fn doctor_section(report: &serde_json::Value, name: &str) -> serde_json::Value {
+    for s in report["sections"].as_array().into_iter().flatten() {
+        match (s["status"].as_str(), &s["hint"]) {
+            (Some("ok"), serde_json::Value::Null) => {}
+            (Some("warn" | "error"), serde_json::Value::String(h)) if !h.trim().is_empty() => {}
+            _ => panic!("doctor section without a fitting hint: {s}"),
+        }
+    }
     named(&report["sections"], name)
 }
 
@@ -548,4 +613,34 @@ pub fn file_mode(path: &Path) -> u32 {
         .permissions()
         .mode()
         & 0o777
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    fn report(status: &str, hint: serde_json::Value) -> serde_json::Value {
+        json!({"ok": true, "sections": [
+            {"name": "a", "status": "ok", "hint": null},
+            {"name": "b", "status": status, "hint": hint},
+        ]})
+    }
+
+    #[test]
+    fn doctor_section_accepts_hinted_problems() {
+        let r = report("warn", json!("run this"));
+        assert_eq!(super::doctor_section(&r, "b")["hint"], "run this");
+    }
+
+    #[test]
+    #[should_panic(expected = "without a fitting hint")]
+    fn doctor_section_refuses_a_problem_without_a_hint() {
+        super::doctor_section(&report("error", json!(null)), "a");
+    }
+
+    #[test]
+    #[should_panic(expected = "without a fitting hint")]
+    fn doctor_section_refuses_an_empty_hint() {
+        super::doctor_section(&report("warn", json!(" ")), "a");
+    }
 }

@@ -28,9 +28,10 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::loopback::Loopback;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
 /// One step of an SSE body.
 #[derive(Debug, Clone)]
@@ -181,64 +182,34 @@ struct State {
 
 /// The running server; stops when dropped.
 pub struct ScriptedServer {
-    addr: SocketAddr,
+    server: Loopback,
     state: Arc<Mutex<State>>,
-    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl ScriptedServer {
     /// Bind a random port on 127.0.0.1 and serve `replies` in order.
     pub fn start(replies: impl IntoIterator<Item = Reply>) -> ScriptedServer {
-        let std_listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-        std_listener.set_nonblocking(true).expect("nonblocking");
-        let addr = std_listener.local_addr().expect("local addr");
         let state = Arc::new(Mutex::new(State {
             script: replies.into_iter().collect(),
             requests: Vec::new(),
         }));
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let st = state.clone();
-        let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("server runtime");
-            rt.block_on(async move {
-                let listener = TcpListener::from_std(std_listener).expect("tokio listener");
-                let accept = async {
-                    loop {
-                        let Ok((sock, _)) = listener.accept().await else {
-                            continue;
-                        };
-                        let st = st.clone();
-                        tokio::spawn(async move {
-                            let _ = serve(sock, st).await;
-                        });
-                    }
-                };
-                tokio::select! {
-                    _ = accept => {}
-                    _ = rx => {}
-                }
-            });
-            // Dropping the runtime cancels connections still streaming or sleeping.
+        let server = Loopback::start(1, move |sock| {
+            let st = st.clone();
+            async move {
+                let _ = serve(sock, st).await;
+            }
         });
-        ScriptedServer {
-            addr,
-            state,
-            shutdown: Some(tx),
-            thread: Some(thread),
-        }
+        ScriptedServer { server, state }
     }
 
     /// `http://127.0.0.1:<port>` (no `/v1`).
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        self.server.url()
     }
 
     pub fn addr(&self) -> SocketAddr {
-        self.addr
+        self.server.addr()
     }
 
     /// Append a reply to the script.
@@ -282,17 +253,6 @@ impl ScriptedServer {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
-impl Drop for ScriptedServer {
-    fn drop(&mut self) {
-        if let Some(tx) = self.shutdown.take() {
-            let _ = tx.send(());
-        }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
     }
 }
 

@@ -22,6 +22,22 @@ pub struct LlmProbe {
     pub model_listed: Option<bool>,
     /// What was found, or why it failed.
     pub detail: String,
+    /// What went wrong, as a class the caller can act on (None: nothing).
+    pub problem: Option<LlmProblem>,
+}
+
+/// Why an LLM probe failed (or found the model missing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LlmProblem {
+    /// No HTTP client could be built, or the server could not be reached.
+    Unreachable,
+    /// HTTP 401/403: the key is missing or wrong.
+    KeyRefused,
+    /// Any other non-success answer.
+    HttpError,
+    /// Reached, but the configured model is not in `/v1/models`.
+    ModelUnlisted,
 }
 
 /// `{base}/v1/models`, whether or not `base_url` ends in `/v1`.
@@ -43,6 +59,7 @@ pub async fn probe(profile: &Profile, timeout: Duration) -> LlmProbe {
         ok: false,
         model_listed: None,
         detail: String::new(),
+        problem: None,
     };
     let client = match claw_base::http::builder(&HttpOptions {
         connect_timeout: timeout,
@@ -55,6 +72,7 @@ pub async fn probe(profile: &Profile, timeout: Duration) -> LlmProbe {
         Ok(c) => c,
         Err(e) => {
             out.detail = claw_base::http::error_line(e);
+            out.problem = Some(LlmProblem::Unreachable);
             return out;
         }
     };
@@ -77,6 +95,7 @@ pub async fn probe(profile: &Profile, timeout: Duration) -> LlmProbe {
                 profile.base_url,
                 claw_base::http::error_line(e)
             );
+            out.problem = Some(LlmProblem::Unreachable);
             return out;
         }
     };
@@ -91,6 +110,9 @@ pub async fn probe(profile: &Profile, timeout: Duration) -> LlmProbe {
                 .unwrap_or_default();
             let listed = ids.iter().any(|id| *id == profile.model);
             out.model_listed = Some(listed);
+            if !listed {
+                out.problem = Some(LlmProblem::ModelUnlisted);
+            }
             out.detail = if listed {
                 format!("{} answers and serves {}", profile.base_url, profile.model)
             } else {
@@ -104,6 +126,7 @@ pub async fn probe(profile: &Profile, timeout: Duration) -> LlmProbe {
             };
         }
         401 | 403 => {
+            out.problem = Some(LlmProblem::KeyRefused);
             out.detail = format!(
                 "{} refused the key (HTTP {status}{})",
                 profile.base_url,
@@ -116,6 +139,7 @@ pub async fn probe(profile: &Profile, timeout: Duration) -> LlmProbe {
             out.detail = format!("{} answers (it does not list models)", profile.base_url);
         }
         _ => {
+            out.problem = Some(LlmProblem::HttpError);
             out.detail = format!(
                 "{} answered HTTP {status}{}",
                 profile.base_url,

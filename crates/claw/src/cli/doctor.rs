@@ -3,8 +3,10 @@
 //! watcher, the protections, the state directory (private or not), the notes
 //! too big to index, the LLM (reachable, key accepted, model served) and the chat channels (reachable, token accepted, someone
 //! allowed). The report is a list of independent sections (`name`, `status`,
-//! `summary`, typed `details`), so a new check (e.g. the exec sandbox probe) is one
+//! `summary`, `hint`, typed `details`), so a new check (e.g. the exec sandbox probe) is one
 //! more function pushing one more [`Section`]; the JSON shape does not change.
+//! Every section that is not `ok` says what to do about it in `hint` (the
+//! library reports typed causes; the advice lives here, at the edge).
 
 use super::output::{Exit, print_json, sanitize};
 use crate::config::{EmbedProvider, Settings};
@@ -43,6 +45,8 @@ pub struct Section {
     pub status: Status,
     /// One line for humans.
     pub summary: String,
+    /// What to do about a `warn` or `error` (null when `ok`).
+    pub hint: Option<String>,
     /// Machine-readable facts of this check.
     pub details: Value,
 }
@@ -70,6 +74,7 @@ fn with_vector_gap(mut s: Section, st: &claw_memory_api::Status) -> Section {
     if let Some(g) = &st.vectors_missing {
         s.status = Status::Warn;
         s.summary = format!("{}; {}", s.summary, g.describe());
+        s.hint = Some(format!("{RUN_INDEX}: it embeds the chunks without vectors"));
         if let Some(d) = s.details.as_object_mut() {
             d.insert("chunks_without_vectors".into(), json!(g.chunks));
             d.insert("available_model".into(), json!(g.model));
@@ -83,9 +88,26 @@ fn section(name: &'static str, status: Status, summary: String, details: Value) 
         name,
         status,
         summary,
+        hint: None,
         details,
     }
 }
+
+impl Section {
+    /// The same section with advice for the user.
+    fn hint(mut self, hint: impl Into<String>) -> Section {
+        self.hint = Some(hint.into());
+        self
+    }
+}
+
+/// The CLI's own hints for an error (the ones `error:` would print), joined.
+fn hints_of(e: &anyhow::Error) -> Option<String> {
+    let r = super::errors::report(e);
+    (!r.hints.is_empty()).then(|| r.hints.join("; "))
+}
+
+const RUN_INDEX: &str = "run `claw memory index`";
 
 fn config(settings: &Settings) -> Section {
     match &settings.config_file {
@@ -119,6 +141,9 @@ fn workspace(settings: &Settings) -> Section {
             ),
             details,
         )
+        .hint(format!(
+            "{RUN_INDEX} to start it, or check --workspace / CLAW_WORKSPACE for a typo"
+        ))
     }
 }
 
@@ -135,7 +160,8 @@ fn database(settings: &Settings) -> (Section, Option<MemoryStatus>) {
             Status::Warn,
             format!("{p} not created yet (run `claw memory index`)"),
             json!({"backend": "sqlite", "path": p, "exists": false}),
-        );
+        )
+        .hint(format!("{RUN_INDEX} to index the workspace's notes"));
         return (s, None);
     }
     let opened = crate::app::open_memory(settings).and_then(|m| {
@@ -181,25 +207,35 @@ fn database(settings: &Settings) -> (Section, Option<MemoryStatus>) {
                 crate::config::Backend::Postgres(pg) => pg.location(),
                 crate::config::Backend::Sqlite => p,
             };
+            let hint = hints_of(&e).unwrap_or_else(|| {
+                "check that PostgreSQL is running and that the URL memory.backend.url_env names is right".into()
+            });
             (
                 section(
                     "database",
                     Status::Error,
                     format!("{location}: {e:#}"),
                     json!({"backend": "postgres", "location": location, "error": format!("{e:#}")}),
-                ),
+                )
+                .hint(hint),
                 None,
             )
         }
-        (Err(e), false) => (
-            section(
-                "database",
-                Status::Error,
-                format!("{p}: {e:#}"),
-                json!({"backend": "sqlite", "path": p, "exists": true, "error": format!("{e:#}")}),
-            ),
-            None,
-        ),
+        (Err(e), false) => {
+            let hint = hints_of(&e).unwrap_or_else(|| {
+                format!("move {p} away and {RUN_INDEX}: the index is rebuilt from your notes")
+            });
+            (
+                section(
+                    "database",
+                    Status::Error,
+                    format!("{p}: {e:#}"),
+                    json!({"backend": "sqlite", "path": p, "exists": true, "error": format!("{e:#}")}),
+                )
+                .hint(hint),
+                None,
+            )
+        }
     }
 }
 
@@ -225,7 +261,7 @@ fn model(settings: &Settings, index_model: Option<&str>) -> Section {
                 details["threads"] = json!(r.effective_threads());
                 details["cpu_arena"] = json!(r.cpu_arena);
             }
-            section(
+            let s = section(
                 "model",
                 if mismatch { Status::Warn } else { Status::Ok },
                 if mismatch {
@@ -238,7 +274,12 @@ fn model(settings: &Settings, index_model: Option<&str>) -> Section {
                     format!("{} loaded ({} dims{threads})", e.model_id(), e.dims())
                 },
                 details,
-            )
+            );
+            if mismatch {
+                s.hint(format!("{RUN_INDEX}: it re-embeds the notes with the loaded model"))
+            } else {
+                s
+            }
         }
         Loaded::Disabled => section(
             "model",
@@ -252,7 +293,10 @@ fn model(settings: &Settings, index_model: Option<&str>) -> Section {
             format!("not loaded, keyword-only: {e}"),
             json!({"provider": provider, "found": !matches!(e, embed::EmbedError::NoModelDir | embed::EmbedError::MissingFile(..)),
                    "loaded": false, "error": e.to_string()}),
-        ),
+        )
+        .hint(super::errors::embed_hint(&e).unwrap_or(
+            "`claw memory install-model` installs the local model; set CLAW_EMBED_MODEL_DIR and ORT_DYLIB_PATH as it prints, or embedding.provider: none for keyword-only",
+        )),
     }
 }
 
@@ -275,7 +319,11 @@ fn writer_lock(settings: &Settings) -> Section {
             Status::Error,
             e.to_string(),
             json!({"held": null, "error": e.to_string()}),
-        ),
+        )
+        .hint(format!(
+            "check that {} is yours and writable",
+            settings.state_dir().display()
+        )),
     }
 }
 
@@ -306,13 +354,18 @@ fn protections(settings: &Settings) -> Section {
     let jail = a.agent.jail_to_workspace.unwrap_or(true);
     let confirm = a.agent.confirm_side_effects.unwrap_or(true);
     let allow_private = a.web.allow_private.unwrap_or(false);
-    let (status, summary) = if !sandbox_on {
+    let (status, summary, hint) = if !sandbox_on {
         (
             Status::Warn,
             "exec sandbox turned off in the config (exec.sandbox: false)".to_string(),
+            Some("remove `exec.sandbox: false` from the config (docs/security.md)".to_string()),
         )
     } else if let Some(w) = probe.warning() {
-        (Status::Warn, w)
+        (
+            Status::Warn,
+            w,
+            Some("run claw on Linux 5.13 or later with Landlock enabled; until then every exec asks first (docs/security.md)".to_string()),
+        )
     } else {
         let abi = probe.landlock_abi().unwrap_or(0);
         (
@@ -338,6 +391,7 @@ fn protections(settings: &Settings) -> Section {
                 if confirm { "on" } else { "off" },
                 if allow_private { "ALLOWED" } else { "refused" },
             ),
+            None,
         )
     };
     let process_limit = match &probe.process_limit {
@@ -352,7 +406,7 @@ fn protections(settings: &Settings) -> Section {
         .to_string(),
         claw_agent::tools::sandbox::ProcessLimit::None => "none".to_string(),
     };
-    section(
+    let mut s = section(
         "protections",
         status,
         summary,
@@ -377,7 +431,9 @@ fn protections(settings: &Settings) -> Section {
             "confirm_side_effects": confirm,
             "web_allow_private": allow_private,
         }),
-    )
+    );
+    s.hint = hint;
+    s
 }
 
 /// Where claw keeps what it trusts, and whether it is private: a 0700
@@ -397,20 +453,29 @@ fn state_dir(settings: &Settings) -> Section {
         "inside_workspace": info.inside_workspace,
         "problems": info.problems,
     });
-    let (status, mut summary) = if info.private {
+    let (status, mut summary, mut hint) = if info.private {
         (
             Status::Ok,
             format!("{path} (private: 0700, yours, outside the workspace)"),
+            None,
         )
     } else if !info.exists {
         (
             Status::Warn,
             format!("{path} not created yet (created on first use, 0700)"),
+            Some(format!("{RUN_INDEX} creates it")),
         )
     } else {
         (
             Status::Warn,
             format!("{path} is NOT private: {}", info.problems.join("; ")),
+            Some(if info.inside_workspace {
+                "point CLAW_STATE_DIR at a directory outside the workspace, only yours (docs/security.md)".to_string()
+            } else {
+                format!(
+                    "make it yours and private (`chmod 700 {path}` as its owner), or point CLAW_STATE_DIR at a directory only you can write"
+                )
+            }),
         )
     };
     let status = match untrusted {
@@ -420,16 +485,22 @@ fn state_dir(settings: &Settings) -> Section {
                 list.len()
             ));
             details["untrusted_sources"] = json!(list);
+            hint.get_or_insert_with(|| {
+                "review them with `claw memory sources`; `claw memory add DIR` registers the ones you trust".into()
+            });
             Status::Warn
         }
         Ok(_) => status,
         Err(e) => {
             summary.push_str(&format!("; {e}"));
             details["untrusted_sources_error"] = json!(e.to_string());
+            hint.get_or_insert_with(|| format!("check that {path} is readable"));
             Status::Warn
         }
     };
-    section("state_dir", status, summary, details)
+    let mut s = section("state_dir", status, summary, details);
+    s.hint = hint;
+    s
 }
 
 /// Notes left out of the index for their size: never silently dropped.
@@ -459,6 +530,7 @@ fn too_big(settings: &Settings, status: Option<&MemoryStatus>) -> Section {
         ),
         details,
     )
+    .hint("split them into smaller notes, or raise memory.max_file_bytes in the config")
 }
 
 /// Bound of each LLM probe.
@@ -477,7 +549,8 @@ fn llm(settings: &Settings) -> Section {
                 Status::Warn,
                 "no LLM configured: the assistant and the gateway's chat are off (set CLAW_LLM_API, CLAW_LLM_BASE_URL and CLAW_LLM_MODEL, or agent.profiles)".into(),
                 json!({"configured": false, "probes": []}),
-            );
+            )
+            .hint("set CLAW_LLM_API, CLAW_LLM_BASE_URL and CLAW_LLM_MODEL (and CLAW_LLM_API_KEY if the server needs one), or agent.profiles in the config (docs/assistant.md)");
         }
         Err(e) => {
             return section(
@@ -485,7 +558,8 @@ fn llm(settings: &Settings) -> Section {
                 Status::Error,
                 e.to_string(),
                 json!({"configured": true, "probes": [], "error": e.to_string()}),
-            );
+            )
+            .hint("fix agent.profiles in the config, or the CLAW_LLM_* variables (docs/configuration.md)");
         }
     };
     // The doctor runs on a blocking thread of the CLI's runtime.
@@ -513,12 +587,41 @@ fn llm(settings: &Settings) -> Section {
         .map(|p| format!("{} ({} {}): {}", p.profile, p.api, p.model, p.detail))
         .collect::<Vec<_>>()
         .join("; ");
-    section(
+    let hints: Vec<String> = probes
+        .iter()
+        .filter_map(|p| {
+            use probe::LlmProblem as P;
+            let what = match p.problem? {
+                P::Unreachable => format!(
+                    "start the server of profile {} or fix its base URL (CLAW_LLM_BASE_URL / base_url)",
+                    p.profile
+                ),
+                P::KeyRefused => format!(
+                    "check the API key of profile {} (CLAW_LLM_API_KEY / api_key_env)",
+                    p.profile
+                ),
+                P::HttpError => format!(
+                    "check that profile {}'s base URL is an {} API",
+                    p.profile, p.api
+                ),
+                P::ModelUnlisted => format!(
+                    "set profile {}'s model (CLAW_LLM_MODEL / model) to one the server lists",
+                    p.profile
+                ),
+            };
+            Some(what)
+        })
+        .collect();
+    let mut s = section(
         "llm",
         status,
         summary,
         json!({"configured": true, "probes": probes}),
-    )
+    );
+    if status != Status::Ok && !hints.is_empty() {
+        s.hint = Some(hints.join("; "));
+    }
+    s
 }
 
 /// Bound of each channel probe.
@@ -552,7 +655,8 @@ fn channels(settings: &Settings) -> Section {
                 Status::Error,
                 e.to_string(),
                 json!({"configured": configured, "probes": [], "warnings": warnings, "error": e.to_string()}),
-            );
+            )
+            .hint("export the variable the config names with the bot's token (docs/channels.md)");
         }
     };
     // The doctor runs on a blocking thread of the CLI's runtime.
@@ -565,10 +669,50 @@ fn channels(settings: &Settings) -> Section {
         .filter(|p| !p.ok)
         .map(|p| format!("{}: {}", p.channel, p.detail))
         .collect();
-    let (status, summary) = if !failed.is_empty() {
-        (Status::Error, failed.join("; "))
+    let probe_hints: Vec<String> = probes
+        .iter()
+        .filter_map(|p| {
+            use claw_channels::ProbeProblem as P;
+            let key = if p.channel == "matrix" {
+                "homeserver"
+            } else {
+                "base_url"
+            };
+            Some(match p.problem? {
+                P::Unreachable => format!(
+                    "check channels.{}.{key} and that the server is up",
+                    p.channel
+                ),
+                P::TokenRefused => format!(
+                    "the {} token is wrong or revoked: export a valid one in the variable channels.{}.{} names",
+                    p.channel,
+                    p.channel,
+                    if p.channel == "matrix" {
+                        "access_token_env"
+                    } else {
+                        "token_env"
+                    }
+                ),
+                P::WrongUser => format!(
+                    "set channels.{}.user_id to the token's user, or use that user's token",
+                    p.channel
+                ),
+                P::Other => format!("check channels.{} (docs/channels.md)", p.channel),
+            })
+        })
+        .collect();
+    let (status, summary, hint) = if !failed.is_empty() {
+        (
+            Status::Error,
+            failed.join("; "),
+            Some(probe_hints.join("; ")),
+        )
     } else if !warnings.is_empty() {
-        (Status::Warn, warnings.join("; "))
+        (
+            Status::Warn,
+            warnings.join("; "),
+            Some("list who may talk to claw in allow_from (user ids, or `*` for anyone) (docs/channels.md)".to_string()),
+        )
     } else {
         (
             Status::Ok,
@@ -577,14 +721,17 @@ fn channels(settings: &Settings) -> Section {
                 .map(|p| format!("{}: {}", p.channel, p.detail))
                 .collect::<Vec<_>>()
                 .join("; "),
+            None,
         )
     };
-    section(
+    let mut s = section(
         "channels",
         status,
         summary,
         json!({"configured": configured, "probes": probes, "warnings": warnings}),
-    )
+    );
+    s.hint = hint.filter(|h| !h.is_empty());
+    s
 }
 
 /// Run every check.
@@ -630,17 +777,33 @@ pub fn run_config_failed(
         ),
     };
     let first = errs.first();
-    let report = DoctorReport::new(vec![section(
-        "config",
-        Status::Error,
-        summary,
-        json!({
-            "error": first.map(|e| e.message.clone()),
-            "hints": first.map(|e| e.hints.clone()).unwrap_or_default(),
-            "kind": first.map(|e| e.kind),
-            "errors": errs,
-        }),
-    )]);
+    let mut hints: Vec<&str> = Vec::new();
+    for h in errs.iter().flat_map(|e| &e.hints) {
+        if !hints.contains(&h.as_str()) {
+            hints.push(h);
+        }
+    }
+    let hint = hints.join("; ");
+    let hint = if hint.is_empty() {
+        "fix the config file (docs/configuration.md), or unset CLAW_CONFIG to use the defaults"
+            .to_string()
+    } else {
+        hint
+    };
+    let report = DoctorReport::new(vec![
+        section(
+            "config",
+            Status::Error,
+            summary,
+            json!({
+                "error": first.map(|e| e.message.clone()),
+                "hints": first.map(|e| e.hints.clone()).unwrap_or_default(),
+                "kind": first.map(|e| e.kind),
+                "errors": errs,
+            }),
+        )
+        .hint(hint),
+    ]);
     print_report(&report, args.json)
 }
 
@@ -661,6 +824,9 @@ fn print_report(report: &DoctorReport, json: bool) -> anyhow::Result<Exit> {
                 Status::Error => "ERROR",
             };
             writeln!(out, "{mark:<5} {:<12} {}", s.name, sanitize(&s.summary))?;
+            if let Some(h) = &s.hint {
+                writeln!(out, "{:<18} hint: {}", "", sanitize(h))?;
+            }
         }
     }
     Ok(if report.ok { Exit::Ok } else { Exit::Error })

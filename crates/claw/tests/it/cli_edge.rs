@@ -49,6 +49,15 @@ fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
+/// `claw -m hi` (keyword-only memory, no stdin) with `server` as the LLM.
+fn ask_hi(mut cmd: Command, server: &ScriptedServer) -> Output {
+    cmd.openai_llm(server.url(), "scripted-model")
+        .args(["-m", "hi"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
 /// Run `claw args` with its stdout a pipe whose read end is closed before claw
 /// writes anything; return the exit code and stderr.
 fn with_closed_stdout(ws: &Path, args: &[&str]) -> (Option<i32>, String) {
@@ -330,6 +339,14 @@ fn assert_neutral(what: &str, s: &str) {
     }
 }
 
+/// The stdout of a command that succeeded, checked [neutral](assert_neutral).
+fn neutral_stdout(what: &str, o: &Output) -> String {
+    assert_eq!(o.status.code(), Some(0), "{what}: {}", stderr(o));
+    let out = stdout(o);
+    assert_neutral(what, &out);
+    out
+}
+
 #[test]
 fn terminal_escapes_are_neutralised_in_text_and_kept_in_json() {
     let ws = tempfile::tempdir().unwrap();
@@ -343,19 +360,14 @@ fn terminal_escapes_are_neutralised_in_text_and_kept_in_json() {
         w,
         &["memory", "add", src.to_str().unwrap(), "--name", "hostile"],
     );
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert_neutral("add", &stdout(&o));
+    neutral_stdout("add", &o);
     // A binary file with a hostile name is skipped and reported on stderr.
     std::fs::write(w.join("memory/bin\x1b[2J.md"), b"\x00\x01\x02binary\x00").unwrap();
     let o = claw(w, &["memory", "index"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert_neutral("index stdout", &stdout(&o));
+    neutral_stdout("index stdout", &o);
     assert_neutral("index stderr", &stderr(&o));
 
-    let o = claw(w, &["memory", "search", "zebrafish"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let text = stdout(&o);
-    assert_neutral("search", &text);
+    let text = neutral_stdout("search", &claw(w, &["memory", "search", "zebrafish"]));
     assert!(
         text.contains("\\x1b]52;c;"),
         "escapes shown visibly: {text}"
@@ -376,10 +388,8 @@ fn terminal_escapes_are_neutralised_in_text_and_kept_in_json() {
         "{hit}"
     );
 
-    let o = claw(w, &["memory", "get", name]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert_neutral("get", &stdout(&o));
-    assert!(stdout(&o).contains("zebrafish\n"), "newlines kept");
+    let text = neutral_stdout("get", &claw(w, &["memory", "get", name]));
+    assert!(text.contains("zebrafish\n"), "newlines kept");
     let o = claw(w, &["memory", "get", name, "--json"]);
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["text"], HOSTILE);
@@ -452,12 +462,7 @@ fn state_and_transcripts_are_private_under_umask_000() {
 
     // A session transcript written by `claw -m`.
     let server = ScriptedServer::start([openai::text(&["ok"])]);
-    let o = umask_000(support::claw_keyword_only(w))
-        .openai_llm(server.url(), "scripted-model")
-        .args(["-m", "hi"])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let o = ask_hi(umask_000(support::claw_keyword_only(w)), &server);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let sessions = w.join("sessions");
     assert_eq!(mode(&sessions), 0o700, "sessions dir");
@@ -549,6 +554,14 @@ fn channels_are_validated_at_load_and_probed_by_the_doctor() {
         c["summary"].as_str().unwrap().contains("Unauthorized"),
         "{c}"
     );
+    assert_eq!(c["details"]["probes"][0]["problem"], "token_refused", "{c}");
+    assert!(
+        c["hint"]
+            .as_str()
+            .unwrap()
+            .contains("channels.telegram.token_env"),
+        "{c}"
+    );
     assert!(!v.to_string().contains("999:wrong"), "{v}");
     // Nobody listening: "Connection refused", fast.
     let port = claw_testkit::closed_port();
@@ -565,6 +578,13 @@ fn channels_are_validated_at_load_and_probed_by_the_doctor() {
             .as_str()
             .unwrap()
             .contains("Connection refused"),
+        "{c}"
+    );
+    assert!(
+        c["hint"]
+            .as_str()
+            .unwrap()
+            .contains("check channels.telegram.base_url"),
         "{c}"
     );
     assert!(!v.to_string().contains("123:abc"), "{v}");
@@ -596,6 +616,7 @@ fn channels_are_validated_at_load_and_probed_by_the_doctor() {
             .contains("allow_from is empty"),
         "{c}"
     );
+    assert!(c["hint"].as_str().unwrap().contains("allow_from"), "{c}");
 }
 
 /// The doctor's `llm` section: one bounded `GET /v1/models` against the real
@@ -644,6 +665,10 @@ fn doctor_probes_the_llm() {
             .contains("does not list the model tiny-model"),
         "{s}"
     );
+    assert!(
+        s["hint"].as_str().unwrap().contains("CLAW_LLM_MODEL"),
+        "{s}"
+    );
     let (code, s) = doctor(&server.url(), Some("sk-secret"));
     assert_eq!(
         (code, &s["status"]),
@@ -655,6 +680,10 @@ fn doctor_probes_the_llm() {
             .as_str()
             .unwrap()
             .contains("refused the key (HTTP 401: invalid api key)"),
+        "{s}"
+    );
+    assert!(
+        s["hint"].as_str().unwrap().contains("CLAW_LLM_API_KEY"),
         "{s}"
     );
     let port = claw_testkit::closed_port();
@@ -669,6 +698,10 @@ fn doctor_probes_the_llm() {
         "{s}"
     );
     assert!(t0.elapsed() < Duration::from_secs(10));
+    assert!(
+        s["hint"].as_str().unwrap().contains("CLAW_LLM_BASE_URL"),
+        "{s}"
+    );
     let o = claw(w, &["doctor", "--json"]);
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     let s = claw_testkit::doctor_section(&v, "llm");
@@ -752,15 +785,7 @@ fn the_assistants_answer_cannot_drive_the_terminal() {
         "copied \x1b]52;c;",
         "cm0gLXJmIH4=\x07 and \x1b[2J cleared",
     ])]);
-    let o = support::claw_keyword_only(w)
-        .openai_llm(server.url(), "scripted-model")
-        .args(["-m", "hi"])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let out = stdout(&o);
-    assert_neutral("answer", &out);
+    let out = neutral_stdout("answer", &ask_hi(support::claw_keyword_only(w), &server));
     assert!(
         out.contains("copied \\x1b]52;c;cm0gLXJmIH4=\\x07 and \\x1b[2J cleared"),
         "{out:?}"

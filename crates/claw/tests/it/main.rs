@@ -11,6 +11,7 @@ mod agent_write_search;
 mod cli_edge;
 mod cli_snapshots;
 mod confirm_cli;
+mod conflicting_facts;
 mod conversation_recall;
 mod crash_index;
 mod cron_cli;

@@ -409,5 +409,13 @@ fn an_unreachable_server_fails_fast_with_its_cause() {
             .contains("Connection refused"),
         "{db}"
     );
+    // The same advice as the CLI's `hint:` line.
+    assert!(
+        db["hint"]
+            .as_str()
+            .unwrap()
+            .contains("PostgreSQL is running"),
+        "{db}"
+    );
     assert!(took < std::time::Duration::from_secs(10), "took {took:?}");
 }

@@ -73,19 +73,20 @@ pub(crate) struct Setup {
 pub(crate) fn setup(tag: &str) -> Option<Setup> {
     let (pgs, dir, cfg) = TestSchema::with_team_config(tag)?;
     let (a, b) = (dir.path().join("laptop"), dir.path().join("server"));
-    for ws in [&a, &b] {
-        std::fs::create_dir_all(ws.join("memory")).unwrap();
-    }
-    std::fs::write(
-        a.join("MEMORY.md"),
-        "# Memory\n\n## Travel\nThe quokka colony lives on Rottnest Island.\n",
-    )
-    .unwrap();
-    std::fs::write(
-        b.join("memory/wildlife.md"),
-        "# Wildlife\nThe platypus we saw hunts in the Derwent river near Hobart.\n",
-    )
-    .unwrap();
+    std::fs::create_dir_all(a.join("memory")).unwrap();
+    claw_testkit::write_tree(
+        dir.path(),
+        &[
+            (
+                "laptop/MEMORY.md",
+                "# Memory\n\n## Travel\nThe quokka colony lives on Rottnest Island.\n",
+            ),
+            (
+                "server/memory/wildlife.md",
+                "# Wildlife\nThe platypus we saw hunts in the Derwent river near Hobart.\n",
+            ),
+        ],
+    );
     let url = pgs.url.clone();
     for ws in [&a, &b] {
         let r = run_json(claw(ws, &cfg, &url), &["memory", "index", "--json"]);

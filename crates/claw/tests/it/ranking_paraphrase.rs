@@ -13,6 +13,7 @@ use claw_memory::config::MemorySettings;
 use claw_memory::embed::Embedder;
 use claw_memory::search::engine::{self, Mode, SearchRequest};
 use claw_memory::search::score;
+use claw_memory::store::Store;
 use ranking_support::{NOW, Query, load_queries, rank_of, search};
 use std::collections::BTreeSet;
 
@@ -92,13 +93,20 @@ fn fixture_pairs_share_no_content_word() {
     assert!(!related("tooth", "molar"));
 }
 
-/// The figures: paraphrase recall@3 and the false-positive rate, default settings.
-#[test]
-fn paraphrase_recall_and_false_positives() {
+/// The paraphrase notes in a temporary workspace indexed by the `claw` binary,
+/// and its index.
+fn indexed_notes() -> (tempfile::TempDir, Store) {
     let ws = tempfile::tempdir().unwrap();
     ranking_support::copy_tree(&ranking_support::paraphrase_notes(), ws.path());
     ranking_support::ok(support::claw(ws.path()).args(["memory", "index"]));
     let store = ranking_support::open_store(ws.path());
+    (ws, store)
+}
+
+/// The figures: paraphrase recall@3 and the false-positive rate, default settings.
+#[test]
+fn paraphrase_recall_and_false_positives() {
+    let (_ws, store) = indexed_notes();
     let e = search_support::embedder();
     let e: Option<&dyn Embedder> = Some(&e);
 
@@ -164,14 +172,13 @@ fn paraphrase_recall_and_false_positives() {
     assert!(fp_rate <= 0.1, "false-positive rate {fp_rate:.3}");
 }
 
-/// The sweep behind `score::CLEAR_Z`: every query's hits (no minimum score, no MMR)
-/// re-scored with the vector calibrated at another clearing point (`None` = the raw
-/// cosine, as before calibration), filtered with the default minimum score and
-/// ordered by score: paraphrase recall@3 and should-find-nothing queries with hits.
-fn print_clear_z_sweep(store: &claw_memory::store::Store, e: Option<&dyn Embedder>, qs: &[Query]) {
+/// The sweep behind `score::CLEAR_Z`: every query's hits re-scored with the vector
+/// calibrated at another clearing point (`None` = the raw cosine, as before
+/// calibration) and filtered with the default minimum score.
+fn print_clear_z_sweep(store: &Store, e: Option<&dyn Embedder>, qs: &[Query]) {
     let p = MemorySettings::default();
     let bg = score::background_for(e.expect("model").model_id());
-    let variants: [Option<f64>; 8] = [
+    let variants = [
         None,
         Some(1.75),
         Some(2.0),
@@ -181,54 +188,38 @@ fn print_clear_z_sweep(store: &claw_memory::store::Store, e: Option<&dyn Embedde
         Some(3.0),
         Some(3.5),
     ];
-    let mut rows = vec![(0usize, 0usize, 0usize, 0usize); variants.len()];
-    for q in qs {
-        let r = explained_hits(store, e, &p, q);
-        for (row, z) in rows.iter_mut().zip(variants) {
-            let mut kept: Vec<(f64, &str)> = r
-                .results
-                .iter()
-                .filter_map(|h| {
-                    let x = h.explain.as_ref().expect("explain");
-                    let cos = x.vector.unwrap_or(0.0);
-                    let v = match z {
-                        None => score::vector_score(cos),
-                        Some(z) => score::calibrated_vector_score_at(cos, &bg, z),
-                    };
-                    let rel = x.weights.0 * v + x.weights.1 * x.keyword.unwrap_or(0.0);
-                    (rel >= p.min_score || x.pinned).then_some((rel * x.decay, h.path.as_str()))
-                })
-                .collect();
-            kept.sort_by(|a, b| b.0.total_cmp(&a.0));
-            tally(
-                row,
-                q,
-                |path| kept.iter().take(3).any(|(_, p)| *p == path),
-                !kept.is_empty(),
-            );
-        }
-    }
-    print_sweep(
-        "vector score (hybrid weights 0.7/0.3, min-score 0.35, score order)",
-        &variants,
-        rows,
-        "raw cosine (no calibration)",
-        score::CLEAR_Z,
-        |z| format!("calibrated, clears at z = {z}"),
-    );
+    let sweep = Sweep {
+        header: "vector score (hybrid weights 0.7/0.3, min-score 0.35, score order)",
+        none: "raw cosine (no calibration)",
+        default: score::CLEAR_Z,
+        label: |z| format!("calibrated, clears at z = {z}"),
+    };
+    let kept_at = |r: &engine::SearchResponse, z: Option<f64>| -> Vec<(f64, String)> {
+        r.results
+            .iter()
+            .filter_map(|h| {
+                let x = h.explain.as_ref().expect("explain");
+                let cos = x.vector.unwrap_or(0.0);
+                let v = match z {
+                    None => score::vector_score(cos),
+                    Some(z) => score::calibrated_vector_score_at(cos, &bg, z),
+                };
+                let rel = x.weights.0 * v + x.weights.1 * x.keyword.unwrap_or(0.0);
+                (rel >= p.min_score || x.pinned).then(|| (rel * x.decay, h.path.clone()))
+            })
+            .collect()
+    };
+    sweep.run(store, e, qs, &variants, |_, r| {
+        variants.iter().map(|&z| kept_at(r, z)).collect()
+    });
 }
 
-/// The sweep behind `score::QUERY_CLEAR_MARGIN`: every query's hits (no minimum score,
-/// so no "nothing relevant" gate, no MMR) filtered with the default minimum score,
-/// then emptied when no hit has keyword evidence and the best hit's height above
-/// the query's own background is under the clearing point: paraphrase recall@3 and
-/// should-find-nothing queries with hits. Also each should-find-nothing query's best
-/// height, and the lowest best height of a paraphrase found in the top 3.
-fn print_query_clear_z_sweep(
-    store: &claw_memory::store::Store,
-    e: Option<&dyn Embedder>,
-    qs: &[Query],
-) {
+/// The sweep behind `score::QUERY_CLEAR_MARGIN`: every query's hits filtered with
+/// the default minimum score, then emptied when no hit has keyword evidence and
+/// the best hit's height above the query's own background is under the clearing
+/// point. Also prints each should-find-nothing query's best height, and that of
+/// each paraphrase found in the top 3.
+fn print_query_clear_z_sweep(store: &Store, e: Option<&dyn Embedder>, qs: &[Query]) {
     let p = MemorySettings::default();
     use claw_memory::search::storage::SearchStorage;
     let chunks = store.background_sample(0).expect("index size").chunks;
@@ -246,9 +237,13 @@ fn print_query_clear_z_sweep(
         Some(1.0),
         Some(1.5),
     ];
-    let mut rows = vec![(0usize, 0usize, 0usize, 0usize); variants.len()];
-    for q in qs {
-        let r = explained_hits(store, e, &p, q);
+    let sweep = Sweep {
+        header: "nothing-relevant gate (best hit above the query's own background)",
+        none: "no gate",
+        default: score::QUERY_CLEAR_MARGIN,
+        label: |m| format!("margin {m}"),
+    };
+    sweep.run(store, e, qs, &variants, |q, r| {
         let xs: Vec<_> = r
             .results
             .iter()
@@ -261,15 +256,14 @@ fn print_query_clear_z_sweep(
             .iter()
             .filter_map(|(_, x)| x.vector_query_z)
             .fold(f64::NEG_INFINITY, f64::max);
-        let mut kept: Vec<(f64, &str)> = xs
+        let kept: Vec<(f64, String)> = xs
             .iter()
             .filter(|(_, x)| x.relevance >= p.min_score || x.pinned)
-            .map(|(h, x)| (x.score, h.path.as_str()))
+            .map(|(h, x)| (x.score, h.path.clone()))
             .collect();
-        kept.sort_by(|a, b| b.0.total_cmp(&a.0));
-        let top3 = |path: &str| kept.iter().take(3).any(|(_, p)| *p == path);
+        let kept = best_first(kept);
         match &q.expected {
-            Some(path) if top3(path) => eprintln!(
+            Some(path) if in_top3(&kept, path) => eprintln!(
                 "  paraphrase found, best query z {best_z:.2}, keyword {keyword}: {:?}",
                 q.text
             ),
@@ -279,30 +273,20 @@ fn print_query_clear_z_sweep(
             ),
             _ => {}
         }
-        for (row, z) in rows.iter_mut().zip(variants) {
-            let gated = z.is_some_and(|m| !keyword && best_z < bar(m));
-            tally(
-                row,
-                q,
-                |path| !gated && top3(path),
-                !gated && !kept.is_empty(),
-            );
-        }
-    }
-    print_sweep(
-        "nothing-relevant gate (best hit above the query's own background)",
-        &variants,
-        rows,
-        "no gate",
-        score::QUERY_CLEAR_MARGIN,
-        |m| format!("margin {m}"),
-    );
+        variants
+            .iter()
+            .map(|z| {
+                let gated = z.is_some_and(|m| !keyword && best_z < bar(m));
+                if gated { Vec::new() } else { kept.clone() }
+            })
+            .collect()
+    });
 }
 
 /// Every hit of `q` (up to 100) with its explanation: no minimum score, so no
 /// "nothing relevant" gate, and no MMR.
 fn explained_hits(
-    store: &claw_memory::store::Store,
+    store: &Store,
     e: Option<&dyn Embedder>,
     p: &MemorySettings,
     q: &Query,
@@ -317,44 +301,77 @@ fn explained_hits(
     engine::search(store, e, p, &req, NOW).expect("search")
 }
 
-/// A sweep row: (paraphrases found in the top 3, paraphrases,
-/// should-find-nothing queries with hits, should-find-nothing queries).
-type SweepRow = (usize, usize, usize, usize);
-
-/// Counts query `q` into `row`: `found(path)` for a paraphrase of `path`,
-/// `hits` for a should-find-nothing query.
-fn tally(row: &mut SweepRow, q: &Query, found: impl FnOnce(&str) -> bool, hits: bool) {
-    match &q.expected {
-        Some(path) => {
-            row.0 += usize::from(found(path));
-            row.1 += 1;
-        }
-        None => {
-            row.2 += usize::from(hits);
-            row.3 += 1;
-        }
-    }
+/// Hits as (score, path), best first.
+fn best_first(mut hits: Vec<(f64, String)>) -> Vec<(f64, String)> {
+    hits.sort_by(|a, b| b.0.total_cmp(&a.0));
+    hits
 }
 
-/// A sweep's table: one line a variant, labelled `none` (no variant) or by
-/// `label`, "(default)" added to the `default` one.
-fn print_sweep(
-    header: &str,
-    variants: &[Option<f64>],
-    rows: Vec<SweepRow>,
-    none: &str,
+/// Whether `path` is among the first three of `ranked`.
+fn in_top3(ranked: &[(f64, String)], path: &str) -> bool {
+    ranked.iter().take(3).any(|(_, p)| p == path)
+}
+
+/// A sweep of one setting over the paraphrase queries: each variant's
+/// paraphrase recall@3 and should-find-nothing queries with hits, printed as a
+/// table under `header` with one line a variant, labelled `none` (no variant)
+/// or by `label`, "(default)" added to the `default` one.
+struct Sweep<'a> {
+    header: &'a str,
+    none: &'a str,
     default: f64,
-    label: impl Fn(f64) -> String,
-) {
-    println!("| {header} | paraphrase recall@3 | should-find-nothing with hits |");
-    println!("|---|---:|---:|");
-    for (z, (f3, n, fp, nn)) in variants.iter().zip(rows) {
-        let label = match *z {
-            None => none.to_string(),
-            Some(z) if (z - default).abs() < 1e-9 => format!("{} (default)", label(z)),
-            Some(z) => label(z),
-        };
-        println!("| {label} | {f3}/{n} | {fp}/{nn} |");
+    label: fn(f64) -> String,
+}
+
+impl Sweep<'_> {
+    /// Runs every query once ([`explained_hits`]); `kept(q, hits)` gives what
+    /// each of `variants` returns of them, in that order: (score, path), in any
+    /// order, none when the variant answers "nothing relevant".
+    fn run(
+        &self,
+        store: &Store,
+        e: Option<&dyn Embedder>,
+        qs: &[Query],
+        variants: &[Option<f64>],
+        mut kept: impl FnMut(&Query, &engine::SearchResponse) -> Vec<Vec<(f64, String)>>,
+    ) {
+        let p = MemorySettings::default();
+        // Per variant: (paraphrases found in the top 3, paraphrases,
+        // should-find-nothing queries with hits, should-find-nothing queries).
+        let mut rows = vec![(0usize, 0usize, 0usize, 0usize); variants.len()];
+        for q in qs {
+            let r = explained_hits(store, e, &p, q);
+            let lists = kept(q, &r);
+            assert_eq!(lists.len(), variants.len(), "one list a variant");
+            for (row, list) in rows.iter_mut().zip(lists) {
+                let ranked = best_first(list);
+                match &q.expected {
+                    Some(path) => {
+                        row.0 += usize::from(in_top3(&ranked, path));
+                        row.1 += 1;
+                    }
+                    None => {
+                        row.2 += usize::from(!ranked.is_empty());
+                        row.3 += 1;
+                    }
+                }
+            }
+        }
+        println!(
+            "| {} | paraphrase recall@3 | should-find-nothing with hits |",
+            self.header
+        );
+        println!("|---|---:|---:|");
+        for (z, (f3, n, fp, nn)) in variants.iter().zip(rows) {
+            let label = match *z {
+                None => self.none.to_string(),
+                Some(z) if (z - self.default).abs() < 1e-9 => {
+                    format!("{} (default)", (self.label)(z))
+                }
+                Some(z) => (self.label)(z),
+            };
+            println!("| {label} | {f3}/{n} | {fp}/{nn} |");
+        }
     }
 }
 
@@ -364,10 +381,7 @@ fn print_sweep(
 /// them) and a real paraphrase still finds its note.
 #[test]
 fn made_up_words_find_nothing() {
-    let ws = tempfile::tempdir().unwrap();
-    ranking_support::copy_tree(&ranking_support::paraphrase_notes(), ws.path());
-    ranking_support::ok(support::claw(ws.path()).args(["memory", "index"]));
-    let store = ranking_support::open_store(ws.path());
+    let (ws, store) = indexed_notes();
     let e = search_support::embedder();
     let e: Option<&dyn Embedder> = Some(&e);
     let text = std::fs::read_to_string(

@@ -7,17 +7,19 @@
 use claw_testkit as support;
 
 fn write_notes(ws: &std::path::Path) {
-    std::fs::create_dir_all(ws.join("memory")).unwrap();
-    std::fs::write(
-        ws.join("MEMORY.md"),
-        "# Memory\n\nThe billing database is PostgreSQL.\n",
-    )
-    .unwrap();
-    std::fs::write(
-        ws.join("memory/dentist.md"),
-        "# Dentist\n\nThe crown on the upper molar is fitted on Tuesday.\n",
-    )
-    .unwrap();
+    support::write_tree(
+        ws,
+        &[
+            (
+                "MEMORY.md",
+                "# Memory\n\nThe billing database is PostgreSQL.\n",
+            ),
+            (
+                "memory/dentist.md",
+                "# Dentist\n\nThe crown on the upper molar is fitted on Tuesday.\n",
+            ),
+        ],
+    );
 }
 
 fn text(out: &std::process::Output) -> (String, String) {
@@ -37,6 +39,18 @@ fn search_stderr(ws: &std::path::Path) -> String {
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
     stderr
+}
+
+/// Every chunk has its vector, no gap is named, and a search for `query`
+/// (`--json`, returned) is not a keyword-only fallback.
+fn assert_caught_up(ws: &std::path::Path, query: &str) -> serde_json::Value {
+    let st = support::run_json(support::claw(ws).args(["memory", "status", "--json"]));
+    assert!(st["chunks"].as_i64() > Some(0), "{st}");
+    assert_eq!(st["vectors"], st["chunks"], "{st}");
+    assert!(st["vectors_missing"].is_null(), "{st}");
+    let json = support::run_json(support::claw(ws).args(["memory", "search", query, "--json"]));
+    assert!(json["fallback"].is_null(), "{json}");
+    json
 }
 
 #[test]
@@ -99,20 +113,45 @@ fn a_model_installed_after_indexing_is_named_then_used() {
         report["model"].as_str().is_some_and(|m| !m.is_empty()),
         "{report}"
     );
-    let st = support::run_json(support::claw(ws.path()).args(["memory", "status", "--json"]));
-    assert_eq!(st["vectors"], st["chunks"], "{st}");
-    assert!(st["vectors_missing"].is_null(), "{st}");
     let stderr = search_stderr(ws.path());
     assert!(!stderr.contains("without vectors"), "{stderr}");
-    let json = support::run_json(support::claw(ws.path()).args([
-        "memory",
-        "search",
-        "billing database",
-        "--json",
-    ]));
-    assert!(json["fallback"].is_null(), "{json}");
+    assert_caught_up(ws.path(), "billing database");
     let out = support::claw(ws.path()).args(["doctor"]).output().unwrap();
     let (stdout, _) = text(&out);
     let db = stdout.lines().find(|l| l.contains("database")).unwrap();
     assert!(db.starts_with("ok"), "{db}");
+}
+
+/// A gateway started with the model over a workspace indexed without it embeds
+/// the notes by itself, in the background, saying so in its log; then searches
+/// (through the gateway) are hybrid and the gap is gone. Positive control: the
+/// gap is there before the gateway starts.
+#[test]
+fn a_gateway_embeds_a_keyword_only_index_when_the_model_loads() {
+    let ws = tempfile::tempdir().unwrap();
+    write_notes(ws.path());
+    support::index_keyword_only(ws.path());
+    let st = support::run_json(support::claw(ws.path()).args(["memory", "status", "--json"]));
+    assert_eq!(st["vectors"], 0, "{st}");
+    assert!(st["vectors_missing"]["chunks"].as_i64() > Some(0), "{st}");
+
+    let gw = crate::gateway::Gateway::start_with(ws.path(), None, true);
+    gw.wait_log(
+        "embedding the notes: done",
+        std::time::Duration::from_secs(120),
+    );
+    assert!(
+        gw.log()
+            .contains("the index was built without the embedding model"),
+        "{}",
+        gw.log()
+    );
+    let json = assert_caught_up(ws.path(), "where is the crown fitted");
+    assert!(
+        json["results"][0]["path"]
+            .as_str()
+            .is_some_and(|p| p.contains("dentist")),
+        "{json}"
+    );
+    drop(gw);
 }

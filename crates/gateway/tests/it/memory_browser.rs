@@ -172,8 +172,8 @@ fn memory_endpoints_are_read_only_json_behind_the_token() {
     let (code, _) = get(&gw, "/v1/memory/files");
     assert_eq!(code, 400, "no source named");
 
-    // The page and its script: public (no data in them), under WebChat's policy.
-    for path in ["/memory", "/memory.js"] {
+    // The page and its scripts: public (no data in them), under WebChat's policy.
+    for path in ["/memory", "/memory.js", "/common.js"] {
         let r = gw.client_with("").request("GET", path, None).unwrap();
         assert_eq!(r.status, 200, "{path}");
         assert_eq!(

@@ -88,15 +88,7 @@ fn a_dropped_connection_is_retried_on_a_fresh_one() {
     // The next units find a dead pooled connection, and succeed on a fresh one.
     pg.set_meta("k", "v2").unwrap();
     assert_eq!(pg.meta("k").unwrap().as_deref(), Some("v2"));
-    let file = claw_memory::store::FileRecord {
-        source: "memory".into(),
-        path: "a.md".into(),
-        sha256: "s".into(),
-        mtime_ns: 1,
-        size: 1,
-        indexed_bytes: 0,
-        indexed_lines: 0,
-    };
+    let file = claw_testkit::memory_file("a.md", "s");
     admin
         .query_one(
             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity

@@ -245,15 +245,7 @@ fn keyword_ranking_is_bounded_like_sqlite() {
             }
         })
         .collect();
-    let file = FileRecord {
-        source: "memory".into(),
-        path: "memory/big.md".into(),
-        sha256: "x".into(),
-        mtime_ns: 1,
-        size: 1,
-        indexed_bytes: 0,
-        indexed_lines: 0,
-    };
+    let file = claw_testkit::memory_file("memory/big.md", "x");
     let dir = tempfile::tempdir().unwrap();
     let mut sqlite = Store::open(&dir.path().join(".claw/memory.sqlite")).unwrap();
     let mut pg = schema.store("bound", "ws-a");

@@ -12,14 +12,7 @@ const BUDGET: usize = 254;
 
 fn extract_twir(dest: &std::path::Path) -> Vec<PathBuf> {
     support::extract_shared("notes-twir.tar.gz", dest);
-    let mut files: Vec<PathBuf> = walkdir::WalkDir::new(dest)
-        .into_iter()
-        .map(|e| e.unwrap())
-        .filter(|e| e.file_type().is_file() && e.path().extension().is_some_and(|x| x == "md"))
-        .map(|e| e.into_path())
-        .collect();
-    files.sort();
-    files
+    support::markdown_files(dest)
 }
 
 #[test]

@@ -80,6 +80,34 @@ const fn jump(code: u32, k: u32, jt: u8, jf: u8) -> libc::sock_filter {
     }
 }
 
+/// Load the 32-bit word at `offset` of `struct seccomp_data`.
+const fn load(offset: u32) -> libc::sock_filter {
+    stmt(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, offset)
+}
+
+/// If the loaded word equals `k`, skip `jt` instructions, else `jf`.
+const fn if_eq(k: u32, jt: u8, jf: u8) -> libc::sock_filter {
+    jump(libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K, k, jt, jf)
+}
+
+/// If the loaded word is at least `k`, skip `jt` instructions, else `jf`.
+const fn if_ge(k: u32, jt: u8, jf: u8) -> libc::sock_filter {
+    jump(libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K, k, jt, jf)
+}
+
+/// End the filter: the call fails with `errno`.
+const fn fail(errno: i32) -> libc::sock_filter {
+    stmt(
+        libc::BPF_RET | libc::BPF_K,
+        libc::SECCOMP_RET_ERRNO | errno as u32,
+    )
+}
+
+/// End the filter: the call runs.
+const fn allow() -> libc::sock_filter {
+    stmt(libc::BPF_RET | libc::BPF_K, libc::SECCOMP_RET_ALLOW)
+}
+
 /// The seccomp filter every sandboxed command runs under: `socket(AF_UNIX, …)`
 /// fails with `EACCES`, so a command cannot reach a host listener through a socket
 /// file in the workspace or a `write_paths` directory (the mount namespace hides
@@ -93,77 +121,21 @@ const fn jump(code: u32, k: u32, jt: u8, jf: u8) -> libc::sock_filter {
 /// writes the blocks instead, which the quota counts). Offsets are `struct seccomp_data`'s: `nr` 0, `arch` 4,
 /// `args[0]` 16 (its low word, little-endian).
 static SECCOMP_FILTER: [libc::sock_filter; 15] = [
-    /* 0 */ stmt(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, 4),
-    /* 1 */
-    jump(
-        libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K,
-        AUDIT_ARCH_NATIVE,
-        1,
-        0,
-    ),
-    /* 2 */
-    stmt(
-        libc::BPF_RET | libc::BPF_K,
-        libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32,
-    ),
-    /* 3 */ stmt(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, 0),
-    /* 4 */
-    jump(
-        libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K,
-        X32_SYSCALL_BIT,
-        0,
-        1,
-    ),
-    /* 5 */
-    stmt(
-        libc::BPF_RET | libc::BPF_K,
-        libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32,
-    ),
-    /* 6 */
-    jump(
-        libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K,
-        libc::SYS_io_uring_setup as u32,
-        0,
-        1,
-    ),
-    /* 7 */
-    stmt(
-        libc::BPF_RET | libc::BPF_K,
-        libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32,
-    ),
-    /* 8 */
-    jump(
-        libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K,
-        libc::SYS_fallocate as u32,
-        0,
-        1,
-    ),
-    /* 9 */
-    stmt(
-        libc::BPF_RET | libc::BPF_K,
-        libc::SECCOMP_RET_ERRNO | libc::EOPNOTSUPP as u32,
-    ),
-    /* 10 */
-    jump(
-        libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K,
-        libc::SYS_socket as u32,
-        0,
-        3,
-    ),
-    /* 11 */ stmt(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, 16),
-    /* 12 */
-    jump(
-        libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K,
-        libc::AF_UNIX as u32,
-        0,
-        1,
-    ),
-    /* 13 */
-    stmt(
-        libc::BPF_RET | libc::BPF_K,
-        libc::SECCOMP_RET_ERRNO | libc::EACCES as u32,
-    ),
-    /* 14 */ stmt(libc::BPF_RET | libc::BPF_K, libc::SECCOMP_RET_ALLOW),
+    /* 0 */ load(4),
+    /* 1 */ if_eq(AUDIT_ARCH_NATIVE, 1, 0),
+    /* 2 */ fail(libc::ENOSYS),
+    /* 3 */ load(0),
+    /* 4 */ if_ge(X32_SYSCALL_BIT, 0, 1),
+    /* 5 */ fail(libc::ENOSYS),
+    /* 6 */ if_eq(libc::SYS_io_uring_setup as u32, 0, 1),
+    /* 7 */ fail(libc::ENOSYS),
+    /* 8 */ if_eq(libc::SYS_fallocate as u32, 0, 1),
+    /* 9 */ fail(libc::EOPNOTSUPP),
+    /* 10 */ if_eq(libc::SYS_socket as u32, 0, 3),
+    /* 11 */ load(16),
+    /* 12 */ if_eq(libc::AF_UNIX as u32, 0, 1),
+    /* 13 */ fail(libc::EACCES),
+    /* 14 */ allow(),
 ];
 
 /// One `u32` in a shared anonymous mapping: the child writes the step it is
