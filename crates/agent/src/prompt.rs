@@ -50,9 +50,12 @@ pub struct PromptInputs<'a> {
 }
 
 /// The memory-recall rule (also checked by tests).
-pub const MEMORY_RULE: &str = "Before answering anything about prior work, decisions, \
-preferences, people, dates or todos, search memory first (memory_search, then memory_get for \
-the lines you need) and cite what you used (path#line). If memory has nothing, say you checked.";
+pub const MEMORY_RULE: &str = "Before answering anything about the past (what was said or done \
+in earlier conversations, prior work, earlier decisions, the user's preferences, people, dates or \
+todos), search memory first: memory_search, then memory_get of a citation for the lines or the \
+turns around it. Put a date or a time (\"last week\", \"on May 4th\") in the query when the question \
+has one. Cite what you used (path#line, and the day a past conversation was held). If memory has \
+nothing, say you checked.";
 
 /// Build the system prompt. Pure.
 pub fn build(p: &PromptInputs<'_>) -> String {

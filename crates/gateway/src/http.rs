@@ -982,6 +982,7 @@ async fn memory_get(call: MemoryCall<GetBody>) -> Response {
         from: b.from.unwrap_or(1).max(1),
         lines: b.lines.unwrap_or(claw_memory_api::GET_DEFAULT_LINES).max(1),
         max_chars: claw_memory_api::GET_MAX_CHARS,
+        turns_around: 0,
     };
     match tokio::task::spawn_blocking(move || hub.get(&req)).await {
         Ok(Ok(resp)) => match serde_json::to_vec(&resp) {

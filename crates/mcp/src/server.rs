@@ -143,7 +143,9 @@ pub fn tools(read_only: bool) -> Vec<Tool> {
             "memory_search",
             "Search the user's memory — notes (MEMORY.md, memory/*.md, registered notes \
 folders) and past assistant sessions — by meaning and keywords (hybrid vector + BM25). Use it \
-before answering about prior work, decisions, people, preferences or dates. Returns the best \
+before answering any question about the past (what was said in earlier conversations), the \
+user's preferences, earlier decisions, people or dates; a date or a relative time in the query \
+(\"on May 4th\", \"last week\") ranks what was said then first. Returns the best \
 snippets with citations `path#Lstart-Lend`; read more of a file with memory_get and cite the \
 citations in your answer.",
             object(json!({
@@ -387,6 +389,7 @@ impl MemoryServer {
             from,
             lines,
             max_chars: claw_memory_api::GET_MAX_CHARS,
+            turns_around: 0,
         };
         let result = self
             .blocking(move |inner| Ok::<_, MemoryError>(inner.service()?.get(&req, None)?.response))
@@ -563,7 +566,8 @@ impl ServerHandler for MemoryServer {
         .with_server_info(Implementation::new("claw", env!("CARGO_PKG_VERSION")))
         .with_instructions(
             "claw's memory: the user's notes and past assistant sessions. Search with \
-memory_search before answering about prior work, decisions, people or dates; read more with \
+memory_search before answering about the past, the user's preferences, earlier decisions, \
+people or dates; read more with \
 memory_get; cite `path#Lstart-Lend`.",
         )
     }

@@ -50,7 +50,9 @@ pub use claw_memory::indexer::{
     IndexIssue, OversizedNote, RebuildReason, describe_oversized, human_bytes,
 };
 pub use claw_memory::lock::{LockError, WriterLock};
-pub use claw_memory::search::engine::{GET_DEFAULT_LINES, GET_MAX_CHARS};
+pub use claw_memory::search::engine::{
+    GET_DEFAULT_LINES, GET_MAX_CHARS, GET_TURNS_AROUND, GetTurn,
+};
 pub use claw_memory::search::score::{Fusion, KeywordNorm};
 pub use claw_memory::search::{Fallback, SearchHit, citation, parse_citation};
 pub use claw_memory::search::{

@@ -450,6 +450,28 @@ impl SearchStorage for PgStore {
             chunks: usize::try_from(hi - lo + 1).unwrap_or(0),
         })
     }
+
+    fn dated_between(
+        &self,
+        start: i64,
+        end: i64,
+        source: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<ChunkId>, SearchError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = self
+            .with_client(|c| {
+                Ok(c.query(
+                    "SELECT rowid FROM chunks
+                     WHERE namespace = ANY($1) AND note_time >= $2 AND note_time < $3
+                       AND ($4::text IS NULL OR source = $4)
+                     ORDER BY note_time DESC LIMIT $5",
+                    &[&self.namespaces, &start, &end, &source, &limit],
+                )?)
+            })
+            .map_err(se)?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
+    }
 }
 
 #[cfg(test)]

@@ -36,8 +36,9 @@
 /// carries [`crate::redact::REDACTION_VERSION`] so that new redaction rules also rebuild
 /// an index once (a secret the old rules missed must not stay searchable). A stored
 /// index with another version is rebuilt. Its third part is [`crate::words::WORDS_VERSION`]
-/// (what the word index holds: stems behind each chunk's context).
-pub const CHUNKER_VERSION: &str = "md-2/redact-3/words-1";
+/// (what the word index holds: stems behind each chunk's context); its fourth how
+/// transcripts are chunked (`turns-1`: an exchange or a turn, dated, `crate::transcript`).
+pub const CHUNKER_VERSION: &str = "md-2/redact-3/words-1/turns-1";
 
 /// Counts tokens the way the embedding model will (word pieces for MiniLM).
 ///

@@ -320,7 +320,8 @@ struct Piece {
     start: usize,
     end: usize,
     text: String,
-    /// File title › heading path (`chunk::contexts`); empty for transcripts.
+    /// File title › heading path (`chunk::contexts`); for transcripts the day and
+    /// the speakers (`transcript::turn_context`).
     context: String,
     note_time: Option<i64>,
 }
@@ -748,6 +749,7 @@ impl<'a> Run<'a> {
             from_line + 1,
             &self.params,
             self.counter(),
+            self.settings.clock.local_offset().local_minus_utc(),
         );
         if mode == WriteMode::Append && read.consumed_bytes == 0 {
             // Nothing new but a torn last line: just remember the stat.
@@ -775,7 +777,7 @@ impl<'a> Run<'a> {
                 start: c.start_line,
                 end: c.end_line,
                 text: c.text,
-                context: String::new(),
+                context: c.context,
                 note_time: c.time,
             })
             .collect();

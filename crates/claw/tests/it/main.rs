@@ -13,6 +13,7 @@ mod cli_snapshots;
 mod confirm_cli;
 mod conflicting_facts;
 mod consolidation;
+mod conversation_recall;
 mod crash_index;
 mod cron_cli;
 mod e2e_local_llm;

@@ -10,8 +10,11 @@
 
 pub mod backend;
 pub mod beir;
+pub mod conversations;
+pub mod memorybank;
 pub mod metrics;
 pub mod runner;
+pub mod synthetic;
 
 pub use backend::{EvalBackend, EvalRunError};
 

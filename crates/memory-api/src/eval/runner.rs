@@ -16,10 +16,10 @@ use claw_memory::embed::Loaded;
 use claw_memory::index_storage::IndexStorage;
 use claw_memory::indexer::{self, IndexError, IndexOptions};
 use claw_memory::lock::{LockError, WriterLock};
-use claw_memory::search::engine::search_in;
+use claw_memory::search::engine::search_at;
 use claw_memory::search::score::KeywordNorm;
 use claw_memory::search::storage::SearchStorage;
-use claw_memory::search::types::{Fallback, Mode, SearchRequest, SourceFilter};
+use claw_memory::search::types::{Fallback, Mode, SearchHit, SearchRequest, SourceFilter};
 use claw_memory::service::ServiceError;
 
 use claw_memory::store::{Store, StoreError};
@@ -333,17 +333,7 @@ pub fn prepare_corpus(
         }
     };
     // One corpus directory per data set, so a kept work dir can hold several.
-    let set: String = data
-        .name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
+    let set = file_safe(&data.name);
     let corpus_dir = root.join("corpus").join(&set);
     let workspace = root.join("workspace").join(&set);
     let mut settings = settings.clone();
@@ -379,6 +369,20 @@ pub fn prepare_corpus(
         settings,
         by_file,
     })
+}
+
+/// `name` with every character outside `[A-Za-z0-9-]` replaced by `_`: a
+/// directory name for a data set or a conversation.
+pub(crate) fn file_safe(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
 }
 
 /// Index the prepared corpus into `store` with the normal indexer, run every
@@ -556,7 +560,7 @@ pub fn ranking_to_run(
 }
 
 /// Why one evaluation query produced no ranking.
-enum SearchOneError {
+pub(crate) enum SearchOneError {
     Service(ServiceError),
     FellBack(Fallback),
 }
@@ -576,10 +580,42 @@ fn search_one(
     query: &str,
     limit: usize,
 ) -> Result<Vec<String>, SearchOneError> {
+    let source = SourceFilter::Named(EVAL_SOURCE.to_string());
+    Ok(search_hits(
+        storage,
+        model,
+        params,
+        now,
+        mode,
+        keyword_norm,
+        query,
+        limit,
+        source,
+        0,
+    )?
+    .into_iter()
+    .map(|h| h.path)
+    .collect())
+}
+
+/// [`search_one`]'s search over `source`, returning the hits themselves.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn search_hits(
+    storage: &dyn SearchStorage,
+    model: Option<&dyn Embedder>,
+    params: &MemorySettings,
+    now: i64,
+    mode: EvalMode,
+    keyword_norm: KeywordNorm,
+    query: &str,
+    limit: usize,
+    source: SourceFilter,
+    utc_offset: i32,
+) -> Result<Vec<SearchHit>, SearchOneError> {
     let mut req = SearchRequest::new(query);
     req.limit = limit;
     req.min_score = Some(f64::NEG_INFINITY);
-    req.source = SourceFilter::Named(EVAL_SOURCE.to_string());
+    req.source = source;
     req.keyword_norm = keyword_norm;
     (req.mode, req.mmr) = match mode {
         EvalMode::Fts => (Mode::Fts, true),
@@ -588,12 +624,12 @@ fn search_one(
         EvalMode::HybridNoMmr => (Mode::Hybrid, false),
     };
     let query_embedder = if mode == EvalMode::Fts { None } else { model };
-    let response = search_in(storage, query_embedder, params, &req, now)
+    let response = search_at(storage, query_embedder, params, &req, now, utc_offset)
         .map_err(|e| SearchOneError::Service(ServiceError::from(e)))?;
     if let Some(fb) = response.fallback {
         return Err(SearchOneError::FellBack(fb));
     }
-    Ok(response.results.into_iter().map(|h| h.path).collect())
+    Ok(response.results)
 }
 
 #[cfg(test)]

@@ -7,5 +7,6 @@
 
 mod backends;
 mod bm25;
+mod date_window;
 mod indexing;
 mod support;

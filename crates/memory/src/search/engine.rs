@@ -22,14 +22,15 @@ use crate::store::Store;
 use crate::walk::{SOURCE_MEMORY, SOURCE_SESSIONS};
 use std::collections::HashMap;
 
-pub use super::get::{get_lines, get_lines_in, slice_lines};
+pub use super::get::{get_lines, get_lines_in, slice_lines, slice_transcript};
 pub use super::keyword::{
     KEYWORD_RANK_BUDGET, KeywordPlan, RARE_IDENT_MAX, keyword_candidates,
     keyword_candidates_within, keyword_plan,
 };
 pub use super::types::{
-    Explain, Fallback, GET_DEFAULT_LINES, GET_MAX_CHARS, GetRequest, GetResponse, MAX_LIMIT, Mode,
-    RefusedReason, SearchError, SearchHit, SearchRequest, SearchResponse, SourceFilter, citation,
+    Explain, Fallback, GET_DEFAULT_LINES, GET_MAX_CHARS, GET_TURNS_AROUND, GetRequest, GetResponse,
+    GetTurn, MAX_LIMIT, Mode, RefusedReason, SearchError, SearchHit, SearchRequest, SearchResponse,
+    SourceFilter, citation,
 };
 pub use super::vector::{
     BIT_MIN_CANDIDATES, BIT_OVERSAMPLE, BIT_PREFILTER_MIN_CHUNKS, VEC0_MAX_K, VectorHits,
@@ -48,7 +49,8 @@ pub fn search(
     search_in(store, embedder, params, req, now_unix)
 }
 
-/// Run one search over any [`SearchStorage`].
+/// Run one search over any [`SearchStorage`], with days judged in UTC (see
+/// [`search_at`]).
 pub fn search_in(
     storage: &dyn SearchStorage,
     embedder: Option<&dyn Embedder>,
@@ -56,7 +58,29 @@ pub fn search_in(
     req: &SearchRequest,
     now_unix: i64,
 ) -> Result<SearchResponse, SearchError> {
+    search_at(storage, embedder, params, req, now_unix, 0)
+}
+
+/// Most chunks dated inside a query's date window added to the candidates.
+pub const WINDOW_CANDIDATES: usize = 200;
+
+/// [`search_in`] for a user whose time zone is `utc_offset` seconds east of UTC:
+/// a date or a relative time in the query (`search::when`) is a window of that
+/// zone's days ending today; chunks dated inside it (up to [`WINDOW_CANDIDATES`]
+/// of them, newest first, besides the keyword and vector candidates) rank before
+/// all others. A query without one is searched exactly as before.
+pub fn search_at(
+    storage: &dyn SearchStorage,
+    embedder: Option<&dyn Embedder>,
+    params: &MemorySettings,
+    req: &SearchRequest,
+    now_unix: i64,
+    utc_offset: i32,
+) -> Result<SearchResponse, SearchError> {
     let source = check_source(storage, &req.source)?;
+    let window = chrono::DateTime::from_timestamp(now_unix + i64::from(utc_offset), 0)
+        .and_then(|today| super::when::date_window(&req.query, today.date_naive()))
+        .map(|w| w.unix_range(utc_offset));
     let limit = req.limit.min(MAX_LIMIT);
     let k = limit.max(1) * params.candidate_multiplier.max(1);
     let pq = ParsedQuery::parse(&req.query);
@@ -91,6 +115,11 @@ pub fn search_in(
     // Union by id, fetch the rows, score each candidate.
     let mut ids: Vec<ChunkId> = vec_scores.keys().chain(kw_scores.keys()).copied().collect();
     ids.extend(&pinned);
+    if let Some((start, end)) = window
+        && limit > 0
+    {
+        ids.extend(storage.dated_between(start, end, source, WINDOW_CANDIDATES)?);
+    }
     ids.sort_unstable();
     ids.dedup();
     let mut cands = Vec::with_capacity(ids.len());
@@ -232,7 +261,20 @@ pub fn search_in(
     }
     let fused = score::fuse(&cands, weights, params.fusion, params.fusion_gain);
     let terms = highlight_terms(&pq);
-    let results = score::rank_fused(&cands, &rp, &fused.scores, now_unix)
+    // Inside the query's date window: dated there and with some evidence.
+    let first: Vec<bool> = match window {
+        Some((start, end)) => cands
+            .iter()
+            .map(|c| {
+                c.note_time.is_some_and(|t| (start..end).contains(&t))
+                    && (c.pinned
+                        || c.keyword.is_some_and(|k| k > 0.0)
+                        || c.vector.is_some_and(|v| v > 0.0))
+            })
+            .collect(),
+        None => Vec::new(),
+    };
+    let results = score::rank_fused_first(&cands, &rp, &fused.scores, now_unix, &first)
         .into_iter()
         .map(|r| {
             let (row, c) = (&cand_rows[r.index], &cands[r.index]);
@@ -328,6 +370,8 @@ fn to_hit(row: &ChunkRow, score: f64, terms: &[&str]) -> SearchHit {
         end_line,
         score,
         snippet: snippet(&row.text, terms, SNIPPET_CHARS),
+        context: (row.source == SOURCE_SESSIONS && !row.context.is_empty())
+            .then(|| row.context.clone()),
         explain: None,
     }
 }

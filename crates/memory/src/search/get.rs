@@ -4,7 +4,7 @@
 #![warn(missing_docs)]
 
 use super::storage::SearchStorage;
-use super::types::{GetRequest, GetResponse, RefusedReason, SearchError};
+use super::types::{GetRequest, GetResponse, GetTurn, RefusedReason, SearchError};
 use crate::config::MemoryConfig;
 use crate::store::Store;
 use crate::walk;
@@ -83,7 +83,72 @@ pub fn get_lines_in(
     // Served text goes through the same redactor as indexed text (the whole file, so a
     // multi-line private key is seen whole; redaction keeps the line numbers).
     let text = crate::redact::redact(&text);
-    Ok(slice_lines(&text, &rel, &src.name, req))
+    if src.kind != walk::SourceKind::Sessions {
+        return Ok(slice_lines(&text, &rel, &src.name, req));
+    }
+    Ok(slice_transcript(&text, &rel, &src.name, req))
+}
+
+/// [`slice_lines`] for a session transcript: the window widened by
+/// `req.turns_around` messages on either side, and its messages as turns.
+/// (The text is redacted already; each line is parsed again for its message.)
+pub fn slice_transcript(text: &str, path: &str, source: &str, req: &GetRequest) -> GetResponse {
+    use crate::transcript::{LineKind, parse_line};
+    let messages: Vec<(usize, crate::transcript::TranscriptMessage)> = text
+        .lines()
+        .enumerate()
+        .filter_map(|(i, l)| match parse_line(l.as_bytes(), i + 1) {
+            LineKind::Message(m) => Some((i + 1, m)),
+            _ => None,
+        })
+        .collect();
+    let mut req = req.clone();
+    let from = req.from.max(1);
+    let to = from.saturating_add(req.lines.max(1) - 1);
+    if req.turns_around > 0 {
+        let inside: Vec<usize> = messages
+            .iter()
+            .enumerate()
+            .filter(|(_, (l, _))| (from..=to).contains(l))
+            .map(|(i, _)| i)
+            .collect();
+        // The window's messages, or where it would sit among them.
+        let (first, last) = match (inside.first(), inside.last()) {
+            (Some(&a), Some(&b)) => (a, b),
+            _ => {
+                let at = messages.partition_point(|(l, _)| *l < from);
+                (at, at.saturating_sub(1))
+            }
+        };
+        let a = first.saturating_sub(req.turns_around);
+        let b = (last + req.turns_around).min(messages.len().saturating_sub(1));
+        if let (Some((la, _)), Some((lb, _))) = (messages.get(a), messages.get(b)) {
+            let (new_from, new_to) = ((*la).min(from), (*lb).max(to));
+            req.from = new_from;
+            req.lines = new_to - new_from + 1;
+        }
+    }
+    let mut r = slice_lines(text, path, source, &req);
+    r.turns = messages
+        .into_iter()
+        .filter(|(l, _)| (r.from..=r.to).contains(l))
+        .map(|(line, m)| {
+            let (role, said) = m
+                .text
+                .split_once(": ")
+                .map_or(("user", m.text.as_str()), |(r, t)| (r, t));
+            GetTurn {
+                line,
+                role: role.to_string(),
+                text: said.to_string(),
+                time: m
+                    .time
+                    .and_then(|t| chrono::DateTime::from_timestamp(t, 0))
+                    .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
+            }
+        })
+        .collect();
+    r
 }
 
 /// Cut `text` to the requested window. Pure.
@@ -120,6 +185,7 @@ pub fn slice_lines(text: &str, path: &str, source: &str, req: &GetRequest) -> Ge
         text: out,
         next_from: (to < all.len() && to >= from).then_some(to + 1),
         truncated,
+        turns: Vec::new(),
     }
 }
 
@@ -127,6 +193,63 @@ pub fn slice_lines(text: &str, path: &str, source: &str, req: &GetRequest) -> Ge
 mod tests {
     use super::*;
     use crate::search::types::GET_MAX_CHARS;
+
+    #[test]
+    fn a_cited_transcript_turn_comes_with_its_surroundings() {
+        let mut t = String::from("{\"type\":\"session\",\"key\":\"k\"}\n");
+        for i in 0..6 {
+            let role = if i % 2 == 0 { "user" } else { "assistant" };
+            t.push_str(
+                &(serde_json::json!({"type":"message","role":role,"content":format!("m{i}"),
+                    "timestamp":format!("2026-01-01T10:00:0{i}Z")})
+                .to_string()
+                    + "\n"),
+            );
+            if i == 2 {
+                t.push_str("{\"type\":\"message\",\"role\":\"tool\",\"content\":\"R\"}\n");
+            }
+        }
+        // Lines: 1 meta, 2 m0, 3 m1, 4 m2, 5 tool, 6 m3, 7 m4, 8 m5. Cite m3 (line 6).
+        let r = slice_transcript(
+            &t,
+            "sessions/k.jsonl",
+            "sessions",
+            &GetRequest::new("sessions/k.jsonl#L6-L6").cited().unwrap(),
+        );
+        assert_eq!(
+            (r.from, r.to),
+            (3, 8),
+            "two messages either side, the tool line between kept"
+        );
+        let said: Vec<(usize, &str, &str)> = r
+            .turns
+            .iter()
+            .map(|t| (t.line, t.role.as_str(), t.text.as_str()))
+            .collect();
+        assert_eq!(
+            said,
+            vec![
+                (3, "assistant", "m1"),
+                (4, "user", "m2"),
+                (6, "assistant", "m3"),
+                (7, "user", "m4"),
+                (8, "assistant", "m5")
+            ]
+        );
+        assert_eq!(r.turns[0].time.as_deref(), Some("2026-01-01T10:00:01Z"));
+        // Without turns around: exactly the lines asked for, with their turns.
+        let r = slice_transcript(
+            &t,
+            "sessions/k.jsonl",
+            "sessions",
+            &GetRequest {
+                from: 2,
+                lines: 2,
+                ..GetRequest::new("sessions/k.jsonl")
+            },
+        );
+        assert_eq!((r.from, r.to, r.turns.len()), (2, 3, 2));
+    }
 
     #[test]
     fn slicing_pages_through_a_file() {

@@ -15,6 +15,7 @@ pub mod snippet;
 pub mod storage;
 pub mod types;
 pub mod vector;
+pub mod when;
 
 pub use engine::{get_lines, search};
 pub use types::{

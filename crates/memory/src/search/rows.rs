@@ -89,3 +89,26 @@ pub fn fetch_rows(
     }
     Ok(out)
 }
+
+/// Up to `limit` chunk ids dated in `[start, end)`, newest first, optionally of one
+/// source (`SearchStorage::dated_between`).
+pub fn dated_between(
+    store: &Store,
+    start: i64,
+    end: i64,
+    source: Option<&str>,
+    limit: usize,
+) -> Result<Vec<i64>, SearchError> {
+    let mut stmt = store.conn().prepare_cached(
+        "SELECT rowid FROM chunks
+         WHERE note_time >= ?1 AND note_time < ?2 AND (?3 IS NULL OR source = ?3)
+         ORDER BY note_time DESC LIMIT ?4",
+    )?;
+    let ids = stmt
+        .query_map(
+            rusqlite::params![start, end, source, i64::try_from(limit).unwrap_or(i64::MAX)],
+            |r| r.get(0),
+        )?
+        .collect::<Result<Vec<i64>, _>>()?;
+    Ok(ids)
+}

@@ -973,6 +973,21 @@ pub fn rank_fused(
     fused: &[f64],
     now_unix: i64,
 ) -> Vec<Ranked> {
+    rank_fused_first(cands, p, fused, now_unix, &[])
+}
+
+/// [`rank_fused`] where the candidates marked in `first` (a query's date window
+/// holds them, `search::when`) rank before all others: each group is ordered
+/// (and MMR-selected) on its own, the marked group first. Pins and the keyword
+/// stage's best hit are placed as in [`rank_fused`]. With nothing marked (or
+/// `first` empty) it is exactly [`rank_fused`].
+pub fn rank_fused_first(
+    cands: &[Candidate],
+    p: &RankParams,
+    fused: &[f64],
+    now_unix: i64,
+    first: &[bool],
+) -> Vec<Ranked> {
     let scored: Vec<Ranked> = cands
         .iter()
         .enumerate()
@@ -1009,16 +1024,29 @@ pub fn rank_fused(
         .filter(|&i| scored[i].pinned || scored[i].relevance >= p.min_score)
         .collect();
     kept.sort_by(|&a, &b| scored[b].score.total_cmp(&scored[a].score));
-    let order: Vec<usize> = match p.mmr_lambda {
-        Some(lambda) if kept.len() > 1 => {
-            let rel: Vec<f64> = kept.iter().map(|&i| scored[i].score).collect();
-            let toks: Vec<Vec<u64>> = kept.iter().map(|&i| cands[i].tokens.clone()).collect();
-            mmr_select(&rel, &toks, lambda, p.limit)
-                .into_iter()
-                .map(|j| kept[j])
-                .collect()
+    let select = |group: &[usize], k: usize| -> Vec<usize> {
+        match p.mmr_lambda {
+            Some(lambda) if group.len() > 1 => {
+                let rel: Vec<f64> = group.iter().map(|&i| scored[i].score).collect();
+                let toks: Vec<Vec<u64>> = group.iter().map(|&i| cands[i].tokens.clone()).collect();
+                mmr_select(&rel, &toks, lambda, k)
+                    .into_iter()
+                    .map(|j| group[j])
+                    .collect()
+            }
+            _ => group.iter().copied().take(k).collect(),
         }
-        _ => kept.iter().copied().take(p.limit).collect(),
+    };
+    let is_first = |i: usize| first.get(i).copied().unwrap_or(false);
+    let order: Vec<usize> = if kept.iter().any(|&i| is_first(i)) {
+        let (inside, outside): (Vec<usize>, Vec<usize>) =
+            kept.iter().copied().partition(|&i| is_first(i));
+        let mut order = select(&inside, p.limit);
+        let rest = p.limit.saturating_sub(order.len());
+        order.extend(select(&outside, rest));
+        order
+    } else {
+        select(&kept, p.limit)
     };
     let mmr_on = p.mmr_lambda.is_some();
     let mut pins: Vec<usize> = kept.iter().copied().filter(|&i| scored[i].pinned).collect();
@@ -1365,6 +1393,56 @@ mod tests {
             min_score,
             limit: 10,
         }
+    }
+
+    #[test]
+    fn a_date_window_puts_its_candidates_first_and_nothing_else_moves() {
+        let day = DAY_SECS as i64;
+        let cands = vec![
+            cand(Some(0.80), None, Some(NOW - 40 * day), "alpha one", false),
+            cand(Some(0.78), None, Some(NOW - 3 * day), "beta two", false),
+            cand(Some(0.60), None, Some(NOW - 3 * day), "gamma three", false),
+            cand(Some(0.76), None, None, "delta four", false),
+        ];
+        let linear: Vec<f64> = cands
+            .iter()
+            .map(|c| blend(c.vector, c.keyword, params(0.35).weights))
+            .collect();
+        let p = params(0.35);
+        let plain = rank_fused(&cands, &p, &linear, NOW);
+        let order = |r: &[Ranked]| r.iter().map(|x| x.index).collect::<Vec<usize>>();
+        // Nothing marked (or no marks at all): exactly the plain ranking.
+        assert_eq!(
+            rank_fused_first(&cands, &p, &linear, NOW, &[false; 4]),
+            plain
+        );
+        assert_eq!(rank_fused_first(&cands, &p, &linear, NOW, &[]), plain);
+        // The two chunks of three days ago first, in their own order, then the rest.
+        let first = [false, true, true, false];
+        let r = rank_fused_first(&cands, &p, &linear, NOW, &first);
+        assert_eq!(order(&r)[..2], [1, 2], "{r:?}");
+        assert_eq!(
+            order(&r)[2..],
+            order(&plain)
+                .into_iter()
+                .filter(|i| !first[*i])
+                .collect::<Vec<_>>()[..]
+        );
+        // Marked candidates under the minimum score are still dropped.
+        let r = rank_fused_first(&cands, &params(0.5), &linear, NOW, &first);
+        assert!(r.iter().all(|x| x.index != 2), "{r:?}");
+        // The limit holds.
+        let r = rank_fused_first(
+            &cands,
+            &RankParams {
+                limit: 1,
+                ..params(0.35)
+            },
+            &linear,
+            NOW,
+            &first,
+        );
+        assert_eq!(order(&r), [1]);
     }
 
     #[test]

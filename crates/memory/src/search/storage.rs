@@ -71,6 +71,21 @@ pub trait SearchStorage {
     /// ([`score::QueryBackground`](super::score::QueryBackground)). Fewer (or none)
     /// on a small or keyword-only index.
     fn background_sample(&self, n: usize) -> Result<BackgroundSample, SearchError>;
+
+    /// Up to `limit` chunks dated in `[start, end)` (unix seconds; their
+    /// `note_time`), newest first, optionally of one source: the candidates a
+    /// query's date window adds. A backend without it returns none (the window
+    /// then only reorders the other candidates).
+    fn dated_between(
+        &self,
+        start: i64,
+        end: i64,
+        source: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<ChunkId>, SearchError> {
+        let _ = (start, end, source, limit);
+        Ok(Vec::new())
+    }
 }
 
 /// The chunk ids [`SearchStorage::background_sample`] reads: `n` ids spread evenly
@@ -136,6 +151,16 @@ impl SearchStorage for Store {
 
     fn is_indexed(&self, source: &str, path: &str) -> Result<bool, SearchError> {
         Ok(self.file_record(source, path)?.is_some())
+    }
+
+    fn dated_between(
+        &self,
+        start: i64,
+        end: i64,
+        source: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<ChunkId>, SearchError> {
+        rows::dated_between(self, start, end, source, limit)
     }
 
     fn background_sample(&self, n: usize) -> Result<BackgroundSample, SearchError> {

@@ -304,6 +304,10 @@ pub struct SearchHit {
     pub snippet: String,
     /// [`citation`]: `path#L12-L20`.
     pub citation: String,
+    /// For a session transcript hit: the day it was said and who spoke
+    /// (`2023-05-04 Thursday, user and assistant`); absent for notes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
     /// Score components, with `explain` requested.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub explain: Option<Explain>,
@@ -397,7 +401,13 @@ pub struct GetRequest {
     pub lines: usize,
     /// Most characters returned.
     pub max_chars: usize,
+    /// In a session transcript, also this many turns (messages) before and after
+    /// the window (a cited hit comes with its surroundings); 0 for notes or none.
+    pub turns_around: usize,
 }
+
+/// Turns before and after a cited transcript hit that `get` adds.
+pub const GET_TURNS_AROUND: usize = 2;
 
 impl GetRequest {
     /// Defaults: from line 1, [`GET_DEFAULT_LINES`] lines, [`GET_MAX_CHARS`] characters.
@@ -407,11 +417,13 @@ impl GetRequest {
             from: 1,
             lines: GET_DEFAULT_LINES,
             max_chars: GET_MAX_CHARS,
+            turns_around: 0,
         }
     }
 
     /// The request a citation names, when `path` is one ([`parse_citation`]):
-    /// its path and exactly its lines (still bounded by `max_chars`).
+    /// its path and exactly its lines (still bounded by `max_chars`), and in a
+    /// session transcript the [`GET_TURNS_AROUND`] turns on either side.
     pub fn cited(&self) -> Option<GetRequest> {
         let (path, start, end) = parse_citation(&self.path)?;
         Some(GetRequest {
@@ -419,8 +431,24 @@ impl GetRequest {
             from: start,
             lines: end - start + 1,
             max_chars: self.max_chars,
+            turns_around: GET_TURNS_AROUND,
         })
     }
+}
+
+/// One message of a transcript window (`memory get` of a session file): the
+/// conversation as it reads, beside the raw JSON lines.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct GetTurn {
+    /// Its line in the file (1-based).
+    pub line: usize,
+    /// `user` or `assistant`.
+    pub role: String,
+    /// What was said (redacted).
+    pub text: String,
+    /// When (RFC 3339, UTC), if the line has a time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time: Option<String>,
 }
 
 /// Lines of an indexed file (`claw memory get --json`, the `memory_get` tool).
@@ -442,6 +470,10 @@ pub struct GetResponse {
     pub next_from: Option<usize>,
     /// The last line was cut to fit the character budget.
     pub truncated: bool,
+    /// For a session transcript: its user and assistant messages among the lines
+    /// returned, in order (absent for notes).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub turns: Vec<GetTurn>,
 }
 
 #[cfg(test)]
@@ -508,6 +540,7 @@ mod tests {
         }
         let r = GetRequest::new("MEMORY.md#L3-L4").cited().unwrap();
         assert_eq!((r.path.as_str(), r.from, r.lines), ("MEMORY.md", 3, 2));
+        assert_eq!(r.turns_around, GET_TURNS_AROUND);
         assert!(GetRequest::new("MEMORY.md").cited().is_none());
         let m: Mode = serde_json::from_str("\"keyword\"").unwrap();
         assert_eq!(m, Mode::Fts);
