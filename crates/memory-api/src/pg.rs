@@ -421,6 +421,8 @@ impl PgMemory {
                 workspace_id: Some(pg.config().workspace.clone()),
                 too_big: behind.too_big,
                 vectors_missing: None,
+                model_change: None,
+                precision_fallback: None,
             })
         })
     }

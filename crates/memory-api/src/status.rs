@@ -64,6 +64,15 @@ pub struct Status {
     /// configured): search stays keyword-only for them until `claw memory index`.
     /// Null when there is no such gap (or no model is available).
     pub vectors_missing: Option<VectorGap>,
+    /// The index's vectors came from another model or precision than the
+    /// configured one (`embedding.precision` changed, another model): the next
+    /// `claw memory index` re-embeds every chunk through the rebuild; until then
+    /// search is keyword-only. Null when they agree.
+    pub model_change: Option<claw_memory::embed::ModelChange>,
+    /// `embedding.precision` asked for `int8` but the model directory has no
+    /// `model_int8.onnx`: fp32 runs instead (reinstalling the model makes it).
+    /// Null otherwise.
+    pub precision_fallback: Option<claw_memory::embed::PrecisionFallback>,
 }
 
 /// Chunks without vectors while an embedding model is available ([`Status::vectors_missing`]).
@@ -145,6 +154,8 @@ impl Status {
                 .flatten(),
             too_big: st.too_big.clone(),
             vectors_missing: None,
+            model_change: None,
+            precision_fallback: None,
         }
     }
 }
@@ -178,6 +189,12 @@ impl Status {
         }
         if let Some(g) = &self.vectors_missing {
             out.push_str(&format!("\nembedding: {}", g.describe()));
+        }
+        if let Some(c) = &self.model_change {
+            out.push_str(&format!("\nembedding: {c}"));
+        }
+        if let Some(f) = &self.precision_fallback {
+            out.push_str(&format!("\nprecision: {f}"));
         }
         out
     }
