@@ -82,7 +82,8 @@ cargo build --locked --quiet
 phase "lint (rustfmt, clippy -D warnings)"
 cargo fmt --all --check
 cargo clippy --locked --quiet --all-targets -- -D warnings
-if [ ! -f "$ASSETS/all-MiniLM-L6-v2/model.onnx" ] || [ ! -f "$ASSETS/ort/libonnxruntime.so.1.24.4" ]; then
+if [ ! -f "$ASSETS/all-MiniLM-L6-v2/model.onnx" ] || [ ! -f "$ASSETS/all-MiniLM-L6-v2/model_int8.onnx" ] \
+   || [ ! -f "$ASSETS/ort/libonnxruntime.so.1.24.4" ]; then
   phase "install the embedding model into $ASSETS (claw memory install-model; cached)"
   ./target/debug/claw memory install-model --dir "$ASSETS"
 fi

@@ -12,7 +12,7 @@ use claw_memory_api::Fusion;
 use claw_memory_api::clock::Clock;
 pub use claw_memory_api::config::{
     Backend, ENV_EMBED_MODEL_DIR, ENV_ORT_DYLIB_PATH, EmbedProvider, LocalRuntime, MemoryConfig,
-    MemorySettings, PgSettings,
+    MemorySettings, PgSettings, Precision,
 };
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -297,6 +297,10 @@ pub struct EmbeddingConfig {
     /// ONNX Runtime intra-op threads for the local model (default: the CPUs this
     /// process may use, at most [`LocalRuntime::DEFAULT_MAX_THREADS`]).
     pub threads: Option<usize>,
+    /// `int8` (`model_int8.onnx`) or `fp32` (`model.onnx`) for the local model
+    /// (default: [`claw_memory_api::config::Precision::default`]); a missing
+    /// `model_int8.onnx` falls back to fp32, and `claw memory status` says so.
+    pub precision: Option<String>,
     /// OpenAI-compatible backend.
     pub base_url: Option<String>,
     pub model: Option<String>,
@@ -737,6 +741,12 @@ fn resolve_runtime(
             .map(|n| ("embedding.threads", Some(n), n.to_string())),
     };
     let mut runtime = LocalRuntime::default();
+    if let Some(p) = cfg.precision.as_deref() {
+        runtime.precision = Precision::parse(p).ok_or_else(|| ConfigError::Invalid {
+            name: "embedding.precision".into(),
+            message: format!("`{p}` (expected int8 or fp32)"),
+        })?;
+    }
     if let Some((name, parsed, raw)) = threads {
         match parsed {
             Some(n) if (1..=256).contains(&n) => runtime.threads = Some(n),
@@ -1013,6 +1023,25 @@ mod tests {
             let err = resolve_with(cfg, &env).unwrap_err();
             assert!(err.to_string().contains(name), "{cfg} {env:?}: {err}");
         }
+    }
+
+    #[test]
+    fn embedding_precision_selects_the_graph() {
+        assert_eq!(
+            runtime(&resolve_with("{}", &[]).unwrap()).precision,
+            Precision::default()
+        );
+        for (p, want) in [("int8", Precision::Int8), ("fp32", Precision::Fp32)] {
+            let cfg = format!(r#"{{"embedding": {{"precision": "{p}"}}}}"#);
+            let r = runtime(&resolve_with(&cfg, &[]).unwrap());
+            assert_eq!(r.precision, want, "{p}");
+            assert_eq!(r.threads, None, "threads untouched");
+        }
+        let err = resolve_with(r#"{"embedding": {"precision": "fp16"}}"#, &[]).unwrap_err();
+        assert!(
+            err.to_string().contains("embedding.precision") && err.to_string().contains("fp16"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -448,6 +448,9 @@ impl Memory {
         };
         st.vectors_missing = self.gap_for(st.chunks, st.vectors, &st.model);
         st.consolidation = consolidation::status(&self.settings().state_dir());
+        let embed = &self.settings().embed;
+        st.model_change = claw_memory::embed::pending_model_change(embed, &st.model);
+        st.precision_fallback = claw_memory::embed::precision_fallback(embed);
         Ok(st)
     }
 

@@ -423,6 +423,8 @@ impl PgMemory {
                 too_big: behind.too_big,
                 vectors_missing: None,
                 consolidation: Default::default(),
+                model_change: None,
+                precision_fallback: None,
             })
         })
     }

@@ -68,6 +68,15 @@ pub struct Status {
     /// whether it runs and when, its last run (promoted, updated, skipped,
     /// with provenance) and what it promoted recently.
     pub consolidation: crate::consolidation::ConsolidationStatus,
+    /// The index's vectors came from another model or precision than the
+    /// configured one (`embedding.precision` changed, another model): the next
+    /// `claw memory index` re-embeds every chunk through the rebuild; until then
+    /// search is keyword-only. Null when they agree.
+    pub model_change: Option<claw_memory::embed::ModelChange>,
+    /// `embedding.precision` asked for `int8` but the model directory has no
+    /// `model_int8.onnx`: fp32 runs instead (reinstalling the model makes it).
+    /// Null otherwise.
+    pub precision_fallback: Option<claw_memory::embed::PrecisionFallback>,
 }
 
 /// Chunks without vectors while an embedding model is available ([`Status::vectors_missing`]).
@@ -150,6 +159,8 @@ impl Status {
             too_big: st.too_big.clone(),
             vectors_missing: None,
             consolidation: Default::default(),
+            model_change: None,
+            precision_fallback: None,
         }
     }
 }
@@ -183,6 +194,12 @@ impl Status {
         }
         if let Some(g) = &self.vectors_missing {
             out.push_str(&format!("\nembedding: {}", g.describe()));
+        }
+        if let Some(c) = &self.model_change {
+            out.push_str(&format!("\nembedding: {c}"));
+        }
+        if let Some(f) = &self.precision_fallback {
+            out.push_str(&format!("\nprecision: {f}"));
         }
         for line in self.consolidation.render() {
             out.push('\n');

@@ -41,6 +41,7 @@ fn variants() -> Vec<(&'static str, &'static str, LocalRuntime)> {
         threads: Some(threads),
         cpu_arena,
         spinning,
+        precision: Default::default(),
     };
     let cpus = available_cpus();
     vec![

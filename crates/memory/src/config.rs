@@ -33,10 +33,52 @@ pub enum EmbedProvider {
     None,
 }
 
-/// How the local backend's ONNX Runtime session runs: intra-op threads, the CPU
-/// memory arena and thread spinning. [`LocalRuntime::default`] is the measured
-/// default (BENCHMARKS.md, "The warm model"); the binary overrides `threads` from
-/// `embedding.threads` / `CLAW_EMBED_THREADS`.
+/// `embedding.precision`: which graph of the local model runs. `int8` is
+/// `model_int8.onnx` (dynamic quantization of `model.onnx`, made by the model
+/// installer), `fp32` is `model.onnx`. The precision is part of the model
+/// identity, so changing it re-embeds the index (BENCHMARKS.md, "Issue 30").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    /// `model.onnx`: the full-precision graph.
+    #[default]
+    Fp32,
+    /// `model_int8.onnx`: int8 weights, dynamically quantized activations.
+    Int8,
+}
+
+impl Precision {
+    /// The graph file in the model directory.
+    pub fn file_name(self) -> &'static str {
+        match self {
+            Precision::Fp32 => "model.onnx",
+            Precision::Int8 => "model_int8.onnx",
+        }
+    }
+
+    /// `fp32` / `int8`, as the config file spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Precision::Fp32 => "fp32",
+            Precision::Int8 => "int8",
+        }
+    }
+
+    /// Parse the config file's spelling.
+    pub fn parse(s: &str) -> Option<Precision> {
+        match s {
+            "fp32" => Some(Precision::Fp32),
+            "int8" => Some(Precision::Int8),
+            _ => None,
+        }
+    }
+}
+
+/// How the local backend's model runs: which graph ([`Precision`]), ONNX
+/// Runtime's intra-op threads, the CPU memory arena and thread spinning.
+/// [`LocalRuntime::default`] is the measured default (BENCHMARKS.md, "The warm
+/// model"); the binary overrides `threads` from `embedding.threads` /
+/// `CLAW_EMBED_THREADS` and `precision` from `embedding.precision`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct LocalRuntime {
     /// Intra-op threads; `None` = [`LocalRuntime::DEFAULT_MAX_THREADS`] capped by the
@@ -49,6 +91,8 @@ pub struct LocalRuntime {
     /// Spinning burns the CPU other processes need and collapses throughput when
     /// the cores are busy, so it is off by default.
     pub spinning: bool,
+    /// The graph that runs (`model.onnx` or `model_int8.onnx`).
+    pub precision: Precision,
 }
 
 impl LocalRuntime {
@@ -62,6 +106,7 @@ impl LocalRuntime {
             threads: Some(available_cpus()),
             cpu_arena: true,
             spinning: true,
+            precision: Precision::default(),
         }
     }
 

@@ -5,7 +5,9 @@
 #![warn(missing_docs)]
 
 use crate::chunk::{ApproxCounter, TokenCounter};
-use crate::config::{ENV_EMBED_MODEL_DIR, ENV_ORT_DYLIB_PATH, EmbedProvider, LocalRuntime};
+use crate::config::{
+    ENV_EMBED_MODEL_DIR, ENV_ORT_DYLIB_PATH, EmbedProvider, LocalRuntime, Precision,
+};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -249,6 +251,9 @@ pub struct LocalEmbedder {
     max_len: usize,
     batch_size: usize,
     runtime: LocalRuntime,
+    /// The graph that runs: the configured precision, or fp32 when the int8
+    /// file is missing ([`LocalEmbedder::precision_fallback`]).
+    precision: Precision,
 }
 
 /// Most texts handed to fastembed in one call (it holds every text's token-level
@@ -305,7 +310,8 @@ impl LocalEmbedder {
             std::fs::read(dir.join(name))
                 .map_err(|_| EmbedError::MissingFile(dir.to_path_buf(), name))
         };
-        let onnx = need("model.onnx")?;
+        let (precision, _) = choose_precision(dir, runtime.precision);
+        let onnx = need(precision.file_name())?;
         let tokenizer_file = need("tokenizer.json")?;
         let config_file = need("config.json")?;
         let special = need("special_tokens_map.json")?;
@@ -326,13 +332,14 @@ impl LocalEmbedder {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "local".into());
-        // Identity = directory name + a digest of the graph, so a swapped model rebuilds the index.
+        // Identity = directory name (+ `:int8`) + a digest of the graph, so a swapped
+        // model or another precision rebuilds the index.
         let digest = {
             use sha2::Digest;
             let d = sha2::Sha256::digest(&onnx);
             hex::encode(&d[..6])
         };
-        let model_id = format!("{name}@{digest}");
+        let model_id = format!("{}@{digest}", identity_label(&name, precision));
 
         let files = fastembed::TokenizerFiles {
             tokenizer_file: tokenizer_file.clone(),
@@ -375,6 +382,7 @@ impl LocalEmbedder {
             max_len,
             batch_size: batch_size.max(1),
             runtime: *runtime,
+            precision,
         })
     }
 
@@ -382,6 +390,144 @@ impl LocalEmbedder {
     pub fn runtime(&self) -> LocalRuntime {
         self.runtime
     }
+
+    /// The precision of the graph that runs (fp32 when int8 was asked for but
+    /// its file is missing).
+    pub fn precision(&self) -> Precision {
+        self.precision
+    }
+
+    /// Why the configured precision is not the one that runs, if it is not.
+    pub fn precision_fallback(&self) -> Option<PrecisionFallback> {
+        (self.precision != self.runtime.precision).then_some(PrecisionFallback {
+            configured: self.runtime.precision,
+            used: self.precision,
+        })
+    }
+}
+
+/// `embedding.precision` asked for a graph the model directory lacks
+/// (`model_int8.onnx`, from a model installed before int8 existed): the full
+/// precision graph runs instead. Not an error, so that an upgrade keeps working
+/// (and keeps its index) until the model is installed again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct PrecisionFallback {
+    /// What the configuration asked for.
+    pub configured: Precision,
+    /// What runs.
+    pub used: Precision,
+}
+
+impl std::fmt::Display for PrecisionFallback {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "embedding.precision is {} but the model directory has no {}: the {} model ({}) runs instead",
+            self.configured.as_str(),
+            self.configured.file_name(),
+            self.used.as_str(),
+            self.used.file_name()
+        )
+    }
+}
+
+/// The graph to run from `dir` for the `configured` precision: int8 falls back
+/// to fp32 when `model_int8.onnx` is missing (with the reason).
+pub fn choose_precision(
+    dir: &Path,
+    configured: Precision,
+) -> (Precision, Option<PrecisionFallback>) {
+    if configured == Precision::Int8 && !dir.join(Precision::Int8.file_name()).is_file() {
+        let used = Precision::Fp32;
+        (used, Some(PrecisionFallback { configured, used }))
+    } else {
+        (configured, None)
+    }
+}
+
+/// Whether the configured local model runs another precision than the one
+/// asked for (int8 without `model_int8.onnx`), judged from the files alone.
+pub fn precision_fallback(provider: &EmbedProvider) -> Option<PrecisionFallback> {
+    match provider {
+        EmbedProvider::Local {
+            model_dir: Some(dir),
+            runtime,
+            ..
+        } => choose_precision(dir, runtime.precision).1,
+        _ => None,
+    }
+}
+
+/// The name part of a local model identity (before `@digest`): the directory
+/// name, with `:int8` for the quantized graph. The fp32 identity is the one
+/// indexes had before precisions existed, so they are not rebuilt.
+fn identity_label(name: &str, precision: Precision) -> String {
+    match precision {
+        Precision::Fp32 => name.to_string(),
+        Precision::Int8 => format!("{name}:int8"),
+    }
+}
+
+/// What the configured embedding backend will record as the index's model,
+/// known without loading the model: the full id (`openai:<model>`), or for the
+/// local model its name part (`all-MiniLM-L6-v2:int8`; the graph digest after
+/// `@` needs the file read). `None` when keyword-only or no model is configured.
+pub fn configured_identity(provider: &EmbedProvider) -> Option<String> {
+    match provider {
+        EmbedProvider::None => None,
+        EmbedProvider::OpenAi { model, .. } => Some(format!("openai:{model}")),
+        EmbedProvider::Local {
+            model_dir, runtime, ..
+        } => {
+            let dir = model_dir.as_deref()?;
+            let name = dir.file_name()?.to_string_lossy().into_owned();
+            let (used, _) = choose_precision(dir, runtime.precision);
+            Some(identity_label(&name, used))
+        }
+    }
+}
+
+/// The index's embeddings came from another model (or precision) than the
+/// configured one: the next index run re-embeds every chunk (a rebuild, the
+/// way any model change is handled), and until then vector search is off.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ModelChange {
+    /// The model id recorded in the index.
+    pub index: String,
+    /// The configured model (for the local model, its name part: see
+    /// [`configured_identity`]).
+    pub configured: String,
+}
+
+impl std::fmt::Display for ModelChange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the index was embedded by {} but {} is configured: the next index run re-embeds every chunk (until then search is keyword-only)",
+            self.index, self.configured
+        )
+    }
+}
+
+/// Whether an index whose vectors came from `index_model` (`""` = keyword-only)
+/// will be re-embedded by the configured backend, judged without loading the
+/// model (a local graph swapped under the same name and precision shows only
+/// when the model loads).
+pub fn pending_model_change(provider: &EmbedProvider, index_model: &str) -> Option<ModelChange> {
+    if index_model.is_empty() {
+        return None;
+    }
+    let configured = configured_identity(provider)?;
+    let same = match provider {
+        EmbedProvider::Local { .. } => index_model
+            .rsplit_once('@')
+            .is_some_and(|(label, _)| label == configured),
+        _ => index_model == configured,
+    };
+    (!same).then(|| ModelChange {
+        index: index_model.to_string(),
+        configured,
+    })
 }
 
 impl Embedder for LocalEmbedder {
@@ -584,5 +730,54 @@ mod tests {
         assert!(!EmbedError::Inference("x".into()).is_missing_model());
         let err = LocalEmbedder::load(None, None, 1).err().unwrap();
         assert!(matches!(err, EmbedError::NoModelDir));
+    }
+
+    #[test]
+    fn a_precision_change_is_a_pending_model_change() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("mini");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("model.onnx"), b"").unwrap();
+        let provider = |precision| EmbedProvider::Local {
+            model_dir: Some(dir.clone()),
+            ort_dylib_path: None,
+            runtime: LocalRuntime {
+                precision,
+                ..LocalRuntime::default()
+            },
+        };
+        let (int8, fp32) = (provider(Precision::Int8), provider(Precision::Fp32));
+        // No model_int8.onnx yet: int8 runs fp32, nothing to rebuild.
+        assert_eq!(configured_identity(&int8).as_deref(), Some("mini"));
+        assert!(precision_fallback(&int8).is_some());
+        assert!(precision_fallback(&fp32).is_none());
+        assert_eq!(pending_model_change(&int8, "mini@aaaa"), None);
+        std::fs::write(dir.join("model_int8.onnx"), b"").unwrap();
+        assert!(precision_fallback(&int8).is_none());
+        assert_eq!(configured_identity(&int8).as_deref(), Some("mini:int8"));
+        let change = pending_model_change(&int8, "mini@aaaa").expect("fp32 -> int8");
+        assert_eq!(change.index, "mini@aaaa");
+        assert_eq!(change.configured, "mini:int8");
+        assert!(
+            change.to_string().contains("re-embeds every chunk"),
+            "{change}"
+        );
+        assert_eq!(pending_model_change(&int8, "mini:int8@bbbb"), None);
+        assert!(pending_model_change(&fp32, "mini:int8@bbbb").is_some());
+        assert!(pending_model_change(&fp32, "other@aaaa").is_some());
+        // A keyword-only index has nothing to re-embed (the vector gap covers it).
+        assert_eq!(pending_model_change(&int8, ""), None);
+        assert_eq!(
+            pending_model_change(&EmbedProvider::None, "mini@aaaa"),
+            None
+        );
+        let openai = EmbedProvider::OpenAi {
+            base_url: "http://x".into(),
+            model: "m".into(),
+            api_key: None,
+            dims: None,
+        };
+        assert_eq!(pending_model_change(&openai, "openai:m"), None);
+        assert!(pending_model_change(&openai, "mini@aaaa").is_some());
     }
 }

@@ -77,7 +77,10 @@ async fn run_gateway(
         && let claw_memory_api::config::EmbedProvider::Local { runtime, .. } =
             &mut settings.mem.embed
     {
-        *runtime = claw_memory_api::config::LocalRuntime::ort_defaults();
+        *runtime = claw_memory_api::config::LocalRuntime {
+            precision: runtime.precision,
+            ..claw_memory_api::config::LocalRuntime::ort_defaults()
+        };
         server::log(
             "benchmark: the model runs with ONNX Runtime's defaults (CLAW_EMBED_ORT_DEFAULTS=1)",
         );

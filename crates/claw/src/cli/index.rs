@@ -313,6 +313,20 @@ pub fn print_status(status: &Status, json: bool) -> anyhow::Result<Exit> {
     if let Some(g) = &status.vectors_missing {
         writeln!(out, "embedding:  {}", sanitize(&g.describe()))?;
     }
+    if let Some(c) = &status.model_change {
+        writeln!(
+            out,
+            "embedding:  {} — run `claw memory index`",
+            sanitize(&c.to_string())
+        )?;
+    }
+    if let Some(f) = &status.precision_fallback {
+        writeln!(
+            out,
+            "precision:  {} (run `claw memory install-model` to make it)",
+            sanitize(&f.to_string())
+        )?;
+    }
     if status.skipped_files > 0 {
         writeln!(
             out,

@@ -18,6 +18,7 @@ mod crash_index;
 mod cron_cli;
 mod e2e_local_llm;
 mod embed_openai;
+mod embed_precision;
 mod eval_smoke;
 mod exec_env;
 mod gateway;

@@ -2,7 +2,7 @@
 //! spinning) change how ONNX Runtime runs, never what it computes: every variant
 //! embeds to the same vectors, and the settings asked for are the ones used.
 
-use claw_memory::config::{EmbedProvider, LocalRuntime, available_cpus};
+use claw_memory::config::{EmbedProvider, LocalRuntime, Precision, available_cpus};
 use claw_memory::embed::{self, Embedder, Loaded, LocalEmbedder};
 
 const TEXTS: [&str; 4] = [
@@ -43,11 +43,13 @@ fn every_runtime_embeds_the_same_vectors() {
             threads: Some(1),
             cpu_arena: false,
             spinning: false,
+            ..Default::default()
         },
         LocalRuntime {
             threads: Some(3),
             cpu_arena: true,
             spinning: false,
+            ..Default::default()
         },
     ] {
         let e = load(runtime);
@@ -95,6 +97,7 @@ fn a_provider_with_a_runtime_loads_a_working_model() {
         threads: Some(1),
         cpu_arena: false,
         spinning: false,
+        ..Default::default()
     };
     let provider = EmbedProvider::Local {
         model_dir: Some(dir),
@@ -130,4 +133,103 @@ fn a_large_call_embeds_like_single_calls() {
         let c = cosine(&all[i], &one[0]);
         assert!(c > 0.99999, "text {i}: cosine {c}");
     }
+}
+
+/// The installed model directory, which must hold `model_int8.onnx` too.
+fn int8_model_dir() -> std::path::PathBuf {
+    let (dir, _) = claw_testkit::model_paths();
+    assert!(
+        dir.join(Precision::Int8.file_name()).is_file(),
+        "this test needs model_int8.onnx: run `bash scripts/install-model.sh --int8-only {}`",
+        dir.display()
+    );
+    dir
+}
+
+fn with_precision(precision: Precision) -> LocalRuntime {
+    LocalRuntime {
+        precision,
+        ..LocalRuntime::default()
+    }
+}
+
+#[test]
+fn precision_selects_the_graph_and_the_identity() {
+    let dir = int8_model_dir();
+    let fp = load(with_precision(Precision::Fp32));
+    let q = load(with_precision(Precision::Int8));
+    assert_eq!(fp.precision(), Precision::Fp32);
+    assert_eq!(q.precision(), Precision::Int8);
+    assert!(q.precision_fallback().is_none());
+    // fp32 keeps the identity indexes had before precisions existed.
+    let (name, fp_digest) = fp.model_id().rsplit_once('@').unwrap();
+    assert!(!name.contains(":int8"), "{}", fp.model_id());
+    let (qname, q_digest) = q.model_id().rsplit_once('@').unwrap();
+    assert_eq!(qname, format!("{name}:int8"));
+    assert_ne!(q_digest, fp_digest, "another graph");
+    // What status judges from the config alone agrees with the loaded model.
+    let provider = |precision| EmbedProvider::Local {
+        model_dir: Some(dir.clone()),
+        ort_dylib_path: None,
+        runtime: with_precision(precision),
+    };
+    assert_eq!(
+        embed::configured_identity(&provider(Precision::Int8)).as_deref(),
+        Some(qname)
+    );
+    assert_eq!(
+        embed::configured_identity(&provider(Precision::Fp32)).as_deref(),
+        Some(name)
+    );
+    assert!(embed::pending_model_change(&provider(Precision::Int8), fp.model_id()).is_some());
+    assert!(embed::pending_model_change(&provider(Precision::Int8), q.model_id()).is_none());
+    assert!(embed::pending_model_change(&provider(Precision::Fp32), fp.model_id()).is_none());
+    // The int8 graph computes other vectors, close to fp32's.
+    let a = fp.embed(&TEXTS).unwrap();
+    let b = q.embed(&TEXTS).unwrap();
+    let mut identical = true;
+    for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+        assert_eq!(y.len(), fp.dims());
+        let c = cosine(x, y);
+        assert!(c > 0.9, "text {i}: int8 vs fp32 cosine {c}");
+        identical &= c > 0.999999;
+    }
+    assert!(!identical, "the int8 graph ran, not the fp32 one");
+}
+
+#[test]
+fn int8_without_its_file_falls_back_to_fp32() {
+    let (dir, ort) = claw_testkit::model_paths();
+    // A model installed before int8 existed: everything but model_int8.onnx.
+    let tmp = tempfile::tempdir().unwrap();
+    let old = tmp.path().join(dir.file_name().unwrap());
+    std::fs::create_dir(&old).unwrap();
+    for f in [
+        "model.onnx",
+        "tokenizer.json",
+        "config.json",
+        "special_tokens_map.json",
+        "tokenizer_config.json",
+    ] {
+        std::os::unix::fs::symlink(dir.join(f), old.join(f)).unwrap();
+    }
+    let fp = load(with_precision(Precision::Fp32));
+    let e = LocalEmbedder::load_with(Some(&old), Some(&ort), 1, &with_precision(Precision::Int8))
+        .expect("int8 without its file still loads");
+    assert_eq!(e.precision(), Precision::Fp32);
+    let fallback = e.precision_fallback().expect("the fallback is reported");
+    assert_eq!(fallback.configured, Precision::Int8);
+    assert_eq!(fallback.used, Precision::Fp32);
+    assert!(
+        fallback.to_string().contains("model_int8.onnx"),
+        "{fallback}"
+    );
+    assert_eq!(e.model_id(), fp.model_id(), "fp32 identity: no rebuild");
+    let provider = EmbedProvider::Local {
+        model_dir: Some(old),
+        ort_dylib_path: Some(ort),
+        runtime: with_precision(Precision::Int8),
+    };
+    assert_eq!(embed::precision_fallback(&provider), Some(fallback));
+    assert!(embed::pending_model_change(&provider, fp.model_id()).is_none());
 }
