@@ -91,17 +91,9 @@ impl MemoryHub {
         &self,
         wait: std::time::Duration,
         progress: &(dyn Fn(claw_memory_api::Progress) + Sync),
-    ) -> Result<claw_memory_api::IndexReport, MemoryError> {
-        let lock = self
-            .service
-            .writer_lock("claw gateway (embedding the notes)", wait)?;
-        let embedder = self.service.index_embedder()?;
-        self.service.index(
-            &claw_memory_api::IndexOptions::default(),
-            embedder,
-            &lock,
-            progress,
-        )
+    ) -> Result<Option<claw_memory_api::IndexReport>, MemoryError> {
+        self.service
+            .catch_up_vectors("claw gateway (embedding the notes)", wait, progress)
     }
 
     /// Say in the status whether (and when) the gateway consolidates.

@@ -254,7 +254,8 @@ fn catch_up_vectors(hub: Arc<MemoryHub>) {
             }
         };
         match hub.catch_up_vectors(Duration::from_secs(600), &progress) {
-            Ok(r) => log(&format!(
+            Ok(None) => log("embedding the notes: nothing to embed (another process caught up)"),
+            Ok(Some(r)) => log(&format!(
                 "embedding the notes: done, {} chunks ({} embedded, {} from the cache) in {:.1} s; search is hybrid",
                 r.chunks_added,
                 r.embeddings_computed,

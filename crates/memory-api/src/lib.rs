@@ -422,6 +422,38 @@ impl Memory {
         )?)
     }
 
+    /// Give a keyword-only index the vectors it lacks ([`Memory::vector_gap`]:
+    /// built before the model was installed or configured): an index
+    /// run with the configured model under the writer lock, waiting up to
+    /// `wait` for another writer. The index is rebuilt aside and swapped in,
+    /// so searches go on meanwhile (keyword-only until the swap). `Ok(None)`
+    /// when there is no gap, or no model to fill it. Blocking, and long on a
+    /// big workspace: `claw memory watch`, the REPL and the gateway run it on a
+    /// thread of their own.
+    pub fn catch_up_vectors(
+        &self,
+        holder: &str,
+        wait: Duration,
+        progress: &(dyn Fn(Progress) + Sync),
+    ) -> Result<Option<IndexReport>, MemoryError> {
+        let Some(embedder) = self.index_embedder()? else {
+            return Ok(None);
+        };
+        // A keyword-only index: the run rebuilds it with the model ("model
+        // changed"). An index of another model is `claw memory index`'s call.
+        let needs = |st: &Status| st.chunks > 0 && st.model.is_empty();
+        if !needs(&self.counts()?) {
+            return Ok(None);
+        }
+        let lock = self.writer_lock(holder, wait)?;
+        // Another writer may have caught up while this one waited.
+        if !needs(&self.counts()?) {
+            return Ok(None);
+        }
+        self.index(&IndexOptions::default(), Some(embedder), &lock, progress)
+            .map(Some)
+    }
+
     /// A full index run under `lock` (`force`: re-read and re-chunk
     /// everything; embeddings still come from the cache).
     pub fn index(
@@ -442,16 +474,22 @@ impl Memory {
     /// What is indexed and how far the index is behind the disk
     /// (`claw memory status --json`).
     pub fn status(&self) -> Result<Status, MemoryError> {
-        let mut st = match &self.inner {
-            Inner::Sqlite(s) => Status::sqlite(s.settings(), &s.status()?),
-            Inner::Postgres(p) => p.status()?,
-        };
+        let mut st = self.counts()?;
         st.vectors_missing = self.gap_for(st.chunks, st.vectors, &st.model);
         st.consolidation = consolidation::status(&self.settings().state_dir());
         let embed = &self.settings().embed;
         st.model_change = claw_memory::embed::pending_model_change(embed, &st.model);
         st.precision_fallback = claw_memory::embed::precision_fallback(embed);
         Ok(st)
+    }
+
+    /// The status as the index alone says it (counts, model, sources), without
+    /// loading a model or reading the consolidation's records.
+    fn counts(&self) -> Result<Status, MemoryError> {
+        Ok(match &self.inner {
+            Inner::Sqlite(s) => Status::sqlite(s.settings(), &s.status()?),
+            Inner::Postgres(p) => p.status()?,
+        })
     }
 
     /// The chunks that lack vectors while an embedding model is available

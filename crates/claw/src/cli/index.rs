@@ -5,9 +5,7 @@ use super::output::{Exit, Output, print_json, register_command, sanitize, saniti
 use crate::config::Settings;
 use anyhow::Context;
 use claw_memory_api::embed::Loaded;
-use claw_memory_api::{
-    IndexOptions, IndexReport, Memory, Progress, SourceRoot, Status, human_bytes,
-};
+use claw_memory_api::{IndexOptions, IndexReport, Memory, SourceRoot, Status, human_bytes};
 use serde::Serialize;
 use std::io::Write;
 use std::path::PathBuf;
@@ -120,39 +118,19 @@ pub fn run_index(settings: &Settings, args: IndexArgs) -> anyhow::Result<Exit> {
     let memory = crate::app::open_memory(settings)?;
     let lock = memory.writer_lock("claw memory index", Duration::from_secs(args.lock_timeout))?;
     let loaded = crate::app::load_embedder(settings, output);
-    let reporter = std::sync::Mutex::new(super::progress::Reporter::new(
+    let progress = super::progress::IndexProgress::new(super::progress::Reporter::new(
         args.progress,
         output,
         "indexing",
         "files",
     ));
-    // Totals so far: files, chunks written, chunks embedded.
-    let totals = [(); 3].map(|()| std::sync::atomic::AtomicU64::new(0));
-    let on_progress = |p: Progress| match p {
-        Progress::Planned { to_read, .. } => {
-            if let Ok(mut r) = reporter.lock() {
-                r.set_total(to_read as u64);
-            }
-        }
-        Progress::File { chunks, embedded } => {
-            let add =
-                |i: usize, n: u64| totals[i].fetch_add(n, std::sync::atomic::Ordering::Relaxed) + n;
-            let (done, chunks, embedded) =
-                (add(0, 1), add(1, chunks as u64), add(2, embedded as u64));
-            if let Ok(mut r) = reporter.lock() {
-                r.update(done, &format!("{chunks} chunks, {embedded} embedded"));
-            }
-        }
-    };
     let report = memory.index(
         &IndexOptions { force: args.force },
         loaded.embedder(),
         &lock,
-        &on_progress,
+        &|p| progress.on(p),
     )?;
-    if let Ok(mut r) = reporter.lock() {
-        r.finish();
-    }
+    progress.finish();
     let report = with_hints(&report);
     match output {
         Output::Json => print_json(&IndexJson {

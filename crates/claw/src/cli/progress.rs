@@ -260,6 +260,52 @@ fn bar() -> indicatif::ProgressBar {
     bar
 }
 
+/// An index run's progress ([`claw_memory_api::Progress`]) on a [`Reporter`]:
+/// files done of those to read, with the chunks written and embedded so far.
+/// Shared by `claw memory index` and the vector catch-up of `claw memory watch`.
+pub struct IndexProgress {
+    reporter: std::sync::Mutex<Reporter>,
+    /// Files, chunks written, chunks embedded.
+    totals: [std::sync::atomic::AtomicU64; 3],
+}
+
+impl IndexProgress {
+    pub fn new(reporter: Reporter) -> IndexProgress {
+        IndexProgress {
+            reporter: std::sync::Mutex::new(reporter),
+            totals: [(); 3].map(|()| std::sync::atomic::AtomicU64::new(0)),
+        }
+    }
+
+    /// One step of the run (the indexer's progress callback).
+    pub fn on(&self, p: claw_memory_api::Progress) {
+        match p {
+            claw_memory_api::Progress::Planned { to_read, .. } => {
+                if let Ok(mut r) = self.reporter.lock() {
+                    r.set_total(to_read as u64);
+                }
+            }
+            claw_memory_api::Progress::File { chunks, embedded } => {
+                let add = |i: usize, n: u64| {
+                    self.totals[i].fetch_add(n, std::sync::atomic::Ordering::Relaxed) + n
+                };
+                let (done, chunks, embedded) =
+                    (add(0, 1), add(1, chunks as u64), add(2, embedded as u64));
+                if let Ok(mut r) = self.reporter.lock() {
+                    r.update(done, &format!("{chunks} chunks, {embedded} embedded"));
+                }
+            }
+        }
+    }
+
+    /// The run ended: clear the bar (a last JSON object says so).
+    pub fn finish(&self) {
+        if let Ok(mut r) = self.reporter.lock() {
+            r.finish();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -39,6 +39,7 @@ pub async fn run_watch(settings: Settings, args: WatchArgs) -> anyhow::Result<Ex
         };
         // The watcher indexes with the model loaded here, on either backend.
         let memory = Arc::new(open_memory_with(&s, embedder)?);
+        catch_up_vectors(&memory, output)?;
         let (tx, rx) = std::sync::mpsc::channel();
         let w =
             watch::spawn(memory, "claw memory watch", tx).context("cannot start the watcher")?;
@@ -81,6 +82,41 @@ pub async fn run_watch(settings: Settings, args: WatchArgs) -> anyhow::Result<Ex
         anyhow::bail!("the watcher stopped unexpectedly");
     }
     Ok(Exit::Ok)
+}
+
+/// A keyword-only index whose model loads now (installed or configured after
+/// indexing) gains its vectors before the watching starts, with the indexer's
+/// progress on stderr (a bar on a terminal, a line every few seconds off it).
+/// Blocking.
+fn catch_up_vectors(memory: &claw_memory_api::Memory, output: Output) -> anyhow::Result<()> {
+    let started = std::time::Instant::now();
+    let progress = super::progress::IndexProgress::new(super::progress::Reporter::new(
+        super::progress::ProgressMode::Auto,
+        Output::Text,
+        "embedding",
+        "files",
+    ));
+    let report = memory.catch_up_vectors(
+        "claw memory watch (embedding the notes)",
+        std::time::Duration::from_secs(600),
+        &|p| {
+            if output == Output::Text {
+                progress.on(p)
+            }
+        },
+    );
+    progress.finish();
+    let Some(r) = report.context("cannot embed the notes that lack vectors")? else {
+        return Ok(());
+    };
+    eprintln!(
+        "embedded the notes: the index was built without the embedding model, which loads now: {} chunks ({} embedded, {} from the cache) in {:.1} s; search is hybrid",
+        r.chunks_added,
+        r.embeddings_computed,
+        r.cache_hits,
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
 }
 
 fn print_event(ev: &WatchEvent, output: Output) -> std::io::Result<()> {

@@ -31,7 +31,10 @@ struct Repl {
 
 impl Repl {
     fn start(ws: &Path, server: &ScriptedServer) -> Repl {
-        let mut cmd: Command = claw_keyword_only(ws);
+        Repl::start_as(claw_keyword_only(ws), server)
+    }
+
+    fn start_as(mut cmd: Command, server: &ScriptedServer) -> Repl {
         cmd.openai_llm(server.url(), "scripted")
             .env("TZ", "UTC")
             .stdin(Stdio::piped())
@@ -299,4 +302,41 @@ fn with_a_running_memory_watch_the_repl_starts_no_watcher() {
     assert!(ok, "stdout: {stdout}\nstderr: {stderr}");
     assert!(!stderr.contains("watcher"), "it said nothing: {stderr}");
     w.stop();
+}
+
+/// A workspace indexed without the model, opened in the REPL with the model
+/// available: the REPL names the chunks without vectors and what embeds them,
+/// once. Control: with the index embedded (after `claw memory index`), it says
+/// nothing of the kind.
+#[test]
+fn the_repl_names_chunks_without_vectors_when_the_model_loads() {
+    let dir = indexed_workspace();
+    let ws = dir.path();
+    let server = ScriptedServer::start([]);
+    let run = |ws: &Path| {
+        let mut repl = Repl::start_as(claw_testkit::claw(ws), &server);
+        repl.close_stdin();
+        let (ok, stdout, stderr) = repl.wait();
+        assert!(ok, "stdout: {stdout}\nstderr: {stderr}");
+        stderr
+    };
+    let stderr = run(ws);
+    assert_eq!(
+        stderr
+            .matches("chunks without vectors — run `claw memory index`")
+            .count(),
+        1,
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("keep `claw memory watch` or a gateway running"),
+        "{stderr}"
+    );
+    let out = claw_testkit::claw(ws)
+        .args(["memory", "index"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let stderr = run(ws);
+    assert!(!stderr.contains("without vectors"), "{stderr}");
 }

@@ -155,3 +155,57 @@ fn a_gateway_embeds_a_keyword_only_index_when_the_model_loads() {
     );
     drop(gw);
 }
+
+/// `claw memory watch` started with the model over a workspace indexed
+/// without it embeds the notes before it watches, saying so on stderr; then
+/// the gap is gone and search is hybrid. Positive control: the gap is there
+/// before the watcher starts.
+#[test]
+fn memory_watch_embeds_a_keyword_only_index_before_watching() {
+    use std::io::BufRead;
+    let ws = tempfile::tempdir().unwrap();
+    write_notes(ws.path());
+    support::index_keyword_only(ws.path());
+    let st = support::run_json(support::claw(ws.path()).args(["memory", "status", "--json"]));
+    assert!(st["vectors_missing"]["chunks"].as_i64() > Some(0), "{st}");
+
+    let mut child = support::claw(ws.path())
+        .args(["memory", "watch"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(err).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let mut seen = Vec::new();
+    let done = loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) if line.starts_with("embedded the notes:") => break line,
+            Ok(line) => seen.push(line),
+            Err(e) => panic!("no catch-up line ({e}); stderr so far: {seen:?}"),
+        }
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        done.contains("built without the embedding model") && done.contains("search is hybrid"),
+        "{done}"
+    );
+    let json = assert_caught_up(ws.path(), "where is the crown fitted");
+    assert!(
+        json["results"][0]["path"]
+            .as_str()
+            .is_some_and(|p| p.contains("dentist")),
+        "{json}"
+    );
+}

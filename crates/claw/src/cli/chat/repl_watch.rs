@@ -14,6 +14,9 @@
 //! already). The rules live in `claw_memory_api::watch::spawn_in_process`;
 //! this module is the REPL's side: its status line and its blocking threads.
 //!
+//! A keyword-only index whose model loads now is named once on the status
+//! line (the chunks without vectors, and what embeds them).
+//!
 //! Blocking work (opening the database, joining threads) runs in
 //! `spawn_blocking`.
 
@@ -43,13 +46,14 @@ pub fn start_blocking(
     say: Say,
 ) -> Option<ReplWatcher> {
     let (tx, rx) = std::sync::mpsc::channel();
-    let started = backend
-        .memory()
-        .map_err(anyhow::Error::from)
-        .and_then(|memory| {
-            watch::spawn_in_process(memory, HOLDER, &[session_file.to_path_buf()], tx)
-                .map_err(anyhow::Error::from)
-        });
+    let memory = backend.memory().map_err(anyhow::Error::from);
+    if let Ok(m) = &memory {
+        say_vector_gap(m, &say);
+    }
+    let started = memory.and_then(|memory| {
+        watch::spawn_in_process(memory, HOLDER, &[session_file.to_path_buf()], tx)
+            .map_err(anyhow::Error::from)
+    });
     let watcher = match started {
         Ok(Ok(w)) => w,
         Ok(Err(_not_needed)) => return None,
@@ -77,6 +81,20 @@ pub fn start_blocking(
         }
     });
     Some(ReplWatcher { watcher, logger })
+}
+
+/// A keyword-only index while the model loads now (installed after
+/// indexing): said once on the status line. Learning it loads the model, which
+/// happens only when chunks lack vectors. The REPL does not re-embed the notes
+/// itself (its searches load no model for a keyword-only index): `claw memory
+/// index`, `claw memory watch` or a gateway does. Blocking.
+fn say_vector_gap(memory: &claw_memory_api::Memory, say: &Say) {
+    if let Ok(Some(gap)) = memory.vector_gap() {
+        say(&format!(
+            "memory: {} (or keep `claw memory watch` or a gateway running: they embed them)",
+            gap.describe()
+        ));
+    }
 }
 
 /// [`start_blocking`] off the async runtime.
