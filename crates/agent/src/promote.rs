@@ -594,7 +594,8 @@ impl<M: Model> Job<M> {
                 let merged = consolidate::merge_on(&current, &plain, max_bytes, Some(day));
                 let mut fact_items = Vec::new();
                 for ((fact, cite), outcome) in plain.iter().zip(&from).zip(&merged.outcomes) {
-                    let text = split_marker(&fact.text);
+                    // The report and the status show what MEMORY.md got: redacted.
+                    let text = claw_memory_api::redact::redact(&split_marker(&fact.text)).into_owned();
                     let item = |kind, was, reason: Option<String>| ReportItem {
                         kind,
                         text: text.clone(),
@@ -719,7 +720,7 @@ impl BlockingJob {
         let seen: HashSet<&str> = ledger.seen.iter().map(|s| s.key.as_str()).collect();
         let max_bytes = self.memory.settings().memory.max_file_bytes;
         let (notes, mut note_cands) = self.note_candidates(window, max_bytes)?;
-        let (turns, mut turn_cands) = self.turn_candidates(window)?;
+        let (turns, mut turn_cands) = self.turn_candidates(window, max_bytes)?;
         note_cands.retain(|c| !seen.contains(c.key.as_str()));
         turn_cands.retain(|c| !seen.contains(c.key.as_str()));
         let mut candidates = note_cands;
@@ -763,7 +764,11 @@ impl BlockingJob {
     ) -> Result<(usize, Vec<Candidate>), ConsolidationError> {
         let root = self.workspace.join("memory");
         let mut files = Vec::new();
-        collect_notes(&root, "memory", &mut files);
+        // A symlinked `memory/` (which a tool can make) would bring notes
+        // from outside the workspace into MEMORY.md: not followed.
+        if is_real_dir(&root) {
+            collect_notes(&root, "memory", &mut files);
+        }
         files.sort();
         let mut count = 0;
         let mut out = Vec::new();
@@ -789,8 +794,12 @@ impl BlockingJob {
                 Err(source) => return Err(self.io("cannot read", path, source)),
             };
             count += 1;
+            // Redacted whole, before it is cut into blocks and blocks are cut
+            // short: a secret across lines or at a cut is still caught, and
+            // the headings are redacted too (lines are kept, so citations hold).
+            let text = claw_memory_api::redact::redact(&text).into_owned();
             for b in blocks(&text) {
-                let body = claw_memory_api::redact::redact(&b.text).into_owned();
+                let body = b.text.clone();
                 out.push(Candidate {
                     kind: Kind::Note,
                     source: "memory",
@@ -813,8 +822,13 @@ impl BlockingJob {
     fn turn_candidates(
         &self,
         window: Window,
+        max_bytes: u64,
     ) -> Result<(usize, Vec<Candidate>), ConsolidationError> {
         let dir = &self.sessions_dir;
+        if !is_real_dir(dir) {
+            // Missing, or a symlink a tool made: nothing read through it.
+            return Ok((0, Vec::new()));
+        }
         let mut files: Vec<PathBuf> = match std::fs::read_dir(dir) {
             Ok(rd) => rd
                 .filter_map(|e| e.ok())
@@ -838,6 +852,10 @@ impl BlockingJob {
         let mut out = Vec::new();
         let mut count = 0;
         for path in files {
+            // Over the index's size limit: left out, as the index leaves it out.
+            if std::fs::symlink_metadata(&path).map_or(true, |m| m.len() > max_bytes) {
+                continue;
+            }
             let Ok(text) = std::fs::read_to_string(&path) else {
                 continue;
             };
@@ -877,7 +895,9 @@ impl BlockingJob {
                     continue;
                 }
                 count += 1;
-                let text: String = content.chars().take(CANDIDATE_CHARS).collect();
+                // Redacted before it is cut short (a secret at the cut is caught).
+                let redacted = claw_memory_api::redact::redact(content);
+                let text: String = redacted.chars().take(CANDIDATE_CHARS).collect();
                 out.push(Candidate {
                     kind: Kind::Turn,
                     source: claw_memory_api::SOURCE_SESSIONS,
@@ -887,7 +907,7 @@ impl BlockingJob {
                     end: i + 1,
                     day,
                     context: String::new(),
-                    text: claw_memory_api::redact::redact(&text).into_owned(),
+                    text,
                     recalls: 0,
                 });
             }
@@ -906,6 +926,11 @@ fn is_claws_own_session(key: &str) -> bool {
 
 /// Markdown files under `dir` (`rel`: its workspace-relative path), without
 /// following links or entering hidden folders.
+/// `path` is a directory itself, not a symlink to one.
+fn is_real_dir(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir())
+}
+
 fn collect_notes(dir: &Path, rel: &str, out: &mut Vec<(String, PathBuf)>) {
     let Ok(rd) = std::fs::read_dir(dir) else {
         return;

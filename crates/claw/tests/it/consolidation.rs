@@ -574,3 +574,64 @@ fn the_doctor_shows_the_consolidation_and_warns_after_a_failed_run() {
     );
     assert_eq!(s["details"]["last_run"]["outcome"], "failed", "{s}");
 }
+
+/// What a run sends the model: secrets redacted everywhere (a note's heading,
+/// a turn with a key past the cut), and nothing from outside the workspace
+/// through a `memory/` a tool replaced with a symlink. Positive control: the
+/// same notes as a real folder are sent.
+#[test]
+fn secrets_and_symlinked_folders_never_reach_the_model() {
+    let key = "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCD";
+    // The key starts 12 characters before the 1,500-character cut of a turn.
+    let long_turn = format!("{}my key: {key}", "word ".repeat(296));
+    let chat = transcript(
+        "cli:default",
+        &[("user", long_turn.as_str(), "2026-12-02T09:00:00Z")],
+    );
+    let heading_note = format!("# Deploy {key}\n\nThe deploy pipeline runs on Fridays now.\n");
+    let dir = workspace(&[
+        ("MEMORY.md", MEMORY),
+        ("memory/2026-12-01.md", heading_note.as_str()),
+        ("sessions/cli_default.jsonl", chat.as_str()),
+    ]);
+    let ws = dir.path();
+    let server = ScriptedServer::start([openai::text(&["NO_REPLY"])]);
+    consolidate(ws, &server, "2026-12-03T09:00:00Z");
+    let sent = server.requests()[0].json.to_string();
+    assert!(sent.contains("deploy pipeline runs on Fridays"), "{sent}");
+    assert!(sent.contains("REDACTED"), "{sent}");
+    assert!(!sent.contains("sk-proj-ab"), "{sent}");
+
+    // `memory/` is a link to a folder outside the workspace: not read.
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(
+        outside.path().join("2026-12-01.md"),
+        "# Outside\n\nThe quokka colony plans to move in spring.\n",
+    )
+    .unwrap();
+    let linked = workspace(&[("MEMORY.md", MEMORY)]);
+    std::os::unix::fs::symlink(outside.path(), linked.path().join("memory")).unwrap();
+    let server = ScriptedServer::start([openai::text(&["NO_REPLY"])]);
+    consolidate(linked.path(), &server, "2026-12-03T09:00:00Z");
+    assert!(
+        server
+            .requests()
+            .iter()
+            .all(|r| !r.json.to_string().contains("quokka")),
+        "a symlinked memory/ was read"
+    );
+    // Control: the same note in a real folder is read and sent.
+    let real = workspace(&[
+        ("MEMORY.md", MEMORY),
+        (
+            "memory/2026-12-01.md",
+            "# Outside\n\nThe quokka colony plans to move in spring.\n",
+        ),
+    ]);
+    let server = ScriptedServer::start([openai::text(&["NO_REPLY"])]);
+    consolidate(real.path(), &server, "2026-12-03T09:00:00Z");
+    assert!(
+        server.requests()[0].json.to_string().contains("quokka"),
+        "the control note was not sent"
+    );
+}
