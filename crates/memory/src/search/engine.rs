@@ -79,8 +79,7 @@ pub fn search_at(
 ) -> Result<SearchResponse, SearchError> {
     let source = check_source(storage, &req.source)?;
     let window = chrono::DateTime::from_timestamp(now_unix + i64::from(utc_offset), 0)
-        .and_then(|today| super::when::date_window(&req.query, today.date_naive()))
-        .map(|w| w.unix_range(utc_offset));
+        .and_then(|today| super::when::date_window(&req.query, today.date_naive()));
     let limit = req.limit.min(MAX_LIMIT);
     let k = limit.max(1) * params.candidate_multiplier.max(1);
     let pq = ParsedQuery::parse(&req.query);
@@ -115,9 +114,10 @@ pub fn search_at(
     // Union by id, fetch the rows, score each candidate.
     let mut ids: Vec<ChunkId> = vec_scores.keys().chain(kw_scores.keys()).copied().collect();
     ids.extend(&pinned);
-    if let Some((start, end)) = window
+    if let Some(w) = &window
         && limit > 0
     {
+        let (start, end) = w.span(utc_offset);
         ids.extend(storage.dated_between(start, end, source, WINDOW_CANDIDATES)?);
     }
     ids.sort_unstable();
@@ -262,11 +262,11 @@ pub fn search_at(
     let fused = score::fuse(&cands, weights, params.fusion, params.fusion_gain);
     let terms = highlight_terms(&pq);
     // Inside the query's date window: dated there and with some evidence.
-    let first: Vec<bool> = match window {
-        Some((start, end)) => cands
+    let first: Vec<bool> = match &window {
+        Some(w) => cands
             .iter()
             .map(|c| {
-                c.note_time.is_some_and(|t| (start..end).contains(&t))
+                c.note_time.is_some_and(|t| w.holds(t, utc_offset))
                     && (c.pinned
                         || c.keyword.is_some_and(|k| k > 0.0)
                         || c.vector.is_some_and(|v| v > 0.0))

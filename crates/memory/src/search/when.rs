@@ -33,6 +33,27 @@ impl DateWindow {
         (at(self.from), at(self.to + Duration::days(1)))
     }
 
+    /// Whether a chunk's `note_time` falls inside, for a user `offset_secs`
+    /// east of UTC. A `note_time` at exactly 00:00 UTC is a date without a time
+    /// (a dated note's file name, `memory/2026-05-04.md`): it is judged by its
+    /// calendar date, so west of UTC "yesterday" is yesterday's note and not
+    /// today's. Any other time (a transcript turn) is judged in the user's zone.
+    pub fn holds(&self, t: i64, offset_secs: i32) -> bool {
+        if t.rem_euclid(86_400) == 0 {
+            self.contains(t, 0)
+        } else {
+            self.contains(t, offset_secs)
+        }
+    }
+
+    /// The `[start, end)` that covers every `note_time` [`DateWindow::holds`]
+    /// may accept: the zone's range and the calendar dates' together.
+    pub fn span(&self, offset_secs: i32) -> (i64, i64) {
+        let (a, b) = self.unix_range(offset_secs);
+        let (c, d) = self.unix_range(0);
+        (a.min(c), b.max(d))
+    }
+
     /// Whether unix time `t` falls inside, for a time zone `offset_secs` east of UTC.
     pub fn contains(&self, t: i64, offset_secs: i32) -> bool {
         let (a, b) = self.unix_range(offset_secs);
@@ -404,6 +425,38 @@ pub fn date_window(query: &str, today: NaiveDate) -> Option<DateWindow> {
 
 #[cfg(test)]
 mod tests {
+
+    /// West of UTC, a dated note's file-name date is its day (not the zone's
+    /// day its 00:00 UTC falls in), while a transcript turn is judged by the
+    /// user's clock. Control: the zone's range alone would take tomorrow's
+    /// note for yesterday's.
+    #[test]
+    fn dated_notes_are_judged_by_their_date_and_turns_in_the_users_zone() {
+        let day = |s: &str| NaiveDate::parse_from_str(s, "%Y-%m-%d").unwrap();
+        let w = DateWindow {
+            from: day("2026-05-04"),
+            to: day("2026-05-04"),
+            phrase: "yesterday".into(),
+        };
+        let new_york = -5 * 3600;
+        let midnight = |s: &str| day(s).and_hms_opt(0, 0, 0).unwrap().and_utc().timestamp();
+        let (may4, may5) = (midnight("2026-05-04"), midnight("2026-05-05"));
+        assert!(w.holds(may4, new_york));
+        assert!(!w.holds(may5, new_york));
+        // 23:00 on May 4th in New York is 04:00 UTC on May 5th: inside.
+        assert!(w.holds(may5 + 4 * 3600, new_york));
+        // 01:00 on May 5th in New York: outside.
+        assert!(!w.holds(may5 + 6 * 3600, new_york));
+        // 22:00 on May 3rd in New York (03:00 UTC May 4th): outside.
+        assert!(!w.holds(may4 + 3 * 3600, new_york));
+        // The control: the zone's range alone gets the notes wrong.
+        assert!(!w.contains(may4, new_york) && w.contains(may5, new_york));
+        let (a, b) = w.span(new_york);
+        assert!(a <= may4 && may5 + 4 * 3600 < b);
+        // East of UTC too: Tokyo's May 4th note is May 4th's.
+        assert!(w.holds(may4, 9 * 3600) && !w.holds(may5, 9 * 3600));
+    }
+
     use super::*;
 
     fn d(s: &str) -> NaiveDate {
