@@ -428,8 +428,8 @@ impl Memory {
     /// `wait` for another writer. The index is rebuilt aside and swapped in,
     /// so searches go on meanwhile (keyword-only until the swap). `Ok(None)`
     /// when there is no gap, or no model to fill it. Blocking, and long on a
-    /// big workspace: `claw memory watch`, the REPL and the gateway run it on a
-    /// thread of their own.
+    /// big workspace: `claw memory watch` runs it before it watches, the
+    /// gateway on a thread of its own.
     pub fn catch_up_vectors(
         &self,
         holder: &str,
