@@ -15,7 +15,7 @@
 
 use crate::breaker::{Breaker, Verdict};
 use crate::compaction::{self, CompactionPolicy, FLUSH_MAX_CALLS};
-use crate::consolidate::{self, MEMORY_FILE, Merged};
+use crate::consolidate::{self, Merged};
 use crate::message::{ChatRequest, ChatResponse, Message, Role, ToolCall, ToolSpec};
 use crate::provider::ProviderError;
 use crate::session::{
@@ -89,6 +89,9 @@ pub enum Event {
     CompactNow,
     /// The content of MEMORY.md (empty when missing), or why it could not be read.
     MemoryFile(Result<String, String>),
+    /// The facts merged into MEMORY.md as it was when written
+    /// ([`Effect::MergeMemoryFile`]; `text` left empty), or why not.
+    MemoryMerged(Result<Merged, String>),
 }
 
 /// Something for the driver to do.
@@ -107,6 +110,17 @@ pub enum Effect {
     Notice(String),
     /// Read MEMORY.md and answer with [`Event::MemoryFile`].
     LoadMemoryFile,
+    /// Merge `facts` into MEMORY.md as it is now, under its lock
+    /// ([`crate::memory_file::MemoryFile::update`] with
+    /// [`consolidate::merge_on`]`(current, facts, max_bytes, Some(day))`), write
+    /// it when it changes, and answer with [`Event::MemoryMerged`]. The file
+    /// read for the model's request may have changed meanwhile (a scheduled
+    /// consolidation, `memory_append`): the merge is done again on what is there.
+    MergeMemoryFile {
+        facts: Vec<consolidate::Fact>,
+        day: chrono::NaiveDate,
+        max_bytes: usize,
+    },
     /// Record in the session's metadata line how far it was consolidated.
     MarkConsolidated(ConsolidationMark),
     /// Run the user's hooks for a point of the loop (notifications: the driver
@@ -221,8 +235,6 @@ struct Consolidation {
     upto: usize,
     /// MEMORY.md as read.
     memory: String,
-    /// The merge being written.
-    merged: Option<Merged>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -258,6 +270,8 @@ enum Wait {
     },
     /// MEMORY.md is being read for a consolidation.
     MemoryFile,
+    /// The distilled facts are being merged into MEMORY.md.
+    MemoryMerge,
 }
 
 #[derive(Debug)]
@@ -338,6 +352,7 @@ impl Agent {
             Event::Remember => self.on_command(Kind::Remember, now, &mut fx),
             Event::CompactNow => self.on_command(Kind::Compact, now, &mut fx),
             Event::MemoryFile(content) => self.on_memory_file(content, now, &mut fx),
+            Event::MemoryMerged(merged) => self.on_memory_written(merged, now, &mut fx),
         }
         fx
     }
@@ -585,7 +600,7 @@ impl Agent {
         matches!(
             self.turn.as_ref().map(|t| &t.wait),
             Some(Wait::Tools {
-                purpose: Purpose::MemoryFlush | Purpose::Consolidate,
+                purpose: Purpose::MemoryFlush,
                 ..
             })
         )
@@ -612,10 +627,6 @@ impl Agent {
         let all_done = slots.iter().all(|s| s.done);
         let mut content = truncate_middle(&content, MAX_TOOL_RESULT_BYTES).into_owned();
 
-        if purpose == Purpose::Consolidate {
-            self.on_memory_written(&content, is_error, now, fx);
-            return;
-        }
         if purpose == Purpose::MemoryFlush {
             if let Some(c) = &mut turn.compaction {
                 c.scratch
@@ -878,7 +889,6 @@ impl Agent {
             from,
             upto,
             memory: String::new(),
-            merged: None,
         });
         if !has_text || !can_write {
             let why = if has_text {
@@ -947,40 +957,36 @@ impl Agent {
             self.after_consolidation(now, fx);
             return;
         }
-        let call = ToolCall {
-            id: format!("consolidate-{}", self.offset + self.history.len()),
-            name: "write_file".into(),
-            arguments: serde_json::json!({"path": MEMORY_FILE, "content": merged.text}).to_string(),
-        };
-        c.merged = Some(merged);
-        turn.wait = Wait::Tools {
-            purpose: Purpose::Consolidate,
-            slots: vec![Slot {
-                call: call.clone(),
-                done: false,
-            }],
-        };
-        fx.push(Effect::RunTool(call));
+        turn.wait = Wait::MemoryMerge;
+        fx.push(Effect::MergeMemoryFile {
+            facts,
+            day: today,
+            max_bytes: max,
+        });
     }
 
-    /// The result of writing MEMORY.md.
+    /// The result of merging the facts into MEMORY.md.
     fn on_memory_written(
         &mut self,
-        content: &str,
-        is_error: bool,
+        merged: Result<Merged, String>,
         now: DateTime<Utc>,
         fx: &mut Fx,
     ) {
-        let merged = self
-            .turn
-            .as_mut()
-            .and_then(|t| t.consolidation.as_mut())
-            .and_then(|c| c.merged.take());
-        if is_error {
-            let first = content.lines().next().unwrap_or("");
-            fx.push(Effect::Notice(format!("MEMORY.md not updated: {first}")));
-        } else {
-            if let Some(m) = merged {
+        let Some(turn) = &mut self.turn else { return };
+        if !matches!(turn.wait, Wait::MemoryMerge) {
+            return;
+        }
+        match merged {
+            Err(e) => {
+                let first = e.lines().next().unwrap_or("");
+                fx.push(Effect::Notice(format!("MEMORY.md not updated: {first}")));
+            }
+            Ok(m) if !m.changed() => {
+                // Another writer put these facts there meanwhile.
+                fx.push(Effect::Notice("nothing new to remember".to_string()));
+                self.mark_consolidated(now, fx);
+            }
+            Ok(m) => {
                 let mut line = format!("MEMORY.md: remembered {} new fact(s)", m.added);
                 if m.updated > 0 {
                     line.push_str(&format!(
@@ -1003,8 +1009,8 @@ impl Agent {
                     line.push_str(&format!(", {} left out (full)", m.dropped));
                 }
                 fx.push(Effect::Notice(line));
+                self.mark_consolidated(now, fx);
             }
-            self.mark_consolidated(now, fx);
         }
         self.after_consolidation(now, fx);
     }
@@ -1262,6 +1268,25 @@ mod tests {
 
     fn runs(fx: &[Effect]) -> Vec<ToolCall> {
         payloads!(fx, Effect::RunTool)
+    }
+
+    /// The driver's side of [`Effect::MergeMemoryFile`]: merge onto `current`
+    /// (MEMORY.md as it is when written); the new text, and the event.
+    fn merge_into(current: &str, fx: &[Effect]) -> (String, Event) {
+        let (facts, day, max) = fx
+            .iter()
+            .find_map(|e| match e {
+                Effect::MergeMemoryFile {
+                    facts,
+                    day,
+                    max_bytes,
+                } => Some((facts.clone(), *day, *max_bytes)),
+                _ => None,
+            })
+            .expect("a MergeMemoryFile effect");
+        let mut m = consolidate::merge_on(current, &facts, max, Some(day));
+        let text = std::mem::take(&mut m.text);
+        (text, Event::MemoryMerged(Ok(m)))
     }
 
     fn end(fx: &[Effect]) -> Option<TurnEnd> {
@@ -1753,18 +1778,19 @@ mod tests {
             text("## Decisions\n- We ship on Tuesdays.\n## People\n- Ada runs payments."),
             now(),
         );
-        // … written through the write_file tool, as housekeeping.
-        let write = runs(&fx);
-        assert_eq!(write.len(), 1);
-        assert_eq!(write[0].name, "write_file");
-        let args: serde_json::Value = serde_json::from_str(&write[0].arguments).unwrap();
-        assert_eq!(args["path"], "MEMORY.md");
-        assert_eq!(
-            args["content"],
-            "# Memory\n\n## People\n- Ada runs payments.\n\n## Decisions\n- We ship on Tuesdays.\n"
+        // … merged by the driver into MEMORY.md as it is when written (under
+        // its lock): a line another writer added meanwhile is kept.
+        assert!(runs(&fx).is_empty());
+        assert!(!a.housekeeping());
+        let (written, event) = merge_into(
+            "# Memory\n\n## People\n- Ada runs payments.\n- Bo joined.\n",
+            &fx,
         );
-        assert!(a.housekeeping());
-        let fx = a.handle(result(&write[0].id, "wrote 60 bytes"), now());
+        assert_eq!(
+            written,
+            "# Memory\n\n## People\n- Ada runs payments.\n- Bo joined.\n\n## Decisions\n- We ship on Tuesdays.\n"
+        );
+        let fx = a.handle(event, now());
         let mark = fx.iter().find_map(|e| match e {
             Effect::MarkConsolidated(m) => Some(*m),
             _ => None,
@@ -1952,9 +1978,8 @@ mod tests {
             "{ask}"
         );
         let fx = a.handle(text("## Preferences\n- Tea, not coffee."), now());
-        let write = runs(&fx);
-        assert_eq!(write[0].name, "write_file");
-        let fx = a.handle(result(&write[0].id, "wrote"), now());
+        let (_, event) = merge_into("", &fx);
+        let fx = a.handle(event, now());
         assert_eq!(
             fx.iter()
                 .filter_map(|e| match e {
@@ -1989,20 +2014,33 @@ mod tests {
             "{ask}"
         );
         let fx = a.handle(text("## People\n- The user lives in Lisbon."), now());
-        let id = runs(&fx)[0].id.clone();
+        // Another writer put the same fact there meanwhile: nothing to write,
+        // and the conversation counts as consolidated.
+        let (_, event) = merge_into("# Memory\n\n## People\n- The user lives in Lisbon.\n", &fx);
+        let fx = a.handle(event, now());
+        assert_eq!(
+            end(&fx),
+            Some(TurnEnd::Done("nothing new to remember".into()))
+        );
+        assert_eq!(a.unconsolidated(), 0);
+        a.handle(Event::UserInput("I moved to Porto".into()), now());
+        a.handle(text("noted"), now());
+        a.handle(Event::Remember, now());
+        a.handle(Event::MemoryFile(Ok("# Memory\n".into())), now());
+        let fx = a.handle(text("## People\n- The user lives in Porto."), now());
+        assert!(
+            fx.iter()
+                .any(|e| matches!(e, Effect::MergeMemoryFile { .. }))
+        );
         let fx = a.handle(
-            Event::ToolResult {
-                call_id: id,
-                content: "Error: declined".into(),
-                is_error: true,
-            },
+            Event::MemoryMerged(Err("another claw process holds MEMORY.md".into())),
             now(),
         );
         assert!(!fx.iter().any(|e| matches!(e, Effect::MarkConsolidated(_))));
         assert_eq!(
             end(&fx),
             Some(TurnEnd::Done(
-                "MEMORY.md not updated: Error: declined".into()
+                "MEMORY.md not updated: another claw process holds MEMORY.md".into()
             ))
         );
         assert_eq!(a.unconsolidated(), 2);

@@ -147,6 +147,9 @@ pub struct DriverOptions {
     pub clock: Clock,
     /// Bound of MEMORY.md in bytes when consolidating (`agent.memory_max_bytes`).
     pub memory_max_bytes: usize,
+    /// claw's state directory for the workspace: where MEMORY.md's lock lives
+    /// ([`crate::memory_file`]), shared with every other writer of the file.
+    pub state_dir: PathBuf,
 }
 
 /// What a finished turn reports.
@@ -404,17 +407,51 @@ impl<M: Model, T: Tools> Driver<M, T> {
                 }
                 Effect::MarkConsolidated(mark) => self.session.mark_consolidated(mark).await?,
                 Effect::LoadMemoryFile => {
-                    let path = self.opts.workspace.join(crate::consolidate::MEMORY_FILE);
-                    let read =
-                        tokio::task::spawn_blocking(move || match std::fs::read_to_string(&path) {
-                            Ok(t) => Ok(t),
-                            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
-                            Err(e) => Err(e.to_string()),
-                        })
-                        .await?;
+                    // Never through a link: a tool could point MEMORY.md
+                    // at any file the user can read.
+                    let file = crate::memory_file::MemoryFile::new(
+                        &self.opts.workspace,
+                        &self.opts.state_dir,
+                    );
+                    let read = tokio::task::spawn_blocking(move || {
+                        file.read().map_err(|e| claw_memory_api::error_chain(&e))
+                    })
+                    .await?;
                     queue.extend(
                         self.agent
                             .handle(Event::MemoryFile(read), self.opts.clock.now()),
+                    );
+                }
+                Effect::MergeMemoryFile {
+                    facts,
+                    day,
+                    max_bytes,
+                } => {
+                    let file = crate::memory_file::MemoryFile::new(
+                        &self.opts.workspace,
+                        &self.opts.state_dir,
+                    );
+                    let merged = tokio::task::spawn_blocking(move || {
+                        file.update(
+                            "remembering (/remember or compaction)",
+                            crate::memory_file::LOCK_WAIT,
+                            |current| {
+                                let mut m = crate::consolidate::merge_on(
+                                    current,
+                                    &facts,
+                                    max_bytes,
+                                    Some(day),
+                                );
+                                let text = m.changed().then(|| std::mem::take(&mut m.text));
+                                (text, m)
+                            },
+                        )
+                        .map_err(|e| claw_memory_api::error_chain(&e))
+                    })
+                    .await?;
+                    queue.extend(
+                        self.agent
+                            .handle(Event::MemoryMerged(merged), self.opts.clock.now()),
                     );
                 }
                 Effect::EndTurn(e) => {

@@ -12,6 +12,7 @@ pub mod core;
 pub mod driver;
 pub mod hooks;
 pub mod memory_backend;
+pub mod memory_file;
 pub mod message;
 pub mod promote;
 pub mod prompt;

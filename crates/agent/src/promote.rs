@@ -28,7 +28,7 @@
 //!
 //! Off when no LLM is configured (the status says so).
 
-use crate::consolidate::{self, FactOutcome, MEMORY_FILE};
+use crate::consolidate::{self, FactOutcome};
 use crate::core::ModelFailure;
 use crate::driver::Model;
 use crate::message::{ChatRequest, Message, Role};
@@ -214,9 +214,9 @@ pub enum ConsolidationError {
         path: PathBuf,
         source: std::io::Error,
     },
-    /// MEMORY.md is a symbolic link: not written through.
-    #[error("{} is a symbolic link; the consolidation does not write through it", .0.display())]
-    SymlinkedMemory(PathBuf),
+    /// Reading or writing MEMORY.md (a symbolic link is refused), or its lock.
+    #[error(transparent)]
+    MemoryFile(#[from] crate::memory_file::MemoryFileError),
     /// The bound cannot hold the instructions, MEMORY.md and one candidate.
     #[error(
         "memory.consolidation.max_tokens ({max}) cannot hold the instructions and MEMORY.md (~{needed} tokens) and a reply"
@@ -589,9 +589,14 @@ impl<M: Model> Job<M> {
                     "nothing new: another run consolidated this material meanwhile; MEMORY.md unchanged"
                         .into();
             } else if let Some(facts) = facts {
-                let current = j.read_memory()?;
                 let (plain, from): (Vec<consolidate::Fact>, Vec<String>) = facts.into_iter().unzip();
-                let merged = consolidate::merge_on(&current, &plain, max_bytes, Some(day));
+                // Merged onto MEMORY.md as it is now, under its lock: a
+                // `/remember` or `memory_append` meanwhile is kept.
+                let merged = j.memory_file().update(LOCK_HOLDER, LOCK_WAIT, |current| {
+                    let mut merged = consolidate::merge_on(current, &plain, max_bytes, Some(day));
+                    let text = merged.changed().then(|| std::mem::take(&mut merged.text));
+                    (text, merged)
+                })?;
                 let mut fact_items = Vec::new();
                 for ((fact, cite), outcome) in plain.iter().zip(&from).zip(&merged.outcomes) {
                     // The report and the status show what MEMORY.md got: redacted.
@@ -623,7 +628,6 @@ impl<M: Model> Job<M> {
                     }
                 }
                 if merged.changed() {
-                    j.write_memory(&merged.text)?;
                     summary.outcome = Outcome::Changed;
                 }
                 summary.promoted = merged.added;
@@ -689,30 +693,13 @@ impl BlockingJob {
             .map_err(|source| self.io("cannot read", record::ledger_path(&self.state_dir), source))
     }
 
-    fn memory_path(&self) -> PathBuf {
-        self.workspace.join(MEMORY_FILE)
+    fn memory_file(&self) -> crate::memory_file::MemoryFile {
+        crate::memory_file::MemoryFile::new(&self.workspace, &self.state_dir)
     }
 
     /// MEMORY.md as it is ("" when there is none); a symlink is refused.
     fn read_memory(&self) -> Result<String, ConsolidationError> {
-        let path = self.memory_path();
-        match std::fs::symlink_metadata(&path) {
-            Ok(m) if m.file_type().is_symlink() => {
-                return Err(ConsolidationError::SymlinkedMemory(path));
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(String::new()),
-            _ => {}
-        }
-        std::fs::read_to_string(&path).map_err(|source| self.io("cannot read", path, source))
-    }
-
-    fn write_memory(&self, text: &str) -> Result<(), ConsolidationError> {
-        let path = self.memory_path();
-        if std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink()) {
-            return Err(ConsolidationError::SymlinkedMemory(path));
-        }
-        claw_base::fs::write_atomic(&path, text.as_bytes(), claw_base::fs::Durability::Durable)
-            .map_err(|source| self.io("cannot write", path, source))
+        Ok(self.memory_file().read()?)
     }
 
     /// The candidates of `window` not consolidated yet, with their recall counts.

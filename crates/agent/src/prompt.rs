@@ -7,6 +7,7 @@
 //! Invariant: never includes secrets — only workspace files and tool descriptions.
 
 use crate::message::ToolSpec;
+use crate::tools::jail::Jail;
 use chrono::{DateTime, FixedOffset};
 use std::path::{Path, PathBuf};
 
@@ -192,8 +193,17 @@ fn cap(s: &str) -> String {
 
 /// Read the prompt's files from the workspace. Blocking: call via `spawn_blocking`.
 /// Missing or unreadable files are left out (they are optional).
+///
+/// The workspace is writable by tools, so each file is opened through the
+/// file jail ([`Jail`], always on here whatever `agent.jail_to_workspace`
+/// says): a `MEMORY.md` or `skills/x/SKILL.md` that is a symlink to a file
+/// outside the workspace (`/etc/shadow`, `~/.ssh/id_ed25519`) is left out,
+/// never sent to the model.
 pub fn read_workspace_files(workspace: &Path) -> WorkspaceFiles {
-    let read = |name: &str| read_capped(&workspace.join(name), 256 * 1024);
+    let Ok(jail) = Jail::new(workspace, true) else {
+        return WorkspaceFiles::default();
+    };
+    let read = |name: &str| read_capped(&jail, name, 256 * 1024);
     let mut skills = Vec::new();
     let skills_dir = workspace.join("skills");
     if let Ok(entries) = std::fs::read_dir(&skills_dir) {
@@ -208,8 +218,8 @@ pub fn read_workspace_files(workspace: &Path) -> WorkspaceFiles {
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            if let Some(summary) =
-                read_capped(&dir.join("SKILL.md"), 64 * 1024).and_then(|t| skill_summary(&t))
+            if let Some(summary) = read_capped(&jail, &format!("skills/{name}/SKILL.md"), 64 * 1024)
+                .and_then(|t| skill_summary(&t))
             {
                 skills.push(Skill {
                     path: format!("skills/{name}/SKILL.md"),
@@ -228,9 +238,11 @@ pub fn read_workspace_files(workspace: &Path) -> WorkspaceFiles {
     }
 }
 
-fn read_capped(path: &Path, max: u64) -> Option<String> {
+/// `rel` beneath the workspace, at most `max` bytes; `None` when missing,
+/// unreadable or leading out of the workspace.
+fn read_capped(jail: &Jail, rel: &str, max: u64) -> Option<String> {
     use std::io::Read;
-    let f = std::fs::File::open(path).ok()?;
+    let f = jail.open_read(rel).ok()?.handle;
     let mut buf = Vec::new();
     f.take(max).read_to_end(&mut buf).ok()?;
     Some(String::from_utf8_lossy(&buf).into_owned())
@@ -369,5 +381,40 @@ mod tests {
         let names: Vec<&str> = f.skills.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["a-skill", "b-skill"]);
         assert_eq!(f.skills[1].summary, "Does B things");
+    }
+
+    /// A tool (a confirmed `exec: ln -s`) can point the prompt's files at any
+    /// file the user can read: those links are left out of the prompt.
+    #[test]
+    fn files_linked_out_of_the_workspace_never_reach_the_prompt() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let ws = dir.path();
+        let secret = outside.path().join("shadow");
+        std::fs::write(&secret, "root:SECRET-HASH:19000\n").unwrap();
+        std::fs::write(outside.path().join("SKILL.md"), "# S\nSECRET-SKILL").unwrap();
+        for name in ["MEMORY.md", "AGENTS.md", "USER.md"] {
+            std::os::unix::fs::symlink(&secret, ws.join(name)).unwrap();
+        }
+        std::fs::create_dir_all(ws.join("skills/leak")).unwrap();
+        std::os::unix::fs::symlink(
+            outside.path().join("SKILL.md"),
+            ws.join("skills/leak/SKILL.md"),
+        )
+        .unwrap();
+        std::os::unix::fs::symlink(outside.path(), ws.join("skills/outdir")).unwrap();
+        // Positive controls: a link that stays inside the workspace is read.
+        std::fs::write(ws.join("soul-real.md"), "be kind").unwrap();
+        std::os::unix::fs::symlink(ws.join("soul-real.md"), ws.join("SOUL.md")).unwrap();
+        std::fs::create_dir_all(ws.join("skills/ok")).unwrap();
+        std::fs::write(ws.join("skills/ok/SKILL.md"), "# OK\nDoes OK things").unwrap();
+
+        let f = read_workspace_files(ws);
+        assert_eq!(f.memory_md, None);
+        assert_eq!(f.agents_md, None);
+        assert_eq!(f.user_md, None);
+        assert_eq!(f.soul_md.as_deref(), Some("be kind"));
+        let names: Vec<&str> = f.skills.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["ok"]);
     }
 }

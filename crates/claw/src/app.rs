@@ -111,6 +111,7 @@ pub fn driver_options(settings: &Settings, a: &AgentSettings, key: &str) -> Driv
         os: format!("{} {}", std::env::consts::OS, std::env::consts::ARCH),
         clock: settings.mem.clock,
         memory_max_bytes: a.memory_max_bytes,
+        state_dir: settings.state_dir(),
     }
 }
 

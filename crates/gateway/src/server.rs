@@ -195,6 +195,7 @@ fn runtime(
             os: format!("{} {}", std::env::consts::OS, std::env::consts::ARCH),
             clock: opts.mem.clock,
             memory_max_bytes: a.memory_max_bytes,
+            state_dir: opts.mem.state_dir(),
         },
         subagents: opts.subagents.clone(),
         hooks: opts.hooks.clone(),

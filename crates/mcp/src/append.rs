@@ -82,6 +82,9 @@ pub struct Appended {
 pub enum AppendError {
     #[error("`text` must not be empty")]
     Empty,
+    /// Another writer of MEMORY.md (a consolidation) held its lock too long.
+    #[error(transparent)]
+    Busy(#[from] claw_memory_api::LockError),
     #[error("`heading` must be one line")]
     BadHeading,
     #[error(

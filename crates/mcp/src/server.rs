@@ -462,6 +462,19 @@ impl MemoryServer {
             .blocking(move |inner| {
                 let _one = inner.append_lock.lock().unwrap_or_else(|p| p.into_inner());
                 let o = &inner.opts;
+                // MEMORY.md has other writers in other processes (a scheduled
+                // consolidation, `/remember`): appended under its lock, so a
+                // merge-and-rewrite never drops the appended lines.
+                let _file = match target {
+                    Target::MemoryMd => Some(claw_memory_api::WriterLock::acquire_named(
+                        &o.mem.state_dir(),
+                        claw_memory_api::lock::MEMORY_FILE_LOCK,
+                        "MEMORY.md",
+                        "memory_append (MCP)",
+                        claw_agent::memory_file::LOCK_WAIT,
+                    )?),
+                    Target::Today => None,
+                };
                 let rel = target.path(o.mem.clock.now(), o.utc_offset);
                 append::append(
                     &o.mem.workspace,

@@ -39,7 +39,7 @@ use std::time::Duration;
 /// Foundations the upper crates share with the engine: path resolution that
 /// cannot escape a root, the clock, configuration, the embedding model,
 /// private file modes, redaction, the state directory.
-pub use claw_memory::{beneath, clock, config, dates, embed, private, redact, state};
+pub use claw_memory::{beneath, clock, config, dates, embed, lock, private, redact, state};
 
 pub use claw_memory::config::{Backend, MemoryConfig, PgSettings};
 pub use claw_memory::error_chain;

@@ -16,14 +16,22 @@ use std::time::{Duration, Instant};
 /// File name of the lock inside the state directory.
 pub const LOCK_FILE: &str = "writer.lock";
 
+/// File name of the lock every writer of the workspace's `MEMORY.md` takes
+/// (the scheduled consolidation, `/remember`, compaction, MCP `memory_append`)
+/// around its read, merge and write, so no writer loses another's update.
+/// Taken after [`LOCK_FILE`] by whoever holds both, never before it.
+pub const MEMORY_FILE_LOCK: &str = "memory-file.lock";
+
 /// Errors taking the writer lock.
 #[derive(Debug, thiserror::Error)]
 pub enum LockError {
     #[error(
-        "another claw process (pid {pid}, `{what}`) is writing the index at {path}; waited {waited:?}. Wait for it to finish or stop it"
+        "another claw process (pid {pid}, `{what}`) is writing {target} (lock {path}); waited {waited:?}. Wait for it to finish or stop it"
     )]
     /// Another process holds the lock and did not release it in time.
     Held {
+        /// What the lock guards (`the index`, `MEMORY.md`).
+        target: &'static str,
         /// The lock file.
         path: PathBuf,
         /// The holder's pid.
@@ -62,7 +70,19 @@ pub struct WriterLock {
 impl WriterLock {
     /// Take the lock, waiting up to `wait` for another writer to finish.
     pub fn acquire(state_dir: &Path, what: &str, wait: Duration) -> Result<WriterLock, LockError> {
-        let path = state_dir.join(LOCK_FILE);
+        Self::acquire_named(state_dir, LOCK_FILE, "the index", what, wait)
+    }
+
+    /// Take the lock `file` of the state directory, which guards `target`
+    /// (for the messages), waiting up to `wait` ([`MEMORY_FILE_LOCK`]).
+    pub fn acquire_named(
+        state_dir: &Path,
+        file: &str,
+        target: &'static str,
+        what: &str,
+        wait: Duration,
+    ) -> Result<WriterLock, LockError> {
+        let path = state_dir.join(file);
         let io = |source| LockError::Io {
             path: path.clone(),
             source,
@@ -82,6 +102,7 @@ impl WriterLock {
                             what: "unknown".into(),
                         });
                         return Err(LockError::Held {
+                            target,
                             path,
                             pid: holder.pid,
                             what: holder.what,

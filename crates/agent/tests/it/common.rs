@@ -25,6 +25,7 @@ pub fn driver_options(ws: &Path, session_key: &str) -> DriverOptions {
         os: "test".into(),
         clock: Default::default(),
         memory_max_bytes: claw_agent::consolidate::DEFAULT_MAX_BYTES,
+        state_dir: ws.join(".state"),
     }
 }
 

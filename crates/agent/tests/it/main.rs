@@ -7,6 +7,7 @@ mod common;
 mod confirm_driver;
 mod consolidation_job;
 mod jail_escapes;
+mod memory_file_writers;
 mod protected_paths;
 mod provider_failover;
 mod provider_streaming;
