@@ -436,15 +436,29 @@ impl Memory {
         wait: Duration,
         progress: &(dyn Fn(Progress) + Sync),
     ) -> Result<Option<IndexReport>, MemoryError> {
-        let Some(embedder) = self.index_embedder()? else {
-            return Ok(None);
-        };
         // A keyword-only index: the run rebuilds it with the model ("model
         // changed"). An index of another model is `claw memory index`'s call.
         let needs = |st: &Status| st.chunks > 0 && st.model.is_empty();
         if !needs(&self.counts()?) {
             return Ok(None);
         }
+        // A service that loads its model lazily has none for a keyword-only
+        // index (the REPL's): the configured model is loaded for the run.
+        let own;
+        let embedder = match self.index_embedder()? {
+            Some(e) => e,
+            None => {
+                let s = self.settings();
+                if matches!(s.embed, config::EmbedProvider::None) {
+                    return Ok(None);
+                }
+                own = claw_memory::embed::load(&s.embed, s.memory.embed_batch_size);
+                match own.embedder() {
+                    Some(e) => e,
+                    None => return Ok(None),
+                }
+            }
+        };
         let lock = self.writer_lock(holder, wait)?;
         // Another writer may have caught up while this one waited.
         if !needs(&self.counts()?) {

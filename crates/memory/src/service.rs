@@ -259,8 +259,10 @@ impl<'e> MemoryService<'e> {
         store
     }
 
-    /// The embedder, loading it on first call (not at all when the index is
-    /// keyword-only, so those searches stay fast).
+    /// The embedder, loading it on first call (not at all while the index is
+    /// keyword-only, so those searches stay fast). "Keyword-only" is not
+    /// remembered: once a catch-up swaps in an index with vectors (the REPL's
+    /// own, or another process's), the next call loads the model.
     fn embedder(&self, store: &Store) -> Result<Option<&dyn Embedder>, StoreError> {
         match &self.embedder {
             EmbedderSlot::Given(e) => Ok(*e),
@@ -270,6 +272,9 @@ impl<'e> MemoryService<'e> {
                     return Ok(l.embedder());
                 }
                 let loaded = query_embedder(&self.settings, store, Mode::Hybrid)?;
+                if matches!(loaded, Loaded::Disabled) {
+                    return Ok(None);
+                }
                 Ok(cell.get_or_init(|| loaded).embedder())
             }
         }

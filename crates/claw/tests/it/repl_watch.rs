@@ -305,38 +305,70 @@ fn with_a_running_memory_watch_the_repl_starts_no_watcher() {
 }
 
 /// A workspace indexed without the model, opened in the REPL with the model
-/// available: the REPL names the chunks without vectors and what embeds them,
-/// once. Control: with the index embedded (after `claw memory index`), it says
-/// nothing of the kind.
+/// available (issue 27 item 4): the REPL names the chunks without vectors
+/// once, embeds them in the background (the index gains the model's vectors,
+/// with a closing line), starts its watcher after, and its own
+/// `memory_search` is hybrid after the swap (no `fallback: no-vectors`).
+/// Control: with the index embedded, the next REPL says nothing of the kind.
 #[test]
-fn the_repl_names_chunks_without_vectors_when_the_model_loads() {
+fn the_repl_embeds_chunks_without_vectors_when_the_model_loads() {
     let dir = indexed_workspace();
     let ws = dir.path();
-    let server = ScriptedServer::start([]);
-    let run = |ws: &Path| {
-        let mut repl = Repl::start_as(claw_testkit::claw(ws), &server);
-        repl.close_stdin();
-        let (ok, stdout, stderr) = repl.wait();
-        assert!(ok, "stdout: {stdout}\nstderr: {stderr}");
-        stderr
+    let model_of = |c: &Connection| -> Option<String> {
+        c.query_row("SELECT value FROM meta WHERE key = 'model'", [], |r| {
+            r.get(0)
+        })
+        .ok()
     };
-    let stderr = run(ws);
     assert_eq!(
-        stderr
-            .matches("chunks without vectors — run `claw memory index`")
-            .count(),
+        db(ws).and_then(|c| model_of(&c)).as_deref(),
+        Some(""),
+        "indexed keyword-only"
+    );
+    let server = ScriptedServer::start([
+        openai::tool_call("s1", "memory_search", &[r#"{"query": "anchorword"}"#]),
+        openai::text(&["It is in MEMORY.md."]),
+    ]);
+    let mut repl = Repl::start_as(claw_testkit::claw(ws), &server);
+    let pid = repl.pid();
+    wait_db(ws, "the notes embedded", |c| {
+        model_of(c).is_some_and(|m| m.contains("MiniLM"))
+    });
+    wait_db(ws, "the REPL's watcher, started after the catch-up", |c| {
+        watcher_rows(c, pid, true) == 1
+    });
+    repl.send("where is the anchorword?");
+    wait_requests(&server, 2);
+    let result = server.requests()[1]
+        .last_tool_result()
+        .expect("the memory_search result");
+    assert!(result.contains("anchorword"), "{result}");
+    assert!(
+        !result.contains("fallback"),
+        "hybrid after the swap: {result}"
+    );
+    repl.close_stdin();
+    let (ok, stdout, stderr) = repl.wait();
+    assert!(ok, "stdout: {stdout}\nstderr: {stderr}");
+    assert_eq!(
+        stderr.matches("chunks without vectors").count(),
         1,
         "{stderr}"
     );
     assert!(
-        stderr.contains("keep `claw memory watch` or a gateway running"),
+        stderr.contains("embedding them in the background"),
         "{stderr}"
     );
-    let out = claw_testkit::claw(ws)
-        .args(["memory", "index"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    let stderr = run(ws);
+    assert!(
+        stderr.contains("memory: embedded the notes: 2 chunks"),
+        "{stderr}"
+    );
+
+    let quiet = ScriptedServer::start([]);
+    let mut repl = Repl::start_as(claw_testkit::claw(ws), &quiet);
+    repl.close_stdin();
+    let (ok, stdout, stderr) = repl.wait();
+    assert!(ok, "stdout: {stdout}\nstderr: {stderr}");
     assert!(!stderr.contains("without vectors"), "{stderr}");
+    assert!(!stderr.contains("embedded the notes"), "{stderr}");
 }
