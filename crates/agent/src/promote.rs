@@ -328,13 +328,29 @@ impl<M: Model> Job<M> {
     pub async fn run(&self, cancel: &CancellationToken) -> Result<RunSummary, ConsolidationError> {
         let now = self.clock.now();
         let day = self.settings.zone.local(now).date_naive();
-        let ledger = self.blocking(|j| j.load_ledger()).await??;
+        // Every failure is recorded (the ledger, the day's report), so the
+        // status and the doctor see it, also one before anything was read.
+        let bare = || self.bare_summary(now, day);
+        let ledger = match self.blocking(|j| j.load_ledger()).await.and_then(|r| r) {
+            Ok(l) => l,
+            Err(e) => return self.fail(bare(), e).await,
+        };
         let window = self.window(&ledger, day);
         let gathered = {
             let (ledger, window) = (ledger.clone(), window);
-            self.blocking(move |j| j.gather(&ledger, window)).await??
+            match self
+                .blocking(move |j| j.gather(&ledger, window))
+                .await
+                .and_then(|r| r)
+            {
+                Ok(g) => g,
+                Err(e) => return self.fail(bare(), e).await,
+            }
         };
-        let memory_md = self.blocking(|j| j.read_memory()).await??;
+        let memory_md = match self.blocking(|j| j.read_memory()).await.and_then(|r| r) {
+            Ok(m) => m,
+            Err(e) => return self.fail(bare(), e).await,
+        };
         let (eligible, mut waiting): (Vec<Candidate>, Vec<Candidate>) = gathered
             .candidates
             .iter()
@@ -375,7 +391,11 @@ impl<M: Model> Job<M> {
             summary.items = waiting_items(&waiting, day);
             summary.skipped = summary.items.len();
             let pending = pending_since(&waiting);
-            return self.finish(summary, None, Vec::new(), pending, false).await;
+            let kept = summary.clone();
+            return match self.finish(summary, None, Vec::new(), pending, false).await {
+                Ok(s) => Ok(s),
+                Err(e) => self.fail(kept, e).await,
+            };
         }
         let plan = match self.plan(&memory_md, eligible) {
             Ok(p) => p,
@@ -410,8 +430,38 @@ impl<M: Model> Job<M> {
         let facts = facts_of(&reply.text, &plan.sent, day);
         let pending = pending_since(&waiting);
         summary.items = waiting_items(&waiting, day);
-        self.finish(summary, Some(facts), plan.sent, pending, true)
+        let kept = summary.clone();
+        match self
+            .finish(summary, Some(facts), plan.sent, pending, true)
             .await
+        {
+            Ok(s) => Ok(s),
+            // The final write failed (MEMORY.md's lock, a link, the disk).
+            Err(e) => self.fail(kept, e).await,
+        }
+    }
+
+    /// The summary of a run that stopped before it read anything.
+    fn bare_summary(&self, now: DateTime<Utc>, day: NaiveDate) -> RunSummary {
+        RunSummary {
+            at: now,
+            day,
+            outcome: Outcome::Unchanged,
+            message: String::new(),
+            window: None,
+            notes: 0,
+            turns: 0,
+            candidates: 0,
+            sent: 0,
+            promoted: 0,
+            updated: 0,
+            skipped: 0,
+            tokens: 0,
+            max_tokens: self.max_tokens(),
+            model: None,
+            report: None,
+            items: Vec::new(),
+        }
     }
 
     /// The run's bound: `max_tokens`, never past the model's context window.

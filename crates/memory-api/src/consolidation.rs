@@ -210,7 +210,9 @@ impl ConsolidationStatus {
     pub fn render(&self) -> Vec<String> {
         let mut out = Vec::new();
         match (self.enabled, &self.schedule, &self.off_reason) {
-            (Some(true), Some(s), _) => out.push(format!("consolidation: on, {s}")),
+            (Some(true), Some(s), _) => out.push(format!(
+                "consolidation: on, {s}, in a running `claw gateway` (`claw memory consolidate` runs it now)"
+            )),
             (Some(true), None, _) => out.push("consolidation: on".to_string()),
             (Some(false), _, Some(why)) => out.push(format!("consolidation: off ({why})")),
             (Some(false), _, None) => out.push("consolidation: off".to_string()),

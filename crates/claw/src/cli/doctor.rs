@@ -554,12 +554,15 @@ fn consolidation(settings: &Settings, status: Option<&MemoryStatus>) -> Section 
         return section(
             "consolidation",
             Status::Ok,
-            format!("on, {}; it has not run yet", c.schedule_text),
+            format!(
+                "on, {} in a running `claw gateway`; it has not run yet",
+                c.schedule_text
+            ),
             details,
         );
     };
     let summary = format!(
-        "on, {}; last run {} ({}): {}",
+        "on, {} in a running `claw gateway`; last run {} ({}): {}",
         c.schedule_text,
         run.at.format("%Y-%m-%d %H:%M UTC"),
         run.day,
@@ -570,8 +573,26 @@ fn consolidation(settings: &Settings, status: Option<&MemoryStatus>) -> Section 
             "`claw memory consolidate` runs it now and prints the error; the report is in the state dir's consolidation/ folder",
         );
     }
+    // Only a running gateway runs the schedule: a last run days old means
+    // none has been running.
+    let age = settings.mem.clock.now() - run.at;
+    if age > chrono::Duration::days(STALE_CONSOLIDATION_DAYS) {
+        return section(
+            "consolidation",
+            Status::Warn,
+            format!("{summary} — {} days ago", age.num_days()),
+            details,
+        )
+        .hint(
+            "the schedule runs only while `claw gateway` runs: keep one running, or run `claw memory consolidate` (e.g. from your own cron)",
+        );
+    }
     section("consolidation", Status::Ok, summary, details)
 }
+
+/// A daily consolidation whose last run is older than this many days has
+/// not been running (no gateway).
+const STALE_CONSOLIDATION_DAYS: i64 = 2;
 
 /// Bound of each LLM probe.
 const LLM_PROBE: std::time::Duration = std::time::Duration::from_secs(5);

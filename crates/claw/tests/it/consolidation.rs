@@ -248,6 +248,28 @@ fn consolidation_over_several_days_promotes_updates_and_is_idempotent() {
         ),
         "{text}"
     );
+    assert!(text.contains("in a running `claw gateway`"), "{text}");
+    // The doctor: fine the same day; days later, nothing has been running
+    // the schedule (only a gateway does), which it says.
+    let idle = ScriptedServer::start([]);
+    let doctor = |now: &str| {
+        let out = claw_llm(ws, &idle.url())
+            .env("CLAW_NOW", now)
+            .args(["doctor", "--json"])
+            .output()
+            .unwrap();
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        claw_testkit::doctor_section(&report, "consolidation")
+    };
+    let s = doctor("2026-12-03T12:00:00Z");
+    assert_eq!(s["status"], "ok", "{s}");
+    let s = doctor("2026-12-06T12:00:00Z");
+    assert_eq!(s["status"], "warn", "{s}");
+    assert!(
+        s["summary"].as_str().unwrap().ends_with("— 3 days ago"),
+        "{s}"
+    );
+    assert!(s["hint"].as_str().unwrap().contains("claw gateway"), "{s}");
 
     // Day 2: a new note; only it is sent.
     std::fs::write(
@@ -561,7 +583,9 @@ fn the_doctor_shows_the_consolidation_and_warns_after_a_failed_run() {
     assert_eq!(s["status"], "warn", "{s}");
     let summary = s["summary"].as_str().unwrap();
     assert!(
-        summary.starts_with("on, daily at 03:00 (UTC); last run 2026-12-03 09:00 UTC"),
+        summary.starts_with(
+            "on, daily at 03:00 (UTC) in a running `claw gateway`; last run 2026-12-03 09:00 UTC"
+        ),
         "{s}"
     );
     assert!(summary.contains("failed"), "{s}");
@@ -573,6 +597,34 @@ fn the_doctor_shows_the_consolidation_and_warns_after_a_failed_run() {
         "{s}"
     );
     assert_eq!(s["details"]["last_run"]["outcome"], "failed", "{s}");
+
+    // A run that fails before the model call is recorded too: here MEMORY.md
+    // is a link out of the workspace (never read or written through).
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("shadow"), "root:SECRET-HASH\n").unwrap();
+    std::fs::remove_file(ws.join("MEMORY.md")).unwrap();
+    std::os::unix::fs::symlink(outside.path().join("shadow"), ws.join("MEMORY.md")).unwrap();
+    let out = claw_llm(ws, &server.url())
+        .env("CLAW_NOW", "2026-12-03T10:00:00Z")
+        .args(["memory", "consolidate"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let st = run_json(
+        claw_llm(ws, &server.url())
+            .env("CLAW_NOW", "2026-12-03T10:05:00Z")
+            .args(["memory", "status", "--json"]),
+    );
+    let last = &st["consolidation"]["last_run"];
+    assert_eq!(last["outcome"], "failed", "{last:#}");
+    assert!(
+        last["message"].as_str().unwrap().contains("symbolic link"),
+        "{last:#}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(outside.path().join("shadow")).unwrap(),
+        "root:SECRET-HASH\n"
+    );
 }
 
 /// What a run sends the model: secrets redacted everywhere (a note's heading,
