@@ -173,7 +173,8 @@ pub fn search_at(
             note_time: row.note_time,
             tokens: score::token_set(&row.text),
             pinned: pinned.contains(&id),
-            source_factor: score::source_factor(&row.source, &row.text),
+            source_factor: score::source_factor(&row.source, &row.text)
+                * super::echo::echo_factor(&req.query, &row.source, &row.text),
         });
         cand_rows.push(row);
     }

@@ -5,6 +5,7 @@
 //! contract every caller (CLI, agent tools, eval) shares.
 #![warn(missing_docs)]
 
+pub mod echo;
 pub mod engine;
 pub mod get;
 pub mod keyword;

@@ -215,7 +215,8 @@ pub struct Explain {
     /// never below `1 − score::MAX_RECENCY_PENALTY`).
     pub decay: f64,
     /// The source's place in the ranking (`score::source_factor`): 1 for notes,
-    /// less for transcripts, least for the assistant's own turns. `score` is
+    /// less for transcripts, least for the assistant's own turns, halved for
+    /// an earlier asking of the query itself (`echo::echo_factor`). `score` is
     /// `blended × decay × source_factor`.
     #[serde(default = "one")]
     pub source_factor: f64,

@@ -1,0 +1,106 @@
+//! The query's echo in the transcripts: an earlier session where the user asked
+//! the very same question. That turn matches the query almost word for word, so
+//! by relevance alone the exchange holding it outranks the note that answers it
+//! (the assistant's answer there is only the note said again). A question asked
+//! before is not evidence of its answer, so such a chunk scores [`ECHO_FACTOR`]
+//! of its score, on top of the transcript's source factor
+//! (`score::source_factor`). Like that factor it only reorders: the minimum score
+//! tests the relevance before it, and with no note on the subject the exchange
+//! still comes back.
+//!
+//! A user line echoes the query when it holds at least 4/5 of the query's
+//! distinct words (CJK: character bigrams, `score::token_set`) and is not much
+//! longer than the query (at most 1.5 × its words + 2): a long turn that
+//! happens to hold the words is a statement, not the question again. Queries of
+//! fewer than three distinct words are never judged (too little to tell).
+
+use super::score::token_set;
+
+/// The share of its score a transcript chunk keeps when a user line in it
+/// asks the query again.
+pub const ECHO_FACTOR: f64 = 0.5;
+
+/// [`ECHO_FACTOR`] for a transcript chunk (source `sessions`) with a user
+/// line that echoes `query`, else 1.
+pub fn echo_factor(query: &str, source: &str, text: &str) -> f64 {
+    if source != crate::walk::SOURCE_SESSIONS {
+        return 1.0;
+    }
+    let q = token_set(query);
+    if q.len() < 3 {
+        return 1.0;
+    }
+    let echoes = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("user: "))
+        .any(|said| {
+            let l = token_set(said);
+            let covered = q.iter().filter(|t| l.binary_search(t).is_ok()).count();
+            covered * 5 >= q.len() * 4 && l.len() * 2 <= q.len() * 3 + 4
+        });
+    if echoes { ECHO_FACTOR } else { 1.0 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_question_asked_again_is_an_echo_and_other_turns_are_not() {
+        let q = "does foam detect orphan nodes";
+        let s = "sessions";
+        // The same question, in other words' order and case, with a "?".
+        assert_eq!(
+            echo_factor(
+                q,
+                s,
+                "user: Does Foam detect orphan nodes?\nassistant: Yes: the graph view lists them."
+            ),
+            ECHO_FACTOR
+        );
+        // One word dropped of six still echoes (5/6 ≥ 4/5).
+        assert_eq!(
+            echo_factor(
+                "how long does the UPS last",
+                s,
+                "user: how long does the UPS last?"
+            ),
+            ECHO_FACTOR
+        );
+        // Controls: notes never; the assistant's line never; a long statement
+        // that holds the words is not the question again; a different question.
+        assert_eq!(
+            echo_factor(q, "memory", "user: does foam detect orphan nodes"),
+            1.0
+        );
+        assert_eq!(
+            echo_factor(
+                q,
+                s,
+                "user: what now?\nassistant: does foam detect orphan nodes"
+            ),
+            1.0
+        );
+        assert_eq!(
+            echo_factor(
+                q,
+                s,
+                "user: I read that foam can detect orphan nodes and also does backlinks, tags, \
+                 graph views, daily notes and templates, which is why I switched to it last year"
+            ),
+            1.0
+        );
+        assert_eq!(echo_factor(q, s, "user: does obsidian sync my vault"), 1.0);
+        // Too short a query to judge.
+        assert_eq!(echo_factor("orphan nodes", s, "user: orphan nodes"), 1.0);
+        // CJK: bigrams.
+        assert_eq!(
+            echo_factor(
+                "黑豹队的防守丢了多少分",
+                s,
+                "user: 黑豹队的防守丢了多少分？"
+            ),
+            ECHO_FACTOR
+        );
+    }
+}
