@@ -6,7 +6,8 @@
 //! with the model takes about 80 s in release on an idle machine, too long for the
 //! debug test suite. `ranking_garden WORKSPACE` measures an existing hybrid index
 //! instead of building one: a workspace where the extracted tarball's root was
-//! added (`claw memory add DIR --name garden`) and indexed with the model.
+//! added (`claw memory add DIR --name garden`) and indexed with the model
+//! (the last table adds session transcripts to it).
 
 #![allow(clippy::unwrap_used)]
 
@@ -62,4 +63,6 @@ fn main() {
     garden::print_sweep("hybrid", &garden::sweep(&ws, e));
     garden::print_fusion_sweep("hybrid", &garden::fusion_sweep(&ws, e));
     garden::print_random_words("hybrid", &garden::random_words(&ws, e));
+    // Last: it adds transcripts to the workspace.
+    garden::print_with_transcripts("hybrid", &garden::with_transcripts(&ws, g.path(), e));
 }

@@ -260,3 +260,70 @@ fn memory_append_is_bounded_per_call_and_by_the_index_file_limit() {
     assert_eq!(r["result"]["isError"], false, "{r}");
     s.finish();
 }
+
+/// `memory_append` to MEMORY.md takes MEMORY.md's lock, like every other writer
+/// of it: a writer that read the file, merged and rewrites it under the lock
+/// (the scheduled consolidation) does not drop the appended line. Without the
+/// lock the append lands at once and the rewrite from the stale copy loses it.
+#[test]
+fn memory_append_to_memory_md_waits_for_its_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    std::fs::write(ws.join("MEMORY.md"), "# Memory\n\n- Ada runs payments.\n").unwrap();
+    let mut s = Server::start(ws);
+    s.initialize();
+    // Warm up: the first append opens what it needs.
+    s.send(
+        &json!({
+            "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "memory_append", "arguments": {"text": "warm up"}}
+        })
+        .to_string(),
+    );
+    let r = s.reply(Duration::from_secs(30));
+    assert_eq!(r["result"]["isError"], false, "{r}");
+    let state = claw_testkit::state_dir(ws);
+    std::fs::create_dir_all(&state).unwrap();
+    // The other writer: takes the lock, reads, (asks its model), rewrites.
+    let lock = claw_memory::lock::WriterLock::acquire_named(
+        &state,
+        claw_memory::lock::MEMORY_FILE_LOCK,
+        "MEMORY.md",
+        "test consolidation",
+        Duration::ZERO,
+    )
+    .unwrap();
+    let read = std::fs::read_to_string(ws.join("MEMORY.md")).unwrap();
+    s.send(
+        &json!({
+            "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "memory_append",
+                       "arguments": {"text": "- Bo joined payments.", "target": "MEMORY.md"}}
+        })
+        .to_string(),
+    );
+    // Without the lock the line would land now; give it every chance to.
+    let end = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < end
+        && !std::fs::read_to_string(ws.join("MEMORY.md"))
+            .unwrap()
+            .contains("Bo joined")
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    claw_base::fs::write_atomic(
+        &ws.join("MEMORY.md"),
+        format!("{read}- We ship on Tuesdays.\n").as_bytes(),
+        claw_base::fs::Durability::Durable,
+    )
+    .unwrap();
+    drop(lock);
+    let r = s.reply(Duration::from_secs(30));
+    assert_eq!(r["id"], 2, "{r}");
+    assert_eq!(r["result"]["isError"], false, "{r}");
+    let md = std::fs::read_to_string(ws.join("MEMORY.md")).unwrap();
+    assert!(md.contains("- We ship on Tuesdays."), "{md}");
+    assert!(md.contains("- Bo joined payments."), "{md}");
+    assert!(md.contains("- Ada runs payments."), "{md}");
+    s.finish();
+}

@@ -303,3 +303,126 @@ pub fn print_random_words(label: &str, (n, with_hits, best): &(usize, usize, Vec
         max.map_or("—".to_string(), |m| format!("{m:.2}"))
     );
 }
+
+/// Issue 27 item 1 on the garden: the queries' notes against a transcript
+/// history that repeats them. Per query: (note first, note in the top 6)
+/// before the history, then after 2 earlier sessions per query are indexed
+/// (with `e`) into the workspace's `sessions/`: one where the user asked about
+/// the note by its title, one where the user asked the query itself, each
+/// answered by the assistant with the note's own text (its first 600
+/// characters) — the echo, at its strongest. Also the transcript hits in the
+/// top 6 and the queries whose first hit is a transcript.
+pub struct EchoRow {
+    pub queries: usize,
+    pub first_before: usize,
+    pub top6_before: usize,
+    pub first_after: usize,
+    pub top6_after: usize,
+    pub transcript_first: usize,
+    pub transcript_hits: usize,
+}
+
+pub fn with_transcripts(ws: &Path, garden: &Path, e: Option<&dyn Embedder>) -> EchoRow {
+    let qs = load_queries(QUERIES);
+    let first_top6 = |store: &Store| -> (usize, usize) {
+        let (mut first, mut top6) = (0, 0);
+        for q in &qs {
+            let r = search(store, e, &q.text, Mode::Hybrid);
+            let rank = rank_of(&r, q.expected.as_deref().unwrap());
+            first += usize::from(rank == Some(1));
+            top6 += usize::from(rank.is_some());
+        }
+        (first, top6)
+    };
+    let (first_before, top6_before) = first_top6(&open_store(ws));
+
+    let sessions = ws.join("sessions");
+    std::fs::create_dir_all(&sessions).unwrap();
+    let turn = |role: &str, text: &str| {
+        serde_json::json!({"role": role, "content": text}).to_string() + "\n"
+    };
+    for (i, q) in qs.iter().enumerate() {
+        let text = std::fs::read_to_string(garden.join(q.expected.as_deref().unwrap()))
+            .unwrap_or_default();
+        let title = text
+            .lines()
+            .find_map(|l| l.strip_prefix("# "))
+            .map(str::to_string)
+            .unwrap_or_else(|| q.expected.clone().unwrap_or_default());
+        let answer: String = text
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+            .collect::<Vec<_>>()
+            .join(" ")
+            .chars()
+            .take(600)
+            .collect();
+        std::fs::write(
+            sessions.join(format!("title_{i}.jsonl")),
+            turn("user", &format!("what did I write about {title}?")) + &turn("assistant", &answer),
+        )
+        .unwrap();
+        std::fs::write(
+            sessions.join(format!("verbatim_{i}.jsonl")),
+            turn("user", &q.text) + &turn("assistant", &answer),
+        )
+        .unwrap();
+    }
+    let mut settings = Settings::for_workspace(ws, EmbedProvider::None);
+    settings.state_dir = claw_testkit::state_dir(ws);
+    let mut store = Store::open(&settings.db_path()).unwrap();
+    let lock = WriterLock::acquire(&settings.state_dir(), "ranking", Duration::from_secs(5))
+        .expect("writer lock");
+    indexer::run(
+        &mut store,
+        &settings,
+        e,
+        &IndexOptions::default(),
+        &lock,
+        &|_| {},
+    )
+    .expect("index the sessions");
+    drop(lock);
+
+    let store = open_store(ws);
+    let (first_after, top6_after) = first_top6(&store);
+    let (mut transcript_first, mut transcript_hits) = (0, 0);
+    for q in &qs {
+        let r = search(&store, e, &q.text, Mode::Hybrid);
+        transcript_first += usize::from(r.results.first().is_some_and(|h| h.source == "sessions"));
+        transcript_hits += r.results.iter().filter(|h| h.source == "sessions").count();
+    }
+    EchoRow {
+        queries: qs.len(),
+        first_before,
+        top6_before,
+        first_after,
+        top6_after,
+        transcript_first,
+        transcript_hits,
+    }
+}
+
+pub fn print_with_transcripts(label: &str, r: &EchoRow) {
+    let n = r.queries;
+    println!(
+        "| garden, {label}: notes against a transcript history that repeats them | before the history | after |"
+    );
+    println!("|---|---:|---:|");
+    println!(
+        "| the query's note first | {}/{n} | {}/{n} |",
+        r.first_before, r.first_after
+    );
+    println!(
+        "| the query's note in the top 6 | {}/{n} | {}/{n} |",
+        r.top6_before, r.top6_after
+    );
+    println!(
+        "| a transcript first | 0/{n} | {}/{n} |",
+        r.transcript_first
+    );
+    println!(
+        "| transcript hits in the top 6 (of up to 6 × {n}) | 0 | {} |",
+        r.transcript_hits
+    );
+}
