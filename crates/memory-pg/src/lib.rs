@@ -23,4 +23,7 @@ mod store;
 pub use claw_memory::workspace_id::{WORKSPACE_ID_FILE, workspace_id};
 pub use indexed::{IndexedFile, reassemble};
 pub use migrate::{MigrateReport, copy_sqlite};
-pub use store::{PgConfig, PgError, PgStats, PgStore, SCHEMA_VERSION};
+pub use store::{
+    DEFAULT_EF_SEARCH, GROUP_MAX_CHUNKS, HNSW_EF_CONSTRUCTION, HNSW_M, PgConfig, PgError, PgStats,
+    PgStore, SCHEMA_VERSION,
+};
