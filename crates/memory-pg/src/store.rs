@@ -145,7 +145,7 @@ pub const GROUP_MAX_CHUNKS: usize = 2_000;
 
 /// The default [`PgConfig::ef_search`]; chosen by `examples/pg_scale.rs`
 /// (recall@10 against exact search and latency, BENCHMARKS.md).
-pub const DEFAULT_EF_SEARCH: usize = 40;
+pub const DEFAULT_EF_SEARCH: usize = 200;
 
 /// HNSW build parameters (pgvector's defaults are m 16, ef_construction 64);
 /// chosen by `examples/pg_scale.rs` (BENCHMARKS.md).
@@ -185,7 +185,8 @@ pub struct PgConfig {
 }
 
 impl PgConfig {
-    /// Defaults: schema `claw`, pool of 4, 5 s connect timeout, 60 s statements,
+    /// Defaults: schema `claw`, pool of 8 (a gateway serves several clients at
+    /// once), 5 s connect timeout, 60 s statements,
     /// [`DEFAULT_EF_SEARCH`].
     pub fn new(
         url: impl Into<String>,
@@ -198,7 +199,7 @@ impl PgConfig {
             namespace: namespace.into(),
             search_namespaces: Vec::new(),
             workspace: workspace.into(),
-            pool_size: 4,
+            pool_size: 8,
             connect_timeout: Duration::from_secs(5),
             statement_timeout: Duration::from_secs(60),
             ef_search: DEFAULT_EF_SEARCH,
@@ -306,7 +307,17 @@ pub struct PgStore {
     /// Search indexes dropped for a bulk load into an empty table (their
     /// statements), built by [`PgStore::finish_bulk`].
     deferred: Mutex<Vec<String>>,
+    /// The last background sample read, by what it was read at (shared by clones).
+    pub(crate) sample_cache: std::sync::Arc<Mutex<Option<SampleCache>>>,
 }
+
+/// A background sample and the index state it was read at: the rowid range
+/// (which fixes the sampled ids) and the visible chunk count (which any delete
+/// changes). A search reuses it while both are unchanged.
+pub(crate) type SampleCache = (
+    (i64, i64, i64, usize),
+    claw_memory::search::score::BackgroundSample,
+);
 
 impl Clone for PgStore {
     /// Shares the pool; the clone has no open write group and no deferred index.
@@ -317,6 +328,7 @@ impl Clone for PgStore {
             namespaces: self.namespaces.clone(),
             group: Group::default(),
             deferred: Mutex::default(),
+            sample_cache: self.sample_cache.clone(),
         }
     }
 }
@@ -403,6 +415,7 @@ impl PgStore {
             cfg,
             group: Group::default(),
             deferred: Mutex::default(),
+            sample_cache: Default::default(),
         };
         store.migrate()?;
         Ok(store)
