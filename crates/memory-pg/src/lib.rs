@@ -11,8 +11,9 @@
 //!
 //! Several writers share one database: every row is owned by a namespace, a
 //! workspace id (stable, kept in the writing workspace's state dir) and a source;
-//! each file is written in its own transaction under a per-source advisory lock,
-//! so a lost connection leaves every file fully old or fully new.
+//! each file is written in one transaction (its own, or its write group's) under
+//! per-source advisory locks, so a lost connection leaves every file fully old or
+//! fully new.
 #![warn(missing_docs)]
 
 mod indexed;

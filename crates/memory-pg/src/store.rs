@@ -1,13 +1,17 @@
-//! The PostgreSQL store: connection pool (r2d2), timeouts, retry on transient
-//! errors, versioned migrations from `migrations/postgres/` applied on connect
-//! (a newer schema is refused), and the indexer's writes
-//! (`claw_memory::index_storage::IndexStorage`).
+//! The PostgreSQL store: connection pool (r2d2; each connection keeps its
+//! prepared statements), timeouts, retry on transient errors, versioned
+//! migrations from `migrations/postgres/` applied on connect (a newer schema is
+//! refused), and the indexer's writes (`claw_memory::index_storage::IndexStorage`).
 //!
 //! Every write unit (one file, one removal, one cache batch, a reset) is its own
-//! transaction, retried whole on a transient error; each file's transaction takes
-//! the transaction-level advisory lock of its (namespace, workspace, source), so
-//! two writers of the same source serialise and writers of different sources run
-//! concurrently. Group calls from the indexer are no-ops.
+//! transaction, retried whole on a transient error; inside the indexer's write
+//! group the files written are held and sent together — one transaction, one
+//! statement per table — when the group commits, every [`GROUP_MAX_CHUNKS`]
+//! chunks, or before a read of the rows (`PgStore::flush`). A transaction
+//! writing a source takes the transaction-level advisory lock of its (namespace,
+//! workspace, source), so two writers of the same source serialise and writers
+//! of different sources run concurrently. A reset into an empty table drops the
+//! search indexes and builds them once after the load ([`PgStore::finish_bulk`]).
 
 use claw_memory::index_storage::IndexStorage;
 use claw_memory::store::{
