@@ -6,6 +6,7 @@
 #![warn(missing_docs)]
 
 pub mod engine;
+pub mod expand;
 pub mod get;
 pub mod keyword;
 pub mod query;
