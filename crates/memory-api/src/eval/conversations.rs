@@ -361,10 +361,13 @@ struct Hit {
     end: usize,
 }
 
+/// A mode's search of `n` hits for a text.
+type Ask<'a> = dyn Fn(&str, usize) -> Result<Vec<SearchHit>, SearchOneError> + 'a;
+
 /// One question's search under `expand` ([`Expansion`]): the hits as citations
 /// and spans. `ask(text, n)` is the mode's search of `n` hits.
 fn expanded_search(
-    ask: &dyn Fn(&str, usize) -> Result<Vec<SearchHit>, SearchOneError>,
+    ask: &Ask<'_>,
     query: &str,
     limit: usize,
     expand: Option<Expansion>,
