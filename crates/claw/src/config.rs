@@ -11,9 +11,20 @@ pub use claw_agent::config::{
 use claw_memory_api::Fusion;
 use claw_memory_api::clock::Clock;
 pub use claw_memory_api::config::{
-    Backend, ENV_EMBED_MODEL_DIR, ENV_ORT_DYLIB_PATH, EmbedProvider, LocalRuntime, MemoryConfig,
-    MemorySettings, PgSettings, Precision,
+    Backend, DayZone, ENV_EMBED_MODEL_DIR, ENV_ORT_DYLIB_PATH, EmbedProvider, LocalRuntime,
+    MemoryConfig, MemorySettings, PgSettings, Precision,
 };
+
+/// The memory's day zone from `agent.timezone` (claw's one zone parser); the
+/// machine's when it is unset (or not a zone: the assistant reports that one).
+pub fn day_zone(timezone: Option<&str>) -> DayZone {
+    match timezone.map(claw_schedule::Zone::parse) {
+        Some(Ok(claw_schedule::Zone::Utc)) => DayZone::Fixed(chrono::Offset::fix(&chrono::Utc)),
+        Some(Ok(claw_schedule::Zone::Named(tz))) => DayZone::Named(tz),
+        Some(Ok(claw_schedule::Zone::Fixed(off))) => DayZone::Fixed(off),
+        None | Some(Err(_)) => DayZone::Machine,
+    }
+}
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -498,6 +509,7 @@ impl Settings {
                 embed,
                 memory,
                 clock,
+                zone: day_zone(file.agent.timezone.as_deref()),
                 backend,
             },
             assistant: AssistantConfig {

@@ -41,7 +41,7 @@ use std::time::Duration;
 /// private file modes, redaction, the state directory.
 pub use claw_memory::{beneath, clock, config, dates, embed, lock, private, redact, state};
 
-pub use claw_memory::config::{Backend, MemoryConfig, PgSettings};
+pub use claw_memory::config::{Backend, DayZone, MemoryConfig, PgSettings};
 pub use claw_memory::error_chain;
 pub use claw_memory::freshness::IdentityMismatch;
 pub use claw_memory::freshness::{FileRef, StaleReason, SyncReport};

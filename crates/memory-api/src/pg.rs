@@ -329,13 +329,13 @@ impl PgMemory {
             } else {
                 self.embedder().map_err(MemoryError::Freshness)?
             };
-            let response = engine::search_at(
+            let response = engine::search_in_zone(
                 self.store(),
                 embedder,
                 &self.settings.memory,
                 req,
                 self.settings.clock.now_unix(),
-                self.settings.clock.local_offset().local_minus_utc(),
+                &self.settings.zone,
             )?;
             Ok(SearchOutcome {
                 response,

@@ -182,9 +182,75 @@ pub struct MemoryConfig {
     pub memory: MemorySettings,
     /// "Now" for decay and timestamps.
     pub clock: Clock,
+    /// The user's time zone (`agent.timezone`, else the machine's): the days of
+    /// a query's date words and of a transcript chunk's context.
+    pub zone: DayZone,
     /// Where the index lives (`memory.backend`): the SQLite file in the state
     /// directory, or a shared PostgreSQL database.
     pub backend: Backend,
+}
+
+/// The time zone whose days the user lives in, with the offset in force at each
+/// instant (daylight saving included): a turn said in July and one said in
+/// January are dated with their own offsets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DayZone {
+    /// The machine's zone (`TZ`, else `/etc/localtime`).
+    #[default]
+    Machine,
+    /// An IANA zone (`Europe/Berlin`).
+    Named(chrono_tz::Tz),
+    /// A fixed offset (`+05:30`, UTC).
+    Fixed(chrono::FixedOffset),
+}
+
+impl DayZone {
+    /// Seconds east of UTC in force at unix time `t`.
+    pub fn offset_at(&self, t: i64) -> i32 {
+        use chrono::{Offset, TimeZone};
+        let Some(at) = chrono::DateTime::from_timestamp(t, 0) else {
+            return 0;
+        };
+        match self {
+            DayZone::Machine => chrono::Local
+                .offset_from_utc_datetime(&at.naive_utc())
+                .fix()
+                .local_minus_utc(),
+            DayZone::Named(tz) => tz
+                .offset_from_utc_datetime(&at.naive_utc())
+                .fix()
+                .local_minus_utc(),
+            DayZone::Fixed(off) => off.local_minus_utc(),
+        }
+    }
+
+    /// The local date at unix time `t`.
+    pub fn date_at(&self, t: i64) -> chrono::NaiveDate {
+        chrono::DateTime::from_timestamp(t + i64::from(self.offset_at(t)), 0)
+            .unwrap_or_default()
+            .date_naive()
+    }
+
+    /// Unix time of the first instant of local day `d` (midnight, or the first
+    /// time after it where daylight saving skips midnight).
+    pub fn day_start(&self, d: chrono::NaiveDate) -> i64 {
+        let naive = d
+            .and_hms_opt(0, 0, 0)
+            .unwrap_or_default()
+            .and_utc()
+            .timestamp();
+        // The offset in force a day either side brackets midnight's; the right
+        // one maps back onto day `d`.
+        let guess = |off: i32| naive - i64::from(off);
+        let mut best: Option<i64> = None;
+        for probe in [naive - 86_400, naive, naive + 86_400] {
+            let t = guess(self.offset_at(probe));
+            if self.date_at(t) == d && best.is_none_or(|b| t < b) {
+                best = Some(t);
+            }
+        }
+        best.unwrap_or_else(|| guess(self.offset_at(naive)))
+    }
 }
 
 /// `memory.backend`: the storage under the memory service. Everything above the
@@ -243,6 +309,7 @@ impl MemoryConfig {
             embed,
             memory: MemorySettings::default(),
             clock: Clock::System,
+            zone: DayZone::Machine,
             backend: Backend::Sqlite,
         }
     }

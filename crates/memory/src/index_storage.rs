@@ -67,6 +67,18 @@ pub trait IndexStorage {
     fn remove_file(&mut self, source: &str, path: &str) -> Result<usize>;
     /// Count the chunks a file currently has.
     fn chunk_count(&self, source: &str, path: &str) -> Result<usize>;
+    /// Whether [`IndexStorage::remove_chunks_from`] works here; when it does not,
+    /// a transcript whose last exchange must be re-chunked is rewritten whole.
+    fn removes_chunks_from(&self) -> bool {
+        false
+    }
+    /// Drop a file's chunks that start at or after 1-based `line` (a transcript's
+    /// trailing exchange, re-chunked when its answer arrives); how many. Only
+    /// called where [`IndexStorage::removes_chunks_from`].
+    fn remove_chunks_from(&mut self, source: &str, path: &str, line: usize) -> Result<usize> {
+        let _ = (source, path, line);
+        Ok(0)
+    }
     /// Cached embeddings by chunk-text hash.
     fn cached_embeddings(
         &self,
@@ -112,6 +124,12 @@ pub trait IndexStorage {
 }
 
 impl IndexStorage for Store {
+    fn removes_chunks_from(&self) -> bool {
+        true
+    }
+    fn remove_chunks_from(&mut self, source: &str, path: &str, line: usize) -> Result<usize> {
+        Store::remove_chunks_from(self, source, path, line)
+    }
     fn mark_skipped(&self, source: &str, rec: &SkippedRecord) -> Result<()> {
         Store::mark_skipped(self, source, rec)
     }

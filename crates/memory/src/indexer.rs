@@ -24,7 +24,7 @@ use std::borrow::Cow;
 
 use crate::redact::redact;
 use crate::store::{FileRecord, NewChunk, SkippedRecord, StoreError, WriteMode};
-use crate::transcript::read_transcript;
+use crate::transcript::{read_transcript, trailing_exchange};
 use crate::walk::{self, DiskFile, IssueReason, SourceKind, SourceRoot};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -731,7 +731,7 @@ impl<'a> Run<'a> {
         stored: Option<&FileRecord>,
         bytes: &[u8],
     ) -> Result<(), IndexError> {
-        let (from_byte, from_line, mode) = match stored {
+        let (mut from_byte, mut from_line, mut mode) = match stored {
             Some(r)
                 if r.indexed_bytes as usize <= bytes.len()
                     && sha256_hex(&bytes[..r.indexed_bytes as usize]) == r.sha256 =>
@@ -744,12 +744,27 @@ impl<'a> Run<'a> {
             }
             _ => (0, 0, WriteMode::Replace),
         };
+        // An answer after the indexed part completes the last exchange there,
+        // chunked without it (live use: the user's line is indexed before the
+        // answer arrives): that exchange is read again, so the chunks equal a
+        // whole-file index's.
+        let mut rechunk_from = None;
+        if mode == WriteMode::Append
+            && let Some((at, lines)) = trailing_exchange(&bytes[..from_byte], &bytes[from_byte..])
+        {
+            if self.store.removes_chunks_from() {
+                rechunk_from = Some(lines + 1);
+                (from_byte, from_line) = (at, lines);
+            } else {
+                (from_byte, from_line, mode) = (0, 0, WriteMode::Replace);
+            }
+        }
         let read = read_transcript(
             &bytes[from_byte..],
             from_line + 1,
             &self.params,
             self.counter(),
-            self.settings.clock.local_offset().local_minus_utc(),
+            &self.settings.zone,
         );
         if mode == WriteMode::Append && read.consumed_bytes == 0 {
             // Nothing new but a torn last line: just remember the stat.
@@ -781,7 +796,7 @@ impl<'a> Run<'a> {
                 note_time: c.time,
             })
             .collect();
-        self.write(src, &record, pieces, mode)
+        self.write_from(src, &record, pieces, mode, rechunk_from)
     }
 
     /// Embed (cache first) and write one file's chunks in one transaction.
@@ -791,6 +806,20 @@ impl<'a> Run<'a> {
         record: &FileRecord,
         pieces: Vec<Piece>,
         mode: WriteMode,
+    ) -> Result<(), IndexError> {
+        self.write_from(src, record, pieces, mode, None)
+    }
+
+    /// [`Self::write`], first dropping the file's chunks from line `rechunk_from`
+    /// on (an appended transcript's trailing exchange, read again) once the new
+    /// chunks are embedded.
+    fn write_from(
+        &mut self,
+        src: &SourceRoot,
+        record: &FileRecord,
+        pieces: Vec<Piece>,
+        mode: WriteMode,
+        rechunk_from: Option<usize>,
     ) -> Result<(), IndexError> {
         // Chunks are embedded behind their context (the stored and shown text is
         // the chunk's own); the cache and the chunk id follow the embedded text.
@@ -868,10 +897,13 @@ impl<'a> Run<'a> {
                 note_time: p.note_time,
             })
             .collect();
-        let removed = if mode == WriteMode::Replace {
-            self.store.chunk_count(&src.name, &record.path)?
-        } else {
-            0
+        let removed = match (mode, rechunk_from) {
+            (WriteMode::Replace, _) => self.store.chunk_count(&src.name, &record.path)?,
+            (WriteMode::Append, Some(line)) => {
+                self.store
+                    .remove_chunks_from(&src.name, &record.path, line)?
+            }
+            (WriteMode::Append, None) => 0,
         };
         self.store.write_file(record, &chunks, mode, &self.model)?;
         self.report.files_changed += 1;

@@ -408,13 +408,13 @@ impl<'e> MemoryService<'e> {
         embedder: Option<&dyn Embedder>,
         req: &SearchRequest,
     ) -> Result<SearchResponse, ServiceError> {
-        Ok(engine::search_at(
+        Ok(engine::search_in_zone(
             store,
             embedder,
             &self.settings.memory,
             req,
             self.settings.clock.now_unix(),
-            self.settings.clock.local_offset().local_minus_utc(),
+            &self.settings.zone,
         )?)
     }
 

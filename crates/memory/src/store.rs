@@ -1170,6 +1170,17 @@ impl Store {
         Ok(n)
     }
 
+    /// Drop a file's chunks that start at or after 1-based `line`. Returns how many.
+    pub fn remove_chunks_from(&mut self, source: &str, path: &str, line: usize) -> Result<usize> {
+        let tx = self.begin_write()?;
+        let n = tx.execute(
+            "DELETE FROM chunks WHERE source = ?1 AND path = ?2 AND start_line >= ?3",
+            params![source, path, line as i64],
+        )?;
+        tx.commit()?;
+        Ok(n)
+    }
+
     /// Count the chunks a file currently has.
     pub fn chunk_count(&self, source: &str, path: &str) -> Result<usize> {
         let n: i64 = self.conn.query_row(

@@ -15,6 +15,7 @@
 //! ([`crate::redact`]) before it is chunked.
 
 use crate::chunk::{ChunkParams, TokenCounter};
+use crate::config::DayZone;
 use crate::redact::redact;
 use serde_json::Value;
 
@@ -65,13 +66,13 @@ pub enum LineKind {
 
 /// Read the complete lines of `bytes` (a transcript's content starting at a line
 /// boundary), numbering lines from `first_line` (1-based); days in chunk contexts
-/// are those of a time zone `utc_offset` seconds east of UTC.
+/// are those of `zone`, with the offset in force when each turn was said.
 pub fn read_transcript(
     bytes: &[u8],
     first_line: usize,
     params: &ChunkParams,
     counter: &dyn TokenCounter,
-    utc_offset: i32,
+    zone: &DayZone,
 ) -> TranscriptRead {
     let mut read = TranscriptRead::default();
     let mut messages = Vec::new();
@@ -89,8 +90,51 @@ pub fn read_transcript(
         read.consumed_lines += 1;
     }
     read.consumed_bytes = offset;
-    read.chunks = group_messages(&messages, params, counter, utc_offset);
+    read.chunks = group_messages(&messages, params, counter, zone);
     read
+}
+
+/// Where an incremental pass must start again so its chunks equal a whole-file
+/// index's: when the first message of `appended` (the complete lines after the
+/// indexed `prefix`) is the assistant's, it belongs to the exchange of the last
+/// user message of `prefix`, which was chunked without it. Returns that user
+/// line's byte offset in `prefix` and the number of lines before it; `None` when
+/// nothing need be re-read (the new part opens with a user message or holds no
+/// message, or `prefix` has no user message).
+pub fn trailing_exchange(prefix: &[u8], appended: &[u8]) -> Option<(usize, usize)> {
+    let mut offset = 0usize;
+    let mut opens_with_answer = None;
+    while let Some(nl) = memchr_newline(&appended[offset..]) {
+        if let LineKind::Message(m) = parse_line(&appended[offset..offset + nl], 0) {
+            opens_with_answer = Some(m.assistant);
+            break;
+        }
+        offset += nl + 1;
+    }
+    if opens_with_answer != Some(true) {
+        return None;
+    }
+    // Walk the prefix's complete lines backwards to its last user message.
+    let mut end = prefix.len();
+    while end > 0 {
+        let body_end = if prefix[end - 1] == b'\n' {
+            end - 1
+        } else {
+            end
+        };
+        let start = prefix[..body_end]
+            .iter()
+            .rposition(|&c| c == b'\n')
+            .map_or(0, |i| i + 1);
+        if let LineKind::Message(m) = parse_line(&prefix[start..body_end], 0)
+            && !m.assistant
+        {
+            let lines = prefix[..start].iter().filter(|&&c| c == b'\n').count();
+            return Some((start, lines));
+        }
+        end = start;
+    }
+    None
 }
 
 fn memchr_newline(b: &[u8]) -> Option<usize> {
@@ -195,10 +239,10 @@ pub fn parse_time(v: &Value) -> Option<i64> {
 }
 
 /// The context of a transcript chunk: the day it was said in a time zone
-/// `utc_offset` seconds east of UTC, with its weekday, then who spoke —
+/// `zone` (with the offset in force then), with its weekday, then who spoke —
 /// `2023-05-04 Thursday, user`, `… , assistant`, `… , user and assistant`; only the
 /// speakers without a time.
-pub fn turn_context(time: Option<i64>, user: bool, assistant: bool, utc_offset: i32) -> String {
+pub fn turn_context(time: Option<i64>, user: bool, assistant: bool, zone: &DayZone) -> String {
     let who = match (user, assistant) {
         (true, true) => "user and assistant",
         (false, true) => "assistant",
@@ -206,7 +250,7 @@ pub fn turn_context(time: Option<i64>, user: bool, assistant: bool, utc_offset: 
     };
     let day = time
         .and_then(|t| chrono::DateTime::from_timestamp(t, 0))
-        .zip(chrono::FixedOffset::east_opt(utc_offset))
+        .zip(time.and_then(|t| chrono::FixedOffset::east_opt(zone.offset_at(t))))
         .map(|(t, z)| t.with_timezone(&z).format("%Y-%m-%d %A").to_string());
     match day {
         Some(d) => format!("{d}, {who}"),
@@ -223,7 +267,7 @@ pub fn group_messages(
     messages: &[TranscriptMessage],
     params: &ChunkParams,
     counter: &dyn TokenCounter,
-    utc_offset: i32,
+    zone: &DayZone,
 ) -> Vec<TranscriptChunk> {
     let budget = params.max_tokens.max(1);
     // Exchanges: index ranges into `messages`.
@@ -249,12 +293,12 @@ pub fn group_messages(
                     .collect::<Vec<_>>()
                     .join("\n"),
                 time: ms.iter().fold(None, |t, m| max_time(t, m.time)),
-                context: turn_context(first_time, true, true, utc_offset),
+                context: turn_context(first_time, true, true, zone),
             });
             continue;
         }
         for (m, tokens) in ms.iter().zip(counts) {
-            let context = turn_context(m.time, !m.assistant, m.assistant, utc_offset);
+            let context = turn_context(m.time, !m.assistant, m.assistant, zone);
             if tokens <= budget {
                 out.push(TranscriptChunk {
                     start_line: m.line,
@@ -342,6 +386,60 @@ mod tests {
     use super::*;
     use crate::chunk::ApproxCounter;
 
+    const UTC: DayZone = DayZone::Fixed(chrono::FixedOffset::east_opt(0).unwrap());
+
+    fn fixed(secs: i32) -> DayZone {
+        DayZone::Fixed(chrono::FixedOffset::east_opt(secs).unwrap())
+    }
+
+    #[test]
+    fn turns_are_dated_with_the_offset_in_force_when_said() {
+        // New York: UTC−5 in winter, UTC−4 in summer. 03:30 UTC is the evening
+        // before in both, but 04:30 UTC is the same day in summer (00:30 EDT)
+        // and the day before in winter (23:30 EST).
+        let ny = DayZone::Named(chrono_tz::America::New_York);
+        let summer = 1_783_139_400; // 2026-07-04T04:30:00Z (00:30 EDT, Saturday)
+        let winter = 1_768_451_400; // 2026-01-15T04:30:00Z (23:30 EST, Wednesday the 14th)
+        assert_eq!(
+            turn_context(Some(summer), true, false, &ny),
+            "2026-07-04 Saturday, user"
+        );
+        assert_eq!(
+            turn_context(Some(winter), true, false, &ny),
+            "2026-01-14 Wednesday, user"
+        );
+        // The control: one offset (today's, winter) for both dates the summer
+        // turn on the wrong day.
+        assert_eq!(
+            turn_context(Some(summer), true, false, &fixed(-5 * 3600)),
+            "2026-07-03 Friday, user"
+        );
+    }
+
+    #[test]
+    fn an_answer_after_the_indexed_part_reopens_its_exchange() {
+        let meta = "{\"type\":\"session\"}\n";
+        let u = line("user", "where is the kayak", "2026-03-02T10:00:00Z");
+        let a = line("assistant", "at the boathouse", "2026-03-02T10:01:00Z");
+        let tool = "{\"type\":\"tool_result\",\"content\":\"x\"}\n";
+        let prefix = format!("{meta}{u}{tool}");
+        // The answer opens the new part: read again from the question (line 2).
+        assert_eq!(
+            trailing_exchange(prefix.as_bytes(), a.as_bytes()),
+            Some((meta.len(), 1))
+        );
+        // A new question (or nothing but ignored lines) closes nothing.
+        assert_eq!(trailing_exchange(prefix.as_bytes(), u.as_bytes()), None);
+        assert_eq!(trailing_exchange(prefix.as_bytes(), tool.as_bytes()), None);
+        // No question before it: the answer stands alone either way.
+        assert_eq!(trailing_exchange(meta.as_bytes(), a.as_bytes()), None);
+        // A torn answer is not yet there.
+        assert_eq!(
+            trailing_exchange(prefix.as_bytes(), &a.as_bytes()[..a.len() - 1]),
+            None
+        );
+    }
+
     /// One token per whitespace-separated word: easy budgets to reason about.
     struct Words;
     impl TokenCounter for Words {
@@ -382,7 +480,7 @@ mod tests {
             "by the south fence",
             "2026-01-01T00:00:04Z",
         ));
-        let r = read_transcript(t.as_bytes(), 1, &params(100), &Words, 0);
+        let r = read_transcript(t.as_bytes(), 1, &params(100), &Words, &UTC);
         assert_eq!(r.consumed_lines, 6);
         assert_eq!(r.consumed_bytes, t.len());
         assert_eq!(r.skipped_lines, 0);
@@ -418,7 +516,7 @@ mod tests {
             })
             .to_string()
             + "\n";
-        let r = read_transcript(t.as_bytes(), 1, &params(100), &Words, 0);
+        let r = read_transcript(t.as_bytes(), 1, &params(100), &Words, &UTC);
         assert_eq!(r.chunks.len(), 1);
         assert_eq!(r.chunks[0].text, "assistant: first part\nsecond part");
         assert_eq!(r.chunks[0].time, Some(1767225600));
@@ -428,7 +526,7 @@ mod tests {
     #[test]
     fn wrapped_messages_and_time_formats() {
         let t = "{\"type\":\"message\",\"timestamp\":\"2026-02-01T10:00:00+01:00\",\"message\":{\"role\":\"user\",\"content\":\"hello there\"}}\n";
-        let r = read_transcript(t.as_bytes(), 1, &params(100), &Words, 0);
+        let r = read_transcript(t.as_bytes(), 1, &params(100), &Words, &UTC);
         assert_eq!(r.chunks[0].text, "user: hello there");
         assert_eq!(r.chunks[0].time, Some(1769936400));
         assert_eq!(
@@ -450,17 +548,17 @@ mod tests {
         t.push('\n');
         let complete = t.len();
         t.push_str("{\"role\":\"user\",\"content\":\"half wri");
-        let r = read_transcript(t.as_bytes(), 1, &params(100), &Words, 0);
+        let r = read_transcript(t.as_bytes(), 1, &params(100), &Words, &UTC);
         assert_eq!(r.consumed_bytes, complete);
         assert_eq!(r.consumed_lines, 4);
         assert_eq!(r.skipped_lines, 2);
         assert_eq!(r.chunks.len(), 1);
         assert!(!r.chunks.iter().any(|c| c.text.contains("half")));
         // Non-UTF-8 bytes on a complete line: skipped, not an error.
-        let r = read_transcript(b"\xff\xfe\n", 1, &params(100), &Words, 0);
+        let r = read_transcript(b"\xff\xfe\n", 1, &params(100), &Words, &UTC);
         assert_eq!((r.consumed_lines, r.skipped_lines), (1, 1));
         // Nothing complete at all.
-        let r = read_transcript(b"{\"role\":", 1, &params(100), &Words, 0);
+        let r = read_transcript(b"{\"role\":", 1, &params(100), &Words, &UTC);
         assert_eq!(r, TranscriptRead::default());
     }
 
@@ -470,13 +568,13 @@ mod tests {
             + &line("assistant", "beta", "2026-01-01T00:00:01Z");
         let more = line("user", "gamma", "2026-01-01T00:00:02Z");
         let all = first.clone() + &more;
-        let r1 = read_transcript(first.as_bytes(), 1, &params(100), &Words, 0);
+        let r1 = read_transcript(first.as_bytes(), 1, &params(100), &Words, &UTC);
         let r2 = read_transcript(
             &all.as_bytes()[r1.consumed_bytes..],
             1 + r1.consumed_lines,
             &params(100),
             &Words,
-            0,
+            &UTC,
         );
         assert_eq!(r2.chunks.len(), 1);
         assert_eq!(r2.chunks[0].text, "user: gamma");
@@ -494,7 +592,7 @@ mod tests {
         t.push_str(&line("assistant", "a1 x y", "2026-01-01T10:00:03Z"));
         t.push_str(&line("user", "m2 x y", "2026-01-01T10:00:04Z"));
         t.push_str(&line("user", "m3 x y", "2026-01-01T10:00:05Z"));
-        let r = read_transcript(t.as_bytes(), 1, &params(8), &Words, 0);
+        let r = read_transcript(t.as_bytes(), 1, &params(8), &Words, &UTC);
         let spans: Vec<(usize, usize)> = r
             .chunks
             .iter()
@@ -508,7 +606,7 @@ mod tests {
         );
         assert_eq!(r.chunks[2].context, "2026-01-01 Thursday, user");
         // A budget one exchange does not fit: each turn on its own.
-        let r = read_transcript(t.as_bytes(), 1, &params(7), &Words, 0);
+        let r = read_transcript(t.as_bytes(), 1, &params(7), &Words, &UTC);
         assert_eq!(r.chunks.len(), 6);
         for (i, c) in r.chunks.iter().enumerate() {
             assert!(Words.count(&c.text) <= 7, "{c:?}");
@@ -526,7 +624,7 @@ mod tests {
                 + "\n"),
         );
         t.push_str(&line("assistant", "in the shed", "2026-01-01T10:00:03Z"));
-        let r = read_transcript(t.as_bytes(), 1, &params(100), &Words, 0);
+        let r = read_transcript(t.as_bytes(), 1, &params(100), &Words, &UTC);
         let spans: Vec<(usize, usize)> = r
             .chunks
             .iter()
@@ -544,14 +642,14 @@ mod tests {
         // 23:30 UTC on a Thursday is Friday two hours east of UTC.
         let t = 1_767_310_200; // 2026-01-01T23:30:00Z
         assert_eq!(
-            turn_context(Some(t), true, false, 0),
+            turn_context(Some(t), true, false, &UTC),
             "2026-01-01 Thursday, user"
         );
         assert_eq!(
-            turn_context(Some(t), false, true, 7200),
+            turn_context(Some(t), false, true, &fixed(7200)),
             "2026-01-02 Friday, assistant"
         );
-        assert_eq!(turn_context(None, true, true, 0), "user and assistant");
+        assert_eq!(turn_context(None, true, true, &UTC), "user and assistant");
     }
 
     #[test]
@@ -560,7 +658,7 @@ mod tests {
         let mut t = line("user", "short", "2026-01-01T00:00:00Z");
         t.push_str(&line("assistant", &body.join(" "), "2026-01-01T00:00:05Z"));
         t.push_str(&line("user", "after", "2026-01-01T00:00:09Z"));
-        let r = read_transcript(t.as_bytes(), 1, &params(10), &Words, 0);
+        let r = read_transcript(t.as_bytes(), 1, &params(10), &Words, &UTC);
         let on_two: Vec<_> = r.chunks.iter().filter(|c| c.start_line == 2).collect();
         assert!(on_two.len() >= 5, "{:?}", r.chunks);
         for c in &on_two {
@@ -580,7 +678,7 @@ mod tests {
         // A single unbroken blob is cut by characters and still fits.
         let blob = "x".repeat(5000);
         let t = line("user", &blob, "2026-01-01T00:00:00Z");
-        let r = read_transcript(t.as_bytes(), 1, &params(50), &ApproxCounter, 0);
+        let r = read_transcript(t.as_bytes(), 1, &params(50), &ApproxCounter, &UTC);
         assert!(r.chunks.len() > 1);
         for c in &r.chunks {
             assert!(ApproxCounter.count(&c.text) <= 50, "{}", c.text.len());
@@ -596,7 +694,7 @@ mod tests {
             "my key is sk-ant-api03-AAAABBBBCCCCDDDDEEEE and password=hunter2",
             "2026-01-01T00:00:00Z",
         );
-        let r = read_transcript(t.as_bytes(), 1, &params(100), &Words, 0);
+        let r = read_transcript(t.as_bytes(), 1, &params(100), &Words, &UTC);
         let text = &r.chunks[0].text;
         assert!(
             !text.contains("AAAABBBB") && !text.contains("hunter2"),

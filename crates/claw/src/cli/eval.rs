@@ -13,7 +13,7 @@ use claw_memory_api::KeywordNorm;
 use claw_memory_api::embed::{self, Loaded};
 use claw_memory_api::eval::beir;
 use claw_memory_api::eval::conversations::{
-    self, CUTOFFS, ConvOptions, ConvOutcome, ConvReport, RecallRow,
+    self, CUTOFFS, ConvOptions, ConvOutcome, ConvReport, Expansion, RecallRow,
 };
 use claw_memory_api::eval::runner::{EvalMode, EvalOptions, EvalProgress, EvalReport, ModeOutcome};
 use claw_memory_api::eval::{self, EvalBackend};
@@ -110,6 +110,31 @@ pub struct EvalArgs {
     /// run evaluates the same index as the others.
     #[arg(long, value_name = "DIR")]
     pub work_dir: Option<PathBuf>,
+    /// Conversations only: a second-pass variant on top of every mode, to measure it
+    /// (`prf`: pseudo-relevance feedback; `entities`: names from the first hits;
+    /// `neighbours`: a hit spans its neighbouring exchanges; `spread`: hits spread
+    /// across sessions).
+    #[arg(long, value_enum)]
+    pub expand: Option<ExpandArg>,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum ExpandArg {
+    Prf,
+    Entities,
+    Neighbours,
+    Spread,
+}
+
+impl ExpandArg {
+    fn expansion(self) -> Expansion {
+        match self {
+            ExpandArg::Prf => Expansion::Prf,
+            ExpandArg::Entities => Expansion::Entities,
+            ExpandArg::Neighbours => Expansion::Neighbours,
+            ExpandArg::Spread => Expansion::Spread,
+        }
+    }
 }
 
 pub fn run_eval(settings: &Settings, args: EvalArgs) -> anyhow::Result<Exit> {
@@ -247,6 +272,7 @@ fn run_conversations(settings: &Settings, args: &EvalArgs, output: Output) -> an
                 Some(NormArg::MinMax) => KeywordNorm::MinMax,
             },
             work_dir: args.work_dir.clone(),
+            expand: args.expand.map(ExpandArg::expansion),
         },
         &on_progress,
     )
@@ -341,6 +367,7 @@ pub fn conv_report_json(r: &ConvReport, model: Option<String>) -> serde_json::Va
         "modes": modes,
         "index_seconds": round(r.index_seconds, 2),
         "embeddings_computed": r.embeddings_computed,
+        "expand": r.expand.map(|e| e.name()),
     })
 }
 
@@ -364,6 +391,9 @@ pub fn conv_report_table(r: &ConvReport, model: Option<&str>) -> String {
         r.index_seconds,
         model.map_or_else(|| "keyword-only".to_string(), |m| format!("model {m}")),
     );
+    if let Some(e) = r.expand {
+        s.push_str(&format!("second pass: `--expand {}`\n\n", e.name()));
+    }
     s.push_str(
         "| mode | questions | any@1 | any@5 | any@10 | all@1 | all@5 | all@10 | lines/hit | p50 ms |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );

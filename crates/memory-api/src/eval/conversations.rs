@@ -22,9 +22,14 @@ use claw_memory::config::MemoryConfig;
 use claw_memory::embed::Loaded;
 use claw_memory::indexer::{self, IndexOptions};
 use claw_memory::lock::WriterLock;
+pub use claw_memory::search::expand::Expansion;
+use claw_memory::search::expand::{
+    ENTITY_TERMS, FEEDBACK_HITS, FEEDBACK_TERMS, entity_terms, expanded_query, feedback_terms, rrf,
+    spread,
+};
 use claw_memory::search::score::KeywordNorm;
 use claw_memory::search::storage::SearchStorage;
-use claw_memory::search::types::SourceFilter;
+use claw_memory::search::types::{SearchHit, SourceFilter};
 use claw_memory::store::Store;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -242,6 +247,9 @@ pub struct ConvOptions {
     /// Keep the transcripts and indexes here (reused by the next run); `None`: a
     /// temporary directory removed afterwards.
     pub work_dir: Option<PathBuf>,
+    /// A second-pass variant measured on top of every mode (`None`: the engine's
+    /// ranking as it is).
+    pub expand: Option<Expansion>,
 }
 
 impl Default for ConvOptions {
@@ -251,6 +259,7 @@ impl Default for ConvOptions {
             limit: 10,
             keyword_norm: KeywordNorm::default(),
             work_dir: None,
+            expand: None,
         }
     }
 }
@@ -335,6 +344,8 @@ pub struct ConvReport {
     pub limit: usize,
     /// Each mode and its outcome, in the order asked.
     pub modes: Vec<(EvalMode, ConvOutcome)>,
+    /// The second-pass variant measured, if any.
+    pub expand: Option<Expansion>,
 }
 
 /// Whether a hit (a file and its line span) holds a turn.
@@ -349,6 +360,86 @@ struct Hit {
     start: usize,
     end: usize,
 }
+
+/// A mode's search of `n` hits for a text.
+type Ask<'a> = dyn Fn(&str, usize) -> Result<Vec<SearchHit>, SearchOneError> + 'a;
+
+/// One question's search under `expand` ([`Expansion`]): the hits as citations
+/// and spans. `ask(text, n)` is the mode's search of `n` hits.
+fn expanded_search(
+    ask: &Ask<'_>,
+    query: &str,
+    limit: usize,
+    expand: Option<Expansion>,
+) -> Result<(Vec<String>, Vec<Hit>), SearchOneError> {
+    let span = |h: &SearchHit| Hit {
+        path: h.path.clone(),
+        start: h.start_line,
+        end: h.end_line,
+    };
+    let plain = |found: Vec<SearchHit>| {
+        let hits = found.iter().map(span).collect();
+        (found.into_iter().map(|h| h.citation).collect(), hits)
+    };
+    let Some(expand) = expand else {
+        return Ok(plain(ask(query, limit)?));
+    };
+    match expand {
+        Expansion::Prf | Expansion::Entities => {
+            let first = ask(query, limit)?;
+            let texts: Vec<&str> = first
+                .iter()
+                .take(FEEDBACK_HITS)
+                .map(|h| h.snippet.as_str())
+                .collect();
+            let terms = if expand == Expansion::Prf {
+                feedback_terms(query, &texts, FEEDBACK_TERMS)
+            } else {
+                entity_terms(query, &texts, ENTITY_TERMS)
+            };
+            if terms.is_empty() {
+                return Ok(plain(first));
+            }
+            let second = ask(&expanded_query(query, &terms), limit)?;
+            let a: Vec<String> = first.iter().map(|h| h.citation.clone()).collect();
+            let b: Vec<String> = second.iter().map(|h| h.citation.clone()).collect();
+            let fused = rrf(&a, &b, limit);
+            let mut by: BTreeMap<String, SearchHit> = BTreeMap::new();
+            for h in first.into_iter().chain(second) {
+                by.entry(h.citation.clone()).or_insert(h);
+            }
+            Ok(plain(fused.iter().filter_map(|c| by.remove(c)).collect()))
+        }
+        Expansion::Neighbours => {
+            // The neighbouring exchange on each side (two turn lines each; line 1
+            // is the session's metadata line).
+            let found = ask(query, limit)?;
+            let hits = found
+                .iter()
+                .map(|h| Hit {
+                    path: h.path.clone(),
+                    start: h.start_line.saturating_sub(2).max(2),
+                    end: h.end_line + 2,
+                })
+                .collect();
+            Ok((found.into_iter().map(|h| h.citation).collect(), hits))
+        }
+        Expansion::Spread => {
+            let pool = ask(query, limit * SPREAD_POOL)?;
+            let sessions: Vec<&str> = pool.iter().map(|h| h.path.as_str()).collect();
+            let order = spread(&sessions, SPREAD_PENALTY, limit);
+            let mut slots: Vec<Option<SearchHit>> = pool.into_iter().map(Some).collect();
+            Ok(plain(
+                order.into_iter().filter_map(|i| slots[i].take()).collect(),
+            ))
+        }
+    }
+}
+
+/// Hits fetched per hit kept by [`Expansion::Spread`].
+const SPREAD_POOL: usize = 3;
+/// [`spread`]'s penalty for a session already chosen.
+const SPREAD_PENALTY: f64 = 0.5;
 
 /// 1-based ranks at which any / every evidence piece is first covered by `hits`.
 fn evidence_ranks(evidence: &[Vec<TurnRef>], hits: &[Hit]) -> (Option<usize>, Option<usize>) {
@@ -514,39 +605,34 @@ pub fn run(
             let now = conv.asked_at.timestamp();
             for q in scored.iter().filter(|q| &q.conversation == cid) {
                 let t = Instant::now();
-                let found = search_hits(
-                    storage,
-                    model,
-                    &cfg.memory,
-                    now,
-                    mode,
-                    opts.keyword_norm,
-                    &q.text,
-                    opts.limit,
-                    SourceFilter::Sessions,
-                    cfg.clock.local_offset().local_minus_utc(),
-                )
-                .map_err(|e| match e {
-                    SearchOneError::Service(source) => EvalError::Search {
-                        mode: mode.name().to_string(),
-                        query: q.id.clone(),
-                        source: Box::new(source),
-                    },
-                    SearchOneError::FellBack(fallback) => EvalError::FellBack {
-                        mode: mode.name().to_string(),
-                        query: q.id.clone(),
-                        fallback,
-                    },
-                })?;
+                let ask = |text: &str, n: usize| {
+                    search_hits(
+                        storage,
+                        model,
+                        &cfg.memory,
+                        now,
+                        mode,
+                        opts.keyword_norm,
+                        text,
+                        n,
+                        SourceFilter::Sessions,
+                        &cfg.zone,
+                    )
+                };
+                let (found, hits) = expanded_search(&ask, &q.text, opts.limit, opts.expand)
+                    .map_err(|e| match e {
+                        SearchOneError::Service(source) => EvalError::Search {
+                            mode: mode.name().to_string(),
+                            query: q.id.clone(),
+                            source: Box::new(source),
+                        },
+                        SearchOneError::FellBack(fallback) => EvalError::FellBack {
+                            mode: mode.name().to_string(),
+                            query: q.id.clone(),
+                            fallback,
+                        },
+                    })?;
                 latencies.push(t.elapsed().as_secs_f64() * 1000.0);
-                let hits: Vec<Hit> = found
-                    .iter()
-                    .map(|h| Hit {
-                        path: h.path.clone(),
-                        start: h.start_line,
-                        end: h.end_line,
-                    })
-                    .collect();
                 for h in &hits {
                     lines += h.end + 1 - h.start.min(h.end);
                     hits_n += 1;
@@ -557,7 +643,7 @@ pub fn run(
                     kind: q.kind.clone(),
                     any_rank,
                     all_rank,
-                    hits: found.iter().map(|h| h.citation.clone()).collect(),
+                    hits: found,
                 });
                 done += 1;
                 progress(EvalProgress::Querying {
@@ -616,6 +702,7 @@ pub fn run(
         embeddings_computed,
         limit: opts.limit,
         modes,
+        expand: opts.expand,
     })
 }
 

@@ -9,6 +9,7 @@
 use super::beir::Dataset;
 use super::metrics::{self, Cutoffs, QueryMetrics, Run, Summary};
 use super::{EVAL_SOURCE, doc_file_name, doc_markdown};
+use claw_memory::config::DayZone;
 use claw_memory::config::MemoryConfig;
 use claw_memory::config::MemorySettings;
 use claw_memory::embed::Embedder;
@@ -16,7 +17,7 @@ use claw_memory::embed::Loaded;
 use claw_memory::index_storage::IndexStorage;
 use claw_memory::indexer::{self, IndexError, IndexOptions};
 use claw_memory::lock::{LockError, WriterLock};
-use claw_memory::search::engine::search_at;
+use claw_memory::search::engine::search_in_zone;
 use claw_memory::search::score::KeywordNorm;
 use claw_memory::search::storage::SearchStorage;
 use claw_memory::search::types::{Fallback, Mode, SearchHit, SearchRequest, SourceFilter};
@@ -591,7 +592,7 @@ fn search_one(
         query,
         limit,
         source,
-        0,
+        &DayZone::Fixed(chrono::Offset::fix(&chrono::Utc)),
     )?
     .into_iter()
     .map(|h| h.path)
@@ -610,7 +611,7 @@ pub(crate) fn search_hits(
     query: &str,
     limit: usize,
     source: SourceFilter,
-    utc_offset: i32,
+    zone: &DayZone,
 ) -> Result<Vec<SearchHit>, SearchOneError> {
     let mut req = SearchRequest::new(query);
     req.limit = limit;
@@ -624,7 +625,7 @@ pub(crate) fn search_hits(
         EvalMode::HybridNoMmr => (Mode::Hybrid, false),
     };
     let query_embedder = if mode == EvalMode::Fts { None } else { model };
-    let response = search_at(storage, query_embedder, params, &req, now, utc_offset)
+    let response = search_in_zone(storage, query_embedder, params, &req, now, zone)
         .map_err(|e| SearchOneError::Service(ServiceError::from(e)))?;
     if let Some(fb) = response.fallback {
         return Err(SearchOneError::FellBack(fb));

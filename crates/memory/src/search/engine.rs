@@ -16,7 +16,7 @@ use super::rows::ChunkRow;
 use super::score::{self, Candidate, RankParams};
 use super::snippet::{SNIPPET_CHARS, snippet};
 use super::storage::{ChunkId, SearchStorage};
-use crate::config::MemorySettings;
+use crate::config::{DayZone, MemorySettings};
 use crate::embed::Embedder;
 use crate::store::Store;
 use crate::walk::{SOURCE_MEMORY, SOURCE_SESSIONS};
@@ -77,9 +77,22 @@ pub fn search_at(
     now_unix: i64,
     utc_offset: i32,
 ) -> Result<SearchResponse, SearchError> {
+    let zone = chrono::FixedOffset::east_opt(utc_offset).map_or(DayZone::Machine, DayZone::Fixed);
+    search_in_zone(storage, embedder, params, req, now_unix, &zone)
+}
+
+/// [`search_at`] for a user in `zone`: today is `zone`'s date now, and each day
+/// of a date window is bounded with the offset in force on it (daylight saving).
+pub fn search_in_zone(
+    storage: &dyn SearchStorage,
+    embedder: Option<&dyn Embedder>,
+    params: &MemorySettings,
+    req: &SearchRequest,
+    now_unix: i64,
+    zone: &DayZone,
+) -> Result<SearchResponse, SearchError> {
     let source = check_source(storage, &req.source)?;
-    let window = chrono::DateTime::from_timestamp(now_unix + i64::from(utc_offset), 0)
-        .and_then(|today| super::when::date_window(&req.query, today.date_naive()));
+    let window = super::when::date_window(&req.query, zone.date_at(now_unix));
     let limit = req.limit.min(MAX_LIMIT);
     let k = limit.max(1) * params.candidate_multiplier.max(1);
     let pq = ParsedQuery::parse(&req.query);
@@ -117,7 +130,7 @@ pub fn search_at(
     if let Some(w) = &window
         && limit > 0
     {
-        let (start, end) = w.span(utc_offset);
+        let (start, end) = w.span_in(zone);
         ids.extend(storage.dated_between(start, end, source, WINDOW_CANDIDATES)?);
     }
     ids.sort_unstable();
@@ -267,7 +280,7 @@ pub fn search_at(
         Some(w) => cands
             .iter()
             .map(|c| {
-                c.note_time.is_some_and(|t| w.holds(t, utc_offset))
+                c.note_time.is_some_and(|t| w.holds_in(t, zone))
                     && (c.pinned
                         || c.keyword.is_some_and(|k| k > 0.0)
                         || c.vector.is_some_and(|v| v > 0.0))

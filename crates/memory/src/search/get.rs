@@ -123,7 +123,22 @@ pub fn slice_transcript(text: &str, path: &str, source: &str, req: &GetRequest) 
         let a = first.saturating_sub(req.turns_around);
         let b = (last + req.turns_around).min(messages.len().saturating_sub(1));
         if let (Some((la, _)), Some((lb, _))) = (messages.get(a), messages.get(b)) {
-            let (new_from, new_to) = ((*la).min(from), (*lb).max(to));
+            // The turns before count against the budget before the cited lines do:
+            // start at the earliest of them from which the cited lines still fit
+            // (a huge tool result just before a cited turn never pushes it out).
+            let all: Vec<&str> = text.lines().collect();
+            let cited_end = to.min(all.len());
+            let chars_from = |l: usize| -> usize {
+                all.get(l.saturating_sub(1)..cited_end)
+                    .map_or(0, |ls| ls.iter().map(|s| s.chars().count() + 1).sum())
+            };
+            let start = messages[a..]
+                .iter()
+                .map(|(l, _)| *l)
+                .take_while(|&l| l < from && l >= *la)
+                .find(|&l| chars_from(l) <= req.max_chars)
+                .unwrap_or(from);
+            let (new_from, new_to) = (start.min(from), (*lb).max(to));
             req.from = new_from;
             req.lines = new_to - new_from + 1;
         }
@@ -249,6 +264,46 @@ mod tests {
             },
         );
         assert_eq!((r.from, r.to, r.turns.len()), (2, 3, 2));
+    }
+
+    #[test]
+    fn a_huge_tool_result_before_a_cited_turn_never_pushes_it_out() {
+        let msg = |role: &str, text: &str| {
+            serde_json::json!({"type":"message","role":role,"content":text}).to_string() + "\n"
+        };
+        let huge = serde_json::json!({"type":"message","role":"tool","content":"R".repeat(3 * GET_MAX_CHARS)})
+            .to_string()
+            + "\n";
+        // Lines: 1 meta, 2 user, 3 assistant, 4 tool (huge), 5 user (cited), 6 assistant.
+        let t = format!(
+            "{{\"type\":\"session\"}}\n{}{}{huge}{}{}",
+            msg("user", "before"),
+            msg("assistant", "noted"),
+            msg("user", "the cited turn"),
+            msg("assistant", "the answer")
+        );
+        let req = GetRequest::new("sessions/k.jsonl#L5-L5").cited().unwrap();
+        let r = slice_transcript(&t, "sessions/k.jsonl", "sessions", &req);
+        assert!(r.text.contains("the cited turn"), "{:?}", (r.from, r.to));
+        assert!(r.turns.iter().any(|t| t.line == 5), "{:?}", r.turns);
+        assert_eq!((r.from, r.to), (5, 6), "the turn after still fits");
+        // The control: the old window (two messages before) starts at line 2 and
+        // its budget ends inside the tool result.
+        let old = slice_lines(
+            &t,
+            "sessions/k.jsonl",
+            "sessions",
+            &GetRequest {
+                from: 2,
+                lines: 5,
+                ..req.clone()
+            },
+        );
+        assert!(!old.text.contains("the cited turn"));
+        // Without the huge line the two messages before are kept as before.
+        let small = t.replace(&"R".repeat(3 * GET_MAX_CHARS), "R");
+        let r = slice_transcript(&small, "sessions/k.jsonl", "sessions", &req);
+        assert_eq!((r.from, r.to), (2, 6));
     }
 
     #[test]

@@ -7,6 +7,7 @@
 
 pub mod echo;
 pub mod engine;
+pub mod expand;
 pub mod get;
 pub mod keyword;
 pub mod query;

@@ -10,6 +10,7 @@
 //! may be a coil); every window ends no later than today.
 #![warn(missing_docs)]
 
+use crate::config::DayZone;
 use chrono::{Datelike, Duration, NaiveDate, Weekday};
 
 /// Days from `from` to `to`, both included, and the words that named them.
@@ -58,6 +59,34 @@ impl DateWindow {
     pub fn contains(&self, t: i64, offset_secs: i32) -> bool {
         let (a, b) = self.unix_range(offset_secs);
         (a..b).contains(&t)
+    }
+
+    /// [`DateWindow::unix_range`] in `zone`, each day bound with the offset in
+    /// force then (a window across a daylight-saving change is 23 or 25 hours
+    /// longer or shorter, not shifted).
+    pub fn unix_range_in(&self, zone: &DayZone) -> (i64, i64) {
+        (
+            zone.day_start(self.from),
+            zone.day_start(self.to + Duration::days(1)),
+        )
+    }
+
+    /// [`DateWindow::holds`] in `zone`: a date without a time by its calendar
+    /// date, any other time by `zone`'s day then.
+    pub fn holds_in(&self, t: i64, zone: &DayZone) -> bool {
+        if t.rem_euclid(86_400) == 0 {
+            self.contains(t, 0)
+        } else {
+            let (a, b) = self.unix_range_in(zone);
+            (a..b).contains(&t)
+        }
+    }
+
+    /// [`DateWindow::span`] in `zone`.
+    pub fn span_in(&self, zone: &DayZone) -> (i64, i64) {
+        let (a, b) = self.unix_range_in(zone);
+        let (c, d) = self.unix_range(0);
+        (a.min(c), b.max(d))
     }
 }
 
@@ -430,6 +459,29 @@ mod tests {
     /// day its 00:00 UTC falls in), while a transcript turn is judged by the
     /// user's clock. Control: the zone's range alone would take tomorrow's
     /// note for yesterday's.
+    #[test]
+    fn days_across_a_daylight_saving_change_use_the_offset_in_force() {
+        // New York springs forward on 2026-03-08: that day is 23 hours long,
+        // from 05:00 UTC (EST) to 04:00 UTC the next day (EDT).
+        let ny = DayZone::Named(chrono_tz::America::New_York);
+        let w = DateWindow {
+            from: d("2026-03-08"),
+            to: d("2026-03-08"),
+            phrase: "on march 8th".into(),
+        };
+        assert_eq!(w.unix_range_in(&ny), (1_772_946_000, 1_773_028_800));
+        // 00:30 EDT on the 9th is the next day; the old rule (one offset, EST,
+        // for every time) took it for the 8th.
+        let next_day = 1_773_030_600;
+        assert!(!w.holds_in(next_day, &ny));
+        assert!(w.holds(next_day, -5 * 3600));
+        assert!(w.holds_in(1_773_028_799, &ny));
+        // A date without a time is still its calendar date.
+        assert!(w.holds_in(1_772_928_000, &ny));
+        // Today is the zone's date now.
+        assert_eq!(ny.date_at(next_day), d("2026-03-09"));
+    }
+
     #[test]
     fn dated_notes_are_judged_by_their_date_and_turns_in_the_users_zone() {
         let day = |s: &str| NaiveDate::parse_from_str(s, "%Y-%m-%d").unwrap();

@@ -11,4 +11,5 @@ mod search_support;
 mod search_xquad;
 mod secrets_realtext;
 mod service;
+mod transcript_append;
 mod watch_overflow;

@@ -1,0 +1,116 @@
+//! A transcript indexed while it grows (live use: the user's line is indexed
+//! before the answer arrives) ends with the chunks of indexing the finished file
+//! once: the trailing exchange is read again when its answer is appended.
+
+use claw_memory::config::{EmbedProvider, MemoryConfig};
+use claw_memory::indexer::{self, IndexOptions};
+use claw_memory::lock::WriterLock;
+use claw_memory::store::Store;
+use std::path::Path;
+use std::time::Duration;
+
+fn index(store: &mut Store, settings: &MemoryConfig) -> indexer::IndexReport {
+    let lock = WriterLock::acquire(&settings.state_dir(), "test", Duration::ZERO).unwrap();
+    indexer::run(
+        store,
+        settings,
+        None,
+        &IndexOptions::default(),
+        &lock,
+        &|_| {},
+    )
+    .unwrap()
+}
+
+/// Every chunk of the sessions source: (start, end, context, text, id).
+fn chunks(store: &Store) -> Vec<(i64, i64, String, String, String)> {
+    let c = store.open_inspector().unwrap();
+    let mut st = c
+        .prepare(
+            "SELECT start_line, end_line, context, text, id FROM chunks
+             WHERE source = 'sessions' ORDER BY start_line, end_line, id",
+        )
+        .unwrap();
+    st.query_map([], |r| {
+        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+    })
+    .unwrap()
+    .map(Result::unwrap)
+    .collect()
+}
+
+fn line(role: &str, text: &str, minute: u32) -> String {
+    format!(
+        "{{\"type\":\"message\",\"role\":\"{role}\",\"content\":\"{text}\",\"timestamp\":\"2026-03-02T10:{minute:02}:00Z\"}}\n"
+    )
+}
+
+fn append(path: &Path, s: &str) {
+    use std::io::Write;
+    let mut f = std::fs::File::options().append(true).open(path).unwrap();
+    f.write_all(s.as_bytes()).unwrap();
+}
+
+fn workspace(dir: &Path) -> (MemoryConfig, Store, std::path::PathBuf) {
+    let settings = MemoryConfig::for_workspace(dir, EmbedProvider::None);
+    std::fs::create_dir_all(dir.join("sessions")).unwrap();
+    let store = Store::open(&settings.db_path()).unwrap();
+    (settings, store, dir.join("sessions/cli_default.jsonl"))
+}
+
+#[test]
+fn an_answer_appended_after_its_question_was_indexed_joins_its_exchange() {
+    let meta = "{\"type\":\"session\",\"key\":\"cli:default\",\"version\":1}\n";
+    let steps = [
+        line("user", "Where did we park the kayak last summer?", 0),
+        line("assistant", "By the boathouse at Lake Tamsin.", 1),
+        line("user", "And who lent us the trailer?", 2),
+        // A tool result between the question and the answer: indexed as nothing.
+        "{\"type\":\"tool_result\",\"content\":\"lookup done\"}\n".to_string(),
+        line("assistant", "Your neighbour Ottilie lent it.", 3),
+        line("assistant", "She asked for it back by Friday.", 4),
+        line("user", "Thanks.", 5),
+    ];
+
+    // Live: each line indexed as it arrives.
+    let live = tempfile::tempdir().unwrap();
+    let (settings, mut store, path) = workspace(live.path());
+    std::fs::write(&path, meta).unwrap();
+    index(&mut store, &settings);
+    let mut after_question = None;
+    for (i, l) in steps.iter().enumerate() {
+        append(&path, l);
+        index(&mut store, &settings);
+        if i == 2 {
+            after_question = Some(chunks(&store));
+        }
+    }
+    // The control: the question alone was its own chunk before its answer came.
+    let alone = after_question.unwrap();
+    assert!(
+        alone.iter().any(|c| c.0 == 4 && c.1 == 4),
+        "the question indexed alone first: {alone:?}"
+    );
+
+    // Whole: the finished file indexed once.
+    let whole = tempfile::tempdir().unwrap();
+    let (settings2, mut store2, path2) = workspace(whole.path());
+    std::fs::write(&path2, format!("{meta}{}", steps.concat())).unwrap();
+    index(&mut store2, &settings2);
+
+    let (got, want) = (chunks(&store), chunks(&store2));
+    assert_eq!(got, want);
+    // The exchanges are whole: the second question with both answers.
+    assert!(
+        want.iter()
+            .any(|c| c.0 == 4 && c.1 == 7 && c.3.contains("Ottilie") && c.3.contains("Friday")),
+        "{want:?}"
+    );
+    assert_eq!(want.len(), 3, "{want:?}");
+    // And searchable as such: the word index holds one row per chunk.
+    let c = store.open_inspector().unwrap();
+    let fts: i64 = c
+        .query_row("SELECT count(*) FROM chunks_fts", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(fts, 3);
+}
