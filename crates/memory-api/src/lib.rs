@@ -174,6 +174,8 @@ pub struct AddedSource {
 }
 
 /// The storage under the service.
+// One per process, made once and held in an `Arc`: the variants' sizes do not matter.
+#[allow(clippy::large_enum_variant)]
 enum Inner {
     Sqlite(MemoryService<'static>),
     Postgres(pg::PgMemory),
