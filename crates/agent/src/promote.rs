@@ -368,34 +368,20 @@ impl<M: Model> Job<M> {
             })
             .collect();
         let mut summary = RunSummary {
-            at: now,
-            day,
-            outcome: Outcome::Unchanged,
-            message: String::new(),
             window: Some(gathered.window),
             notes: gathered.notes,
             turns: gathered.turns,
             candidates: gathered.candidates.len(),
-            sent: 0,
-            promoted: 0,
-            updated: 0,
-            skipped: 0,
-            tokens: 0,
-            max_tokens: self.max_tokens(),
-            model: None,
-            report: None,
-            items: Vec::new(),
+            ..bare()
         };
         if eligible.is_empty() {
             summary.message = nothing_message(&ledger, &gathered, &waiting, &self.settings.zone);
             summary.items = waiting_items(&waiting, day);
             summary.skipped = summary.items.len();
             let pending = pending_since(&waiting);
-            let kept = summary.clone();
-            return match self.finish(summary, None, Vec::new(), pending, false).await {
-                Ok(s) => Ok(s),
-                Err(e) => self.fail(kept, e).await,
-            };
+            return self
+                .finish_or_fail(summary, None, Vec::new(), pending, false)
+                .await;
         }
         let plan = match self.plan(&memory_md, eligible) {
             Ok(p) => p,
@@ -430,13 +416,23 @@ impl<M: Model> Job<M> {
         let facts = facts_of(&reply.text, &plan.sent, day);
         let pending = pending_since(&waiting);
         summary.items = waiting_items(&waiting, day);
-        let kept = summary.clone();
-        match self
-            .finish(summary, Some(facts), plan.sent, pending, true)
+        self.finish_or_fail(summary, Some(facts), plan.sent, pending, true)
             .await
-        {
+    }
+
+    /// [`Job::finish`]; a failure in it (MEMORY.md's lock, a link, the disk)
+    /// is recorded like any other.
+    async fn finish_or_fail(
+        &self,
+        summary: RunSummary,
+        facts: Option<Vec<(consolidate::Fact, String)>>,
+        sent: Vec<Candidate>,
+        pending: Option<NaiveDate>,
+        asked: bool,
+    ) -> Result<RunSummary, ConsolidationError> {
+        let kept = summary.clone();
+        match self.finish(summary, facts, sent, pending, asked).await {
             Ok(s) => Ok(s),
-            // The final write failed (MEMORY.md's lock, a link, the disk).
             Err(e) => self.fail(kept, e).await,
         }
     }
