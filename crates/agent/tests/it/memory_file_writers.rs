@@ -4,7 +4,9 @@
 //! consolidation, MCP `memory_append`).
 
 use claw_agent::core::TurnEnd;
-use claw_agent::tools::ToolContext;
+use claw_agent::driver::Driver;
+use claw_agent::provider::ProviderChain;
+use claw_agent::tools::{ToolContext, ToolRegistry};
 use claw_memory_api::WriterLock;
 use claw_memory_api::lock::MEMORY_FILE_LOCK;
 use claw_testkit::scripted_server::{ScriptedServer, openai};
@@ -24,15 +26,11 @@ impl claw_agent::driver::Ui for QuietUi {
     }
 }
 
-#[tokio::test]
-async fn remember_keeps_what_another_writer_wrote_during_its_model_call() {
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path();
-    std::fs::write(
-        ws.join("MEMORY.md"),
-        "# Memory\n\n## People\n- Ada runs payments.\n",
-    )
-    .unwrap();
+/// A driver in `ws` after one turn where the user said "we ship on
+/// Tuesdays"; the scripted model then distils that fact for `/remember`.
+async fn said_we_ship_on_tuesdays(
+    ws: &std::path::Path,
+) -> (ScriptedServer, Driver<ProviderChain, ToolRegistry>) {
     let server = ScriptedServer::start([
         openai::text(&["Noted."]),
         openai::text(&["## Decisions\n- We ship on Tuesdays.\n"]),
@@ -45,11 +43,27 @@ async fn remember_keeps_what_another_writer_wrote_during_its_model_call() {
         Arc::new(QuietUi),
     )
     .await;
-    let cancel = CancellationToken::new();
     driver
-        .run_turn("From now on we ship on Tuesdays.", &cancel)
+        .run_turn(
+            "From now on we ship on Tuesdays.",
+            &CancellationToken::new(),
+        )
         .await
         .unwrap();
+    (server, driver)
+}
+
+#[tokio::test]
+async fn remember_keeps_what_another_writer_wrote_during_its_model_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    std::fs::write(
+        ws.join("MEMORY.md"),
+        "# Memory\n\n## People\n- Ada runs payments.\n",
+    )
+    .unwrap();
+    let (server, mut driver) = said_we_ship_on_tuesdays(ws).await;
+    let cancel = CancellationToken::new();
 
     // Another writer (a scheduled consolidation) holds MEMORY.md's lock
     // while `/remember` runs; it adds a fact once the model has been asked.
@@ -103,23 +117,8 @@ async fn remember_never_reads_memory_md_through_a_symlink() {
     let secret = outside.path().join("secret.txt");
     std::fs::write(&secret, "root:SECRET-HASH:19000:0:99999:7:::\n").unwrap();
     std::os::unix::fs::symlink(&secret, ws.join("MEMORY.md")).unwrap();
-    let server = ScriptedServer::start([
-        openai::text(&["Noted."]),
-        openai::text(&["## Decisions\n- We ship on Tuesdays.\n"]),
-    ]);
-    let mut driver = crate::common::open_driver(
-        ws,
-        "test:memory-link",
-        &server,
-        ToolContext::new(ws),
-        Arc::new(QuietUi),
-    )
-    .await;
+    let (server, mut driver) = said_we_ship_on_tuesdays(ws).await;
     let cancel = CancellationToken::new();
-    driver
-        .run_turn("We ship on Tuesdays.", &cancel)
-        .await
-        .unwrap();
     let outcome = driver.remember(&cancel).await.unwrap();
     let TurnEnd::Done(said) = &outcome.end else {
         panic!("{:?}", outcome.end)
