@@ -1,10 +1,13 @@
 //! Scale figures for the PostgreSQL backend (BENCHMARKS.md): write N synthetic
 //! chunks (clustered 384-d unit vectors, text from a 5,000-word vocabulary)
-//! through `IndexStorage::write_file` (100 chunks per file, one transaction each),
-//! then measure HNSW recall@10 against exact search at the default `ef_search`,
-//! and the latency of a full hybrid `search_in` with 1 and 8 concurrent clients.
+//! through `IndexStorage` as the indexer does a full index (a reset, then
+//! `write_file` per file of 100 chunks inside write groups, then
+//! `PgStore::finish_bulk`), then measure HNSW recall@10 against exact search and
+//! the vector query's latency at several `ef_search`, and the latency of a full
+//! hybrid `search_in` with 1 and 8 concurrent clients sharing one store (one
+//! pool, as the gateway holds it).
 //!
-//! `CLAW_PG_URL=… cargo run -p claw-memory-pg --example pg_scale -- 100000`
+//! `CLAW_PG_URL=… cargo run --release -p claw-memory-pg --example pg_scale -- 100000 [--keep|--reuse]`
 #![allow(clippy::unwrap_used)]
 
 use claw_memory::chunk::{ApproxCounter, TokenCounter};
@@ -69,7 +72,9 @@ fn main() {
         .unwrap_or(100_000);
     let url = std::env::var("CLAW_PG_URL").expect("CLAW_PG_URL");
     let schema = format!("scale_{n}");
-    {
+    // `--reuse`: search the schema a `--keep` run left (the same data), no load.
+    let reuse = std::env::args().any(|a| a == "--reuse");
+    if !reuse {
         let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
         c.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
             .unwrap();
@@ -77,11 +82,13 @@ fn main() {
     let cfg = |ws: &str| {
         let mut c = PgConfig::new(&url, "scale", ws);
         c.schema = schema.clone();
-        c.pool_size = 2;
+        c.pool_size = 8;
         c
     };
     let mut pg = PgStore::connect(cfg("w")).unwrap();
-    pg.reset_index(MODEL, DIMS, "bench").unwrap();
+    if !reuse {
+        pg.reset_index(MODEL, DIMS, "bench").unwrap();
+    }
 
     let mut rng = Rng(0x9e3779b97f4a7c15);
     let vocab: Vec<String> = (0..5000)
@@ -92,6 +99,7 @@ fn main() {
         .collect();
     let mut sample_vecs = Vec::new();
     let started = Instant::now();
+    pg.begin_group().unwrap();
     let per_file = 100;
     for f in 0..n.div_ceil(per_file) {
         let chunks: Vec<NewChunk> = (0..per_file.min(n - f * per_file))
@@ -117,16 +125,25 @@ fn main() {
             })
             .collect();
         let file = claw_testkit::memory_file(&format!("memory/f{f:05}.md"), &f.to_string());
-        pg.write_file(&file, &chunks, WriteMode::Replace, MODEL)
-            .unwrap();
+        if !reuse {
+            pg.write_file(&file, &chunks, WriteMode::Replace, MODEL)
+                .unwrap();
+        }
     }
+    pg.commit_group().unwrap();
+    let load_s = started.elapsed().as_secs_f64();
+    pg.finish_bulk().unwrap();
     let index_s = started.elapsed().as_secs_f64();
     println!(
-        "index: {n} chunks in {index_s:.1} s ({:.0} chunks/s)",
-        n as f64 / index_s
+        "index: {n} chunks in {index_s:.1} s ({:.0} chunks/s): rows {load_s:.1} s, \
+         search indexes built after {:.1} s (HNSW m {}, ef_construction {})",
+        n as f64 / index_s,
+        index_s - load_s,
+        claw_memory_pg::HNSW_M,
+        claw_memory_pg::HNSW_EF_CONSTRUCTION,
     );
 
-    // Recall@10 of the HNSW index (default ef_search 40) against an exact scan.
+    // Recall@10 of the HNSW index against an exact scan, by ef_search.
     let queries: Vec<Vec<f32>> = sample_vecs
         .iter()
         .take(100)
@@ -135,42 +152,70 @@ fn main() {
     let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
     c.batch_execute(&format!("SET search_path = {schema}, public"))
         .unwrap();
-    let (mut hit, mut total) = (0usize, 0usize);
     let mut exact_ms = Vec::new();
-    for q in &queries {
-        let (approx, _) = pg.vector_candidates(q, 10, None).unwrap();
-        let t = Instant::now();
-        let exact: Vec<i64> = c
-            .query(
-                "SELECT rowid FROM chunks ORDER BY embedding <=> $1 LIMIT 10",
-                &[&pgvector::Vector::from(q.clone())],
-            )
-            .unwrap()
-            .iter()
-            .map(|r| r.get(0))
-            .collect();
-        exact_ms.push(t.elapsed().as_secs_f64() * 1000.0);
-        total += exact.len();
-        hit += approx.iter().filter(|(id, _)| exact.contains(id)).count();
-    }
+    let exact: Vec<Vec<i64>> = queries
+        .iter()
+        .map(|q| {
+            let t = Instant::now();
+            let ids = c
+                .query(
+                    "SELECT rowid FROM chunks ORDER BY embedding <=> $1 LIMIT 10",
+                    &[&pgvector::Vector::from(q.clone())],
+                )
+                .unwrap()
+                .iter()
+                .map(|r| r.get(0))
+                .collect();
+            exact_ms.push(t.elapsed().as_secs_f64() * 1000.0);
+            ids
+        })
+        .collect();
     exact_ms.sort_by(f64::total_cmp);
     println!(
-        "recall@10 HNSW (ef_search 40) vs exact: {:.3} over {} queries; exact scan p50 {:.1} ms",
-        hit as f64 / total as f64,
-        queries.len(),
-        pct(&exact_ms, 50.0)
+        "exact scan (no index) p50 {:.1} ms over {} queries",
+        pct(&exact_ms, 50.0),
+        queries.len()
     );
+    println!("ef_search | recall@10 vs exact | vector query p50 | p95");
+    for ef in [40usize, 64, 100, 200] {
+        let mut cfg = cfg("recall");
+        cfg.ef_search = ef;
+        let store = PgStore::connect(cfg).unwrap();
+        // Warm the connection (prepared statement, session settings).
+        store.vector_candidates(&queries[0], 10, None).unwrap();
+        let (mut hit, mut total) = (0usize, 0usize);
+        let mut ms = Vec::new();
+        for (q, exact) in queries.iter().zip(&exact) {
+            let t = Instant::now();
+            let (approx, _) = store.vector_candidates(q, 10, None).unwrap();
+            ms.push(t.elapsed().as_secs_f64() * 1000.0);
+            total += exact.len();
+            hit += approx.iter().filter(|(id, _)| exact.contains(id)).count();
+        }
+        ms.sort_by(f64::total_cmp);
+        println!(
+            "{ef:>9} | {:>18.3} | {:>13.2} ms | {:.2} ms{}",
+            hit as f64 / total as f64,
+            pct(&ms, 50.0),
+            pct(&ms, 95.0),
+            if ef == claw_memory_pg::DEFAULT_EF_SEARCH {
+                " (default)"
+            } else {
+                ""
+            }
+        );
+    }
 
-    // Full hybrid searches, 1 and 8 concurrent clients.
+    // Full hybrid searches, 1 and 8 concurrent clients on one store (one pool).
+    let store = PgStore::connect(cfg("r")).unwrap();
     for clients in [1usize, 8] {
         let per = 400 / clients;
         let lat = std::sync::Mutex::new(Vec::new());
         let t0 = Instant::now();
         std::thread::scope(|s| {
             for t in 0..clients {
-                let (queries, vocab, lat, cfg) = (&queries, &vocab, &lat, cfg(&format!("r{t}")));
+                let (queries, vocab, lat, store) = (&queries, &vocab, &lat, &store);
                 s.spawn(move || {
-                    let store = PgStore::connect(cfg).unwrap();
                     let e = FixedEmbedder(std::sync::Mutex::new(Vec::new()));
                     let mut r = Rng(0x1234 + t as u64);
                     for i in 0..per {
@@ -183,7 +228,7 @@ fn main() {
                         );
                         let t = Instant::now();
                         let resp = search_in(
-                            &store,
+                            store,
                             Some(&e),
                             &MemorySettings::default(),
                             &SearchRequest::new(q),
@@ -210,6 +255,9 @@ fn main() {
         .unwrap()
         .get(0);
     println!("database size of the schema: {} MB", sz / 1_000_000);
-    c.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
-        .unwrap();
+    // `--keep`: leave the schema for EXPLAIN ANALYZE and `--reuse`.
+    if !std::env::args().any(|a| a == "--keep" || a == "--reuse") {
+        c.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+            .unwrap();
+    }
 }

@@ -11,8 +11,9 @@
 //!
 //! Several writers share one database: every row is owned by a namespace, a
 //! workspace id (stable, kept in the writing workspace's state dir) and a source;
-//! each file is written in its own transaction under a per-source advisory lock,
-//! so a lost connection leaves every file fully old or fully new.
+//! each file is written in one transaction (its own, or its write group's) under
+//! per-source advisory locks, so a lost connection leaves every file fully old or
+//! fully new.
 #![warn(missing_docs)]
 
 mod indexed;
@@ -23,4 +24,7 @@ mod store;
 pub use claw_memory::workspace_id::{WORKSPACE_ID_FILE, workspace_id};
 pub use indexed::{IndexedFile, reassemble};
 pub use migrate::{MigrateReport, copy_sqlite};
-pub use store::{PgConfig, PgError, PgStats, PgStore, SCHEMA_VERSION};
+pub use store::{
+    DEFAULT_EF_SEARCH, GROUP_MAX_CHUNKS, HNSW_EF_CONSTRUCTION, HNSW_M, PgConfig, PgError, PgStats,
+    PgStore, SCHEMA_VERSION,
+};

@@ -136,6 +136,9 @@ pub fn copy_sqlite(src: &Store, dst: &mut PgStore) -> Result<MigrateReport, Stor
         report.vectors += chunks.iter().filter(|(c, _)| c.embedding.is_some()).count();
     }
 
+    // The search indexes a reset into an empty table left to build once, now.
+    dst.finish_bulk()?;
+
     // The embedding cache, in batches.
     let mut estmt = conn
         .prepare("SELECT provider, model, hash, embedding, updated_at FROM embedding_cache")

@@ -29,7 +29,11 @@ use std::collections::HashMap;
 /// every chunk with the term when neither bound applies). `claw_words` and
 /// `chunk_stats` come from migration 0002. Each candidate's tsvector is unnested once
 /// (`lt`: the query's lexemes with their counts, carrying the chunk's length and
-/// tsvector, so no step joins the candidates back to themselves); a phrase term's
+/// tsvector, so no step joins the candidates back to themselves; materialized:
+/// inlined, the planner may unnest every candidate once per term; and only the
+/// query's lexemes are unnested — `setweight` marks them, `ts_filter` keeps them,
+/// all in C — not the ~40 of each candidate as rows: at 100k chunks and 1,600
+/// candidates 350 ms became 55 ms on a loaded machine); a phrase term's
 /// tf is its rarest token's count, in chunks that match the phrase. `df` is
 /// materialized: inlined, a nested loop may recount a term's whole-index document
 /// count once per hit (over a minute at 4,500 candidates).
@@ -47,9 +51,9 @@ cand AS MATERIALIZED (
   SELECT c.rowid, c.tsv, c.dl FROM chunks c, q
   WHERE c.tsv @@ q.q AND c.namespace = ANY($2) AND ($3::text IS NULL OR c.source = $3)
     AND c.rowid >= $6::bigint),
-lt AS (
+lt AS MATERIALIZED (
   SELECT c.rowid, c.dl, c.tsv, u.lexeme, coalesce(array_length(u.positions, 1), 1) AS tf
-  FROM cand c, q, unnest(c.tsv) u WHERE u.lexeme = ANY(q.lex)),
+  FROM cand c, q, unnest(ts_filter(setweight(c.tsv, 'A', q.lex), '{a}')) u),
 hit AS (
   SELECT lt.rowid, lt.dl, tt.i, min(lt.tf)::float8 AS tf
   FROM lt JOIN tt ON lt.lexeme = ANY(tt.lex)
@@ -99,9 +103,6 @@ struct WordPlan {
     /// Document counts from the whole index (the candidates are a window).
     exact_df: bool,
 }
-
-/// pgvector's default `hnsw.ef_search`; raised per query to at least `k`.
-pub const DEFAULT_EF_SEARCH: usize = 40;
 
 fn se(e: PgError) -> SearchError {
     SearchError::from(StoreError::from(e))
@@ -360,7 +361,7 @@ impl SearchStorage for PgStore {
     ) -> Result<VectorHits, SearchError> {
         let dims = q.len();
         let qv = Vector::from(q.to_vec());
-        let ef = k.max(DEFAULT_EF_SEARCH);
+        let ef = k.max(self.cfg.ef_search);
         // The expression must match the partial HNSW index of this dimension.
         let sql = format!(
             "SELECT rowid, 1 - (embedding::vector({dims}) <=> $1) FROM chunks
@@ -368,15 +369,20 @@ impl SearchStorage for PgStore {
              ORDER BY embedding::vector({dims}) <=> $1 LIMIT $4"
         );
         let hits = self
-            .with_tx(|tx| {
-                tx.batch_execute(&format!(
-                    "SET LOCAL hnsw.ef_search = {ef}; SET LOCAL hnsw.iterative_scan = relaxed_order"
-                ))?;
-                Ok(tx
-                    .query(&sql, &[&qv, &self.namespaces, &source, &(k as i64)])?
-                    .iter()
-                    .map(|r| (r.get::<_, i64>(0), r.get::<_, f64>(1)))
-                    .collect::<Vec<_>>())
+            .with_client(|c| {
+                // Session settings of this pooled connection, sent when they change.
+                if c.ef_search != Some(ef) {
+                    c.batch_execute(&format!(
+                        "SET hnsw.ef_search = {ef}; SET hnsw.iterative_scan = relaxed_order"
+                    ))?;
+                    c.ef_search = Some(ef);
+                }
+                Ok(
+                    c.query(&sql, &[&qv, &self.namespaces, &source, &(k as i64)])?
+                        .iter()
+                        .map(|r| (r.get::<_, i64>(0), r.get::<_, f64>(1)))
+                        .collect::<Vec<_>>(),
+                )
             })
             .map_err(se)?;
         Ok((hits, None))
@@ -428,27 +434,43 @@ impl SearchStorage for PgStore {
         Ok(IndexStorage::file_record(self, source, path)?.is_some())
     }
 
+    /// Reused while the rowid range and the visible chunk count are those it was
+    /// read at (one small query instead of reading `n` vectors per search).
     fn background_sample(&self, n: usize) -> Result<score::BackgroundSample, SearchError> {
         // The same spread as SQLite's, over this namespace set's rowid range.
-        let (lo, hi): (i64, i64) = self
+        let (lo, hi, count): (i64, i64, i64) = self
             .with_client(|c| {
                 let r = c.query_one(
-                    "SELECT coalesce(min(rowid), 1)::int8, coalesce(max(rowid), 0)::int8
+                    "SELECT coalesce(min(rowid), 1)::int8, coalesce(max(rowid), 0)::int8,
+                            (SELECT coalesce(sum(n), 0)::int8 FROM chunk_stats
+                              WHERE namespace = ANY($1))
                      FROM chunks WHERE namespace = ANY($1)",
                     &[&self.namespaces],
                 )?;
-                Ok((r.get(0), r.get(1)))
+                Ok((r.get(0), r.get(1), r.get(2)))
             })
             .map_err(se)?;
+        let key = (lo, hi, count, n);
+        let cache = || match self.sample_cache.lock() {
+            Ok(c) => c,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if let Some((k, sample)) = cache().as_ref()
+            && *k == key
+        {
+            return Ok(sample.clone());
+        }
         let ids = claw_memory::search::storage::sample_ids(lo, hi, n);
-        Ok(score::BackgroundSample {
+        let sample = score::BackgroundSample {
             vectors: self
                 .rows(&ids, true)?
                 .into_iter()
                 .filter_map(|(_, r)| r.embedding)
                 .collect(),
             chunks: usize::try_from(hi - lo + 1).unwrap_or(0),
-        })
+        };
+        *cache() = Some((key, sample.clone()));
+        Ok(sample)
     }
 
     fn dated_between(

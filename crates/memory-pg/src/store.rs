@@ -1,24 +1,120 @@
-//! The PostgreSQL store: connection pool (r2d2), timeouts, retry on transient
-//! errors, versioned migrations from `migrations/postgres/` applied on connect
-//! (a newer schema is refused), and the indexer's writes
-//! (`claw_memory::index_storage::IndexStorage`).
+//! The PostgreSQL store: connection pool (r2d2; each connection keeps its
+//! prepared statements), timeouts, retry on transient errors, versioned
+//! migrations from `migrations/postgres/` applied on connect (a newer schema is
+//! refused), and the indexer's writes (`claw_memory::index_storage::IndexStorage`).
 //!
 //! Every write unit (one file, one removal, one cache batch, a reset) is its own
-//! transaction, retried whole on a transient error; each file's transaction takes
-//! the transaction-level advisory lock of its (namespace, workspace, source), so
-//! two writers of the same source serialise and writers of different sources run
-//! concurrently. Group calls from the indexer are no-ops.
+//! transaction, retried whole on a transient error; inside the indexer's write
+//! group the files written are held and sent together — one transaction, one
+//! statement per table — when the group commits, every [`GROUP_MAX_CHUNKS`]
+//! chunks, or before a read of the rows (`PgStore::flush`). A transaction
+//! writing a source takes the transaction-level advisory lock of its (namespace,
+//! workspace, source), so two writers of the same source serialise and writers
+//! of different sources run concurrently. A reset into an empty table drops the
+//! search indexes and builds them once after the load ([`PgStore::finish_bulk`]).
 
 use claw_memory::index_storage::IndexStorage;
 use claw_memory::store::{
     FileRecord, NewChunk, RecallHit, RecallRow, SourceRecord, StoreError, WriteMode, now_unix,
 };
 use pgvector::Vector;
-use postgres::{Client, NoTls, Transaction};
+use postgres::types::ToSql;
+use postgres::{Client, NoTls, Row, Statement, Transaction};
 use r2d2_postgres::PostgresConnectionManager;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
+use std::sync::Mutex;
 use std::time::Duration;
+
+/// A pooled connection with its prepared statements (parsed and planned once per
+/// connection, not per query: the search path's statements are few and fixed) and
+/// the HNSW search settings it last set.
+pub(crate) struct Conn {
+    client: Client,
+    statements: HashMap<String, Statement>,
+    /// The session's `hnsw.ef_search`, once this connection set it.
+    pub(crate) ef_search: Option<usize>,
+}
+
+impl Conn {
+    /// The prepared statement for `sql`, prepared on first use on this connection.
+    fn statement(&mut self, sql: &str) -> Result<Statement, postgres::Error> {
+        if let Some(s) = self.statements.get(sql) {
+            return Ok(s.clone());
+        }
+        let s = self.client.prepare(sql)?;
+        self.statements.insert(sql.to_string(), s.clone());
+        Ok(s)
+    }
+
+    /// `Client::query` with this connection's prepared statement for `sql`.
+    pub(crate) fn query(
+        &mut self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, postgres::Error> {
+        let s = self.statement(sql)?;
+        self.client.query(&s, params)
+    }
+
+    /// `Client::query_one` with this connection's prepared statement for `sql`.
+    pub(crate) fn query_one(
+        &mut self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Row, postgres::Error> {
+        let s = self.statement(sql)?;
+        self.client.query_one(&s, params)
+    }
+
+    /// `Client::query_opt` with this connection's prepared statement for `sql`.
+    pub(crate) fn query_opt(
+        &mut self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Option<Row>, postgres::Error> {
+        let s = self.statement(sql)?;
+        self.client.query_opt(&s, params)
+    }
+}
+
+impl std::ops::Deref for Conn {
+    type Target = Client;
+    fn deref(&self) -> &Client {
+        &self.client
+    }
+}
+
+impl std::ops::DerefMut for Conn {
+    fn deref_mut(&mut self) -> &mut Client {
+        &mut self.client
+    }
+}
+
+/// The pool's manager: `r2d2_postgres`'s connections, each with a statement cache.
+#[derive(Debug)]
+pub(crate) struct Manager(PostgresConnectionManager<NoTls>);
+
+impl r2d2::ManageConnection for Manager {
+    type Connection = Conn;
+    type Error = postgres::Error;
+
+    fn connect(&self) -> Result<Conn, postgres::Error> {
+        Ok(Conn {
+            client: self.0.connect()?,
+            statements: HashMap::new(),
+            ef_search: None,
+        })
+    }
+
+    fn is_valid(&self, conn: &mut Conn) -> Result<(), postgres::Error> {
+        self.0.is_valid(&mut conn.client)
+    }
+
+    fn has_broken(&self, conn: &mut Conn) -> bool {
+        self.0.has_broken(&mut conn.client)
+    }
+}
 
 /// Sets one `meta` value of a namespace: `($1 namespace, $2 key, $3 value)`.
 const UPSERT_META: &str = "INSERT INTO meta (namespace, key, value) VALUES ($1, $2, $3)
@@ -47,6 +143,24 @@ const MIGRATIONS: &[(i64, &str)] = &[
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS[MIGRATIONS.len() - 1].0;
 
+/// A write group sends its files when it holds this many chunks (one statement's
+/// arrays: ~2 KB a chunk with a 384-d vector).
+pub const GROUP_MAX_CHUNKS: usize = 2_000;
+
+/// The default [`PgConfig::ef_search`]; chosen by `examples/pg_scale.rs`
+/// (recall@10 against exact search and latency, BENCHMARKS.md).
+pub const DEFAULT_EF_SEARCH: usize = 200;
+
+/// HNSW build parameters (pgvector's defaults are m 16, ef_construction 64);
+/// chosen by `examples/pg_scale.rs` (BENCHMARKS.md).
+pub const HNSW_M: usize = 16;
+/// See [`HNSW_M`].
+pub const HNSW_EF_CONSTRUCTION: usize = 64;
+
+/// `maintenance_work_mem` for building the deferred indexes (an HNSW graph that
+/// fits builds in memory, several times faster).
+const BULK_MAINTENANCE_WORK_MEM: &str = "1GB";
+
 /// Attempts of one write or read unit before a transient error is returned.
 const ATTEMPTS: u32 = 4;
 
@@ -69,10 +183,15 @@ pub struct PgConfig {
     pub connect_timeout: Duration,
     /// Server-side `statement_timeout`.
     pub statement_timeout: Duration,
+    /// `hnsw.ef_search` of a vector search (raised to its `k` when larger): the
+    /// HNSW candidate list, recall against latency.
+    pub ef_search: usize,
 }
 
 impl PgConfig {
-    /// Defaults: schema `claw`, pool of 4, 5 s connect timeout, 60 s statements.
+    /// Defaults: schema `claw`, pool of 8 (a gateway serves several clients at
+    /// once), 5 s connect timeout, 60 s statements,
+    /// [`DEFAULT_EF_SEARCH`].
     pub fn new(
         url: impl Into<String>,
         namespace: impl Into<String>,
@@ -84,9 +203,10 @@ impl PgConfig {
             namespace: namespace.into(),
             search_namespaces: Vec::new(),
             workspace: workspace.into(),
-            pool_size: 4,
+            pool_size: 8,
             connect_timeout: Duration::from_secs(5),
             statement_timeout: Duration::from_secs(60),
+            ef_search: DEFAULT_EF_SEARCH,
         }
     }
 
@@ -180,12 +300,66 @@ pub struct PgStats {
 }
 
 /// The memory index in a PostgreSQL database. A clone shares the pool (a
-/// second handle for a writer beside readers; the store keeps no other state).
-#[derive(Clone)]
+/// second handle for a writer beside readers; a write group and deferred
+/// indexes belong to the handle that opened them).
 pub struct PgStore {
-    pub(crate) pool: r2d2::Pool<PostgresConnectionManager<NoTls>>,
+    pub(crate) pool: r2d2::Pool<Manager>,
     pub(crate) cfg: PgConfig,
     pub(crate) namespaces: Vec<String>,
+    /// This handle's open write group (see [`PgStore::flush`]).
+    group: Group,
+    /// Search indexes dropped for a bulk load into an empty table (their
+    /// statements), built by [`PgStore::finish_bulk`].
+    deferred: Mutex<Vec<String>>,
+    /// The last background sample read, by what it was read at (shared by clones).
+    pub(crate) sample_cache: std::sync::Arc<Mutex<Option<SampleCache>>>,
+}
+
+/// A background sample and the index state it was read at: the rowid range
+/// (which fixes the sampled ids) and the visible chunk count (which any delete
+/// changes). A search reuses it while both are unchanged.
+pub(crate) type SampleCache = (
+    (i64, i64, i64, usize),
+    claw_memory::search::score::BackgroundSample,
+);
+
+impl Clone for PgStore {
+    /// Shares the pool; the clone has no open write group and no deferred index.
+    fn clone(&self) -> PgStore {
+        PgStore {
+            pool: self.pool.clone(),
+            cfg: self.cfg.clone(),
+            namespaces: self.namespaces.clone(),
+            group: Group::default(),
+            deferred: Mutex::default(),
+            sample_cache: self.sample_cache.clone(),
+        }
+    }
+}
+
+/// One file written inside a write group, not yet sent.
+struct PendingFile {
+    file: FileRecord,
+    chunks: Vec<NewChunk>,
+    mode: WriteMode,
+    model: String,
+}
+
+/// The files a write group holds until it sends them in one transaction.
+#[derive(Default)]
+struct Group {
+    open: bool,
+    pending: Mutex<Pending>,
+}
+
+#[derive(Default)]
+struct Pending {
+    files: Vec<PendingFile>,
+    chunks: usize,
+    /// (source, path) of the pending files: a second write of one sends the first.
+    paths: HashSet<(String, String)>,
+    /// Chunk ids pending: one statement may not upsert a row twice.
+    ids: HashSet<String>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -231,7 +405,7 @@ impl PgStore {
         // "timed out waiting for connection".
         pg.connect(NoTls)
             .map_err(|e| PgError::Connect(claw_memory::error_chain(&e)))?;
-        let manager = PostgresConnectionManager::new(pg, NoTls);
+        let manager = Manager(PostgresConnectionManager::new(pg, NoTls));
         let pool = r2d2::Pool::builder()
             .max_size(cfg.pool_size.max(1))
             .min_idle(Some(0))
@@ -243,6 +417,9 @@ impl PgStore {
             namespaces: cfg.namespaces(),
             pool,
             cfg,
+            group: Group::default(),
+            deferred: Mutex::default(),
+            sample_cache: Default::default(),
         };
         store.migrate()?;
         Ok(store)
@@ -304,7 +481,7 @@ impl PgStore {
     /// Run `f` on a pooled connection, retrying transient failures on a fresh one.
     pub(crate) fn with_client<T>(
         &self,
-        mut f: impl FnMut(&mut Client) -> Result<T, PgError>,
+        mut f: impl FnMut(&mut Conn) -> Result<T, PgError>,
     ) -> Result<T, PgError> {
         let mut attempt = 0;
         loop {
@@ -555,17 +732,79 @@ impl PgStore {
         format!("chunks_hnsw_{dims}")
     }
 
-    fn ensure_hnsw(tx: &mut Transaction<'_>, dims: usize) -> Result<(), PgError> {
-        tx.batch_execute(&format!(
+    /// The statement creating the HNSW index of `dims` (partial: this dimension's rows).
+    fn hnsw_ddl(dims: usize) -> String {
+        format!(
             "CREATE INDEX IF NOT EXISTS {} ON chunks USING hnsw ((embedding::vector({dims})) vector_cosine_ops)
-             WHERE dims = {dims}",
+             WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION}) WHERE dims = {dims}",
             Self::hnsw_name(dims)
-        ))?;
+        )
+    }
+
+    fn ensure_hnsw(tx: &mut Transaction<'_>, dims: usize) -> Result<(), PgError> {
+        tx.batch_execute(&Self::hnsw_ddl(dims))?;
         Ok(())
     }
 
-    /// Insert a file's chunks in one statement (`unnest` of column arrays: one
-    /// round trip per file, not per chunk); `models[i]` is chunk i's model.
+    /// Build the search indexes a reset dropped for a bulk load into an empty
+    /// table (the HNSW of the index's dimension, the word and trigram GIN
+    /// indexes): built once over every row, not maintained row by row. Sends the
+    /// open write group first. Idempotent; a handle that deferred nothing does
+    /// nothing. Until it runs, searches scan (correct, slower); a process killed
+    /// before it leaves the HNSW index missing, which the next index run sees
+    /// (`has_vec_tables`) and rebuilds.
+    pub fn finish_bulk(&self) -> Result<(), StoreError> {
+        self.flush()?;
+        let mut deferred = match self.deferred.lock() {
+            Ok(d) => d,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if deferred.is_empty() {
+            return Ok(());
+        }
+        let ddl = deferred.clone();
+        self.with_client(|c| {
+            // A build over every row may outlast the statement timeout of a query.
+            c.batch_execute(&format!(
+                "SET maintenance_work_mem = '{BULK_MAINTENANCE_WORK_MEM}'; SET statement_timeout = 0"
+            ))?;
+            for d in &ddl {
+                let t = std::time::Instant::now();
+                c.batch_execute(d)?;
+                tracing::debug!("postgres: built in {:?}: {d}", t.elapsed());
+            }
+            c.batch_execute("ANALYZE chunks; RESET maintenance_work_mem; RESET statement_timeout")?;
+            Ok(())
+        })?;
+        deferred.clear();
+        Ok(())
+    }
+
+    /// Whether a bulk load from here would find the chunks table empty (every
+    /// namespace, every workspace): then a reset drops its search indexes.
+    fn drop_search_indexes_if_empty(
+        tx: &mut Transaction<'_>,
+        dims: usize,
+    ) -> Result<Vec<String>, PgError> {
+        // Serialise with other resets and writers' deferred builds.
+        tx.execute("LOCK TABLE chunks IN SHARE ROW EXCLUSIVE MODE", &[])?;
+        if tx.query_opt("SELECT 1 FROM chunks LIMIT 1", &[])?.is_some() {
+            return Ok(Vec::new());
+        }
+        let mut ddl = vec![
+            "CREATE INDEX IF NOT EXISTS chunks_tsv ON chunks USING gin (tsv)".to_string(),
+            "CREATE INDEX IF NOT EXISTS chunks_trgm ON chunks USING gin (text gin_trgm_ops)"
+                .to_string(),
+        ];
+        tx.batch_execute("DROP INDEX IF EXISTS chunks_tsv; DROP INDEX IF EXISTS chunks_trgm")?;
+        if dims > 0 {
+            tx.batch_execute(&format!("DROP INDEX IF EXISTS {}", Self::hnsw_name(dims)))?;
+            ddl.push(Self::hnsw_ddl(dims));
+        }
+        Ok(ddl)
+    }
+
+    /// Insert a file's chunks in one statement; `models[i]` is chunk i's model.
     pub(crate) fn insert_chunks(
         tx: &mut Transaction<'_>,
         ns: &str,
@@ -575,9 +814,31 @@ impl PgStore {
         models: &[&str],
         now: i64,
     ) -> Result<(), PgError> {
-        if chunks.is_empty() {
+        let rows: Vec<(&FileRecord, &NewChunk, &str)> = chunks
+            .iter()
+            .zip(models)
+            .map(|(c, m)| (file, *c, *m))
+            .collect();
+        Self::insert_chunk_rows(tx, ns, ws, &rows, now)
+    }
+
+    /// Insert chunks of any number of files in one statement (`unnest` of column
+    /// arrays: one round trip, one firing of the statistics triggers): each row is
+    /// (its file, the chunk, its model). No two rows may share a chunk id.
+    pub(crate) fn insert_chunk_rows(
+        tx: &mut Transaction<'_>,
+        ns: &str,
+        ws: &str,
+        rows: &[(&FileRecord, &NewChunk, &str)],
+        now: i64,
+    ) -> Result<(), PgError> {
+        if rows.is_empty() {
             return Ok(());
         }
+        let sources: Vec<&str> = rows.iter().map(|(f, _, _)| f.source.as_str()).collect();
+        let paths: Vec<&str> = rows.iter().map(|(f, _, _)| f.path.as_str()).collect();
+        let models: Vec<&str> = rows.iter().map(|(_, _, m)| *m).collect();
+        let chunks: Vec<&NewChunk> = rows.iter().map(|(_, c, _)| *c).collect();
         let ids: Vec<&str> = chunks.iter().map(|c| c.id.as_str()).collect();
         let starts: Vec<i32> = chunks.iter().map(|c| c.start_line as i32).collect();
         let ends: Vec<i32> = chunks.iter().map(|c| c.end_line as i32).collect();
@@ -602,11 +863,13 @@ impl PgStore {
             "INSERT INTO chunks
                (namespace, workspace, source, path, id, start_line, end_line, hash, model, text,
                 updated_at, note_time, dims, embedding, context, tsv, dl)
-             SELECT $1, $2, $3, $4, u.id, u.sl, u.el, u.hash, u.model, u.text, $5, u.nt, u.dims, u.emb,
-                    u.ctx, claw_words(u.words), claw_tsv_tokens(claw_words(u.words))
-             FROM unnest($6::text[], $7::int4[], $8::int4[], $9::text[], $10::text[], $11::text[],
-                         $12::int8[], $13::int4[], $14::vector[], $15::text[], $16::text[])
-                  AS u(id, sl, el, hash, model, text, nt, dims, emb, ctx, words)
+             SELECT $1, $2, u.source, u.path, u.id, u.sl, u.el, u.hash, u.model, u.text, $3, u.nt,
+                    u.dims, u.emb, u.ctx, w.tsv, claw_tsv_tokens(w.tsv)
+             FROM unnest($4::text[], $5::text[], $6::text[], $7::int4[], $8::int4[], $9::text[],
+                         $10::text[], $11::text[], $12::int8[], $13::int4[], $14::vector[],
+                         $15::text[], $16::text[])
+                  AS u(source, path, id, sl, el, hash, model, text, nt, dims, emb, ctx, words),
+                  LATERAL (SELECT claw_words(u.words) AS tsv) w
              ON CONFLICT (namespace, workspace, id) DO UPDATE SET
                source = excluded.source, path = excluded.path, start_line = excluded.start_line,
                end_line = excluded.end_line, hash = excluded.hash, model = excluded.model,
@@ -614,25 +877,145 @@ impl PgStore {
                note_time = excluded.note_time, dims = excluded.dims, embedding = excluded.embedding,
                context = excluded.context, tsv = excluded.tsv, dl = excluded.dl",
             &[
-                &ns,
-                &ws,
-                &file.source,
-                &file.path,
-                &now,
-                &ids,
-                &starts,
-                &ends,
-                &hashes,
-                &models,
-                &texts,
-                &times,
-                &dims,
-                &embs,
-                &contexts,
-                &words,
+                &ns, &ws, &now, &sources, &paths, &ids, &starts, &ends, &hashes, &models, &texts,
+                &times, &dims, &embs, &contexts, &words,
             ],
         )?;
         Ok(())
+    }
+
+    /// Upsert many files' rows in one statement (no (source, path) twice).
+    fn upsert_files(
+        tx: &mut Transaction<'_>,
+        ns: &str,
+        ws: &str,
+        files: &[&FileRecord],
+        now: i64,
+    ) -> Result<(), PgError> {
+        let col = |f: fn(&FileRecord) -> &str| files.iter().map(|r| f(r)).collect::<Vec<&str>>();
+        let num = |f: fn(&FileRecord) -> i64| files.iter().map(|r| f(r)).collect::<Vec<i64>>();
+        tx.execute(
+            "INSERT INTO files (namespace, workspace, source, path, sha256, mtime, size, indexed_at,
+                                indexed_bytes, indexed_lines)
+             SELECT $1, $2, u.source, u.path, u.sha, u.mtime, u.size, $3, u.ib, u.il
+             FROM unnest($4::text[], $5::text[], $6::text[], $7::int8[], $8::int8[], $9::int8[],
+                         $10::int8[]) AS u(source, path, sha, mtime, size, ib, il)
+             ON CONFLICT (namespace, workspace, source, path) DO UPDATE SET
+               sha256 = excluded.sha256, mtime = excluded.mtime, size = excluded.size,
+               indexed_at = excluded.indexed_at, indexed_bytes = excluded.indexed_bytes,
+               indexed_lines = excluded.indexed_lines",
+            &[
+                &ns,
+                &ws,
+                &now,
+                &col(|f| &f.source),
+                &col(|f| &f.path),
+                &col(|f| &f.sha256),
+                &num(|f| f.mtime_ns),
+                &num(|f| f.size),
+                &num(|f| f.indexed_bytes),
+                &num(|f| f.indexed_lines),
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// Send the open write group's pending files in one transaction: the
+    /// sources' advisory locks (in key order), one upsert of every file row, one
+    /// delete of the replaced files' old chunks, one insert of every chunk.
+    /// Retried whole on a transient error (the files are still in hand).
+    pub(crate) fn flush(&self) -> Result<(), PgError> {
+        let mut pending = self.pending();
+        if pending.files.is_empty() {
+            return Ok(());
+        }
+        let now = now_unix();
+        let (ns, ws) = (self.ns(), self.ws());
+        let mut keys: Vec<i64> = pending
+            .files
+            .iter()
+            .map(|p| self.source_lock_key(&p.file.source))
+            .collect();
+        keys.sort_unstable();
+        keys.dedup();
+        let files: Vec<&FileRecord> = pending.files.iter().map(|p| &p.file).collect();
+        let replaced: Vec<&FileRecord> = pending
+            .files
+            .iter()
+            .filter(|p| p.mode == WriteMode::Replace)
+            .map(|p| &p.file)
+            .collect();
+        let rows: Vec<(&FileRecord, &NewChunk, &str)> = pending
+            .files
+            .iter()
+            .flat_map(|p| p.chunks.iter().map(move |c| (&p.file, c, p.model.as_str())))
+            .collect();
+        self.with_tx(|tx| {
+            for k in &keys {
+                tx.execute("SELECT pg_advisory_xact_lock($1)", &[k])?;
+            }
+            Self::upsert_files(tx, ns, ws, &files, now)?;
+            if !replaced.is_empty() {
+                let s: Vec<&str> = replaced.iter().map(|f| f.source.as_str()).collect();
+                let p: Vec<&str> = replaced.iter().map(|f| f.path.as_str()).collect();
+                tx.execute(
+                    "DELETE FROM chunks c USING unnest($3::text[], $4::text[]) AS u(source, path)
+                     WHERE c.namespace = $1 AND c.workspace = $2 AND c.source = u.source
+                       AND c.path = u.path",
+                    &[&ns, &ws, &s, &p],
+                )?;
+            }
+            Self::insert_chunk_rows(tx, ns, ws, &rows, now)
+        })?;
+        drop(rows);
+        drop(files);
+        drop(replaced);
+        *pending = Pending::default();
+        Ok(())
+    }
+
+    /// Hold one file's write in the open group; sends the group first when the
+    /// file is already pending or shares a chunk id with it, and after it when the
+    /// group holds [`GROUP_MAX_CHUNKS`] chunks.
+    fn buffer(
+        &self,
+        file: &FileRecord,
+        chunks: &[NewChunk],
+        mode: WriteMode,
+        model: &str,
+    ) -> Result<(), PgError> {
+        let key = (file.source.clone(), file.path.clone());
+        let clash = {
+            let p = self.pending();
+            p.paths.contains(&key) || chunks.iter().any(|c| p.ids.contains(&c.id))
+        };
+        if clash {
+            self.flush()?;
+        }
+        let full = {
+            let mut p = self.pending();
+            p.paths.insert(key);
+            p.ids.extend(chunks.iter().map(|c| c.id.clone()));
+            p.chunks += chunks.len();
+            p.files.push(PendingFile {
+                file: file.clone(),
+                chunks: chunks.to_vec(),
+                mode,
+                model: model.to_string(),
+            });
+            p.chunks >= GROUP_MAX_CHUNKS
+        };
+        if full {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn pending(&self) -> std::sync::MutexGuard<'_, Pending> {
+        match self.group.pending.lock() {
+            Ok(p) => p,
+            Err(poisoned) => poisoned.into_inner(),
+        }
     }
 
     pub(crate) fn upsert_file(
@@ -705,7 +1088,12 @@ impl IndexStorage for PgStore {
         })?)
     }
 
+    /// The indexer's pass ends by setting `last_index_at`: the search indexes a
+    /// reset deferred are built then ([`PgStore::finish_bulk`]), before the stamp.
     fn set_meta(&self, key: &str, value: &str) -> Result<(), StoreError> {
+        if key == "last_index_at" {
+            self.finish_bulk()?;
+        }
         self.with_client(|c| {
             c.execute(UPSERT_META, &[&self.ns(), &key, &value])?;
             Ok(())
@@ -745,12 +1133,14 @@ impl IndexStorage for PgStore {
         dims: usize,
         chunker_version: &str,
     ) -> Result<(), StoreError> {
-        self.with_tx(|tx| {
+        self.flush()?;
+        let deferred = self.with_tx(|tx| {
             tx.execute(
                 "DELETE FROM files WHERE namespace = $1 AND workspace = $2",
                 &[&self.ns(), &self.ws()],
             )?;
-            if dims > 0 {
+            let deferred = Self::drop_search_indexes_if_empty(tx, dims)?;
+            if dims > 0 && deferred.is_empty() {
                 Self::ensure_hnsw(tx, dims)?;
             }
             for (k, v) in [
@@ -760,8 +1150,17 @@ impl IndexStorage for PgStore {
             ] {
                 tx.execute(UPSERT_META, &[&self.ns(), &k, &v])?;
             }
-            Ok(())
+            Ok(deferred)
         })?;
+        let mut pending = match self.deferred.lock() {
+            Ok(d) => d,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        for d in deferred {
+            if !pending.contains(&d) {
+                pending.push(d);
+            }
+        }
         Ok(())
     }
 
@@ -775,10 +1174,13 @@ impl IndexStorage for PgStore {
         fill: &mut dyn FnMut(&mut dyn IndexStorage) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
         self.reset_index(model, dims, chunker_version)?;
-        fill(self)
+        let filled = fill(self);
+        let built = self.finish_bulk();
+        filled.and(built)
     }
 
     fn file_records(&self, source: &str) -> Result<HashMap<String, FileRecord>, StoreError> {
+        self.flush()?;
         Ok(self.with_client(|c| {
             let rows = c.query(
                 &format!(
@@ -795,6 +1197,7 @@ impl IndexStorage for PgStore {
     }
 
     fn file_record(&self, source: &str, path: &str) -> Result<Option<FileRecord>, StoreError> {
+        self.flush()?;
         Ok(self.with_client(|c| {
             Ok(c.query_opt(
                 &format!(
@@ -809,6 +1212,7 @@ impl IndexStorage for PgStore {
     }
 
     fn indexed_sources(&self) -> Result<Vec<String>, StoreError> {
+        self.flush()?;
         Ok(self.with_client(|c| {
             Ok(c.query(
                 "SELECT DISTINCT source FROM files WHERE namespace = $1 AND workspace = $2",
@@ -827,6 +1231,9 @@ impl IndexStorage for PgStore {
         mode: WriteMode,
         model: &str,
     ) -> Result<(), StoreError> {
+        if self.group.open {
+            return Ok(self.buffer(file, chunks, mode, model)?);
+        }
         let now = now_unix();
         self.with_tx(|tx| {
             self.lock_source(tx, &file.source)?;
@@ -851,6 +1258,7 @@ impl IndexStorage for PgStore {
         mtime_ns: i64,
         size: i64,
     ) -> Result<(), StoreError> {
+        self.flush()?;
         self.with_client(|c| {
             c.execute(
                 "UPDATE files SET mtime = $5, size = $6
@@ -863,6 +1271,7 @@ impl IndexStorage for PgStore {
     }
 
     fn remove_file(&mut self, source: &str, path: &str) -> Result<usize, StoreError> {
+        self.flush()?;
         Ok(self.with_tx(|tx| {
             self.lock_source(tx, source)?;
             let n = tx.execute(
@@ -878,6 +1287,7 @@ impl IndexStorage for PgStore {
     }
 
     fn chunk_count(&self, source: &str, path: &str) -> Result<usize, StoreError> {
+        self.flush()?;
         Ok(self.with_client(|c| {
             let n: i64 = c
                 .query_one(
@@ -896,6 +1306,7 @@ impl IndexStorage for PgStore {
         model: &str,
         hashes: &[&str],
     ) -> Result<HashMap<String, Vec<f32>>, StoreError> {
+        self.flush()?;
         if hashes.is_empty() {
             return Ok(HashMap::new());
         }
@@ -1000,13 +1411,29 @@ impl IndexStorage for PgStore {
         })?)
     }
 
+    /// Files written until [`IndexStorage::commit_group`] are sent together
+    /// (see [`PgStore::flush`]), at the latest every [`GROUP_MAX_CHUNKS`] chunks
+    /// and before any read of the index's rows.
     fn begin_group(&mut self) -> Result<(), StoreError> {
+        self.flush()?;
+        self.group.open = true;
         Ok(())
     }
 
     fn commit_group(&mut self) -> Result<(), StoreError> {
+        self.flush()?;
+        self.group.open = false;
         Ok(())
     }
 
-    fn rollback_group(&mut self) {}
+    /// The files not yet sent are dropped; those sent stay (each send is its
+    /// own transaction).
+    fn rollback_group(&mut self) {
+        self.group.open = false;
+        *self
+            .group
+            .pending
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner()) = Pending::default();
+    }
 }

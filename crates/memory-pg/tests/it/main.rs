@@ -7,6 +7,7 @@
 
 mod backends;
 mod bm25;
+mod bulk;
 mod date_window;
 mod indexing;
 mod support;
