@@ -249,6 +249,11 @@ impl PgError {
     /// Whether retrying the unit on a fresh connection may succeed: a lost or
     /// refused connection, a serialisation failure or deadlock, a server shutdown,
     /// too many connections.
+    /// The server aborted the transaction to break a deadlock (SQLSTATE 40P01).
+    pub fn is_deadlock(&self) -> bool {
+        matches!(self, PgError::Postgres(e) if e.code().is_some_and(|c| c.code() == "40P01"))
+    }
+
     pub fn is_transient(&self) -> bool {
         match self {
             PgError::Pool(_) => true,
@@ -313,6 +318,9 @@ pub struct PgStore {
     deferred: Mutex<Vec<String>>,
     /// The last background sample read, by what it was read at (shared by clones).
     pub(crate) sample_cache: std::sync::Arc<Mutex<Option<SampleCache>>>,
+    /// Units of work retried after the server broke a deadlock (shared by
+    /// clones): a deadlock costs the server's `deadlock_timeout` and a retry.
+    deadlocks: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// A background sample and the index state it was read at: the rowid range
@@ -333,6 +341,7 @@ impl Clone for PgStore {
             group: Group::default(),
             deferred: Mutex::default(),
             sample_cache: self.sample_cache.clone(),
+            deadlocks: self.deadlocks.clone(),
         }
     }
 }
@@ -420,9 +429,16 @@ impl PgStore {
             group: Group::default(),
             deferred: Mutex::default(),
             sample_cache: Default::default(),
+            deadlocks: Default::default(),
         };
         store.migrate()?;
         Ok(store)
+    }
+
+    /// How many units of work were retried after the server broke a deadlock
+    /// since this handle's pool was opened.
+    pub fn deadlock_retries(&self) -> u64 {
+        self.deadlocks.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The configuration it runs with.
@@ -493,6 +509,10 @@ impl PgStore {
             match res {
                 Err(e) if e.is_transient() && attempt + 1 < ATTEMPTS => {
                     attempt += 1;
+                    if e.is_deadlock() {
+                        self.deadlocks
+                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
                     tracing::warn!("postgres: transient error, retry {attempt}: {e}");
                     std::thread::sleep(Duration::from_millis(100 << attempt));
                 }
@@ -763,17 +783,25 @@ impl PgStore {
             return Ok(());
         }
         let ddl = deferred.clone();
-        self.with_client(|c| {
-            // A build over every row may outlast the statement timeout of a query.
-            c.batch_execute(&format!(
-                "SET maintenance_work_mem = '{BULK_MAINTENANCE_WORK_MEM}'; SET statement_timeout = 0"
+        self.with_tx(|tx| {
+            // One transaction under the lock a reset takes: two workspaces that
+            // both loaded into the empty table both deferred the same indexes,
+            // and `CREATE INDEX IF NOT EXISTS` is not safe against a concurrent
+            // twin (the loser fails on the catalog's unique name). Serialised,
+            // the second finds them built and skips them. A build over every row
+            // may outlast a query's statement timeout (SET LOCAL: this
+            // transaction only).
+            tx.batch_execute(&format!(
+                "LOCK TABLE chunks IN SHARE ROW EXCLUSIVE MODE;
+                 SET LOCAL maintenance_work_mem = '{BULK_MAINTENANCE_WORK_MEM}';
+                 SET LOCAL statement_timeout = 0"
             ))?;
             for d in &ddl {
                 let t = std::time::Instant::now();
-                c.batch_execute(d)?;
+                tx.batch_execute(d)?;
                 tracing::debug!("postgres: built in {:?}: {d}", t.elapsed());
             }
-            c.batch_execute("ANALYZE chunks; RESET maintenance_work_mem; RESET statement_timeout")?;
+            tx.batch_execute("ANALYZE chunks")?;
             Ok(())
         })?;
         deferred.clear();

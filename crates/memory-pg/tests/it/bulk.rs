@@ -283,3 +283,73 @@ fn reads_inside_a_group_see_its_writes_and_a_rollback_drops_the_rest() {
         .get(0);
     assert_eq!(all as usize, files * per);
 }
+
+/// Two namespaces reset into the empty table before either writes: both defer
+/// the search indexes, load, and build them at the same moment. The builds are
+/// serialised (the first builds, the second finds them there) — concurrent
+/// `CREATE INDEX IF NOT EXISTS` twins fail on the catalog's unique name (how
+/// two workspaces indexing one namespace failed in CI), or, in one transaction
+/// each, deadlock against each other's ANALYZE (a retry after the server's
+/// deadlock timeout): neither may happen.
+#[test]
+fn two_bulk_loads_into_the_empty_table_build_the_indexes_once() {
+    let Some(schema) = Schema::new("bulktwin") else {
+        return;
+    };
+    let mut c = schema.client();
+    for round in 0..6 {
+        let mut stores: Vec<PgStore> = ["a", "b"].iter().map(|ns| schema.store(ns, "ws")).collect();
+        for pg in &mut stores {
+            pg.reset_index(MODEL, DIMS, "bulk").unwrap();
+        }
+        assert!(indexes(&mut c, &schema.name).is_empty(), "round {round}");
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(2));
+        let built: Vec<_> = stores
+            .into_iter()
+            .enumerate()
+            .map(|(k, mut pg)| {
+                let barrier = barrier.clone();
+                std::thread::spawn(move || {
+                    pg.begin_group().unwrap();
+                    for f in 0..200 {
+                        let chunks: Vec<NewChunk> =
+                            (0..3).map(|i| chunk(f, i, &format!("{k}"))).collect();
+                        pg.write_file(
+                            &file(&format!("memory/f{f:02}.md"), "v1"),
+                            &chunks,
+                            WriteMode::Replace,
+                            MODEL,
+                        )
+                        .unwrap();
+                    }
+                    pg.commit_group().unwrap();
+                    barrier.wait();
+                    let r = pg.finish_bulk().map_err(|e| e.to_string());
+                    (pg, r)
+                })
+            })
+            .collect::<Vec<_>>() // both spawned before either is joined
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|(pg, r)| {
+                assert_eq!(r, Ok(()), "round {round}");
+                assert_eq!(
+                    pg.deadlock_retries(),
+                    0,
+                    "round {round}: the builds deadlocked"
+                );
+                pg
+            })
+            .collect();
+        assert_eq!(
+            indexes(&mut c, &schema.name),
+            ["chunks_hnsw_8", "chunks_trgm", "chunks_tsv"],
+            "round {round}"
+        );
+        for pg in built {
+            pg.drop_namespace().unwrap();
+        }
+    }
+}
