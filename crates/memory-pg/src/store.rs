@@ -246,14 +246,14 @@ pub enum PgError {
 }
 
 impl PgError {
-    /// Whether retrying the unit on a fresh connection may succeed: a lost or
-    /// refused connection, a serialisation failure or deadlock, a server shutdown,
-    /// too many connections.
     /// The server aborted the transaction to break a deadlock (SQLSTATE 40P01).
     pub fn is_deadlock(&self) -> bool {
         matches!(self, PgError::Postgres(e) if e.code().is_some_and(|c| c.code() == "40P01"))
     }
 
+    /// Whether retrying the unit on a fresh connection may succeed: a lost or
+    /// refused connection, a serialisation failure or deadlock, a server shutdown,
+    /// too many connections.
     pub fn is_transient(&self) -> bool {
         match self {
             PgError::Pool(_) => true,
