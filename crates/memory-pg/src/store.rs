@@ -138,6 +138,10 @@ const MIGRATIONS: &[(i64, &str)] = &[
         4,
         include_str!("../../../migrations/postgres/0004_recalls.sql"),
     ),
+    (
+        5,
+        include_str!("../../../migrations/postgres/0005_note_time.sql"),
+    ),
 ];
 
 /// The schema version this build writes.

@@ -28,6 +28,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (4, include_str!("../migrations/0004_word_index.sql")),
     (5, include_str!("../migrations/0005_file_stamps.sql")),
     (6, include_str!("../migrations/0006_recalls.sql")),
+    (7, include_str!("../migrations/0007_note_time.sql")),
 ];
 
 /// A source's stat listing (`Store::stamp_listing`): read from the covering

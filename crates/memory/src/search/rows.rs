@@ -112,3 +112,46 @@ pub fn dated_between(
         .collect::<Result<Vec<i64>, _>>()?;
     Ok(ids)
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::store::Store;
+
+    /// The plan SQLite picks for [`super::dated_between`]'s query.
+    fn plan(store: &Store) -> String {
+        let mut st = store
+            .conn()
+            .prepare(
+                "EXPLAIN QUERY PLAN SELECT rowid FROM chunks
+                 WHERE note_time >= ?1 AND note_time < ?2 AND (?3 IS NULL OR source = ?3)
+                 ORDER BY note_time DESC LIMIT ?4",
+            )
+            .unwrap();
+        let rows = st
+            .query_map(rusqlite::params![0i64, 1i64, None::<String>, 50i64], |r| {
+                r.get::<_, String>(3)
+            })
+            .unwrap();
+        rows.map(Result::unwrap).collect::<Vec<_>>().join("\n")
+    }
+
+    /// A dated query (a date window) reads the dated chunks through their index
+    /// (schema 7) instead of scanning every chunk.
+    #[test]
+    fn a_date_window_reads_the_note_time_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("index.sqlite")).unwrap();
+        let p = plan(&store);
+        assert!(p.contains("chunks_by_note_time"), "{p}");
+        // Control: without the index SQLite scans the chunks.
+        store
+            .conn()
+            .execute_batch("DROP INDEX chunks_by_note_time")
+            .unwrap();
+        let p = plan(&store);
+        assert!(
+            !p.contains("chunks_by_note_time") && p.contains("SCAN"),
+            "{p}"
+        );
+    }
+}
