@@ -1318,6 +1318,30 @@ impl IndexStorage for PgStore {
         })?)
     }
 
+    fn removes_chunks_from(&self) -> bool {
+        false
+    }
+
+    fn remove_chunks_from(
+        &mut self,
+        source: &str,
+        path: &str,
+        line: usize,
+    ) -> Result<usize, StoreError> {
+        self.flush()?;
+        // `start_line` is an INTEGER column.
+        let line = i32::try_from(line).unwrap_or(i32::MAX);
+        Ok(self.with_tx(|tx| {
+            self.lock_source(tx, source)?;
+            let n = tx.execute(
+                "DELETE FROM chunks WHERE namespace = $1 AND workspace = $2 AND source = $3
+                   AND path = $4 AND start_line >= $5",
+                &[&self.ns(), &self.ws(), &source, &path, &line],
+            )?;
+            Ok(n as usize)
+        })?)
+    }
+
     fn chunk_count(&self, source: &str, path: &str) -> Result<usize, StoreError> {
         self.flush()?;
         Ok(self.with_client(|c| {

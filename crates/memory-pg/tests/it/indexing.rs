@@ -96,6 +96,103 @@ fn incremental_passes_on_postgres() {
     assert_eq!(pg.stats().unwrap().files, 2);
 }
 
+/// A transcript line in claw's session format, at 10:`minute` on 2026-03-02.
+fn turn(role: &str, text: &str, minute: u32) -> String {
+    format!(
+        "{{\"type\":\"message\",\"role\":\"{role}\",\"content\":\"{text}\",\"timestamp\":\"2026-03-02T10:{minute:02}:00Z\"}}\n"
+    )
+}
+
+/// Every chunk of a workspace's sessions source: (start, end, context, text, id).
+fn session_chunks(c: &mut postgres::Client, ws: &str) -> Vec<(i32, i32, String, String, String)> {
+    c.query(
+        "SELECT start_line, end_line, coalesce(context, ''), text, id FROM chunks
+         WHERE workspace = $1 AND source = 'sessions' ORDER BY start_line, end_line, id",
+        &[&ws],
+    )
+    .unwrap()
+    .iter()
+    .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4)))
+    .collect()
+}
+
+/// Live use on PostgreSQL: the user's line is indexed before its answer
+/// arrives, and the answer's pass re-chunks that trailing exchange in place
+/// (`IndexStorage::remove_chunks_from`) instead of rewriting the whole
+/// transcript, ending with the chunks of indexing the finished file once.
+#[test]
+fn an_answer_appended_after_its_question_joins_its_exchange_on_postgres() {
+    let Some(schema) = Schema::new("trail") else {
+        return;
+    };
+    let meta = "{\"type\":\"session\",\"key\":\"cli:default\",\"version\":1}\n";
+    let steps = [
+        turn("user", "Where did we park the kayak last summer?", 0),
+        turn("assistant", "By the boathouse at Lake Tamsin.", 1),
+        turn("user", "And who lent us the trailer?", 2),
+        "{\"type\":\"tool_result\",\"content\":\"lookup done\"}\n".to_string(),
+        turn("assistant", "Your neighbour Ottilie lent it.", 3),
+        turn("assistant", "She asked for it back by Friday.", 4),
+        turn("user", "Thanks.", 5),
+    ];
+    let append = |path: &Path, s: &str| {
+        use std::io::Write;
+        let mut f = std::fs::File::options().append(true).open(path).unwrap();
+        f.write_all(s.as_bytes()).unwrap();
+    };
+    // Live: each line indexed as it arrives.
+    let live = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(live.path().join("sessions")).unwrap();
+    let path = live.path().join("sessions/cli_default.jsonl");
+    std::fs::write(&path, meta).unwrap();
+    let mut pg = schema.store("team", "live");
+    index(live.path(), &mut pg);
+    let mut c = schema.client();
+    let (mut removed, mut added) = (0, 0);
+    for (i, l) in steps.iter().enumerate() {
+        append(&path, l);
+        let r = index(live.path(), &mut pg);
+        if i == 2 {
+            // The control: the question alone is its own chunk before its answer.
+            let alone = session_chunks(&mut c, "live");
+            assert!(alone.iter().any(|c| c.0 == 4 && c.1 == 4), "{alone:?}");
+        }
+        if i == 4 {
+            // The answer's pass dropped the lone question and wrote the
+            // exchange: not the whole file again (its first exchange stays).
+            (removed, added) = (r.chunks_removed, r.chunks_added);
+        }
+    }
+    assert_eq!(
+        (removed, added),
+        (1, 1),
+        "the answer's pass re-chunked one exchange"
+    );
+    assert_eq!(fts(&pg, "Ottilie Friday").len(), 1);
+    // Whole: the finished file indexed once, in another workspace.
+    let whole = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(whole.path().join("sessions")).unwrap();
+    std::fs::write(
+        whole.path().join("sessions/cli_default.jsonl"),
+        format!("{meta}{}", steps.concat()),
+    )
+    .unwrap();
+    let mut pg2 = schema.store("team", "whole");
+    index(whole.path(), &mut pg2);
+    let (got, want) = (
+        session_chunks(&mut c, "live"),
+        session_chunks(&mut c, "whole"),
+    );
+    assert_eq!(got, want);
+    assert!(
+        want.iter()
+            .any(|c| c.0 == 4 && c.1 == 7 && c.3.contains("Ottilie") && c.3.contains("Friday")),
+        "{want:?}"
+    );
+    assert_eq!(want.len(), 3, "{want:?}");
+    assert!(pg.check_consistency().unwrap().is_empty());
+}
+
 fn crash_app(schema: &str) -> String {
     format!("claw_crash_{schema}")
 }
