@@ -224,6 +224,31 @@ impl DayZone {
         }
     }
 
+    /// What the index records of the zone its transcript chunks were dated in
+    /// (their contexts name the day in it, `transcript::turn_context`): an IANA
+    /// zone by name, a fixed offset or the machine's zone by the offsets in
+    /// force mid-January and mid-July (so a daylight-saving change is not a
+    /// change of zone, and a machine moved to another zone is).
+    pub fn key(&self) -> String {
+        // 2026-01-15 and 2026-07-15, 12:00 UTC.
+        const WINTER: i64 = 1_768_478_400;
+        const SUMMER: i64 = 1_784_116_800;
+        let fmt = |off: i32| {
+            let sign = if off < 0 { '-' } else { '+' };
+            let a = off.unsigned_abs();
+            format!("{sign}{:02}:{:02}", a / 3600, a % 3600 / 60)
+        };
+        match self {
+            DayZone::Named(tz) => tz.name().to_string(),
+            DayZone::Fixed(off) => fmt(off.local_minus_utc()),
+            DayZone::Machine => format!(
+                "machine {}/{}",
+                fmt(self.offset_at(WINTER)),
+                fmt(self.offset_at(SUMMER))
+            ),
+        }
+    }
+
     /// The local date at unix time `t`.
     pub fn date_at(&self, t: i64) -> chrono::NaiveDate {
         chrono::DateTime::from_timestamp(t + i64::from(self.offset_at(t)), 0)

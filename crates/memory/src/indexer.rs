@@ -379,6 +379,11 @@ fn pass(
     started: Instant,
 ) -> Result<IndexReport, IndexError> {
     let sources = crate::index_storage::source_roots(settings, &*store)?;
+    // Transcript chunks name their day in the user's zone: after a change of
+    // zone every transcript is chunked again (the embeddings of chunks whose
+    // day did not change come from the cache).
+    let zone = settings.zone.key();
+    let rezone = zone_changed(&*store, &zone)?;
     let mut run = Run::new(store, settings, embedder, progress)?;
 
     // Discover and plan every source first, so progress knows the total.
@@ -388,10 +393,17 @@ fn pass(
         for i in issues {
             run.issue(&src.name, &i.path, &i.message, i.skipped, i.reason);
         }
-        let stored = run.store.file_records(&src.name)?;
+        let mut stored = run.store.file_records(&src.name)?;
         let skipped = skipped_records(run.store, &src.name, settings.memory.max_file_bytes)?;
         run.report.files_scanned += disk.len();
-        let p = plan_with_skipped(&disk, &stored, &skipped, false);
+        let redate = rezone && src.kind == SourceKind::Sessions;
+        let p = plan_with_skipped(&disk, &stored, &skipped, redate);
+        if redate {
+            // Read as new: rewritten whole, not appended to.
+            let on_disk: std::collections::HashSet<&str> =
+                disk.iter().map(|f| f.rel.as_str()).collect();
+            stored.retain(|rel, _| !on_disk.contains(rel.as_str()));
+        }
         run.report.files_unchanged += p.unchanged;
         for rel in &p.skipped {
             if let Some(r) = skipped.get(rel) {
@@ -429,7 +441,20 @@ fn pass(
             run.tick()?;
         }
     }
+    if rezone {
+        run.store.set_meta(TRANSCRIPT_ZONE, &zone)?;
+    }
     run.finish(started)
+}
+
+/// The index meta key recording the zone transcripts were chunked in
+/// (`DayZone::key`).
+pub const TRANSCRIPT_ZONE: &str = "transcript_zone";
+
+/// Whether the transcripts in `store` were chunked in another zone than `zone`
+/// (or before the zone was recorded).
+fn zone_changed(store: &dyn IndexStorage, zone: &str) -> Result<bool, StoreError> {
+    Ok(store.meta(TRANSCRIPT_ZONE)?.as_deref() != Some(zone))
 }
 
 /// Re-index (or remove) specific files: `(source name, relative path)` pairs, as
@@ -447,6 +472,10 @@ pub fn run_paths(
     if let Some(reason) = rebuild_reason(&*store, embedder, false)? {
         // The whole index is rebuilt: a targeted pass is not enough.
         return rebuild(store, settings, embedder, reason, progress, started);
+    }
+    if zone_changed(&*store, &settings.zone.key())? {
+        // Every transcript is chunked again: a targeted pass is not enough.
+        return pass(store, settings, embedder, progress, started);
     }
     let sources = crate::index_storage::source_roots(settings, &*store)?;
     let mut run = Run::new(store, settings, embedder, progress)?;

@@ -114,3 +114,49 @@ fn an_answer_appended_after_its_question_was_indexed_joins_its_exchange() {
         .unwrap();
     assert_eq!(fts, 3);
 }
+
+/// A transcript's chunks name their day in the user's zone: when the zone
+/// changes (`agent.timezone`, or the machine's), the next pass chunks every
+/// transcript again in the new one; a pass in an unchanged zone reads nothing.
+#[test]
+fn a_change_of_zone_redates_the_transcript_chunks() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut settings, mut store, path) = workspace(dir.path());
+    // 20:30 UTC on 2 March: still the 2nd in UTC, already the 3rd at +10:00.
+    std::fs::write(
+        &path,
+        "{\"type\":\"message\",\"role\":\"user\",\"content\":\"Book the ferry to Tamsin.\",\"timestamp\":\"2026-03-02T20:30:00Z\"}\n\
+         {\"type\":\"message\",\"role\":\"assistant\",\"content\":\"Booked for Friday.\",\"timestamp\":\"2026-03-02T20:31:00Z\"}\n",
+    )
+    .unwrap();
+    // A note beside it, which no zone concerns.
+    std::fs::create_dir_all(dir.path().join("memory")).unwrap();
+    std::fs::write(
+        dir.path().join("memory/ferry.md"),
+        "# Ferry\nTamsin, Fridays.\n",
+    )
+    .unwrap();
+    let utc = chrono::FixedOffset::east_opt(0).unwrap();
+    let east = chrono::FixedOffset::east_opt(10 * 3600).unwrap();
+    settings.zone = claw_memory::config::DayZone::Fixed(utc);
+    index(&mut store, &settings);
+    let before = chunks(&store);
+    assert_eq!(before.len(), 1, "{before:?}");
+    assert!(before[0].2.contains("2026-03-02"), "{before:?}");
+    // Control: the same zone again reads nothing.
+    let r = index(&mut store, &settings);
+    assert_eq!((r.files_changed, r.files_unchanged), (0, 2), "{r:?}");
+
+    settings.zone = claw_memory::config::DayZone::Fixed(east);
+    let r = index(&mut store, &settings);
+    assert_eq!(r.files_changed, 1, "only the transcript: {r:?}");
+    let after = chunks(&store);
+    assert_eq!(after.len(), 1, "{after:?}");
+    assert!(
+        after[0].2.contains("2026-03-03") && !after[0].2.contains("2026-03-02"),
+        "{after:?}"
+    );
+    // And it is recorded: the next pass in that zone reads nothing.
+    let r = index(&mut store, &settings);
+    assert_eq!((r.files_changed, r.files_unchanged), (0, 2), "{r:?}");
+}
