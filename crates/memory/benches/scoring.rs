@@ -25,6 +25,7 @@ fn candidates(n: usize) -> Vec<Candidate> {
                 tokens: token_set(&format!("{} {}", text.join(" "), i)),
                 pinned: i == 150,
                 source_factor: if i % 5 == 0 { 0.8 } else { 1.0 },
+                note: (i % 5 != 0).then_some(i / 10),
             }
         })
         .collect()

@@ -151,6 +151,8 @@ pub fn search_in_zone(
     let mut raw_vectors: Vec<Option<f64>> = Vec::with_capacity(ids.len());
     // Each cosine's height above the query's own background (`score::query_z`).
     let mut query_zs: Vec<Option<f64>> = Vec::with_capacity(ids.len());
+    // One id per note file among the candidates (`Candidate::note`).
+    let mut note_ids: HashMap<(String, String), usize> = HashMap::new();
     for (id, row) in storage.rows(&ids, vector_ran)? {
         if source.is_some_and(|s| row.source != s) {
             continue;
@@ -188,6 +190,12 @@ pub fn search_in_zone(
             pinned: pinned.contains(&id),
             source_factor: score::source_factor(&row.source, &row.text)
                 * super::echo::echo_factor(&req.query, &row.source, &row.text),
+            note: (row.source != SOURCE_SESSIONS).then(|| {
+                let next = note_ids.len();
+                *note_ids
+                    .entry((row.source.clone(), row.path.clone()))
+                    .or_insert(next)
+            }),
         });
         cand_rows.push(row);
     }
@@ -308,6 +316,7 @@ pub fn search_in_zone(
                 mmr_rank: r.mmr_rank,
                 pinned: r.pinned,
                 keyword_best: r.keyword_best,
+                repeats_note: r.repeats_note,
                 weights,
                 note_time: c.note_time,
                 fusion: params.fusion,

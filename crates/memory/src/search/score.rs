@@ -763,11 +763,8 @@ pub fn token_set(text: &str) -> Vec<u64> {
     out
 }
 
-/// Jaccard similarity of two sorted, de-duplicated token sets (two empty sets = 0).
-pub fn jaccard(a: &[u64], b: &[u64]) -> f64 {
-    if a.is_empty() && b.is_empty() {
-        return 0.0;
-    }
+/// The number of tokens two sorted, de-duplicated token sets share.
+fn shared(a: &[u64], b: &[u64]) -> usize {
     let (mut i, mut j, mut inter) = (0, 0, 0usize);
     while i < a.len() && j < b.len() {
         match a[i].cmp(&b[j]) {
@@ -780,7 +777,80 @@ pub fn jaccard(a: &[u64], b: &[u64]) -> f64 {
             }
         }
     }
+    inter
+}
+
+/// Jaccard similarity of two sorted, de-duplicated token sets (two empty sets = 0).
+pub fn jaccard(a: &[u64], b: &[u64]) -> f64 {
+    if a.is_empty() && b.is_empty() {
+        return 0.0;
+    }
+    let inter = shared(a, b);
     inter as f64 / (a.len() + b.len() - inter) as f64
+}
+
+/// The share of `part`'s tokens that `whole` holds (sorted, de-duplicated token
+/// sets; an empty `part` = 0).
+pub fn containment(part: &[u64], whole: &[u64]) -> f64 {
+    if part.is_empty() {
+        return 0.0;
+    }
+    shared(part, whole) as f64 / part.len() as f64
+}
+
+/// A transcript chunk at least this share of whose tokens one kept note holds
+/// (its kept chunks together) says nothing the note does not: it repeats it
+/// (`cap_repeats_of_notes`).
+pub const REPEAT_CONTAINMENT: f64 = 0.75;
+
+/// A transcript chunk that repeats a note (its tokens at least
+/// [`REPEAT_CONTAINMENT`] contained in the union of that note's kept chunks) is
+/// not more relevant than the note, whatever its own scores say: a session
+/// holds the note's densest lines in one short chunk, which outscores the longer
+/// note chunk. Its score is capped at the note's best score × its own source
+/// factor, so the note ranks first and MMR defers the repeat, not the note.
+/// A transcript that adds to the note (under the containment) keeps its score;
+/// with the note not among `kept` nothing is capped.
+fn cap_repeats_of_notes(cands: &[Candidate], scored: &mut [Ranked], kept: &[usize]) {
+    // The kept notes: their chunks' tokens together, and their best score.
+    let mut notes: Vec<(usize, Vec<u64>, f64)> = Vec::new();
+    for &i in kept {
+        let Some(id) = cands[i].note else { continue };
+        match notes.iter_mut().find(|(n, _, _)| *n == id) {
+            Some((_, toks, best)) => {
+                toks.extend_from_slice(&cands[i].tokens);
+                *best = best.max(scored[i].score);
+            }
+            None => notes.push((id, cands[i].tokens.clone(), scored[i].score)),
+        }
+    }
+    for (_, toks, _) in &mut notes {
+        toks.sort_unstable();
+        toks.dedup();
+    }
+    // A transcript chunk's `user:` / `assistant:` labels are its format, not
+    // what was said: they are not judged.
+    let labels = token_set("user assistant");
+    for &i in kept {
+        if cands[i].note.is_some() {
+            continue;
+        }
+        let said: Vec<u64> = cands[i]
+            .tokens
+            .iter()
+            .copied()
+            .filter(|t| !labels.contains(t))
+            .collect();
+        let cap = notes
+            .iter()
+            .filter(|(_, toks, _)| containment(&said, toks) >= REPEAT_CONTAINMENT)
+            .map(|(_, _, best)| best * scored[i].source_factor)
+            .fold(f64::INFINITY, f64::min);
+        if scored[i].score > cap {
+            scored[i].score = cap;
+            scored[i].repeats_note = true;
+        }
+    }
 }
 
 /// Min-max normalise to [0,1] (all equal = 1.0).
@@ -883,6 +953,10 @@ pub struct Candidate {
     pub pinned: bool,
     /// The source's place in the ranking ([`source_factor`]; 1 for notes).
     pub source_factor: f64,
+    /// For a note chunk, the note it belongs to (one id for all the chunks of a
+    /// file); `None` for a transcript chunk. A transcript chunk that repeats a
+    /// kept note ranks below it ([`cap_repeats_of_notes`]).
+    pub note: Option<usize>,
 }
 
 /// Parameters of [`rank`].
@@ -925,6 +999,9 @@ pub struct Ranked {
     /// The keyword stage's best hit ([`keyword_best`]), kept in the results
     /// whatever its fused rank (see [`rank_fused`]).
     pub keyword_best: bool,
+    /// A transcript chunk whose score was capped as a repeat of a note
+    /// ([`cap_repeats_of_notes`]).
+    pub repeats_note: bool,
 }
 
 /// The keyword stage's best hit: the candidate with the highest keyword score
@@ -988,7 +1065,7 @@ pub fn rank_fused_first(
     now_unix: i64,
     first: &[bool],
 ) -> Vec<Ranked> {
-    let scored: Vec<Ranked> = cands
+    let mut scored: Vec<Ranked> = cands
         .iter()
         .enumerate()
         .map(|(i, c)| {
@@ -1015,6 +1092,7 @@ pub fn rank_fused_first(
                 mmr_rank: None,
                 pinned: c.pinned,
                 keyword_best: false,
+                repeats_note: false,
             }
         })
         .collect();
@@ -1023,6 +1101,7 @@ pub fn rank_fused_first(
     let mut kept: Vec<usize> = (0..scored.len())
         .filter(|&i| scored[i].pinned || scored[i].relevance >= p.min_score)
         .collect();
+    cap_repeats_of_notes(cands, &mut scored, &kept);
     kept.sort_by(|&a, &b| scored[b].score.total_cmp(&scored[a].score));
     let select = |group: &[usize], k: usize| -> Vec<usize> {
         match p.mmr_lambda {
@@ -1225,6 +1304,8 @@ mod tests {
             tokens: token_set(text),
             pinned,
             source_factor: 1.0,
+            // A note's chunk (all of one note unless a test says otherwise).
+            note: Some(0),
         }
     }
 
@@ -1247,6 +1328,7 @@ mod tests {
         let mut echo = cand(None, Some(0.7), None, "gamma delta", false);
         note.source_factor = source_factor("memory", "");
         echo.source_factor = asst;
+        echo.note = None;
         let p = RankParams {
             weights: (0.0, 1.0),
             half_life_days: 30.0,
@@ -1273,6 +1355,81 @@ mod tests {
         };
         let r = rank(&[weak_note, strong], &p, NOW);
         assert_eq!(r[0].index, 1);
+    }
+
+    #[test]
+    fn a_session_that_repeats_a_note_ranks_below_it_and_mmr_defers_the_repeat() {
+        let note_text = "# UPS\nThe UPS in the rack lasts about 40 minutes on battery. \
+                         It powers the NAS and the router. Replace the battery every 3 years.";
+        let asst = source_factor("sessions", "assistant: x");
+        // The session: the user's question, the assistant saying the note again in a
+        // short, dense chunk that outscores the note by more than its factor.
+        let repeat_text = "user: what did I write about the UPS?\nassistant: The UPS in the \
+                           rack lasts about 40 minutes on battery. It powers the NAS and the \
+                           router. Replace the battery every 3 years.";
+        let note = cand(Some(0.6), Some(0.5), None, note_text, false);
+        let repeat = Candidate {
+            note: None,
+            source_factor: asst,
+            ..cand(Some(0.95), Some(0.9), None, repeat_text, false)
+        };
+        // Another note and a session that adds something the note does not say.
+        let other = Candidate {
+            note: Some(1),
+            ..cand(
+                Some(0.4),
+                None,
+                None,
+                "rack inventory: switch, NAS, router",
+                false,
+            )
+        };
+        let adds = Candidate {
+            note: None,
+            source_factor: asst,
+            ..cand(
+                Some(0.95),
+                Some(0.9),
+                None,
+                "user: and the UPS?\nassistant: I swapped its battery for a LiFePO4 pack \
+                 yesterday; now it runs two hours with the fridge plugged in too",
+                false,
+            )
+        };
+        let p = RankParams {
+            weights: (0.5, 0.5),
+            half_life_days: 30.0,
+            mmr_lambda: Some(0.7),
+            min_score: 0.1,
+            limit: 6,
+        };
+        assert!(containment(&adds.tokens, &note.tokens) < REPEAT_CONTAINMENT);
+        let cands = [repeat.clone(), other.clone(), note.clone(), adds.clone()];
+        let r = rank(&cands, &p, NOW);
+        let order: Vec<usize> = r.iter().map(|x| x.index).collect();
+        // The session that adds to the note keeps its (higher) place; the note
+        // comes before its repeat, which scores at most note × its factor.
+        assert_eq!(order[0], 3, "{r:?}");
+        let at = |i: usize| order.iter().position(|&o| o == i).unwrap();
+        assert!(at(2) < at(0), "{r:?}");
+        let (n, rep) = (&r[at(2)], &r[at(0)]);
+        assert!(rep.score <= n.score * asst + 1e-12, "{r:?}");
+        assert!(rep.repeats_note && !r[at(3)].repeats_note, "{r:?}");
+        // Positive control: without the cap (the session counted as a note of its
+        // own) the repeat outranks the note.
+        let uncapped = [
+            Candidate {
+                note: Some(7),
+                ..repeat.clone()
+            },
+            other,
+            note,
+            adds,
+        ];
+        let r = rank(&uncapped, &p, NOW);
+        let order: Vec<usize> = r.iter().map(|x| x.index).collect();
+        let at = |i: usize| order.iter().position(|&o| o == i).unwrap();
+        assert!(at(0) < at(2), "{r:?}");
     }
 
     #[test]

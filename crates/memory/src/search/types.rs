@@ -229,6 +229,10 @@ pub struct Explain {
     /// pin holds the top places.
     #[serde(default)]
     pub keyword_best: bool,
+    /// A transcript chunk that repeats a note among the hits: its score is
+    /// capped at that note's × its source factor (`score::cap_repeats_of_notes`).
+    #[serde(default)]
+    pub repeats_note: bool,
     /// Effective (vector, keyword) weights.
     pub weights: (f64, f64),
     /// Chunk time used for decay (unix seconds), null = evergreen.
