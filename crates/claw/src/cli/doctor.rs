@@ -261,15 +261,26 @@ fn model(settings: &Settings, index_model: Option<&str>) -> Section {
                 details["threads"] = json!(r.effective_threads());
                 details["cpu_arena"] = json!(r.cpu_arena);
             }
+            // `embedding.precision: int8` without `model_int8.onnx` runs fp32.
+            let fallback = embed::precision_fallback(&settings.mem.embed);
+            if let Some(f) = &fallback {
+                details["precision_fallback"] = json!(f);
+            }
             let s = section(
                 "model",
-                if mismatch { Status::Warn } else { Status::Ok },
+                if mismatch || fallback.is_some() {
+                    Status::Warn
+                } else {
+                    Status::Ok
+                },
                 if mismatch {
                     format!(
                         "{} loaded, but the index was built with {} (run `claw memory index`)",
                         e.model_id(),
                         index_model.unwrap_or_default()
                     )
+                } else if let Some(f) = &fallback {
+                    format!("{} loaded ({} dims{threads}), but {f}", e.model_id(), e.dims())
                 } else {
                     format!("{} loaded ({} dims{threads})", e.model_id(), e.dims())
                 },
@@ -277,6 +288,11 @@ fn model(settings: &Settings, index_model: Option<&str>) -> Section {
             );
             if mismatch {
                 s.hint(format!("{RUN_INDEX}: it re-embeds the notes with the loaded model"))
+            } else if fallback.is_some() {
+                s.hint(
+                    "`claw memory install-model` makes model_int8.onnx beside model.onnx \
+                     (or set embedding.precision: fp32)",
+                )
             } else {
                 s
             }

@@ -155,4 +155,30 @@ fn int8_without_its_file_runs_fp32_and_says_so() {
     );
     assert!(r["rebuilt"].is_null(), "{r}");
     assert_eq!(r["model"], fp32_model.as_str(), "{r}");
+    // The doctor warns too, with the way out.
+    let model_section = |cfg: &Path| {
+        let out = claw_with(ws.path(), cfg, Some(&old))
+            .args(["doctor", "--json"])
+            .output()
+            .unwrap();
+        let d: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        d["sections"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["id"] == "model" || s["name"] == "model")
+            .cloned()
+            .unwrap_or_else(|| panic!("no model section: {d}"))
+    };
+    let m = model_section(&int8);
+    assert_eq!(m["status"], "warn", "{m}");
+    assert_eq!(m["details"]["precision_fallback"]["used"], "fp32", "{m}");
+    assert!(
+        m["hint"].as_str().unwrap_or("").contains("install-model"),
+        "{m}"
+    );
+    // Control: asked for fp32, the same directory is fine.
+    let m = model_section(&fp32);
+    assert_eq!(m["status"], "ok", "{m}");
+    assert!(m["details"]["precision_fallback"].is_null(), "{m}");
 }
