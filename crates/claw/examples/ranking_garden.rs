@@ -7,7 +7,8 @@
 //! debug test suite. `ranking_garden WORKSPACE` measures an existing hybrid index
 //! instead of building one: a workspace where the extracted tarball's root was
 //! added (`claw memory add DIR --name garden`) and indexed with the model
-//! (the last table adds session transcripts to it).
+//! (the last table adds session transcripts to it). With `CLAW_GARDEN_KEEP=DIR`
+//! the garden and its hybrid index are kept in DIR, and only the last table runs.
 
 #![allow(clippy::unwrap_used)]
 
@@ -27,6 +28,25 @@ fn main() {
     };
     let (dir, ort) = (var("CLAW_EMBED_MODEL_DIR"), var("ORT_DYLIB_PATH"));
     let e = LocalEmbedder::load(Some(&dir), Some(&ort), 1).expect("load the local model");
+    // `CLAW_GARDEN_KEEP=DIR`: the garden and its hybrid index are kept in DIR
+    // (made by the first run, reused by later ones) and only the last table is
+    // measured, for looking at it query by query.
+    if let Some(keep) = std::env::var_os("CLAW_GARDEN_KEEP").map(PathBuf::from) {
+        let (garden_dir, ws) = (keep.join("garden"), keep.join("ws"));
+        if !garden_dir.is_dir() {
+            std::fs::create_dir_all(&garden_dir).unwrap();
+            claw_testkit::extract_shared("notes-garden.tar.gz", &garden_dir);
+            let took = garden::index_garden_at(&ws, &garden_dir, Some(&e));
+            eprintln!(
+                "indexed the garden into {} in {:.1} s",
+                ws.display(),
+                took.as_secs_f64()
+            );
+        }
+        let e: Option<&dyn Embedder> = Some(&e);
+        garden::print_with_transcripts("hybrid", &garden::with_transcripts(&ws, &garden_dir, e));
+        return;
+    }
     let g = garden::extract_garden();
 
     let (ws, took) = garden::index_garden(g.path(), None);

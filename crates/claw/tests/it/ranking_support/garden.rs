@@ -33,9 +33,16 @@ pub fn extract_garden() -> tempfile::TempDir {
 /// (keyword-only when `None`). Returns the workspace and the indexing time.
 pub fn index_garden(garden: &Path, e: Option<&dyn Embedder>) -> (tempfile::TempDir, Duration) {
     let ws = tempfile::tempdir().unwrap();
-    let mut settings = Settings::for_workspace(ws.path(), EmbedProvider::None);
+    let took = index_garden_at(ws.path(), garden, e);
+    (ws, took)
+}
+
+/// [`index_garden`] into the workspace `ws` (made if missing).
+pub fn index_garden_at(ws: &Path, garden: &Path, e: Option<&dyn Embedder>) -> Duration {
+    std::fs::create_dir_all(ws).unwrap();
+    let mut settings = Settings::for_workspace(ws, EmbedProvider::None);
     // Where the binary would keep it, so `open_store` finds it.
-    settings.state_dir = claw_testkit::state_dir(ws.path());
+    settings.state_dir = claw_testkit::state_dir(ws);
     std::fs::create_dir_all(settings.state_dir()).unwrap();
     let mut store = Store::open(&settings.db_path()).unwrap();
     store.add_source("garden", garden).unwrap();
@@ -52,7 +59,7 @@ pub fn index_garden(garden: &Path, e: Option<&dyn Embedder>) -> (tempfile::TempD
     )
     .expect("index the garden");
     assert!(r.files_scanned >= 7000, "{} files", r.files_scanned);
-    (ws, t.elapsed())
+    t.elapsed()
 }
 
 /// Per kind (`dated`, `undated`): (kind, expected note in the top 6, queries,
@@ -391,6 +398,18 @@ pub fn with_transcripts(ws: &Path, garden: &Path, e: Option<&dyn Embedder>) -> E
         let r = search(&store, e, &q.text, Mode::Hybrid);
         transcript_first += usize::from(r.results.first().is_some_and(|h| h.source == "sessions"));
         transcript_hits += r.results.iter().filter(|h| h.source == "sessions").count();
+        // Misses go to stderr, with the hits that led.
+        let expected = q.expected.as_deref().unwrap();
+        if rank_of(&r, expected) != Some(1) {
+            eprintln!(
+                "with transcripts, {:?} → {expected} at {:?}:",
+                q.text,
+                rank_of(&r, expected)
+            );
+            for h in &r.results {
+                eprintln!("  {:.4} {}:{}", h.score, h.source, h.citation);
+            }
+        }
     }
     EchoRow {
         queries: qs.len(),
