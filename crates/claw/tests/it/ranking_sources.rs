@@ -217,10 +217,18 @@ fn notes_rank_above_their_echo_in_transcripts() {
     let verbatim_note_first = qs
         .iter()
         .filter(|q| {
-            search(&store, e, &q.text, Some("cli_default.jsonl"))
-                .results
-                .first()
-                .is_some_and(|h| h.source != "sessions")
+            let r = search(&store, e, &q.text, Some("cli_default.jsonl"));
+            let ok = r.results.first().is_some_and(|h| h.source != "sessions");
+            if !ok {
+                eprintln!("verbatim miss {:?} → {:?}:", q.text, q.expected);
+                for h in &r.results {
+                    eprintln!(
+                        "  {:.4} {}:{} {:?}",
+                        h.score, h.source, h.citation, h.explain
+                    );
+                }
+            }
+            ok
         })
         .count();
     println!(

@@ -11,8 +11,15 @@
 //! A user line echoes the query when it holds at least 4/5 of the query's
 //! distinct words (CJK: character bigrams, `score::token_set`) and is not much
 //! longer than the query (at most 1.5 × its words + 2): a long turn that
-//! happens to hold the words is a statement, not the question again. Queries of
-//! fewer than three distinct words are never judged (too little to tell).
+//! happens to hold the words is a statement, not the question again. A query of
+//! two distinct words is judged only by a line that holds both and at most two
+//! words more ("topoi marinov?", "what about topoi marinov"); a one-word query
+//! never (too little to tell).
+//!
+//! An echo's words are the query's own, so its keyword score would be the
+//! query's best and, scaled against it, every note's would fall: the engine
+//! scales the keyword scores against the best hit that is not an echo
+//! (`engine::search_in_zone`).
 
 use super::score::token_set;
 
@@ -27,7 +34,7 @@ pub fn echo_factor(query: &str, source: &str, text: &str) -> f64 {
         return 1.0;
     }
     let q = token_set(query);
-    if q.len() < 3 {
+    if q.len() < 2 {
         return 1.0;
     }
     let echoes = text
@@ -36,7 +43,11 @@ pub fn echo_factor(query: &str, source: &str, text: &str) -> f64 {
         .any(|said| {
             let l = token_set(said);
             let covered = q.iter().filter(|t| l.binary_search(t).is_ok()).count();
-            covered * 5 >= q.len() * 4 && l.len() * 2 <= q.len() * 3 + 4
+            if q.len() == 2 {
+                covered == 2 && l.len() <= 4
+            } else {
+                covered * 5 >= q.len() * 4 && l.len() * 2 <= q.len() * 3 + 4
+            }
         });
     if echoes { ECHO_FACTOR } else { 1.0 }
 }
@@ -91,8 +102,27 @@ mod tests {
             1.0
         );
         assert_eq!(echo_factor(q, s, "user: does obsidian sync my vault"), 1.0);
+        // Two words: the line holds both and little more.
+        assert_eq!(
+            echo_factor("topoi marinov", s, "user: topoi marinov"),
+            ECHO_FACTOR
+        );
+        assert_eq!(
+            echo_factor("topoi marinov", s, "user: what about Topoi Marinov?"),
+            ECHO_FACTOR
+        );
+        // Controls: one of the two words; both inside a longer statement.
+        assert_eq!(echo_factor("topoi marinov", s, "user: topoi again"), 1.0);
+        assert_eq!(
+            echo_factor(
+                "topoi marinov",
+                s,
+                "user: Marinov wrote the topoi chapter of the handbook last spring"
+            ),
+            1.0
+        );
         // Too short a query to judge.
-        assert_eq!(echo_factor("orphan nodes", s, "user: orphan nodes"), 1.0);
+        assert_eq!(echo_factor("orphans", s, "user: orphans"), 1.0);
         // CJK: bigrams.
         assert_eq!(
             echo_factor(

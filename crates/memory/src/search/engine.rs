@@ -151,6 +151,8 @@ pub fn search_in_zone(
     let mut raw_vectors: Vec<Option<f64>> = Vec::with_capacity(ids.len());
     // Each cosine's height above the query's own background (`score::query_z`).
     let mut query_zs: Vec<Option<f64>> = Vec::with_capacity(ids.len());
+    // Which candidates ask the query again (`echo::echo_factor`).
+    let mut echoes: Vec<bool> = Vec::with_capacity(ids.len());
     // One id per note file among the candidates (`Candidate::note`).
     let mut note_ids: HashMap<(String, String), usize> = HashMap::new();
     for (id, row) in storage.rows(&ids, vector_ran)? {
@@ -182,14 +184,15 @@ pub fn search_in_zone(
             (Some(c), Some(_), Some(bg)) => score::query_z(c, query_bg.as_ref(), bg),
             _ => None,
         });
+        let echo = super::echo::echo_factor(&req.query, &row.source, &row.text);
+        echoes.push(echo < 1.0);
         cands.push(Candidate {
             vector,
             keyword: kw_scores.get(&id).copied(),
             note_time: row.note_time,
             tokens: score::token_set(&row.text),
             pinned: pinned.contains(&id),
-            source_factor: score::source_factor(&row.source, &row.text)
-                * super::echo::echo_factor(&req.query, &row.source, &row.text),
+            source_factor: score::source_factor(&row.source, &row.text) * echo,
             note: (row.source != SOURCE_SESSIONS).then(|| {
                 let next = note_ids.len();
                 *note_ids
@@ -237,6 +240,14 @@ pub fn search_in_zone(
             c.keyword = k;
         }
     }
+    // A question asked before is not evidence of its answer: its words are the
+    // query's own, so its keyword score would be the best and every note's,
+    // scaled against it, would fall. The keyword scores are scaled against the
+    // best hit that is not an echo and holds as many of the query's terms
+    // (an echo's capped at 1); a weaker match is not lifted in its place.
+    if req.keyword_norm == score::KeywordNorm::MaxScaled {
+        score::rescale_past_echoes(&mut cands, &echoes, &coverage);
+    }
     // Weights: when the vector stage ran, the configured blend, whatever the
     // keyword stage did (matched nothing, or was off in vector mode), so a
     // vector-only hit's relevance is `vector_weight × calibrated score` in every
@@ -280,8 +291,10 @@ pub fn search_in_zone(
     {
         cands.clear();
         cand_rows.clear();
+        echoes.clear();
     }
-    let fused = score::fuse(&cands, weights, params.fusion, params.fusion_gain);
+    // The stages' decisiveness is judged without the echoes.
+    let fused = score::fuse_judged(&cands, &echoes, weights, params.fusion, params.fusion_gain);
     let terms = highlight_terms(&pq);
     // Inside the query's date window: dated there and with some evidence.
     let first: Vec<bool> = match &window {

@@ -72,6 +72,42 @@ pub fn normalize_bm25(ranks: &[f64], how: KeywordNorm) -> Vec<f64> {
     }
 }
 
+/// Keyword scores (max-scaled) scaled again against the best candidate that is
+/// not an echo (`echoes[i]`: candidate `i` asks the query again,
+/// `search::echo`) and holds as many of the query's terms as the echoes do
+/// (`coverage[i]`, [`note_coverage`]; none = all), an echo's capped at 1: the
+/// scores the hits would have without the echo. Unchanged without echoes among
+/// the keyword hits, or without such another hit (a weaker match is not lifted
+/// to the echo's place).
+pub fn rescale_past_echoes(cands: &mut [Candidate], echoes: &[bool], coverage: &[Option<f64>]) {
+    let is_echo = |i: usize| echoes.get(i).copied().unwrap_or(false);
+    let cov = |i: usize| coverage.get(i).copied().flatten().unwrap_or(1.0);
+    let hit = |c: &Candidate| c.keyword.filter(|k| k.is_finite() && *k > 0.0);
+    let Some(echo_cov) = cands
+        .iter()
+        .enumerate()
+        .filter(|(i, c)| is_echo(*i) && hit(c).is_some())
+        .map(|(i, _)| cov(i))
+        .reduce(f64::max)
+    else {
+        return;
+    };
+    let best = cands
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !is_echo(*i) && cov(*i) >= echo_cov - 1e-9)
+        .filter_map(|(_, c)| hit(c))
+        .fold(0.0f64, f64::max);
+    if best <= 0.0 {
+        return;
+    }
+    for c in cands.iter_mut() {
+        if let Some(k) = c.keyword.as_mut() {
+            *k = (*k / best).min(1.0);
+        }
+    }
+}
+
 /// Scale positive raw relevances by their maximum (used for the short-CJK scan).
 pub fn max_scale(raw: &[f64]) -> Vec<f64> {
     let max = raw.iter().copied().fold(0.0f64, f64::max);
@@ -578,7 +614,32 @@ pub struct Fused {
 /// Fuse the candidates' stage scores with `fusion` (`weights` = effective
 /// configured weights; `gain` = adaptive gain, see [`ADAPTIVE_GAIN`]).
 pub fn fuse(cands: &[Candidate], weights: (f64, f64), fusion: Fusion, gain: f64) -> Fused {
-    let (adaptive, decisiveness) = adaptive_weights(cands, weights, gain);
+    fuse_judged(cands, &[], weights, fusion, gain)
+}
+
+/// [`fuse`] with the stages' decisiveness judged without the candidates marked
+/// in `unjudged` (echoes of the query, `search::echo`: the query's own words,
+/// which would make the vector stage look decisive and the keyword stage not).
+pub fn fuse_judged(
+    cands: &[Candidate],
+    unjudged: &[bool],
+    weights: (f64, f64),
+    fusion: Fusion,
+    gain: f64,
+) -> Fused {
+    let judged: Vec<Candidate>;
+    let judge = if unjudged.iter().any(|u| *u) {
+        judged = cands
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !unjudged.get(*i).copied().unwrap_or(false))
+            .map(|(_, c)| c.clone())
+            .collect();
+        &judged[..]
+    } else {
+        cands
+    };
+    let (adaptive, decisiveness) = adaptive_weights(judge, weights, gain);
     let (scores, weights) = match fusion {
         Fusion::Linear => (
             cands
@@ -1430,6 +1491,38 @@ mod tests {
         let order: Vec<usize> = r.iter().map(|x| x.index).collect();
         let at = |i: usize| order.iter().position(|&o| o == i).unwrap();
         assert!(at(0) < at(2), "{r:?}");
+    }
+
+    #[test]
+    fn keyword_scores_are_scaled_past_an_echo() {
+        let mut cands = vec![
+            cand(None, Some(1.0), None, "user: topoi marinov", false),
+            cand(None, Some(0.5), None, "topoi and marinov, at length", false),
+            cand(None, Some(0.25), None, "marinov", false),
+            cand(Some(0.4), None, None, "no keyword", false),
+        ];
+        let echoes = [true, false, false, false];
+        let coverage = [Some(1.0), Some(1.0), Some(0.5), None];
+        let before = cands.clone();
+        rescale_past_echoes(&mut cands, &echoes, &coverage);
+        let k: Vec<Option<f64>> = cands.iter().map(|c| c.keyword).collect();
+        assert_eq!(k, vec![Some(1.0), Some(1.0), Some(0.5), None]);
+        // A weaker match (fewer of the query's terms) is not lifted to the
+        // echo's place.
+        let mut weak = before.clone();
+        let thin = [Some(1.0), Some(0.5), Some(0.5), None];
+        rescale_past_echoes(&mut weak, &echoes, &thin);
+        assert_eq!(weak, before);
+        // Controls: no echo, or an echo alone, changes nothing.
+        let mut plain = vec![
+            cand(None, Some(1.0), None, "a", false),
+            cand(None, Some(0.5), None, "b", false),
+        ];
+        rescale_past_echoes(&mut plain, &[false, false], &[]);
+        assert_eq!(plain[1].keyword, Some(0.5));
+        let mut alone = vec![cand(None, Some(1.0), None, "a", false)];
+        rescale_past_echoes(&mut alone, &[true], &[]);
+        assert_eq!(alone[0].keyword, Some(1.0));
     }
 
     #[test]

@@ -331,17 +331,34 @@ pub struct EchoRow {
 
 pub fn with_transcripts(ws: &Path, garden: &Path, e: Option<&dyn Embedder>) -> EchoRow {
     let qs = load_queries(QUERIES);
-    let first_top6 = |store: &Store| -> (usize, usize) {
+    let first_top6 = |store: &Store, when: &str| -> (usize, usize) {
         let (mut first, mut top6) = (0, 0);
         for q in &qs {
             let r = search(store, e, &q.text, Mode::Hybrid);
-            let rank = rank_of(&r, q.expected.as_deref().unwrap());
+            let expected = q.expected.as_deref().unwrap();
+            let rank = rank_of(&r, expected);
             first += usize::from(rank == Some(1));
             top6 += usize::from(rank.is_some());
+            // Misses go to stderr, with the hits that led.
+            if rank != Some(1) {
+                eprintln!(
+                    "{when} the transcripts, {:?} → {expected} at {rank:?}:",
+                    q.text
+                );
+                for h in &r.results {
+                    eprintln!("  {:.4} {}:{}", h.score, h.source, h.citation);
+                }
+            }
         }
         (first, top6)
     };
-    let (first_before, top6_before) = first_top6(&open_store(ws));
+    // A workspace kept from an earlier run (`CLAW_GARDEN_KEEP`) drops its
+    // transcripts first.
+    if ws.join("sessions").exists() {
+        std::fs::remove_dir_all(ws.join("sessions")).unwrap();
+        index_sessions(ws, e);
+    }
+    let (first_before, top6_before) = first_top6(&open_store(ws), "before");
 
     let sessions = ws.join("sessions");
     std::fs::create_dir_all(&sessions).unwrap();
@@ -375,6 +392,29 @@ pub fn with_transcripts(ws: &Path, garden: &Path, e: Option<&dyn Embedder>) -> E
         )
         .unwrap();
     }
+    index_sessions(ws, e);
+
+    let store = open_store(ws);
+    let (first_after, top6_after) = first_top6(&store, "after");
+    let (mut transcript_first, mut transcript_hits) = (0, 0);
+    for q in &qs {
+        let r = search(&store, e, &q.text, Mode::Hybrid);
+        transcript_first += usize::from(r.results.first().is_some_and(|h| h.source == "sessions"));
+        transcript_hits += r.results.iter().filter(|h| h.source == "sessions").count();
+    }
+    EchoRow {
+        queries: qs.len(),
+        first_before,
+        top6_before,
+        first_after,
+        top6_after,
+        transcript_first,
+        transcript_hits,
+    }
+}
+
+/// An index pass over `ws` (its sessions folder as it now is).
+fn index_sessions(ws: &Path, e: Option<&dyn Embedder>) {
     let mut settings = Settings::for_workspace(ws, EmbedProvider::None);
     settings.state_dir = claw_testkit::state_dir(ws);
     let mut store = Store::open(&settings.db_path()).unwrap();
@@ -389,37 +429,6 @@ pub fn with_transcripts(ws: &Path, garden: &Path, e: Option<&dyn Embedder>) -> E
         &|_| {},
     )
     .expect("index the sessions");
-    drop(lock);
-
-    let store = open_store(ws);
-    let (first_after, top6_after) = first_top6(&store);
-    let (mut transcript_first, mut transcript_hits) = (0, 0);
-    for q in &qs {
-        let r = search(&store, e, &q.text, Mode::Hybrid);
-        transcript_first += usize::from(r.results.first().is_some_and(|h| h.source == "sessions"));
-        transcript_hits += r.results.iter().filter(|h| h.source == "sessions").count();
-        // Misses go to stderr, with the hits that led.
-        let expected = q.expected.as_deref().unwrap();
-        if rank_of(&r, expected) != Some(1) {
-            eprintln!(
-                "with transcripts, {:?} → {expected} at {:?}:",
-                q.text,
-                rank_of(&r, expected)
-            );
-            for h in &r.results {
-                eprintln!("  {:.4} {}:{}", h.score, h.source, h.citation);
-            }
-        }
-    }
-    EchoRow {
-        queries: qs.len(),
-        first_before,
-        top6_before,
-        first_after,
-        top6_after,
-        transcript_first,
-        transcript_hits,
-    }
 }
 
 pub fn print_with_transcripts(label: &str, r: &EchoRow) {
