@@ -1319,7 +1319,7 @@ impl IndexStorage for PgStore {
     }
 
     fn removes_chunks_from(&self) -> bool {
-        false
+        true
     }
 
     fn remove_chunks_from(
