@@ -21,6 +21,7 @@ pub mod route_server;
 pub mod scripted_server;
 pub mod synapse;
 pub mod telegram_api;
+pub mod transcripts;
 pub mod watch_proc;
 
 use std::path::{Path, PathBuf};

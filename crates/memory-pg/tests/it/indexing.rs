@@ -12,6 +12,7 @@ use claw_memory::lock::WriterLock;
 use claw_memory::search::engine::{Mode, SearchRequest, search_in};
 use claw_memory::search::storage::SearchStorage;
 use claw_memory::store::Store;
+use claw_testkit::transcripts::{self, append};
 use std::path::Path;
 use std::time::Duration;
 
@@ -96,13 +97,6 @@ fn incremental_passes_on_postgres() {
     assert_eq!(pg.stats().unwrap().files, 2);
 }
 
-/// A transcript line in claw's session format, at 10:`minute` on 2026-03-02.
-fn turn(role: &str, text: &str, minute: u32) -> String {
-    format!(
-        "{{\"type\":\"message\",\"role\":\"{role}\",\"content\":\"{text}\",\"timestamp\":\"2026-03-02T10:{minute:02}:00Z\"}}\n"
-    )
-}
-
 /// Every chunk of a workspace's sessions source: (start, end, context, text, id).
 fn session_chunks(c: &mut postgres::Client, ws: &str) -> Vec<(i32, i32, String, String, String)> {
     c.query(
@@ -125,21 +119,7 @@ fn an_answer_appended_after_its_question_joins_its_exchange_on_postgres() {
     let Some(schema) = Schema::new("trail") else {
         return;
     };
-    let meta = "{\"type\":\"session\",\"key\":\"cli:default\",\"version\":1}\n";
-    let steps = [
-        turn("user", "Where did we park the kayak last summer?", 0),
-        turn("assistant", "By the boathouse at Lake Tamsin.", 1),
-        turn("user", "And who lent us the trailer?", 2),
-        "{\"type\":\"tool_result\",\"content\":\"lookup done\"}\n".to_string(),
-        turn("assistant", "Your neighbour Ottilie lent it.", 3),
-        turn("assistant", "She asked for it back by Friday.", 4),
-        turn("user", "Thanks.", 5),
-    ];
-    let append = |path: &Path, s: &str| {
-        use std::io::Write;
-        let mut f = std::fs::File::options().append(true).open(path).unwrap();
-        f.write_all(s.as_bytes()).unwrap();
-    };
+    let (meta, steps) = (transcripts::META, transcripts::growing_exchange());
     // Live: each line indexed as it arrives.
     let live = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(live.path().join("sessions")).unwrap();

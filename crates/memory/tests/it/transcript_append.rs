@@ -6,6 +6,7 @@ use claw_memory::config::{EmbedProvider, MemoryConfig};
 use claw_memory::indexer::{self, IndexOptions};
 use claw_memory::lock::WriterLock;
 use claw_memory::store::Store;
+use claw_testkit::transcripts::{self, append};
 use std::path::Path;
 use std::time::Duration;
 
@@ -39,18 +40,6 @@ fn chunks(store: &Store) -> Vec<(i64, i64, String, String, String)> {
     .collect()
 }
 
-fn line(role: &str, text: &str, minute: u32) -> String {
-    format!(
-        "{{\"type\":\"message\",\"role\":\"{role}\",\"content\":\"{text}\",\"timestamp\":\"2026-03-02T10:{minute:02}:00Z\"}}\n"
-    )
-}
-
-fn append(path: &Path, s: &str) {
-    use std::io::Write;
-    let mut f = std::fs::File::options().append(true).open(path).unwrap();
-    f.write_all(s.as_bytes()).unwrap();
-}
-
 fn workspace(dir: &Path) -> (MemoryConfig, Store, std::path::PathBuf) {
     let settings = MemoryConfig::for_workspace(dir, EmbedProvider::None);
     std::fs::create_dir_all(dir.join("sessions")).unwrap();
@@ -60,17 +49,7 @@ fn workspace(dir: &Path) -> (MemoryConfig, Store, std::path::PathBuf) {
 
 #[test]
 fn an_answer_appended_after_its_question_was_indexed_joins_its_exchange() {
-    let meta = "{\"type\":\"session\",\"key\":\"cli:default\",\"version\":1}\n";
-    let steps = [
-        line("user", "Where did we park the kayak last summer?", 0),
-        line("assistant", "By the boathouse at Lake Tamsin.", 1),
-        line("user", "And who lent us the trailer?", 2),
-        // A tool result between the question and the answer: indexed as nothing.
-        "{\"type\":\"tool_result\",\"content\":\"lookup done\"}\n".to_string(),
-        line("assistant", "Your neighbour Ottilie lent it.", 3),
-        line("assistant", "She asked for it back by Friday.", 4),
-        line("user", "Thanks.", 5),
-    ];
+    let (meta, steps) = (transcripts::META, transcripts::growing_exchange());
 
     // Live: each line indexed as it arrives.
     let live = tempfile::tempdir().unwrap();
