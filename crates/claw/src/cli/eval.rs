@@ -13,13 +13,16 @@ use claw_memory_api::KeywordNorm;
 use claw_memory_api::embed::{self, Loaded};
 use claw_memory_api::eval::beir;
 use claw_memory_api::eval::conversations::{
-    self, CUTOFFS, ConvOptions, ConvOutcome, ConvReport, Expansion, RecallRow,
+    self, CUTOFFS, ConvOptions, ConvOutcome, ConvReport, Expansion, REWRITE_SYSTEM, RecallRow,
+    Rewriter,
 };
 use claw_memory_api::eval::runner::{EvalMode, EvalOptions, EvalProgress, EvalReport, ModeOutcome};
 use claw_memory_api::eval::{self, EvalBackend};
 use claw_memory_api::eval::{memorybank, synthetic};
+use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// `--backend`: the storage an evaluation runs on.
@@ -113,7 +116,8 @@ pub struct EvalArgs {
     /// Conversations only: a second-pass variant on top of every mode, to measure it
     /// (`prf`: pseudo-relevance feedback; `entities`: names from the first hits;
     /// `neighbours`: a hit spans its neighbouring exchanges; `spread`: hits spread
-    /// across sessions).
+    /// across sessions; `rewrite`: the configured LLM rewrites each question, and
+    /// its new words are searched beside it).
     #[arg(long, value_enum)]
     pub expand: Option<ExpandArg>,
 }
@@ -124,6 +128,7 @@ pub enum ExpandArg {
     Entities,
     Neighbours,
     Spread,
+    Rewrite,
 }
 
 impl ExpandArg {
@@ -133,6 +138,7 @@ impl ExpandArg {
             ExpandArg::Entities => Expansion::Entities,
             ExpandArg::Neighbours => Expansion::Neighbours,
             ExpandArg::Spread => Expansion::Spread,
+            ExpandArg::Rewrite => Expansion::Rewrite,
         }
     }
 }
@@ -244,6 +250,10 @@ fn run_conversations(settings: &Settings, args: &EvalArgs, output: Output) -> an
         _ => synthetic::generate(),
     };
     let modes = args.mode.modes();
+    let rewriter = match args.expand {
+        Some(ExpandArg::Rewrite) => Some(llm_rewriter(settings)?),
+        _ => None,
+    };
     let loaded = load_model(settings, &modes, args);
     let bar = progress_bar(output);
     let on_progress = |p: EvalProgress| match p {
@@ -273,6 +283,7 @@ fn run_conversations(settings: &Settings, args: &EvalArgs, output: Output) -> an
             },
             work_dir: args.work_dir.clone(),
             expand: args.expand.map(ExpandArg::expansion),
+            rewriter,
         },
         &on_progress,
     )
@@ -293,6 +304,46 @@ fn run_conversations(settings: &Settings, args: &EvalArgs, output: Output) -> an
         .iter()
         .any(|(_, o)| matches!(o, ConvOutcome::Ran(_)));
     Ok(if ran { Exit::Ok } else { Exit::Error })
+}
+
+/// `--expand rewrite`'s model: the configured LLM (`CLAW_LLM_*` or the
+/// configuration's profiles, with their failover) asked [`REWRITE_SYSTEM`] for
+/// each question, once per question (the modes share the reply). Runs on the
+/// blocking thread of the evaluation, through the process's runtime.
+fn llm_rewriter(settings: &Settings) -> anyhow::Result<Rewriter> {
+    use claw_agent::message::{ChatRequest, Message};
+    let agent = crate::app::agent_settings(settings)
+        .context("`--expand rewrite` needs an LLM (set CLAW_LLM_API and CLAW_LLM_MODEL)")?;
+    let chain = claw_agent::provider::ProviderChain::new(
+        agent.profiles.clone(),
+        claw_agent::provider::RetryPolicy::default(),
+    )
+    .context("cannot set up the LLM client")?;
+    let runtime = tokio::runtime::Handle::try_current()
+        .context("`--expand rewrite` runs inside the CLI's runtime")?;
+    let clock = settings.mem.clock;
+    let replies: Mutex<HashMap<String, String>> = Mutex::new(HashMap::new());
+    Ok(Rewriter(Arc::new(move |query: &str| {
+        if let Some(r) = replies.lock().unwrap_or_else(|p| p.into_inner()).get(query) {
+            return Ok(r.clone());
+        }
+        let req = ChatRequest {
+            system: REWRITE_SYSTEM.to_string(),
+            messages: vec![Message::user(query, clock.now())],
+            tools: Vec::new(),
+            max_tokens: 64,
+        };
+        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let reply = runtime
+            .block_on(chain.complete(&req, &tx, &cancel))
+            .map_err(|e| e.to_string())?;
+        replies
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(query.to_string(), reply.text.clone());
+        Ok(reply.text)
+    })))
 }
 
 /// One recall row as JSON: `questions`, `recall_any@1` … `recall_all@10`.

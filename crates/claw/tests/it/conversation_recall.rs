@@ -348,3 +348,60 @@ fn a_fact_from_a_session_weeks_earlier_reaches_the_answer() {
     assert!(stdout.contains("juniper bonsai"), "{stdout}");
     assert!(stdout.contains("sessions/old.jsonl#L4-L5"), "{stdout}");
 }
+
+/// `--expand rewrite` asks the configured LLM once per question (the modes
+/// share the reply), with the rewrite instructions and the question alone, and
+/// reports the variant; a model that fails, or none configured, is an error
+/// (exit 2) that names the rewrite, not a silent fall back to the plain ranking.
+#[test]
+fn the_llm_rewrite_asks_the_model_once_per_question_and_fails_loudly() {
+    let ws = tempfile::tempdir().unwrap();
+    let replies = (0..22).map(|_| openai::text(&["kitten pet adoption shelter"]));
+    let llm = ScriptedServer::start(replies);
+    let mut cmd = support::claw_keyword_only(ws.path());
+    support::LlmEnv::openai_llm(&mut cmd, llm.url(), "scripted-model");
+    let out = cmd
+        .args(["memory", "eval", "--synthetic", "--mode", "fts"])
+        .args(["--expand", "rewrite", "--json"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["expand"], "rewrite", "{v}");
+    assert_eq!(v["questions"], 22);
+    let asked = llm.requests();
+    assert_eq!(asked.len(), 22, "one model call per question");
+    let first = &asked[0].json;
+    let system = first["messages"][0]["content"].as_str().unwrap_or_default();
+    assert!(system.contains("search query"), "system: {system}");
+    let user = &first["messages"][1];
+    assert_eq!(user["role"], "user");
+    assert!(
+        user["content"].as_str().is_some_and(|q| q.ends_with('?')),
+        "the question alone: {user}"
+    );
+    assert!(first["tools"].as_array().is_none_or(|t| t.is_empty()));
+
+    // The script is spent: the model now answers 404s, and the run says so.
+    let mut cmd = support::claw_keyword_only(ws.path());
+    support::LlmEnv::openai_llm(&mut cmd, llm.url(), "scripted-model");
+    let out = cmd
+        .args(["memory", "eval", "--synthetic", "--mode", "fts"])
+        .args(["--expand", "rewrite"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "stderr: {stderr}");
+    assert!(stderr.contains("query rewrite failed"), "stderr: {stderr}");
+
+    // No LLM configured: an error with what to set.
+    let out = support::claw_keyword_only(ws.path())
+        .args(["memory", "eval", "--synthetic", "--mode", "fts"])
+        .args(["--expand", "rewrite"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "stderr: {stderr}");
+    assert!(stderr.contains("CLAW_LLM_API"), "stderr: {stderr}");
+}

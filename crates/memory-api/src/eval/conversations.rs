@@ -22,17 +22,18 @@ use claw_memory::config::MemoryConfig;
 use claw_memory::embed::Loaded;
 use claw_memory::indexer::{self, IndexOptions};
 use claw_memory::lock::WriterLock;
-pub use claw_memory::search::expand::Expansion;
 use claw_memory::search::expand::{
-    ENTITY_TERMS, FEEDBACK_HITS, FEEDBACK_TERMS, entity_terms, expanded_query, feedback_terms, rrf,
-    spread,
+    ENTITY_TERMS, FEEDBACK_HITS, FEEDBACK_TERMS, REWRITE_TERMS, entity_terms, expanded_query,
+    feedback_terms, rewrite_terms, rrf, spread,
 };
+pub use claw_memory::search::expand::{Expansion, REWRITE_SYSTEM};
 use claw_memory::search::score::KeywordNorm;
 use claw_memory::search::storage::SearchStorage;
 use claw_memory::search::types::{SearchHit, SourceFilter};
 use claw_memory::store::Store;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The recall cut-offs reported (hits per question).
@@ -250,6 +251,24 @@ pub struct ConvOptions {
     /// A second-pass variant measured on top of every mode (`None`: the engine's
     /// ranking as it is).
     pub expand: Option<Expansion>,
+    /// The model call of [`Expansion::Rewrite`] (required by it, unused otherwise).
+    pub rewriter: Option<Rewriter>,
+}
+
+/// A model that rewrites a question as a search query: the reply to
+/// [`claw_memory::search::expand::REWRITE_SYSTEM`] with the question as the
+/// user message, or why it failed.
+#[derive(Clone)]
+pub struct Rewriter(pub Arc<RewriteFn>);
+
+/// The call behind a [`Rewriter`]: the question in, the model's reply (or why
+/// it failed) out.
+pub type RewriteFn = dyn Fn(&str) -> Result<String, String> + Send + Sync;
+
+impl std::fmt::Debug for Rewriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Rewriter")
+    }
 }
 
 impl Default for ConvOptions {
@@ -260,6 +279,7 @@ impl Default for ConvOptions {
             keyword_norm: KeywordNorm::default(),
             work_dir: None,
             expand: None,
+            rewriter: None,
         }
     }
 }
@@ -371,6 +391,7 @@ fn expanded_search(
     query: &str,
     limit: usize,
     expand: Option<Expansion>,
+    rewriter: Option<&Rewriter>,
 ) -> Result<(Vec<String>, Vec<Hit>), SearchOneError> {
     let span = |h: &SearchHit| Hit {
         path: h.path.clone(),
@@ -385,17 +406,23 @@ fn expanded_search(
         return Ok(plain(ask(query, limit)?));
     };
     match expand {
-        Expansion::Prf | Expansion::Entities => {
+        Expansion::Prf | Expansion::Entities | Expansion::Rewrite => {
             let first = ask(query, limit)?;
             let texts: Vec<&str> = first
                 .iter()
                 .take(FEEDBACK_HITS)
                 .map(|h| h.snippet.as_str())
                 .collect();
-            let terms = if expand == Expansion::Prf {
-                feedback_terms(query, &texts, FEEDBACK_TERMS)
-            } else {
-                entity_terms(query, &texts, ENTITY_TERMS)
+            let terms = match expand {
+                Expansion::Prf => feedback_terms(query, &texts, FEEDBACK_TERMS),
+                Expansion::Entities => entity_terms(query, &texts, ENTITY_TERMS),
+                _ => {
+                    let rewriter = rewriter.ok_or_else(|| {
+                        SearchOneError::Rewrite("no model to rewrite with".into())
+                    })?;
+                    let reply = (rewriter.0)(query).map_err(SearchOneError::Rewrite)?;
+                    rewrite_terms(query, &reply, REWRITE_TERMS)
+                }
             };
             if terms.is_empty() {
                 return Ok(plain(first));
@@ -619,19 +646,29 @@ pub fn run(
                         &cfg.zone,
                     )
                 };
-                let (found, hits) = expanded_search(&ask, &q.text, opts.limit, opts.expand)
-                    .map_err(|e| match e {
-                        SearchOneError::Service(source) => EvalError::Search {
-                            mode: mode.name().to_string(),
-                            query: q.id.clone(),
-                            source: Box::new(source),
-                        },
-                        SearchOneError::FellBack(fallback) => EvalError::FellBack {
-                            mode: mode.name().to_string(),
-                            query: q.id.clone(),
-                            fallback,
-                        },
-                    })?;
+                let (found, hits) = expanded_search(
+                    &ask,
+                    &q.text,
+                    opts.limit,
+                    opts.expand,
+                    opts.rewriter.as_ref(),
+                )
+                .map_err(|e| match e {
+                    SearchOneError::Service(source) => EvalError::Search {
+                        mode: mode.name().to_string(),
+                        query: q.id.clone(),
+                        source: Box::new(source),
+                    },
+                    SearchOneError::FellBack(fallback) => EvalError::FellBack {
+                        mode: mode.name().to_string(),
+                        query: q.id.clone(),
+                        fallback,
+                    },
+                    SearchOneError::Rewrite(reason) => EvalError::Rewrite {
+                        query: q.id.clone(),
+                        reason,
+                    },
+                })?;
                 latencies.push(t.elapsed().as_secs_f64() * 1000.0);
                 for h in &hits {
                     lines += h.end + 1 - h.start.min(h.end);

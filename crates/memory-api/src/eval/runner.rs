@@ -84,6 +84,14 @@ pub enum EvalError {
         /// The indexer's message.
         message: String,
     },
+    #[error("the query rewrite failed for query `{query}`: {reason}")]
+    /// `--expand rewrite`: the model call failed (or none is configured).
+    Rewrite {
+        /// The query id.
+        query: String,
+        /// Why.
+        reason: String,
+    },
 }
 
 /// A retrieval configuration evaluated on the shared index.
@@ -502,6 +510,10 @@ pub fn run_on(
                     query: q.id.clone(),
                     fallback,
                 },
+                SearchOneError::Rewrite(reason) => EvalError::Rewrite {
+                    query: q.id.clone(),
+                    reason,
+                },
             })?;
             latencies.push(t.elapsed().as_secs_f64() * 1000.0);
             run.insert(q.id.clone(), ranking_to_run(&hits, by_file));
@@ -564,6 +576,8 @@ pub fn ranking_to_run(
 pub(crate) enum SearchOneError {
     Service(ServiceError),
     FellBack(Fallback),
+    /// The model call of a query rewrite.
+    Rewrite(String),
 }
 
 /// One query through the normal search path (`search_in` over the evaluation's

@@ -1,8 +1,9 @@
 //! Second-pass retrieval variants measured for conversational recall (issue 29,
 //! item 4): pseudo-relevance feedback and entity expansion (words of the first
-//! hits added to the query), neighbouring turns folded into a hit, and a
-//! selection that spreads hits across sessions. Pure: the caller runs the
-//! searches and hands the first hits' texts here.
+//! hits added to the query), an LLM's rewrite of the question, neighbouring
+//! turns folded into a hit, and a selection that spreads hits across sessions.
+//! Pure: the caller runs the searches (and the model) and hands the first hits'
+//! texts (or the model's reply) here.
 //!
 //! BENCHMARKS.md ("Retrieval quality: conversations", "what was tried") has the
 //! figures of each on the MemoryBank and synthetic sets; `claw memory eval
@@ -26,15 +27,20 @@ pub enum Expansion {
     /// The first hits spread across sessions: a hit from a session already
     /// chosen is demoted.
     Spread,
+    /// An LLM rewrites the question as a search query ([`REWRITE_SYSTEM`]); its
+    /// new words are added to the query and the two rankings fused by
+    /// reciprocal rank.
+    Rewrite,
 }
 
 impl Expansion {
     /// Every variant, in report order.
-    pub const ALL: [Expansion; 4] = [
+    pub const ALL: [Expansion; 5] = [
         Expansion::Prf,
         Expansion::Entities,
         Expansion::Neighbours,
         Expansion::Spread,
+        Expansion::Rewrite,
     ];
 
     /// The name in reports and on the command line.
@@ -44,6 +50,7 @@ impl Expansion {
             Expansion::Entities => "entities",
             Expansion::Neighbours => "neighbours",
             Expansion::Spread => "spread",
+            Expansion::Rewrite => "rewrite",
         }
     }
 
@@ -182,6 +189,43 @@ pub fn entity_terms(query: &str, texts: &[&str], n: usize) -> Vec<String> {
     ranked.into_iter().take(n).map(|(_, w)| w.clone()).collect()
 }
 
+/// The instructions of [`Expansion::Rewrite`]'s model call; the user message
+/// is the question alone.
+pub const REWRITE_SYSTEM: &str = "You turn a question about the user's past \
+conversations into a search query. Reply with one line: the question's key words, then \
+other words a conversation about it would likely have used (synonyms, names, related \
+things). No answer, no explanation.";
+
+/// Words of a rewrite added to the query, at most.
+pub const REWRITE_TERMS: usize = 12;
+
+/// The words a model's rewrite (`reply` to [`REWRITE_SYSTEM`]) adds to `query`:
+/// from its first non-empty line, content words (3+ letters or digits, not stop
+/// words, not a speaker's role, not already asked), lower-cased, each once, in
+/// order; at most `n`. Empty when the reply adds nothing.
+pub fn rewrite_terms(query: &str, reply: &str, n: usize) -> Vec<String> {
+    let asked: Vec<String> = words(query).map(str::to_lowercase).collect();
+    let line = reply.lines().map(str::trim).find(|l| !l.is_empty());
+    let mut out: Vec<String> = Vec::new();
+    for w in line.into_iter().flat_map(words) {
+        let lw = w.to_lowercase();
+        if out.len() == n {
+            break;
+        }
+        if lw.chars().count() < 3
+            || is_stopword(&lw)
+            || is_role(&lw)
+            || EXTRA_STOP.contains(&lw.as_str())
+            || asked.contains(&lw)
+            || out.contains(&lw)
+        {
+            continue;
+        }
+        out.push(lw);
+    }
+    out
+}
+
 /// The query with `terms` appended.
 pub fn expanded_query(query: &str, terms: &[String]) -> String {
     if terms.is_empty() {
@@ -273,6 +317,21 @@ mod tests {
         assert!(e.contains(&"Anna".to_string()), "{e:?}");
         assert!(!e.contains(&"Yesterday".to_string()), "{e:?}");
         assert!(!e.contains(&"It".to_string()), "{e:?}");
+    }
+
+    #[test]
+    fn a_rewrite_adds_its_first_lines_new_content_words() {
+        let reply =
+            "\n  Sister book recommendation, novel gift reading\nI think the answer is Dune";
+        let t = rewrite_terms("What book did I recommend to my sister?", reply, 12);
+        assert_eq!(t, ["recommendation", "novel", "gift", "reading"], "{t:?}");
+        assert_eq!(
+            rewrite_terms("What book?", "novel gift reading", 2).len(),
+            2
+        );
+        // Control: a reply of the query's own words adds nothing.
+        assert!(rewrite_terms("book sister", "Book, sister!", 12).is_empty());
+        assert!(rewrite_terms("book sister", "  \n", 12).is_empty());
     }
 
     #[test]
