@@ -7,7 +7,9 @@
 //!    after the queries (`VmRSS`), from `/proc/self/status`;
 //! 2. contention — the garden indexed with the model quietly, then again with a CPU
 //!    hog (one busy loop per CPU) running beside it;
-//! 3. passages/s of every variant on both sets (the indexer's embeddings/s).
+//! 3. passages/s of every variant on both sets (the indexer's embeddings/s): the
+//!    runtime settings, the int8 model (`int8`, `int8-t1`; `model_int8.onnx` must be
+//!    installed) and batches of several texts sorted by length (`b8`, `b32`).
 //!
 //! Every scenario runs in its own child process (this binary re-invoked with
 //! `--child`), variants back to back so they see the same machine load; the load
@@ -21,7 +23,7 @@
 #![allow(clippy::unwrap_used)]
 
 use claw_memory::config::{
-    ENV_EMBED_MODEL_DIR, ENV_ORT_DYLIB_PATH, EmbedProvider, LocalRuntime, MemoryConfig,
+    ENV_EMBED_MODEL_DIR, ENV_ORT_DYLIB_PATH, EmbedProvider, LocalRuntime, MemoryConfig, Precision,
     available_cpus,
 };
 use claw_memory::embed::{Embedder, LocalEmbedder};
@@ -35,8 +37,8 @@ use std::time::{Duration, Instant};
 
 const SOURCE: &str = "notes";
 
-/// The variants: name, what it is, the runtime.
-fn variants() -> Vec<(&'static str, &'static str, LocalRuntime)> {
+/// The variants: name, what it is, the runtime, the embedding batch size.
+fn variants() -> Vec<(&'static str, &'static str, LocalRuntime, usize)> {
     let rt = |threads, cpu_arena, spinning| LocalRuntime {
         threads: Some(threads),
         cpu_arena,
@@ -44,23 +46,57 @@ fn variants() -> Vec<(&'static str, &'static str, LocalRuntime)> {
         precision: Default::default(),
     };
     let cpus = available_cpus();
+    let int8 = LocalRuntime {
+        precision: Precision::Int8,
+        ..LocalRuntime::default()
+    };
     vec![
         (
             "before",
             "ORT defaults (all CPUs, arena, spinning)",
             LocalRuntime::ort_defaults(),
+            1,
         ),
-        ("after", "claw default", LocalRuntime::default()),
-        ("t1", "1 thread, no arena, no spinning", rt(1, false, false)),
+        ("after", "claw default", LocalRuntime::default(), 1),
+        (
+            "t1",
+            "1 thread, no arena, no spinning",
+            rt(1, false, false),
+            1,
+        ),
         (
             "arena-only-off",
             "all CPUs, no arena, spinning",
             rt(cpus, false, true),
+            1,
         ),
         (
             "spin-only-off",
             "all CPUs, arena, no spinning",
             rt(cpus, true, false),
+            1,
+        ),
+        (
+            "b8",
+            "claw default, batches of 8 texts sorted by length",
+            LocalRuntime::default(),
+            8,
+        ),
+        (
+            "b32",
+            "claw default, batches of 32 texts sorted by length",
+            LocalRuntime::default(),
+            32,
+        ),
+        ("int8", "claw default, int8 model", int8, 1),
+        (
+            "int8-t1",
+            "int8 model, 1 thread",
+            LocalRuntime {
+                threads: Some(1),
+                ..int8
+            },
+            1,
         ),
     ]
 }
@@ -74,12 +110,12 @@ fn main() {
         let scenario = args[i + 1].as_str();
         let variant = args[i + 2].as_str();
         let dir = PathBuf::from(&args[i + 3]);
-        let runtime = variants()
+        let (runtime, batch) = variants()
             .into_iter()
             .find(|v| v.0 == variant)
-            .map(|v| v.2)
+            .map(|v| (v.2, v.3))
             .unwrap_or_else(|| panic!("unknown variant {variant}"));
-        println!("RESULT {}", child(scenario, &runtime, &dir));
+        println!("RESULT {}", child(scenario, &runtime, batch, &dir));
         return;
     }
     parent();
@@ -211,15 +247,15 @@ fn parent() {
 
     let mut twir_rows = Vec::new();
     let mut garden_rows = Vec::new();
-    for (name, _, _) in &picked {
+    for (name, ..) in &picked {
         twir_rows.push(run_child("twir", name, &twir));
     }
-    for (name, _, _) in &picked {
+    for (name, ..) in &picked {
         garden_rows.push(run_child("garden", name, &garden));
     }
     let mut hog_rows = Vec::new();
     if !skip_hog {
-        for (name, _, _) in picked
+        for (name, ..) in picked
             .iter()
             .filter(|v| ["before", "after", "t1"].contains(&v.0))
         {
@@ -236,7 +272,7 @@ fn parent() {
         "| variant | threads | arena | spinning | chunks | index s | peak RSS after indexing | peak RSS after re-embedding all chunks in one call | RSS after indexing | steady RSS after 50 queries | load avg |"
     );
     println!("|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|");
-    for ((name, _, rt), v) in picked.iter().zip(&twir_rows) {
+    for ((name, _, rt, _), v) in picked.iter().zip(&twir_rows) {
         println!(
             "| {name} | {} | {} | {} | {} | {:.1} | {:.0} MiB | {:.0} MiB | {:.0} MiB | {:.0} MiB | {:.1} |",
             rt.effective_threads(),
@@ -251,14 +287,15 @@ fn parent() {
             f(v, "load1"),
         );
     }
+    println!("\nPassages/s (the indexer's embeddings/s), quiet machine apart from its load\n");
     println!(
-        "\nPassages/s (the indexer's embeddings/s, batch 1), quiet machine apart from its load\n"
+        "| variant | what | precision | batch | garden passages/s | TWIR passages/s | load avg (garden, TWIR) |"
     );
-    println!("| variant | what | garden passages/s | TWIR passages/s | load avg (garden, TWIR) |");
-    println!("|---|---|---:|---:|---:|");
-    for (((name, what, _), g), t) in picked.iter().zip(&garden_rows).zip(&twir_rows) {
+    println!("|---|---|---|---:|---:|---:|---:|");
+    for (((name, what, rt, batch), g), t) in picked.iter().zip(&garden_rows).zip(&twir_rows) {
         println!(
-            "| {name} | {what} | {:.1} | {:.1} | {:.1}, {:.1} |",
+            "| {name} | {what} | {} | {batch} | {:.1} | {:.1} | {:.1}, {:.1} |",
+            rt.precision.as_str(),
             f(g, "eps"),
             f(t, "eps"),
             f(g, "load1"),
@@ -304,11 +341,17 @@ fn f(v: &Value, key: &str) -> f64 {
 }
 
 /// One scenario in this process: index `root` with the model under `runtime`.
-fn child(scenario: &str, runtime: &LocalRuntime, root: &Path) -> Value {
+fn child(scenario: &str, runtime: &LocalRuntime, batch: usize, root: &Path) -> Value {
     let load = load1();
     let dir = PathBuf::from(std::env::var_os(ENV_EMBED_MODEL_DIR).unwrap());
     let ort = PathBuf::from(std::env::var_os(ENV_ORT_DYLIB_PATH).unwrap());
-    let e = LocalEmbedder::load_with(Some(&dir), Some(&ort), 1, runtime).unwrap();
+    let e = LocalEmbedder::load_with(Some(&dir), Some(&ort), batch, runtime).unwrap();
+    assert!(
+        e.precision_fallback().is_none(),
+        "{} is missing from {}: install the model again (`claw memory install-model`)",
+        runtime.precision.file_name(),
+        dir.display()
+    );
     let tmp = tempfile::tempdir().unwrap();
     let provider = EmbedProvider::Local {
         model_dir: Some(dir),

@@ -8,6 +8,7 @@ use crate::chunk::{ApproxCounter, TokenCounter};
 use crate::config::{
     ENV_EMBED_MODEL_DIR, ENV_ORT_DYLIB_PATH, EmbedProvider, LocalRuntime, Precision,
 };
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -221,15 +222,41 @@ pub struct HfTokenCounter {
 impl HfTokenCounter {
     /// Load the tokenizer from a `tokenizer.json` file.
     pub fn from_file(path: &Path) -> Result<HfTokenCounter, EmbedError> {
-        let mut tokenizer =
+        let tokenizer =
             tokenizers::Tokenizer::from_file(path).map_err(|source| EmbedError::Model {
                 path: path.to_path_buf(),
                 source,
             })?;
+        Ok(HfTokenCounter::from_tokenizer(tokenizer))
+    }
+
+    /// Count with `tokenizer`, its padding and truncation turned off.
+    pub fn from_tokenizer(mut tokenizer: tokenizers::Tokenizer) -> HfTokenCounter {
         tokenizer.with_truncation(None).ok();
         tokenizer.with_padding(None);
-        Ok(HfTokenCounter { tokenizer })
+        HfTokenCounter { tokenizer }
     }
+}
+
+/// The first 6 bytes of the SHA-256 of `file`, in hex, read with positional
+/// reads (the file's cursor is left to a concurrent reader).
+fn file_digest(file: &std::fs::File) -> std::io::Result<String> {
+    use sha2::Digest;
+    use std::os::unix::fs::FileExt;
+    let mut hasher = sha2::Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut at = 0u64;
+    loop {
+        let n = match file.read_at(&mut buf, at) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        hasher.update(&buf[..n]);
+        at += n as u64;
+    }
+    Ok(hex::encode(&hasher.finalize()[..6]))
 }
 
 impl TokenCounter for HfTokenCounter {
@@ -311,7 +338,8 @@ impl LocalEmbedder {
                 .map_err(|_| EmbedError::MissingFile(dir.to_path_buf(), name))
         };
         let (precision, _) = choose_precision(dir, runtime.precision);
-        let onnx = need(precision.file_name())?;
+        let graph = std::fs::File::open(dir.join(precision.file_name()))
+            .map_err(|_| EmbedError::MissingFile(dir.to_path_buf(), precision.file_name()))?;
         let tokenizer_file = need("tokenizer.json")?;
         let config_file = need("config.json")?;
         let special = need("special_tokens_map.json")?;
@@ -332,23 +360,12 @@ impl LocalEmbedder {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "local".into());
-        // Identity = directory name (+ `:int8`) + a digest of the graph, so a swapped
-        // model or another precision rebuilds the index.
-        let digest = {
-            use sha2::Digest;
-            let d = sha2::Sha256::digest(&onnx);
-            hex::encode(&d[..6])
-        };
-        let model_id = format!("{}@{digest}", identity_label(&name, precision));
-
         let files = fastembed::TokenizerFiles {
-            tokenizer_file: tokenizer_file.clone(),
+            tokenizer_file,
             config_file,
             special_tokens_map_file: special,
             tokenizer_config_file: tok_config,
         };
-        let user_model = fastembed::UserDefinedEmbeddingModel::new(onnx, files)
-            .with_pooling(fastembed::Pooling::Mean);
         let mut opts = fastembed::InitOptionsUserDefined::default();
         opts.max_length = max_len;
         opts.environment = Some(env);
@@ -366,14 +383,38 @@ impl LocalEmbedder {
             ("session.intra_op.allow_spinning".into(), spin.into()),
             ("session.inter_op.allow_spinning".into(), spin.into()),
         ];
-        let model =
-            fastembed::TextEmbedding::try_new_from_user_defined(user_model, opts).map_err(|e| {
-                EmbedError::Model {
-                    path: dir.to_path_buf(),
-                    source: e.into(),
-                }
-            })?;
-        let counter = HfTokenCounter::from_file(&dir.join("tokenizer.json"))?;
+        let model_error = |e: Box<dyn std::error::Error + Send + Sync>| EmbedError::Model {
+            path: dir.to_path_buf(),
+            source: e,
+        };
+        // The graph is read and handed to ONNX Runtime while another thread hashes
+        // the same open file (a cold load spends ~50 ms on the digest of the fp32
+        // graph, beside ~200 ms of reading and session building).
+        let (model, digest) = std::thread::scope(|s| {
+            let digest = s.spawn(|| file_digest(&graph));
+            let model = (|| {
+                let mut onnx = Vec::new();
+                (&graph)
+                    .read_to_end(&mut onnx)
+                    .map_err(|e| model_error(e.into()))?;
+                let user_model = fastembed::UserDefinedEmbeddingModel::new(onnx, files)
+                    .with_pooling(fastembed::Pooling::Mean);
+                fastembed::TextEmbedding::try_new_from_user_defined(user_model, opts)
+                    .map_err(|e| model_error(e.into()))
+            })();
+            let digest = digest
+                .join()
+                .unwrap_or_else(|_| Err(std::io::Error::other("the digest thread panicked")))
+                .map_err(|e| model_error(e.into()));
+            (model, digest)
+        });
+        let (model, digest) = (model?, digest?);
+        // Identity = directory name (+ `:int8`) + a digest of the graph, so a swapped
+        // model or another precision rebuilds the index.
+        let model_id = format!("{}@{digest}", identity_label(&name, precision));
+        // The token counter is the model's own tokenizer without padding or
+        // truncation (a copy: parsing tokenizer.json again costs ~20 ms).
+        let counter = HfTokenCounter::from_tokenizer(model.tokenizer.clone());
         Ok(LocalEmbedder {
             model: Mutex::new(model),
             counter,
@@ -544,17 +585,27 @@ impl Embedder for LocalEmbedder {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
+        // A batch is padded to its longest text: with several texts per batch they
+        // run shortest first (by tokens), so each batch holds texts of about one
+        // length, and the vectors go back to the callers' order.
+        let order = batch_order(texts, self.batch_size, &self.counter);
         let mut model = self.model.lock().unwrap_or_else(|p| p.into_inner());
         // fastembed keeps every batch's token-level output (up to 256 × 384 floats per
         // text) until the whole call is pooled: 3,610 TWIR chunks in one call held
         // 1 GiB. Slices bound that to EMBED_SLICE texts.
-        let mut out = Vec::with_capacity(texts.len());
-        for slice in texts.chunks(EMBED_SLICE.max(self.batch_size)) {
-            out.extend(
+        let mut sorted = Vec::with_capacity(texts.len());
+        for slice in order.chunks(EMBED_SLICE.max(self.batch_size)) {
+            let part: Vec<&str> = slice.iter().map(|&i| texts[i]).collect();
+            sorted.extend(
                 model
-                    .embed(slice, Some(self.batch_size))
+                    .embed(part, Some(self.batch_size))
                     .map_err(|e| EmbedError::Inference(e.into()))?,
             );
+        }
+        drop(model);
+        let mut out = vec![Vec::new(); texts.len()];
+        for (v, &i) in sorted.into_iter().zip(&order) {
+            out[i] = v;
         }
         for v in &mut out {
             normalize(v);
@@ -567,6 +618,18 @@ impl Embedder for LocalEmbedder {
     fn max_input_tokens(&self) -> usize {
         self.max_len
     }
+}
+
+/// The order `texts` are embedded in: as given for batches of one text (no
+/// padding), else by token count, shortest first (stable), so that a batch pads
+/// little.
+fn batch_order(texts: &[&str], batch_size: usize, counter: &dyn TokenCounter) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..texts.len()).collect();
+    if batch_size > 1 {
+        let tokens: Vec<usize> = texts.iter().map(|t| counter.count(t)).collect();
+        order.sort_by_key(|&i| tokens[i]);
+    }
+    order
 }
 
 /// An OpenAI-compatible `/v1/embeddings` endpoint (OpenAI, Ollama, vLLM, LM Studio).
@@ -715,6 +778,13 @@ mod tests {
         let mut z = vec![0.0, 0.0];
         normalize(&mut z);
         assert_eq!(z, vec![0.0, 0.0]);
+    }
+
+    #[test]
+    fn batches_of_several_texts_run_shortest_first() {
+        let texts = ["three words here", "one", "a b c d e f", "two words"];
+        assert_eq!(batch_order(&texts, 1, &ApproxCounter), vec![0, 1, 2, 3]);
+        assert_eq!(batch_order(&texts, 8, &ApproxCounter), vec![1, 3, 0, 2]);
     }
 
     #[test]

@@ -135,6 +135,29 @@ fn a_large_call_embeds_like_single_calls() {
     }
 }
 
+#[test]
+fn batches_sorted_by_length_return_each_text_its_own_vector() {
+    let (dir, ort) = claw_testkit::model_paths();
+    let one = load(LocalRuntime::default());
+    let batched = LocalEmbedder::load_with(Some(&dir), Some(&ort), 8, &LocalRuntime::default())
+        .expect("load the local model");
+    // Long and short texts interleaved, so the shortest-first order differs from
+    // the callers'.
+    let texts: Vec<&str> = [TEXTS[3], TEXTS[2], TEXTS[0], TEXTS[1], TEXTS[2], TEXTS[3]].to_vec();
+    let want = one.embed(&texts).unwrap();
+    let got = batched.embed(&texts).unwrap();
+    assert_eq!(got.len(), texts.len());
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        let c = cosine(g, w);
+        assert!(
+            c > 0.9999,
+            "text {i}: cosine {c} (padding changed it, or another text's vector)"
+        );
+    }
+    // Control: another text's vector is far from it.
+    assert!(cosine(&got[0], &want[1]) < 0.9, "the texts differ");
+}
+
 /// The installed model directory, which must hold `model_int8.onnx` too.
 fn int8_model_dir() -> std::path::PathBuf {
     let (dir, _) = claw_testkit::model_paths();
@@ -167,6 +190,14 @@ fn precision_selects_the_graph_and_the_identity() {
     let (qname, q_digest) = q.model_id().rsplit_once('@').unwrap();
     assert_eq!(qname, format!("{name}:int8"));
     assert_ne!(q_digest, fp_digest, "another graph");
+    // The digest is the first 6 bytes of each graph file's SHA-256 (hashed beside
+    // the load, on its own thread).
+    for (file, digest) in [("model.onnx", fp_digest), ("model_int8.onnx", q_digest)] {
+        use sha2::Digest;
+        let bytes = std::fs::read(dir.join(file)).unwrap();
+        let want = hex::encode(&sha2::Sha256::digest(&bytes)[..6]);
+        assert_eq!(digest, want, "{file}");
+    }
     // What status judges from the config alone agrees with the loaded model.
     let provider = |precision| EmbedProvider::Local {
         model_dir: Some(dir.clone()),
