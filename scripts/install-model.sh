@@ -17,8 +17,8 @@ venv() { # the throwaway venv with the pinned tools (numpy, onnx, onnxruntime), 
   fi
 }
 quantize() { # MODEL_DIR: model.onnx -> model_int8.onnx (dynamic quantization: int8 weights, per-tensor)
-  venv
-  "$DL/venv/bin/python" - "$1/model.onnx" "$1/model_int8.onnx.part" <<'PY' >&2
+  venv || return 1
+  "$DL/venv/bin/python" - "$1/model.onnx" "$1/model_int8.onnx.part" <<'PY' >&2 || { rm -f "$1/model_int8.onnx.part"; return 1; }
 import sys
 import onnx
 from onnxruntime.quantization import QuantType, quantize_dynamic
@@ -68,6 +68,11 @@ venv
 "$DL/venv/bin/python" "$CONVERT" "$M" "$M/model.onnx" >&2
 rm "$M/model.safetensors"
 echo "[4/4] quantizing model_int8.onnx (onnxruntime.quantization)" >&2
-quantize "$M"
+# Optional: the fp32 model above is complete without it. A failure leaves no
+# model_int8.onnx (`embedding.precision: int8` then runs fp32, and `claw doctor` says so).
+if ! quantize "$M"; then
+  echo "warning: the int8 model was not built (the fp32 model is installed and works);" \
+    "retry with: bash scripts/install-model.sh --int8-only $M" >&2
+fi
 echo "ORT_DYLIB_PATH=$DEST/ort/libonnxruntime.so.1.24.4"
 echo "CLAW_EMBED_MODEL_DIR=$M"
