@@ -421,10 +421,21 @@ impl LocalEmbedder {
             model_id,
             dims,
             max_len,
-            batch_size: batch_size.max(1),
+            // The int8 graph quantizes its activations with ranges taken over the
+            // whole batch, so a text's vector would depend on the texts batched
+            // with it (cosine 0.996 against its own): one text per run.
+            batch_size: match precision {
+                Precision::Int8 => 1,
+                Precision::Fp32 => batch_size.max(1),
+            },
             runtime: *runtime,
             precision,
         })
+    }
+
+    /// Texts per model run (`embedding.batch_size`; always 1 for the int8 graph).
+    pub fn batch_size(&self) -> usize {
+        self.batch_size
     }
 
     /// The threads and memory settings this model runs with.

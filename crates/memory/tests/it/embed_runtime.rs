@@ -138,9 +138,11 @@ fn a_large_call_embeds_like_single_calls() {
 #[test]
 fn batches_sorted_by_length_return_each_text_its_own_vector() {
     let (dir, ort) = claw_testkit::model_paths();
-    let one = load(LocalRuntime::default());
-    let batched = LocalEmbedder::load_with(Some(&dir), Some(&ort), 8, &LocalRuntime::default())
-        .expect("load the local model");
+    let fp32 = with_precision(Precision::Fp32);
+    let one = load(fp32);
+    let batched =
+        LocalEmbedder::load_with(Some(&dir), Some(&ort), 8, &fp32).expect("load the local model");
+    assert_eq!(batched.batch_size(), 8);
     // Long and short texts interleaved, so the shortest-first order differs from
     // the callers'.
     let texts: Vec<&str> = [TEXTS[3], TEXTS[2], TEXTS[0], TEXTS[1], TEXTS[2], TEXTS[3]].to_vec();
@@ -156,6 +158,24 @@ fn batches_sorted_by_length_return_each_text_its_own_vector() {
     }
     // Control: another text's vector is far from it.
     assert!(cosine(&got[0], &want[1]) < 0.9, "the texts differ");
+}
+
+#[test]
+fn the_int8_graph_embeds_one_text_per_run() {
+    // Its activations are quantized with ranges over the whole batch: batched, a
+    // text's vector would depend on its neighbours (cosine ~0.996).
+    let (dir, ort) = claw_testkit::model_paths();
+    let int8 = with_precision(Precision::Int8);
+    let e = LocalEmbedder::load_with(Some(&dir), Some(&ort), 8, &int8).expect("load");
+    assert_eq!(e.precision(), Precision::Int8);
+    assert_eq!(e.batch_size(), 1, "batch_size is not applied to int8");
+    let texts: Vec<&str> = [TEXTS[3], TEXTS[2], TEXTS[0], TEXTS[1]].to_vec();
+    let all = e.embed(&texts).unwrap();
+    for (i, t) in texts.iter().enumerate() {
+        let alone = e.embed(&[t]).unwrap();
+        let c = cosine(&all[i], &alone[0]);
+        assert!(c > 0.99999, "text {i}: cosine {c}");
+    }
 }
 
 /// The installed model directory, which must hold `model_int8.onnx` too.
