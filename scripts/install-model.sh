@@ -16,14 +16,15 @@ venv() { # the throwaway venv with the pinned tools (numpy, onnx, onnxruntime), 
       numpy==2.4.6 onnx==1.23.2 onnxruntime==1.24.4 >&2
   fi
 }
-quantize() { # MODEL_DIR: model.onnx -> model_int8.onnx (dynamic quantization: int8 weights, per-tensor)
+quantize() { # MODEL_DIR: model.onnx -> model_int8.onnx (dynamic quantization: int8 weights, one scale per output channel)
   venv || return 1
   "$DL/venv/bin/python" - "$1/model.onnx" "$1/model_int8.onnx.part" <<'PY' >&2 || { rm -f "$1/model_int8.onnx.part"; return 1; }
 import sys
 import onnx
 from onnxruntime.quantization import QuantType, quantize_dynamic
 # The graph uses ORT's fused contrib ops, whose outputs shape inference cannot type: they are float.
-quantize_dynamic(sys.argv[1], sys.argv[2], weight_type=QuantType.QInt8,
+# Per-channel scales: one scale per weight tensor lost 0.0175 nDCG@10 on SciFact (vector), this 0.0015.
+quantize_dynamic(sys.argv[1], sys.argv[2], weight_type=QuantType.QInt8, per_channel=True,
                  extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
 PY
   mv "$1/model_int8.onnx.part" "$1/model_int8.onnx"

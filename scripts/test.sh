@@ -87,6 +87,13 @@ if [ ! -f "$ASSETS/all-MiniLM-L6-v2/model.onnx" ] || [ ! -f "$ASSETS/all-MiniLM-
   phase "install the embedding model into $ASSETS (claw memory install-model; cached)"
   ./target/debug/claw memory install-model --dir "$ASSETS"
 fi
+# A cached model_int8.onnx from an older installer (one scale per weight tensor) is
+# quantized again the current way (one scale per output channel).
+INT8_SHA256=ceb1c9d4e432c620a42741a96a6d80abb562f9bd72c3aeff06cee324e9cad2a0
+if [ "$(sha256sum "$ASSETS/all-MiniLM-L6-v2/model_int8.onnx" | cut -d' ' -f1)" != "$INT8_SHA256" ]; then
+  phase "quantize the cached model's model_int8.onnx again (per channel)"
+  bash scripts/install-model.sh --int8-only "$ASSETS/all-MiniLM-L6-v2" >/dev/null
+fi
 export CLAW_EMBED_MODEL_DIR="$ASSETS/all-MiniLM-L6-v2"
 export ORT_DYLIB_PATH="$ASSETS/ort/libonnxruntime.so.1.24.4"
 
