@@ -37,13 +37,19 @@ pub enum EmbedProvider {
 /// `model_int8.onnx` (dynamic quantization of `model.onnx`, made by the model
 /// installer), `fp32` is `model.onnx`. The precision is part of the model
 /// identity, so changing it re-embeds the index (BENCHMARKS.md, "Issue 30").
+///
+/// The default is int8: with per-channel weight scales it stays within 0.005
+/// nDCG@10 of fp32 on SciFact (vector and hybrid) and XQuAD-zh, and embeds
+/// twice as many passages per second. Without `model_int8.onnx` fp32 runs, and
+/// `status` and `doctor` say so.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Precision {
     /// `model.onnx`: the full-precision graph.
-    #[default]
     Fp32,
-    /// `model_int8.onnx`: int8 weights, dynamically quantized activations.
+    /// `model_int8.onnx`: int8 weights (per output channel), dynamically
+    /// quantized activations.
+    #[default]
     Int8,
 }
 
