@@ -550,8 +550,18 @@ pub fn adaptive_weights(
 ) -> ((f64, f64), (f64, f64)) {
     let vs: Vec<f64> = cands.iter().filter_map(|c| c.vector).collect();
     let ks: Vec<f64> = cands.iter().filter_map(|c| c.keyword).collect();
-    let dv = stage_decisiveness(&vs, CALIBRATED_BACKGROUND_SCORE);
-    let dk = stage_decisiveness(&ks, 0.0);
+    weights_from_stages(&vs, &ks, weights, gain)
+}
+
+/// [`adaptive_weights`] from the two stages' scores.
+fn weights_from_stages(
+    vs: &[f64],
+    ks: &[f64],
+    weights: (f64, f64),
+    gain: f64,
+) -> ((f64, f64), (f64, f64)) {
+    let dv = stage_decisiveness(vs, CALIBRATED_BACKGROUND_SCORE);
+    let dk = stage_decisiveness(ks, 0.0);
     let g = if gain.is_finite() { gain.max(0.0) } else { 0.0 };
     let (wv, wt) = (weights.0 * (1.0 + g * dv), weights.1 * (1.0 + g * dk));
     let total = weights.0 + weights.1;
@@ -627,19 +637,16 @@ pub fn fuse_judged(
     fusion: Fusion,
     gain: f64,
 ) -> Fused {
-    let judged: Vec<Candidate>;
-    let judge = if unjudged.iter().any(|u| *u) {
-        judged = cands
+    let judged = || {
+        cands
             .iter()
             .enumerate()
             .filter(|(i, _)| !unjudged.get(*i).copied().unwrap_or(false))
-            .map(|(_, c)| c.clone())
-            .collect();
-        &judged[..]
-    } else {
-        cands
+            .map(|(_, c)| c)
     };
-    let (adaptive, decisiveness) = adaptive_weights(judge, weights, gain);
+    let vs: Vec<f64> = judged().filter_map(|c| c.vector).collect();
+    let ks: Vec<f64> = judged().filter_map(|c| c.keyword).collect();
+    let (adaptive, decisiveness) = weights_from_stages(&vs, &ks, weights, gain);
     let (scores, weights) = match fusion {
         Fusion::Linear => (
             cands
@@ -2081,5 +2088,34 @@ mod tests {
         let mut s = vec![Some(1.0), Some(0.7)];
         apply_coverage(&mut s, &[0.5, 1.0], 0.0);
         assert_eq!(s, vec![Some(1.0), Some(0.7)]);
+    }
+
+    #[test]
+    fn an_echo_is_left_out_of_the_stages_decisiveness() {
+        let echo = cand(
+            Some(0.95),
+            Some(1.0),
+            None,
+            "user: what is my dentist called",
+            false,
+        );
+        let others = vec![
+            cand(Some(0.62), Some(0.31), None, "dentist appointment", false),
+            cand(Some(0.58), Some(0.29), None, "Dr Lee moved the slot", false),
+            cand(Some(0.55), Some(0.12), None, "teeth", false),
+        ];
+        let mut all = vec![echo];
+        all.extend(others.iter().cloned());
+        let mask = [true, false, false, false];
+        let w = (0.6, 0.4);
+        let judged = fuse_judged(&all, &mask, w, Fusion::Adaptive, ADAPTIVE_GAIN);
+        let (weights, decisiveness) = adaptive_weights(&others, w, ADAPTIVE_GAIN);
+        assert_eq!(judged.decisiveness, decisiveness);
+        assert_eq!(judged.weights, weights);
+        // Every candidate is still scored, the echo included.
+        assert_eq!(judged.scores.len(), all.len());
+        // Control: judged with the echo, the stages look otherwise.
+        let plain = fuse_judged(&all, &[], w, Fusion::Adaptive, ADAPTIVE_GAIN);
+        assert_ne!(plain.decisiveness, decisiveness);
     }
 }
