@@ -356,18 +356,27 @@ fn a_fact_from_a_session_weeks_earlier_reaches_the_answer() {
 #[test]
 fn the_llm_rewrite_asks_the_model_once_per_question_and_fails_loudly() {
     let ws = tempfile::tempdir().unwrap();
+    // `claw memory eval --synthetic --mode fts --expand rewrite [--json]`, talking
+    // to the LLM at `llm` (none configured when `None`).
+    let rewrite_eval = |llm: Option<&str>, json: bool| {
+        let mut cmd = support::claw_keyword_only(ws.path());
+        if let Some(url) = llm {
+            support::LlmEnv::openai_llm(&mut cmd, url, "scripted-model");
+        }
+        cmd.args(["memory", "eval", "--synthetic", "--mode", "fts"])
+            .args(["--expand", "rewrite"]);
+        if json {
+            cmd.arg("--json");
+        }
+        let out = cmd.output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        (out.status.code(), out.stdout, stderr)
+    };
     let replies = (0..22).map(|_| openai::text(&["kitten pet adoption shelter"]));
     let llm = ScriptedServer::start(replies);
-    let mut cmd = support::claw_keyword_only(ws.path());
-    support::LlmEnv::openai_llm(&mut cmd, llm.url(), "scripted-model");
-    let out = cmd
-        .args(["memory", "eval", "--synthetic", "--mode", "fts"])
-        .args(["--expand", "rewrite", "--json"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (code, stdout, stderr) = rewrite_eval(Some(&llm.url()), true);
+    assert_eq!(code, Some(0), "stderr: {stderr}");
+    let v: Value = serde_json::from_slice(&stdout).unwrap();
     assert_eq!(v["expand"], "rewrite", "{v}");
     assert_eq!(v["questions"], 22);
     let asked = llm.requests();
@@ -383,25 +392,13 @@ fn the_llm_rewrite_asks_the_model_once_per_question_and_fails_loudly() {
     );
     assert!(first["tools"].as_array().is_none_or(|t| t.is_empty()));
 
-    // The script is spent: the model now answers 404s, and the run says so.
-    let mut cmd = support::claw_keyword_only(ws.path());
-    support::LlmEnv::openai_llm(&mut cmd, llm.url(), "scripted-model");
-    let out = cmd
-        .args(["memory", "eval", "--synthetic", "--mode", "fts"])
-        .args(["--expand", "rewrite"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "stderr: {stderr}");
+    // The script is spent: the model now answers 500s, and the run says so.
+    let (code, _, stderr) = rewrite_eval(Some(&llm.url()), false);
+    assert_eq!(code, Some(2), "stderr: {stderr}");
     assert!(stderr.contains("query rewrite failed"), "stderr: {stderr}");
 
     // No LLM configured: an error with what to set.
-    let out = support::claw_keyword_only(ws.path())
-        .args(["memory", "eval", "--synthetic", "--mode", "fts"])
-        .args(["--expand", "rewrite"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "stderr: {stderr}");
+    let (code, _, stderr) = rewrite_eval(None, false);
+    assert_eq!(code, Some(2), "stderr: {stderr}");
     assert!(stderr.contains("CLAW_LLM_API"), "stderr: {stderr}");
 }

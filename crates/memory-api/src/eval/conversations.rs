@@ -653,22 +653,7 @@ pub fn run(
                     opts.expand,
                     opts.rewriter.as_ref(),
                 )
-                .map_err(|e| match e {
-                    SearchOneError::Service(source) => EvalError::Search {
-                        mode: mode.name().to_string(),
-                        query: q.id.clone(),
-                        source: Box::new(source),
-                    },
-                    SearchOneError::FellBack(fallback) => EvalError::FellBack {
-                        mode: mode.name().to_string(),
-                        query: q.id.clone(),
-                        fallback,
-                    },
-                    SearchOneError::Rewrite(reason) => EvalError::Rewrite {
-                        query: q.id.clone(),
-                        reason,
-                    },
-                })?;
+                .map_err(|e| e.for_query(mode.name(), &q.id))?;
                 latencies.push(t.elapsed().as_secs_f64() * 1000.0);
                 for h in &hits {
                     lines += h.end + 1 - h.start.min(h.end);

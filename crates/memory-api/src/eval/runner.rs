@@ -499,22 +499,7 @@ pub fn run_on(
                 &q.text,
                 opts.limit,
             )
-            .map_err(|e| match e {
-                SearchOneError::Service(source) => EvalError::Search {
-                    mode: variant.name(),
-                    query: q.id.clone(),
-                    source: Box::new(source),
-                },
-                SearchOneError::FellBack(fallback) => EvalError::FellBack {
-                    mode: variant.name(),
-                    query: q.id.clone(),
-                    fallback,
-                },
-                SearchOneError::Rewrite(reason) => EvalError::Rewrite {
-                    query: q.id.clone(),
-                    reason,
-                },
-            })?;
+            .map_err(|e| e.for_query(&variant.name(), &q.id))?;
             latencies.push(t.elapsed().as_secs_f64() * 1000.0);
             run.insert(q.id.clone(), ranking_to_run(&hits, by_file));
             progress(EvalProgress::Querying {
@@ -578,6 +563,28 @@ pub(crate) enum SearchOneError {
     FellBack(Fallback),
     /// The model call of a query rewrite.
     Rewrite(String),
+}
+
+impl SearchOneError {
+    /// The evaluation's error for query `query` of mode (variant) `mode`.
+    pub(crate) fn for_query(self, mode: &str, query: &str) -> EvalError {
+        match self {
+            SearchOneError::Service(source) => EvalError::Search {
+                mode: mode.to_string(),
+                query: query.to_string(),
+                source: Box::new(source),
+            },
+            SearchOneError::FellBack(fallback) => EvalError::FellBack {
+                mode: mode.to_string(),
+                query: query.to_string(),
+                fallback,
+            },
+            SearchOneError::Rewrite(reason) => EvalError::Rewrite {
+                query: query.to_string(),
+                reason,
+            },
+        }
+    }
 }
 
 /// One query through the normal search path (`search_in` over the evaluation's
