@@ -24,7 +24,8 @@ WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 
 export HOME=$WORK/home
-mkdir -p "$WORK/all" "$WORK/garden" "$WORK/a" "$WORK/b"
+source "$ROOT/scripts/ab-search.sh"
+mkdir -p "$WORK/all" "$WORK/garden"
 tar xzf "$ROOT/../shared/data/notes-garden.tar.gz" -C "$WORK/all"
 find "$WORK/all" -type f -name '*.md' | sort | awk -v s="$STEP" 'NR % s == 1' |
   while IFS= read -r f; do
@@ -32,30 +33,18 @@ find "$WORK/all" -type f -name '*.md' | sort | awk -v s="$STEP" 'NR % s == 1' |
     mkdir -p "$WORK/garden/$(dirname "$rel")"
     cp "$f" "$WORK/garden/$rel"
   done
-for side in a b; do
-  bin=$A
-  [ "$side" = b ] && bin=$B
-  CLAW_WORKSPACE=$WORK/$side "$bin" memory add "$WORK/garden" --name garden >/dev/null
-  CLAW_WORKSPACE=$WORK/$side "$bin" memory index >/dev/null
-done
+ab_index "$A" "$B" "$WORK/garden" "$WORK"
 
 QUERIES=("how I take notes" "what to read next" "ideas for the garden" "meeting with friends" "learning a language")
 
-cmds=()
-for q in "${QUERIES[@]}"; do
-  cmds+=(-- A "CLAW_WORKSPACE=$WORK/a" "$A" memory search "$q")
-  cmds+=(-- B "CLAW_WORKSPACE=$WORK/b" "$B" memory search "$q")
-done
-LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
-rows=$(python3 "$ROOT/scripts/time-calls.py" $(((CALLS + ${#QUERIES[@]} - 1) / ${#QUERIES[@]})) 1 "${cmds[@]}")
-LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
+ab_time "$A" "$B" "$WORK" "$CALLS" "${QUERIES[@]}"
 
 files=$(find "$WORK/garden" -type f -name '*.md' | wc -l)
 echo "Garden sample: $files notes (every ${STEP}th), indexed with the model, no gateway, no watcher; $CALLS interleaved cold hybrid calls per binary (medians)"
-echo "Load average: start $LOAD_START, end $LOAD_END; $(nproc) CPUs"
+echo "Load average: start $AB_LOAD_START, end $AB_LOAD_END; $(nproc) CPUs"
 echo
 echo "| binary | ms per call (wall) | p10 | p90 | CPU ms per call |"
 echo "|---|---:|---:|---:|---:|"
-echo "$rows" | awk -F'\t' -v a="$A" -v b="$B" '
+echo "$AB_ROWS" | awk -F'\t' -v a="$A" -v b="$B" '
   { bin = ($1 == "A") ? a : b
     printf "| %s `%s` | %s | %s | %s | %s |\n", $1, bin, $2, $3, $4, $5 }'

@@ -21,14 +21,10 @@ WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 
 export HOME=$WORK/home CLAW_EMBED_PROVIDER=none
-mkdir -p "$WORK/garden" "$WORK/a" "$WORK/b"
+source "$ROOT/scripts/ab-search.sh"
+mkdir -p "$WORK/garden"
 tar xzf "$GARDEN" -C "$WORK/garden"
-for side in a b; do
-  bin=$A
-  [ "$side" = b ] && bin=$B
-  CLAW_WORKSPACE=$WORK/$side "$bin" memory add "$WORK/garden" --name garden >/dev/null
-  CLAW_WORKSPACE=$WORK/$side "$bin" memory index >/dev/null
-done
+ab_index "$A" "$B" "$WORK/garden" "$WORK"
 
 QUERIES=("webhook retries" "digital garden" "agora protocol" "meditation practice" "rust async")
 
@@ -41,23 +37,16 @@ checked() {
   done | sort -n | sed -n 6p
 }
 
-cmds=()
-for q in "${QUERIES[@]}"; do
-  cmds+=(-- A "CLAW_WORKSPACE=$WORK/a" "$A" memory search "$q")
-  cmds+=(-- B "CLAW_WORKSPACE=$WORK/b" "$B" memory search "$q")
-done
-LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
-rows=$(python3 "$ROOT/scripts/time-calls.py" $(((CALLS + ${#QUERIES[@]} - 1) / ${#QUERIES[@]})) 1 "${cmds[@]}")
-LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
+ab_time "$A" "$B" "$WORK" "$CALLS" "${QUERIES[@]}"
 checked_a=$(checked "$A" "$WORK/a")
 checked_b=$(checked "$B" "$WORK/b")
 
 files=$(find "$WORK/garden" -type f -name '*.md' | wc -l)
 echo "Garden: $files notes, keyword-only index, no watcher; $CALLS interleaved calls per binary (medians)"
-echo "Load average: start $LOAD_START, end $LOAD_END; $(nproc) CPUs"
+echo "Load average: start $AB_LOAD_START, end $AB_LOAD_END; $(nproc) CPUs"
 echo
 echo "| binary | ms per call (wall) | p10 | p90 | CPU ms per call | \`checked_ms\` |"
 echo "|---|---:|---:|---:|---:|---:|"
-echo "$rows" | awk -F'\t' -v a="$A" -v b="$B" -v ca="$checked_a" -v cb="$checked_b" '
+echo "$AB_ROWS" | awk -F'\t' -v a="$A" -v b="$B" -v ca="$checked_a" -v cb="$checked_b" '
   { bin = ($1 == "A") ? a : b; c = ($1 == "A") ? ca : cb
     printf "| %s `%s` | %s | %s | %s | %s | %s |\n", $1, bin, $2, $3, $4, $5, c }'
