@@ -1,7 +1,8 @@
 //! Candidate generation and row reads on PostgreSQL
 //! (`claw_memory::search::storage::SearchStorage`): keyword candidates from the
-//! `tsvector` (GIN) ranked by FTS5's BM25 formula computed in SQL (term
-//! statistics from the tsvector positions and `chunk_stats`), CJK runs
+//! word postings (`chunk_postings`, index-only; phrases from the `tsvector`'s
+//! GIN index) ranked by FTS5's BM25 formula computed in SQL (term statistics
+//! from the postings or tsvector positions and `chunk_stats`), CJK runs
 //! and short terms by `pg_trgm`-indexed substring matches, vector candidates from
 //! the per-dimension HNSW index (cosine). Scores are normalised exactly like
 //! SQLite's (`score::normalize_bm25`, `score::max_scale`, the stage shares of
@@ -25,45 +26,55 @@ use std::collections::HashMap;
 /// The BM25 word stage (see `PgStore::word_stage`): `$1` the terms (raw), `$2` the
 /// namespaces, `$3` the source filter, `$4` k, `$5` rank the conjunction of the terms
 /// (else any term), `$6` the oldest rowid ranked (the bounded window), `$7` take each
-/// term's document count from the whole index (else from the candidates, which hold
-/// every chunk with the term when neither bound applies). `claw_words` and
-/// `chunk_stats` come from migration 0002. Each candidate's tsvector is unnested once
-/// (`lt`: the query's lexemes with their counts, carrying the chunk's length and
-/// tsvector, so no step joins the candidates back to themselves; materialized:
-/// inlined, the planner may unnest every candidate once per term; and only the
-/// query's lexemes are unnested — `setweight` marks them, `ts_filter` keeps them,
-/// all in C — not the ~40 of each candidate as rows: at 100k chunks and 1,600
-/// candidates 350 ms became 55 ms on a loaded machine); a phrase term's
-/// tf is its rarest token's count, in chunks that match the phrase. `df` is
-/// materialized: inlined, a nested loop may recount a term's whole-index document
-/// count once per hit (over a minute at 4,500 candidates).
+/// term's document count from the whole index (else from the hits, which hold every
+/// chunk with the term when neither bound applies). `claw_words` and `chunk_stats`
+/// come from migration 0002, `chunk_postings` from 0006.
+///
+/// A one-word term (a single-node tsquery) reads its postings: (chunk, count,
+/// chunk length) from `chunk_postings_word`, an index-only scan that reads no
+/// chunk row. A phrase term (several tokens, as FTS5 treats `covid-19`) matches
+/// `chunks.tsv` through the GIN index, and its tf is its rarest token's count
+/// (only the phrase's lexemes are unnested: `setweight` marks them, `ts_filter`
+/// keeps them). Read from the chunks, the stage visited one heap page per
+/// candidate (~2,400 for three words at 100,000 chunks), most of a hybrid search.
+/// `hit` and `df` are materialized: inlined, a nested loop may recount a term's
+/// whole-index document count once per hit.
 const BM25_SQL: &str = "
 WITH t AS (
   SELECT i, phraseto_tsquery('simple', regexp_replace(w, '[^[:alnum:]]+', ' ', 'g')) AS tq,
          tsvector_to_array(claw_words(w)) AS lex
   FROM unnest($1::text[]) WITH ORDINALITY AS x(w, i)
-), tt AS (SELECT i, tq, lex, cardinality(lex) AS nlex FROM t WHERE numnode(tq) > 0),
-q AS (SELECT string_agg('(' || tq::text || ')', CASE WHEN $5 THEN ' & ' ELSE ' | ' END)::tsquery AS q,
-             array_agg(DISTINCT l) AS lex FROM tt, unnest(tt.lex) l),
+), tt AS MATERIALIZED (
+  SELECT i, tq, lex, numnode(tq) = 1 AS one FROM t WHERE numnode(tq) > 0),
 st AS (SELECT coalesce(sum(n), 0)::float8 AS n, coalesce(sum(total_dl), 0)::float8 AS tot
        FROM chunk_stats WHERE namespace = ANY($2) AND ($3::text IS NULL OR source = $3)),
-cand AS MATERIALIZED (
-  SELECT c.rowid, c.tsv, c.dl FROM chunks c, q
-  WHERE c.tsv @@ q.q AND c.namespace = ANY($2) AND ($3::text IS NULL OR c.source = $3)
+anyhit AS MATERIALIZED (
+  SELECT p.rowid, p.dl, tt.i, p.tf::float8 AS tf
+  FROM tt JOIN chunk_postings p ON p.lexeme = tt.lex[1]
+  WHERE tt.one AND p.namespace = ANY($2) AND ($3::text IS NULL OR p.source = $3)
+    AND p.rowid >= $6::bigint
+  UNION ALL
+  SELECT c.rowid, c.dl, tt.i,
+         (SELECT min(coalesce(array_length(u.positions, 1), 1))
+            FROM unnest(ts_filter(setweight(c.tsv, 'A', tt.lex), '{a}')) u)::float8
+  FROM tt JOIN chunks c ON c.tsv @@ tt.tq
+  WHERE NOT tt.one AND c.namespace = ANY($2) AND ($3::text IS NULL OR c.source = $3)
     AND c.rowid >= $6::bigint),
-lt AS MATERIALIZED (
-  SELECT c.rowid, c.dl, c.tsv, u.lexeme, coalesce(array_length(u.positions, 1), 1) AS tf
-  FROM cand c, q, unnest(ts_filter(setweight(c.tsv, 'A', q.lex), '{a}')) u),
-hit AS (
-  SELECT lt.rowid, lt.dl, tt.i, min(lt.tf)::float8 AS tf
-  FROM lt JOIN tt ON lt.lexeme = ANY(tt.lex)
-  WHERE tt.nlex = 1 OR lt.tsv @@ tt.tq
-  GROUP BY lt.rowid, lt.dl, tt.i, tt.nlex HAVING count(*) = tt.nlex),
+hit AS MATERIALIZED (
+  SELECT * FROM anyhit WHERE NOT $5
+  UNION ALL
+  SELECT a.* FROM anyhit a
+  WHERE $5 AND a.rowid IN (SELECT rowid FROM anyhit GROUP BY rowid
+                           HAVING count(DISTINCT i) = (SELECT count(*) FROM tt))),
 df AS MATERIALIZED (
   SELECT i, count(*)::float8 AS df FROM hit WHERE NOT $7 GROUP BY i
   UNION ALL
-  SELECT tt.i, (SELECT count(*) FROM chunks c WHERE c.tsv @@ tt.tq AND c.namespace = ANY($2)
-                  AND ($3::text IS NULL OR c.source = $3))::float8
+  SELECT tt.i, (CASE WHEN tt.one THEN
+      (SELECT count(*) FROM chunk_postings p WHERE p.lexeme = tt.lex[1]
+         AND p.namespace = ANY($2) AND ($3::text IS NULL OR p.source = $3))
+    ELSE
+      (SELECT count(*) FROM chunks c WHERE c.tsv @@ tt.tq AND c.namespace = ANY($2)
+         AND ($3::text IS NULL OR c.source = $3)) END)::float8
   FROM tt WHERE $7)
 SELECT h.rowid,
   sum(greatest(ln((st.n - df.df + 0.5) / (df.df + 0.5)), 1e-6)
@@ -72,15 +83,24 @@ SELECT h.rowid,
 FROM hit h JOIN df USING (i) CROSS JOIN st
 GROUP BY h.rowid ORDER BY score DESC, h.rowid LIMIT $4";
 
-/// The chunks (at most `$4`) matching term `$1` (raw, as in [`BM25_SQL`]); `$5`
-/// true = every one of the terms `$1` (the conjunction).
+/// The chunks (at most `$4`) matching the terms `$1` (raw, as in [`BM25_SQL`]);
+/// `$5` true = every one of them (the conjunction). One one-word term counts its
+/// postings (index only); otherwise the chunks matching the tsquery (GIN).
 const CAPPED_COUNT_SQL: &str = "
-WITH q AS (
-  SELECT string_agg('(' || tq::text || ')', CASE WHEN $5 THEN ' & ' ELSE ' | ' END)::tsquery AS q
-  FROM (SELECT phraseto_tsquery('simple', regexp_replace(w, '[^[:alnum:]]+', ' ', 'g')) AS tq
-        FROM unnest($1::text[]) AS x(w)) t WHERE numnode(tq) > 0)
-SELECT count(*) FROM (SELECT 1 FROM chunks c, q WHERE c.tsv @@ q.q AND c.namespace = ANY($2)
-  AND ($3::text IS NULL OR c.source = $3) LIMIT $4::bigint) x";
+WITH t AS (
+  SELECT phraseto_tsquery('simple', regexp_replace(w, '[^[:alnum:]]+', ' ', 'g')) AS tq,
+         tsvector_to_array(claw_words(w)) AS lex
+  FROM unnest($1::text[]) AS x(w)
+), tt AS MATERIALIZED (SELECT tq, lex FROM t WHERE numnode(tq) > 0),
+q AS (SELECT string_agg('(' || tq::text || ')', CASE WHEN $5 THEN ' & ' ELSE ' | ' END)::tsquery AS q
+      FROM tt)
+SELECT CASE WHEN (SELECT count(*) = 1 AND bool_and(numnode(tq) = 1) FROM tt) THEN
+  (SELECT count(*) FROM (SELECT 1 FROM chunk_postings p, tt WHERE p.lexeme = tt.lex[1]
+     AND p.namespace = ANY($2) AND ($3::text IS NULL OR p.source = $3) LIMIT $4::bigint) x)
+ELSE
+  (SELECT count(*) FROM (SELECT 1 FROM chunks c, q WHERE c.tsv @@ q.q AND c.namespace = ANY($2)
+     AND ($3::text IS NULL OR c.source = $3) LIMIT $4::bigint) x)
+END";
 
 /// The rowid of the `$4`-th newest chunk matching the terms `$1` (conjunction when `$5`).
 const NEWEST_BOUND_SQL: &str = "

@@ -142,6 +142,33 @@ const MIGRATIONS: &[(i64, &str)] = &[
         5,
         include_str!("../../../migrations/postgres/0005_note_time.sql"),
     ),
+    (
+        6,
+        include_str!("../../../migrations/postgres/0006_postings.sql"),
+    ),
+];
+
+/// The search indexes a bulk load into an empty table builds once after the load
+/// (name, statement), besides the HNSW index of the index's dimension. They must
+/// match the migrations' definitions.
+const SEARCH_INDEXES: &[(&str, &str)] = &[
+    (
+        "chunks_tsv",
+        "CREATE INDEX IF NOT EXISTS chunks_tsv ON chunks USING gin (tsv)",
+    ),
+    (
+        "chunks_trgm",
+        "CREATE INDEX IF NOT EXISTS chunks_trgm ON chunks USING gin (text gin_trgm_ops)",
+    ),
+    (
+        "chunk_postings_word",
+        "CREATE INDEX IF NOT EXISTS chunk_postings_word ON chunk_postings
+           (lexeme, namespace, rowid) INCLUDE (tf, dl, source)",
+    ),
+    (
+        "chunk_postings_rowid",
+        "CREATE INDEX IF NOT EXISTS chunk_postings_rowid ON chunk_postings (rowid)",
+    ),
 ];
 
 /// The schema version this build writes.
@@ -715,7 +742,8 @@ impl PgStore {
     }
 
     /// Cross-table invariants: no chunk without its file row, every vector of
-    /// the index's dimension. Returns problems (empty = ok).
+    /// the index's dimension, the word postings equal to the chunks' words.
+    /// Returns problems (empty = ok).
     pub fn check_consistency(&self) -> Result<Vec<String>, StoreError> {
         Ok(self.with_client(|c| {
             let mut problems = Vec::new();
@@ -739,6 +767,26 @@ impl PgStore {
                 .get(0);
             if bad > 0 {
                 problems.push(format!("{bad} vectors of the wrong dimension"));
+            }
+            // The postings are exactly the chunks' tsvectors (a full comparison:
+            // for tests and checks, not the search path).
+            let drift: i64 = c
+                .query_one(
+                    "WITH want AS (
+                       SELECT u.lexeme, c.namespace, c.rowid,
+                              coalesce(array_length(u.positions, 1), 1) AS tf,
+                              coalesce(c.dl, 0) AS dl, c.source
+                       FROM chunks c, unnest(c.tsv) u),
+                     have AS (SELECT lexeme, namespace, rowid, tf, dl, source FROM chunk_postings)
+                     SELECT (SELECT count(*) FROM (SELECT * FROM want EXCEPT ALL SELECT * FROM have) a)
+                          + (SELECT count(*) FROM (SELECT * FROM have EXCEPT ALL SELECT * FROM want) b)",
+                    &[],
+                )?
+                .get(0);
+            if drift > 0 {
+                problems.push(format!(
+                    "{drift} word postings differ from the chunks' words"
+                ));
             }
             Ok(problems)
         })?)
@@ -772,7 +820,8 @@ impl PgStore {
 
     /// Build the search indexes a reset dropped for a bulk load into an empty
     /// table (the HNSW of the index's dimension, the word and trigram GIN
-    /// indexes): built once over every row, not maintained row by row. Sends the
+    /// indexes, the postings' btrees): built once over every row, not
+    /// maintained row by row, then vacuum the postings. Sends the
     /// open write group first. Idempotent; a handle that deferred nothing does
     /// nothing. Until it runs, searches scan (correct, slower); a process killed
     /// before it leaves the HNSW index missing, which the next index run sees
@@ -809,6 +858,16 @@ impl PgStore {
             Ok(())
         })?;
         deferred.clear();
+        // The word stage reads the postings by index only, which needs their
+        // pages marked all-visible: a vacuum now, not when autovacuum gets to the
+        // freshly loaded table (until then each posting is re-read from the heap).
+        // VACUUM runs outside a transaction, each statement on its own.
+        self.with_client(|c| {
+            c.batch_execute("SET statement_timeout = 0")?;
+            let vacuumed = c.batch_execute("VACUUM (ANALYZE) chunk_postings");
+            c.batch_execute("RESET statement_timeout")?;
+            Ok(vacuumed?)
+        })?;
         Ok(())
     }
 
@@ -823,12 +882,10 @@ impl PgStore {
         if tx.query_opt("SELECT 1 FROM chunks LIMIT 1", &[])?.is_some() {
             return Ok(Vec::new());
         }
-        let mut ddl = vec![
-            "CREATE INDEX IF NOT EXISTS chunks_tsv ON chunks USING gin (tsv)".to_string(),
-            "CREATE INDEX IF NOT EXISTS chunks_trgm ON chunks USING gin (text gin_trgm_ops)"
-                .to_string(),
-        ];
-        tx.batch_execute("DROP INDEX IF EXISTS chunks_tsv; DROP INDEX IF EXISTS chunks_trgm")?;
+        let mut ddl: Vec<String> = SEARCH_INDEXES.iter().map(|(_, d)| d.to_string()).collect();
+        for (name, _) in SEARCH_INDEXES {
+            tx.batch_execute(&format!("DROP INDEX IF EXISTS {name}"))?;
+        }
         if dims > 0 {
             tx.batch_execute(&format!("DROP INDEX IF EXISTS {}", Self::hnsw_name(dims)))?;
             ddl.push(Self::hnsw_ddl(dims));

@@ -48,6 +48,53 @@ fn same_hybrid_scores_as_sqlite() {
     assert_eq!(pg.stats().unwrap().files, DOCS.len() as i64);
 }
 
+/// An index written before the word postings (schema 5) gets them from its
+/// chunks when a newer claw connects (migration 0006), and its keyword search
+/// then reads them.
+#[test]
+fn upgrading_to_the_postings_fills_them_from_the_chunks() {
+    use claw_memory::search::query::ParsedQuery;
+    use claw_memory::search::score::KeywordNorm;
+    use claw_memory::search::storage::SearchStorage;
+    let Some(schema) = Schema::new("upgrade6") else {
+        return;
+    };
+    let mut pg = schema.store("up", "ws-a");
+    engine_suite::fill(&mut pg, DOCS, None);
+    let words = |pg: &claw_memory_pg::PgStore| {
+        let mut ids: Vec<i64> = pg
+            .keyword_candidates(
+                &ParsedQuery::parse("coffee"),
+                50,
+                None,
+                KeywordNorm::MaxScaled,
+            )
+            .unwrap()
+            .into_keys()
+            .collect();
+        ids.sort_unstable();
+        ids
+    };
+    let before = words(&pg);
+    assert!(!before.is_empty());
+    drop(pg);
+    // Back to schema 5: no postings table, no triggers.
+    let mut c = schema.client();
+    c.batch_execute(
+        "DROP TABLE chunk_postings; DROP FUNCTION claw_chunk_postings_apply() CASCADE;
+         DELETE FROM claw_schema WHERE version = 6",
+    )
+    .unwrap();
+    let pg = schema.store("up", "ws-a");
+    let n: i64 = c
+        .query_one("SELECT count(*) FROM chunk_postings", &[])
+        .unwrap()
+        .get(0);
+    assert!(n > 0);
+    assert!(pg.check_consistency().unwrap().is_empty());
+    assert_eq!(words(&pg), before);
+}
+
 #[test]
 fn newer_schema_is_refused_and_migrations_are_idempotent() {
     let Some(schema) = Schema::new("ver") else {

@@ -1,8 +1,8 @@
 //! The keyword stage on PostgreSQL is FTS5's BM25: the same chunks written to both
 //! backends give the same normalised keyword scores (same tokenisation, same
 //! k1/b/idf, same document lengths and average), and `chunk_stats` (the count
-//! and total length BM25 needs, kept by triggers) follows every write, rewrite
-//! and delete.
+//! and total length BM25 needs) and `chunk_postings` (each chunk's words), kept
+//! by triggers, follow every write, rewrite and delete.
 
 use crate::support::{self, Doc, Schema, SchemaStore};
 use claw_memory::index_storage::IndexStorage;
@@ -188,15 +188,49 @@ fn chunk_stats_follow_writes_rewrites_and_deletes() {
     let (kept, counted) = stats(&schema);
     assert_eq!(kept, counted);
     assert_eq!(kept.iter().map(|r| r.1).sum::<i64>(), DOCS.len() as i64);
+    // The word postings followed the rewrite, the new chunk and the removal.
+    assert!(pg.check_consistency().unwrap().is_empty());
+    let postings = |c: &mut postgres::Client, word: &str| -> Vec<(String, i32)> {
+        c.query(
+            "SELECT c.path, p.tf FROM chunk_postings p JOIN chunks c USING (rowid)
+             WHERE p.lexeme = $1 ORDER BY c.path, c.start_line, p.tf",
+            &[&word],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect()
+    };
+    assert_eq!(postings(&mut c, "two"), vec![("a.md".to_string(), 1)]);
+    assert!(postings(&mut c, "sat").is_empty(), "a.md's old words went");
+    assert!(postings(&mut c, "nct").is_empty(), "g.md's words went");
+    // Control: the check sees a posting the chunks do not have.
+    c.execute(
+        "INSERT INTO chunk_postings (lexeme, namespace, rowid, tf, dl, source)
+         SELECT 'stray', namespace, rowid, 1, dl, source FROM chunks LIMIT 1",
+        &[],
+    )
+    .unwrap();
+    assert_eq!(
+        pg.check_consistency().unwrap(),
+        vec!["1 word postings differ from the chunks' words".to_string()]
+    );
+    c.execute("DELETE FROM chunk_postings WHERE lexeme = 'stray'", &[])
+        .unwrap();
     let memory = kept.iter().find(|r| r.0 == "memory").unwrap();
     // 6 chunks of "memory" before; a.md's 10 tokens became 3, plus 1 new chunk of 1.
     let before: i64 = DOCS.iter().filter(|d| d.0 == "memory").count() as i64;
     assert_eq!(memory.1, before + 1);
 
-    // Dropping the namespace leaves no statistics behind.
+    // Dropping the namespace leaves no statistics and no postings behind.
     pg.drop_namespace().unwrap();
     let (kept, counted) = stats(&schema);
     assert!(kept.is_empty() && counted.is_empty(), "{kept:?}");
+    let left: i64 = c
+        .query_one("SELECT count(*) FROM chunk_postings", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(left, 0);
 }
 
 /// keyword_candidates by start line (one file of many one-line chunks): score.

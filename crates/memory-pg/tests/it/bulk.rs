@@ -116,8 +116,9 @@ fn rows(c: &mut postgres::Client, ns: &str) -> Vec<(String, String, String, i32)
 
 fn indexes(c: &mut postgres::Client, schema: &str) -> Vec<String> {
     c.query(
-        "SELECT indexname FROM pg_indexes WHERE schemaname = $1 AND tablename = 'chunks'
-           AND indexname IN ('chunks_tsv', 'chunks_trgm', 'chunks_hnsw_8') ORDER BY indexname",
+        "SELECT indexname FROM pg_indexes WHERE schemaname = $1
+           AND indexname IN ('chunks_tsv', 'chunks_trgm', 'chunks_hnsw_8', 'chunk_postings_word',
+                             'chunk_postings_rowid') ORDER BY indexname",
         &[&schema],
     )
     .unwrap()
@@ -155,6 +156,7 @@ fn bulk_load_keeps_the_statistics_exactly_as_a_row_by_row_load() {
     .unwrap();
     assert_eq!(stats(&mut c, "bulk")[0].1, 95);
     assert_eq!(stats(&mut c, "bulk"), recount(&mut c, "bulk"));
+    assert!(bulk.check_consistency().unwrap().is_empty());
 }
 
 #[test]
@@ -185,8 +187,33 @@ fn reset_into_an_empty_table_builds_the_search_indexes_after_the_load() {
     pg.set_meta("last_index_at", "1").unwrap();
     assert_eq!(
         indexes(&mut c, &schema.name),
-        ["chunks_hnsw_8", "chunks_trgm", "chunks_tsv"]
+        [
+            "chunk_postings_rowid",
+            "chunk_postings_word",
+            "chunks_hnsw_8",
+            "chunks_trgm",
+            "chunks_tsv"
+        ]
     );
+    // The postings were loaded without their btrees, then vacuumed (the word
+    // stage's index-only scans need their pages marked all-visible; whether a
+    // vacuum can mark them depends on the server's other open transactions, so
+    // the test checks the vacuum ran).
+    assert!(pg.check_consistency().unwrap().is_empty());
+    let mut vacuumed = || -> bool {
+        c.query_one(
+            "SELECT last_vacuum IS NOT NULL FROM pg_stat_user_tables
+             WHERE schemaname = $1 AND relname = 'chunk_postings'",
+            &[&schema.name],
+        )
+        .unwrap()
+        .get(0)
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !vacuumed() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(vacuumed(), "finish_bulk vacuums the postings");
     assert!(pg.has_vec_tables().unwrap());
     // The vector search uses the HNSW index and finds the nearest chunk.
     let q = chunk(4, 0, "v1").embedding.unwrap();
@@ -197,7 +224,7 @@ fn reset_into_an_empty_table_builds_the_search_indexes_after_the_load() {
     // A reset while other rows are in the table keeps every index.
     let mut other = schema.store("b", "ws");
     other.reset_index(MODEL, DIMS, "bulk").unwrap();
-    assert_eq!(indexes(&mut c, &schema.name).len(), 3);
+    assert_eq!(indexes(&mut c, &schema.name).len(), 5);
     // A rebuild of the only namespace (its rows deleted: an empty table again)
     // builds them once after its fill.
     other.drop_namespace().unwrap();
@@ -212,7 +239,7 @@ fn reset_into_an_empty_table_builds_the_search_indexes_after_the_load() {
         s.commit_group()
     })
     .unwrap();
-    assert_eq!(indexes(&mut c, &schema.name).len(), 3);
+    assert_eq!(indexes(&mut c, &schema.name).len(), 5);
     let n: i64 = c
         .query_one("SELECT count(*) FROM chunks", &[])
         .unwrap()
@@ -345,7 +372,13 @@ fn two_bulk_loads_into_the_empty_table_build_the_indexes_once() {
             .collect();
         assert_eq!(
             indexes(&mut c, &schema.name),
-            ["chunks_hnsw_8", "chunks_trgm", "chunks_tsv"],
+            [
+                "chunk_postings_rowid",
+                "chunk_postings_word",
+                "chunks_hnsw_8",
+                "chunks_trgm",
+                "chunks_tsv"
+            ],
             "round {round}"
         );
         for pg in built {
