@@ -41,8 +41,9 @@ pub enum EmbedProvider {
 /// The default stays fp32. int8 (per-channel weight scales) is within 0.005
 /// nDCG@10 of fp32 on SciFact and XQuAD-zh and embeds twice as many passages
 /// per second, but it loses one query of the paraphrase fixture (29/37 against
-/// 30/37 at @3) and one of the verbatim-echo fixture (18/20 against 19/20): the
-/// vector score calibration was fit to fp32's cosines. Without
+/// 30/37 at @3: the nothing-relevant gate's margin 0.5 drops it) and one of the
+/// verbatim-echo fixture (18/20 against 19/20), also with its own measured
+/// background (`score::MINILM_L6_V2_INT8_BACKGROUND`). Without
 /// `model_int8.onnx`, int8 runs fp32, and `status` and `doctor` say so.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 #[serde(rename_all = "lowercase")]

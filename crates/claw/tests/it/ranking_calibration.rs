@@ -4,7 +4,8 @@
 //! are note titles (file stems, undated ones) of every 40th file of the
 //! notes-garden, passages are every 20th *other* file (their whole text, as the model
 //! truncates it). Prints the figures, then checks the committed constants match
-//! them, so the calibration cannot drift from its measurement.
+//! them, so the calibration cannot drift from its measurement. The same for the
+//! int8 graph (`score::MINILM_L6_V2_INT8_BACKGROUND`).
 
 use crate::ranking_support;
 use crate::search_support;
@@ -39,12 +40,8 @@ fn sample(root: &std::path::Path) -> (Vec<String>, Vec<String>) {
     (titles, passages)
 }
 
-#[test]
-fn minilm_background_matches_its_measurement() {
-    let garden = ranking_support::garden::extract_garden();
-    let (titles, passages) = sample(garden.path());
-    assert!(titles.len() >= 100 && passages.len() >= 300);
-    let e = search_support::embedder();
+/// Measure `e`'s background on the garden sample and print it.
+fn measure(e: &dyn Embedder, titles: &[String], passages: &[String]) -> Background {
     let embed = |texts: &[String]| -> Vec<Vec<f32>> {
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
         refs.chunks(32)
@@ -52,7 +49,7 @@ fn minilm_background_matches_its_measurement() {
             .collect()
     };
     let q: Vec<Vec<f32>> = titles.iter().map(|t| e.embed_query(t).unwrap()).collect();
-    let p = embed(&passages);
+    let p = embed(passages);
     let bg = score::background(&q, &p).expect("pairs");
     println!("| background of {} | value |", e.model_id());
     println!("|---|---:|");
@@ -63,15 +60,53 @@ fn minilm_background_matches_its_measurement() {
     );
     println!("| mean cosine | {:.4} |", bg.mean);
     println!("| standard deviation | {:.4} |", bg.std);
+    bg
+}
 
-    assert_eq!(
-        score::background_for(e.model_id()),
-        score::MINILM_L6_V2_BACKGROUND
-    );
-    let Background { mean, std } = score::MINILM_L6_V2_BACKGROUND;
+/// The measurement is within 0.005 of the committed constant, and the model's
+/// identity finds that constant.
+fn assert_committed(e: &dyn Embedder, measured: Background, committed: Background) {
+    assert_eq!(score::background_for(e.model_id()), committed);
     assert!(
-        (bg.mean - mean).abs() < 0.005 && (bg.std - std).abs() < 0.005,
-        "measured {bg:?}, committed {:?}",
-        score::MINILM_L6_V2_BACKGROUND
+        (measured.mean - committed.mean).abs() < 0.005
+            && (measured.std - committed.std).abs() < 0.005,
+        "{}: measured {measured:?}, committed {committed:?}",
+        e.model_id()
     );
+}
+
+#[test]
+fn minilm_background_matches_its_measurement() {
+    let garden = ranking_support::garden::extract_garden();
+    let (titles, passages) = sample(garden.path());
+    assert!(titles.len() >= 100 && passages.len() >= 300);
+    let e = search_support::embedder();
+    let bg = measure(&e, &titles, &passages);
+    assert_committed(&e, bg, score::MINILM_L6_V2_BACKGROUND);
+}
+
+/// The int8 graph (`embedding.precision = "int8"`, `model_int8.onnx` as
+/// `claw memory install-model` quantizes it) has its own background: its cosines
+/// are not fp32's, and calibrating them against fp32's background misplaces every
+/// vector-only hit against the clearing point.
+#[test]
+fn minilm_int8_background_matches_its_measurement() {
+    use claw_memory::config::{LocalRuntime, Precision};
+    let (dir, ort) = claw_testkit::model_paths();
+    assert!(
+        dir.join(Precision::Int8.file_name()).is_file(),
+        "{} has no model_int8.onnx: `scripts/test.sh` installs it",
+        dir.display()
+    );
+    let runtime = LocalRuntime {
+        precision: Precision::Int8,
+        ..LocalRuntime::default()
+    };
+    let e = claw_memory::embed::LocalEmbedder::load_with(Some(&dir), Some(&ort), 1, &runtime)
+        .expect("load the int8 model");
+    assert_eq!(e.precision(), Precision::Int8);
+    let garden = ranking_support::garden::extract_garden();
+    let (titles, passages) = sample(garden.path());
+    let bg = measure(&e, &titles, &passages);
+    assert_committed(&e, bg, score::MINILM_L6_V2_INT8_BACKGROUND);
 }
