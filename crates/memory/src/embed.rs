@@ -291,6 +291,12 @@ pub const EMBED_SLICE: usize = 32;
 static ORT_ENV: Mutex<Option<Result<ort::environment::Environment, Arc<RuntimeError>>>> =
     Mutex::new(None);
 
+/// The process's ONNX Runtime environment, loading the library at `path` the
+/// first time (every later call returns the same environment).
+pub fn ort_environment(path: &Path) -> Result<ort::environment::Environment, EmbedError> {
+    init_ort(path)
+}
+
 fn init_ort(path: &Path) -> Result<ort::environment::Environment, EmbedError> {
     let mut guard = ORT_ENV.lock().unwrap_or_else(|p| p.into_inner());
     if guard.is_none() {
@@ -311,6 +317,101 @@ fn init_ort(path: &Path) -> Result<ort::environment::Environment, EmbedError> {
         }),
         None => Err(EmbedError::NoRuntime),
     }
+}
+
+/// A `tokenizer.json` that parses in microseconds (one word-level token): what
+/// [`LocalEmbedder::load_with`] hands fastembed, which builds the ONNX Runtime
+/// session and then the tokenizer one after the other. The model's own tokenizer
+/// ([`model_tokenizer`], ~20 ms to parse) is built on another thread meanwhile
+/// and replaces it (`TextEmbedding::tokenizer` is public).
+const STUB_TOKENIZER: &[u8] = br#"{"version":"1.0","truncation":null,"padding":null,"added_tokens":[],"normalizer":null,"pre_tokenizer":null,"post_processor":null,"decoder":null,"model":{"type":"WordLevel","vocab":{"[UNK]":0},"unk_token":"[UNK]"}}"#;
+
+/// The model's tokenizer configured as fastembed 7.7's `load_tokenizer` does for a
+/// user-defined model: `tokenizer.json` with padding to the batch's longest text
+/// (the pad token of `tokenizer_config.json`, its id from `config.json` or the
+/// vocabulary), truncation at `max_length` (capped by `model_max_length`), and
+/// the special tokens of `special_tokens_map.json`. A test checks it against
+/// fastembed's own on the real model (`embed_runtime`).
+pub fn model_tokenizer(
+    files: &fastembed::TokenizerFiles,
+    max_length: usize,
+) -> Result<tokenizers::Tokenizer, BoxError> {
+    use tokenizers::{AddedToken, PaddingParams, PaddingStrategy, TruncationParams};
+    let json = |bytes: &[u8], name: &str| -> Result<serde_json::Value, BoxError> {
+        serde_json::from_slice(bytes).map_err(|e| format!("{name}: {e}").into())
+    };
+    let config = json(&files.config_file, "config.json")?;
+    let special = json(&files.special_tokens_map_file, "special_tokens_map.json")?;
+    let tok_config = json(&files.tokenizer_config_file, "tokenizer_config.json")?;
+    let mut tokenizer = tokenizers::Tokenizer::from_bytes(&files.tokenizer_file)
+        .map_err(|e| format!("tokenizer.json: {e}"))?;
+    let model_max = tok_config["model_max_length"]
+        .as_f64()
+        .ok_or("tokenizer_config.json has no numeric `model_max_length`")?;
+    let max_length = max_length.min(model_max as f32 as usize);
+    let pad = &tok_config["pad_token"];
+    let pad_token: String = pad
+        .as_str()
+        .or_else(|| pad["content"].as_str())
+        .ok_or("tokenizer_config.json has no string `pad_token`")?
+        .into();
+    let pad_id = config["pad_token_id"]
+        .as_u64()
+        .map(|id| id as u32)
+        .or_else(|| tokenizer.token_to_id(&pad_token))
+        .unwrap_or(0);
+    tokenizer
+        .with_padding(Some(PaddingParams {
+            strategy: PaddingStrategy::BatchLongest,
+            pad_token,
+            pad_id,
+            ..Default::default()
+        }))
+        .with_truncation(Some(TruncationParams {
+            max_length,
+            ..Default::default()
+        }))
+        .map_err(|e| format!("truncation: {e}"))?;
+    if let serde_json::Value::Object(map) = special {
+        for value in map.values() {
+            let token = if let Some(content) = value.as_str() {
+                Some(AddedToken {
+                    content: content.into(),
+                    special: true,
+                    ..Default::default()
+                })
+            } else if let (
+                Some(content),
+                Some(single_word),
+                Some(lstrip),
+                Some(rstrip),
+                Some(normalized),
+            ) = (
+                value["content"].as_str(),
+                value["single_word"].as_bool(),
+                value["lstrip"].as_bool(),
+                value["rstrip"].as_bool(),
+                value["normalized"].as_bool(),
+            ) {
+                Some(AddedToken {
+                    content: content.into(),
+                    special: true,
+                    single_word,
+                    lstrip,
+                    rstrip,
+                    normalized,
+                })
+            } else {
+                None
+            };
+            if let Some(token) = token {
+                tokenizer
+                    .add_special_tokens([token])
+                    .map_err(|e| format!("special tokens: {e}"))?;
+            }
+        }
+    }
+    Ok(tokenizer)
 }
 
 impl LocalEmbedder {
@@ -366,6 +467,13 @@ impl LocalEmbedder {
             special_tokens_map_file: special,
             tokenizer_config_file: tok_config,
         };
+        // fastembed parses the stub; the real tokenizer is built beside the session.
+        let stub_files = fastembed::TokenizerFiles {
+            tokenizer_file: STUB_TOKENIZER.to_vec(),
+            config_file: files.config_file.clone(),
+            special_tokens_map_file: files.special_tokens_map_file.clone(),
+            tokenizer_config_file: files.tokenizer_config_file.clone(),
+        };
         let mut opts = fastembed::InitOptionsUserDefined::default();
         opts.max_length = max_len;
         opts.environment = Some(env);
@@ -387,17 +495,19 @@ impl LocalEmbedder {
             path: dir.to_path_buf(),
             source: e,
         };
-        // The graph is read and handed to ONNX Runtime while another thread hashes
-        // the same open file (a cold load spends ~50 ms on the digest of the fp32
-        // graph, beside ~200 ms of reading and session building).
-        let (model, digest) = std::thread::scope(|s| {
+        // The graph is read and handed to ONNX Runtime while other threads hash
+        // the same open file and parse the tokenizer (a cold fp32 load: ~60 ms of
+        // digest and ~20 ms of tokenizer beside ~60 ms of reading and ~150 ms of
+        // session building, which fastembed would follow with the tokenizer).
+        let (model, digest, tokenizer) = std::thread::scope(|s| {
             let digest = s.spawn(|| file_digest(&graph));
+            let tokenizer = s.spawn(|| model_tokenizer(&files, max_len));
             let model = (|| {
                 let mut onnx = Vec::new();
                 (&graph)
                     .read_to_end(&mut onnx)
                     .map_err(|e| model_error(e.into()))?;
-                let user_model = fastembed::UserDefinedEmbeddingModel::new(onnx, files)
+                let user_model = fastembed::UserDefinedEmbeddingModel::new(onnx, stub_files)
                     .with_pooling(fastembed::Pooling::Mean);
                 fastembed::TextEmbedding::try_new_from_user_defined(user_model, opts)
                     .map_err(|e| model_error(e.into()))
@@ -406,9 +516,14 @@ impl LocalEmbedder {
                 .join()
                 .unwrap_or_else(|_| Err(std::io::Error::other("the digest thread panicked")))
                 .map_err(|e| model_error(e.into()));
-            (model, digest)
+            let tokenizer = tokenizer
+                .join()
+                .unwrap_or_else(|_| Err("the tokenizer thread panicked".into()))
+                .map_err(model_error);
+            (model, digest, tokenizer)
         });
-        let (model, digest) = (model?, digest?);
+        let (mut model, digest) = (model?, digest?);
+        model.tokenizer = tokenizer?;
         // Identity = directory name (+ `:int8`) + a digest of the graph, so a swapped
         // model or another precision rebuilds the index.
         let model_id = format!("{}@{digest}", identity_label(&name, precision));

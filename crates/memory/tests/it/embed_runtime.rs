@@ -284,3 +284,76 @@ fn int8_without_its_file_falls_back_to_fp32() {
     assert_eq!(embed::precision_fallback(&provider), Some(fallback));
     assert!(embed::pending_model_change(&provider, fp.model_id()).is_none());
 }
+
+/// The tokenizer is built beside the ONNX Runtime session (`embed::model_tokenizer`)
+/// and replaces the stub fastembed parsed: it must be the one fastembed builds
+/// itself from the same files (padding, truncation, special tokens), so the
+/// vectors are those of a model fastembed loads whole.
+#[test]
+fn the_tokenizer_built_beside_the_session_is_fastembeds_own() {
+    let (dir, ort) = claw_testkit::model_paths();
+    let read = |name: &str| std::fs::read(dir.join(name)).unwrap();
+    let files = || fastembed::TokenizerFiles {
+        tokenizer_file: read("tokenizer.json"),
+        config_file: read("config.json"),
+        special_tokens_map_file: read("special_tokens_map.json"),
+        tokenizer_config_file: read("tokenizer_config.json"),
+    };
+    let mut opts = fastembed::InitOptionsUserDefined::default();
+    opts.max_length = 256;
+    opts.environment = Some(embed::ort_environment(&ort).unwrap());
+    opts.intra_threads = Some(1);
+    let whole = fastembed::UserDefinedEmbeddingModel::new(read("model.onnx"), files())
+        .with_pooling(fastembed::Pooling::Mean);
+    let mut reference = fastembed::TextEmbedding::try_new_from_user_defined(whole, opts).unwrap();
+
+    let ours = embed::model_tokenizer(&files(), 256).unwrap();
+    let theirs = &reference.tokenizer;
+    assert_eq!(
+        format!("{:?}", ours.get_padding()),
+        format!("{:?}", theirs.get_padding())
+    );
+    assert_eq!(
+        format!("{:?}", ours.get_truncation()),
+        format!("{:?}", theirs.get_truncation())
+    );
+    let added = |t: &tokenizers::Tokenizer| {
+        let mut v: Vec<(u32, String, bool)> = t
+            .get_added_tokens_decoder()
+            .into_iter()
+            .map(|(id, tok)| (id, tok.content, tok.special))
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(added(&ours), added(theirs));
+    let longer = TEXTS[3].repeat(2);
+    let mut texts: Vec<&str> = TEXTS.to_vec();
+    texts.push(&longer);
+    let (a, b) = (
+        ours.encode_batch(texts.clone(), true).unwrap(),
+        theirs.encode_batch(texts.clone(), true).unwrap(),
+    );
+    for (x, y) in a.iter().zip(&b) {
+        assert_eq!(x.get_ids(), y.get_ids());
+        assert_eq!(x.get_attention_mask(), y.get_attention_mask());
+        assert_eq!(x.get_type_ids(), y.get_type_ids());
+    }
+    // The longest text is truncated at 256 and the batch padded to it.
+    assert!(a.iter().all(|e| e.get_ids().len() == 256), "{}", a[0].len());
+    assert_eq!(
+        a[2].get_attention_mask().iter().sum::<u32>(),
+        3,
+        "x: [CLS] x [SEP]"
+    );
+
+    // And the loaded model embeds as the whole fastembed model does.
+    let model = load(LocalRuntime::default());
+    let want = reference.embed(texts.clone(), None).unwrap();
+    let got = model.embed(&texts).unwrap();
+    for (w, g) in want.iter().zip(&got) {
+        let mut w = w.clone();
+        embed::normalize(&mut w);
+        assert!(cosine(&w, g) > 0.99999, "{}", cosine(&w, g));
+    }
+}
