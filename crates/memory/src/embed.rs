@@ -271,7 +271,15 @@ impl TokenCounter for HfTokenCounter {
 /// The default backend: a user-provided ONNX sentence-embedding model run by fastembed
 /// (mean pooling, normalised), with ONNX Runtime loaded from a configured path.
 pub struct LocalEmbedder {
+    /// The first session: every call runs on it; a call of several batches also
+    /// on [`LocalEmbedder::more`]'s.
     model: Mutex<fastembed::TextEmbedding>,
+    /// The other sessions (`threads − 1` of them, one thread each), loaded on
+    /// the first call with work for them: a process that only embeds queries (a
+    /// cold search) never loads them.
+    more: std::sync::OnceLock<Vec<Mutex<fastembed::TextEmbedding>>>,
+    /// What loading another session takes.
+    spec: SessionSpec,
     counter: HfTokenCounter,
     model_id: String,
     dims: usize,
@@ -282,10 +290,6 @@ pub struct LocalEmbedder {
     /// file is missing ([`LocalEmbedder::precision_fallback`]).
     precision: Precision,
 }
-
-/// Most texts handed to fastembed in one call (it holds every text's token-level
-/// output until the call returns: about 0.4 MB per 256-token text).
-pub const EMBED_SLICE: usize = 32;
 
 /// ONNX Runtime is loaded once per process; the environment must outlive every session.
 static ORT_ENV: Mutex<Option<Result<ort::environment::Environment, Arc<RuntimeError>>>> =
@@ -414,6 +418,96 @@ pub fn model_tokenizer(
     Ok(tokenizer)
 }
 
+/// Where a [`LocalEmbedder`]'s sessions come from (to load more on demand).
+#[derive(Debug, Clone)]
+struct SessionSpec {
+    dir: std::path::PathBuf,
+    graph: std::path::PathBuf,
+    /// The graph's identity digest (`file_digest`), checked again on a re-read.
+    digest: String,
+    env: ort::environment::Environment,
+    runtime: LocalRuntime,
+    max_len: usize,
+}
+
+impl SessionSpec {
+    /// fastembed's options for one session: one intra-op thread (the
+    /// embedder's threads are sessions side by side), the runtime's arena and
+    /// spinning.
+    fn options(&self) -> fastembed::InitOptionsUserDefined {
+        let mut opts = fastembed::InitOptionsUserDefined::default();
+        opts.max_length = self.max_len;
+        opts.environment = Some(self.env.clone());
+        opts.intra_threads = Some(1);
+        // Registering the CPU provider explicitly is how the arena is switched
+        // (`EnableCpuMemArena` / `DisableCpuMemArena`); it is the provider used anyway.
+        opts.execution_providers = vec![
+            ort::ep::CPU::default()
+                .with_arena_allocator(self.runtime.cpu_arena)
+                .build()
+                .error_on_failure(),
+        ];
+        let spin = if self.runtime.spinning { "1" } else { "0" };
+        opts.session_config = vec![
+            ("session.intra_op.allow_spinning".into(), spin.into()),
+            ("session.inter_op.allow_spinning".into(), spin.into()),
+        ];
+        opts
+    }
+
+    /// A session of `onnx` with the stub tokenizer (see [`STUB_TOKENIZER`]),
+    /// whose `tokenizer` the caller replaces.
+    fn session(
+        &self,
+        onnx: Vec<u8>,
+        files: &fastembed::TokenizerFiles,
+    ) -> Result<fastembed::TextEmbedding, BoxError> {
+        let stub = fastembed::TokenizerFiles {
+            tokenizer_file: STUB_TOKENIZER.to_vec(),
+            config_file: files.config_file.clone(),
+            special_tokens_map_file: files.special_tokens_map_file.clone(),
+            tokenizer_config_file: files.tokenizer_config_file.clone(),
+        };
+        let user_model = fastembed::UserDefinedEmbeddingModel::new(onnx, stub)
+            .with_pooling(fastembed::Pooling::Mean);
+        Ok(fastembed::TextEmbedding::try_new_from_user_defined(
+            user_model,
+            self.options(),
+        )?)
+    }
+
+    /// Another session of the same graph, with a copy of `tokenizer`.
+    fn another(
+        &self,
+        tokenizer: &tokenizers::Tokenizer,
+    ) -> Result<fastembed::TextEmbedding, BoxError> {
+        let read = |name: &str| std::fs::read(self.dir.join(name));
+        let files = fastembed::TokenizerFiles {
+            tokenizer_file: Vec::new(),
+            config_file: read("config.json")?,
+            special_tokens_map_file: read("special_tokens_map.json")?,
+            tokenizer_config_file: read("tokenizer_config.json")?,
+        };
+        let onnx = std::fs::read(&self.graph)?;
+        // The same graph as the identity says, not one swapped in since.
+        let digest = {
+            use sha2::Digest;
+            hex::encode(&sha2::Sha256::digest(&onnx)[..6])
+        };
+        if digest != self.digest {
+            return Err(format!(
+                "{} changed since the model was loaded (digest {digest}, loaded {})",
+                self.graph.display(),
+                self.digest
+            )
+            .into());
+        }
+        let mut model = self.session(onnx, &files)?;
+        model.tokenizer = tokenizer.clone();
+        Ok(model)
+    }
+}
+
 impl LocalEmbedder {
     /// Load from `model_dir` (model.onnx, tokenizer.json, config.json, special_tokens_map.json,
     /// tokenizer_config.json) with ONNX Runtime at `ort_path`, with the default
@@ -467,30 +561,14 @@ impl LocalEmbedder {
             special_tokens_map_file: special,
             tokenizer_config_file: tok_config,
         };
-        // fastembed parses the stub; the real tokenizer is built beside the session.
-        let stub_files = fastembed::TokenizerFiles {
-            tokenizer_file: STUB_TOKENIZER.to_vec(),
-            config_file: files.config_file.clone(),
-            special_tokens_map_file: files.special_tokens_map_file.clone(),
-            tokenizer_config_file: files.tokenizer_config_file.clone(),
+        let mut spec = SessionSpec {
+            dir: dir.to_path_buf(),
+            graph: dir.join(precision.file_name()),
+            digest: String::new(),
+            env,
+            runtime: *runtime,
+            max_len,
         };
-        let mut opts = fastembed::InitOptionsUserDefined::default();
-        opts.max_length = max_len;
-        opts.environment = Some(env);
-        opts.intra_threads = Some(runtime.effective_threads());
-        // Registering the CPU provider explicitly is how the arena is switched
-        // (`EnableCpuMemArena` / `DisableCpuMemArena`); it is the provider used anyway.
-        opts.execution_providers = vec![
-            ort::ep::CPU::default()
-                .with_arena_allocator(runtime.cpu_arena)
-                .build()
-                .error_on_failure(),
-        ];
-        let spin = if runtime.spinning { "1" } else { "0" };
-        opts.session_config = vec![
-            ("session.intra_op.allow_spinning".into(), spin.into()),
-            ("session.inter_op.allow_spinning".into(), spin.into()),
-        ];
         let model_error = |e: Box<dyn std::error::Error + Send + Sync>| EmbedError::Model {
             path: dir.to_path_buf(),
             source: e,
@@ -507,10 +585,7 @@ impl LocalEmbedder {
                 (&graph)
                     .read_to_end(&mut onnx)
                     .map_err(|e| model_error(e.into()))?;
-                let user_model = fastembed::UserDefinedEmbeddingModel::new(onnx, stub_files)
-                    .with_pooling(fastembed::Pooling::Mean);
-                fastembed::TextEmbedding::try_new_from_user_defined(user_model, opts)
-                    .map_err(|e| model_error(e.into()))
+                spec.session(onnx, &files).map_err(model_error)
             })();
             let digest = digest
                 .join()
@@ -524,6 +599,7 @@ impl LocalEmbedder {
         });
         let (mut model, digest) = (model?, digest?);
         model.tokenizer = tokenizer?;
+        spec.digest = digest.clone();
         // Identity = directory name (+ `:int8`) + a digest of the graph, so a swapped
         // model or another precision rebuilds the index.
         let model_id = format!("{}@{digest}", identity_label(&name, precision));
@@ -532,6 +608,8 @@ impl LocalEmbedder {
         let counter = HfTokenCounter::from_tokenizer(model.tokenizer.clone());
         Ok(LocalEmbedder {
             model: Mutex::new(model),
+            more: std::sync::OnceLock::new(),
+            spec,
             counter,
             model_id,
             dims,
@@ -551,6 +629,44 @@ impl LocalEmbedder {
     /// Texts per model run (`embedding.batch_size`; always 1 for the int8 graph).
     pub fn batch_size(&self) -> usize {
         self.batch_size
+    }
+
+    /// The sessions loaded: 1 until a call had work for more (at most the
+    /// runtime's threads).
+    pub fn sessions(&self) -> usize {
+        1 + self.more.get().map_or(0, Vec::len)
+    }
+
+    /// The sessions besides the first, loaded on first use: `threads − 1` of
+    /// them, one intra-op thread each. Texts embed faster side by side on
+    /// sessions of one thread than on one session of several (2 cores:
+    /// BENCHMARKS.md "Issue 30"). A session that does not load is left out,
+    /// with a warning: the call runs on the others.
+    fn more_sessions(&self) -> &[Mutex<fastembed::TextEmbedding>] {
+        let n = self.runtime.effective_threads();
+        if n <= 1 {
+            return &[];
+        }
+        self.more.get_or_init(|| {
+            let tokenizer = self
+                .model
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .tokenizer
+                .clone();
+            (1..n)
+                .filter_map(|_| match self.spec.another(&tokenizer) {
+                    Ok(m) => Some(Mutex::new(m)),
+                    Err(e) => {
+                        tracing::warn!(
+                            "embedding: another session of {} did not load ({e}); embedding on fewer",
+                            self.spec.dir.display()
+                        );
+                        None
+                    }
+                })
+                .collect()
+        })
     }
 
     /// The threads and memory settings this model runs with.
@@ -715,22 +831,61 @@ impl Embedder for LocalEmbedder {
         // run shortest first (by tokens), so each batch holds texts of about one
         // length, and the vectors go back to the callers' order.
         let order = batch_order(texts, self.batch_size, &self.counter);
-        let mut model = self.model.lock().unwrap_or_else(|p| p.into_inner());
-        // fastembed keeps every batch's token-level output (up to 256 × 384 floats per
-        // text) until the whole call is pooled: 3,610 TWIR chunks in one call held
-        // 1 GiB. Slices bound that to EMBED_SLICE texts.
-        let mut sorted = Vec::with_capacity(texts.len());
-        for slice in order.chunks(EMBED_SLICE.max(self.batch_size)) {
-            let part: Vec<&str> = slice.iter().map(|&i| texts[i]).collect();
-            sorted.extend(
-                model
-                    .embed(part, Some(self.batch_size))
-                    .map_err(|e| EmbedError::Inference(e.into()))?,
-            );
+        // One unit of work is one model batch. fastembed keeps a call's token-level
+        // output (up to 256 × 384 floats per text) until the call is pooled, so a
+        // unit, not the whole call, is what one fastembed call holds.
+        let units: Vec<&[usize]> = order.chunks(self.batch_size).collect();
+        let more = if units.len() > 1 {
+            self.more_sessions()
+        } else {
+            &[]
+        };
+        // Every session pulls the next unit until none is left; each unit's
+        // session is locked only while it runs, so a query from another thread
+        // waits for one batch, not for the call.
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let failed = std::sync::atomic::AtomicBool::new(false);
+        let work = |session: &Mutex<fastembed::TextEmbedding>| {
+            let mut done = Vec::new();
+            while !failed.load(std::sync::atomic::Ordering::Relaxed) {
+                let u = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(unit) = units.get(u) else { break };
+                let part: Vec<&str> = unit.iter().map(|&i| texts[i]).collect();
+                let mut model = session.lock().unwrap_or_else(|p| p.into_inner());
+                match model.embed(part, Some(self.batch_size)) {
+                    Ok(v) if v.len() == unit.len() => done.push((u, v)),
+                    Ok(v) => {
+                        failed.store(true, std::sync::atomic::Ordering::Relaxed);
+                        return Err(EmbedError::Inference(
+                            format!("{} vectors for {} texts", v.len(), unit.len()).into(),
+                        ));
+                    }
+                    Err(e) => {
+                        failed.store(true, std::sync::atomic::Ordering::Relaxed);
+                        return Err(EmbedError::Inference(e.into()));
+                    }
+                }
+            }
+            Ok(done)
+        };
+        let results: Vec<Result<Vec<UnitVectors>, EmbedError>> = std::thread::scope(|s| {
+            let others: Vec<_> = more.iter().map(|m| s.spawn(|| work(m))).collect();
+            let mut all = vec![work(&self.model)];
+            all.extend(others.into_iter().map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(EmbedError::Inference("an embedding thread panicked".into()))
+                })
+            }));
+            all
+        });
+        let mut by_unit: Vec<Vec<Vec<f32>>> = vec![Vec::new(); units.len()];
+        for r in results {
+            for (u, v) in r? {
+                by_unit[u] = v;
+            }
         }
-        drop(model);
         let mut out = vec![Vec::new(); texts.len()];
-        for (v, &i) in sorted.into_iter().zip(&order) {
+        for (v, &i) in by_unit.into_iter().flatten().zip(&order) {
             out[i] = v;
         }
         for v in &mut out {
@@ -745,6 +900,9 @@ impl Embedder for LocalEmbedder {
         self.max_len
     }
 }
+
+/// One unit of work's vectors: (its index, a vector per text).
+type UnitVectors = (usize, Vec<Vec<f32>>);
 
 /// The order `texts` are embedded in: as given for batches of one text (no
 /// padding), else by token count, shortest first (stable), so that a batch pads

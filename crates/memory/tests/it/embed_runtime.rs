@@ -115,20 +115,23 @@ fn a_provider_with_a_runtime_loads_a_working_model() {
 
 #[test]
 fn a_large_call_embeds_like_single_calls() {
-    // More texts than one fastembed slice (`EMBED_SLICE`), in one call.
-    let e = load(LocalRuntime::default());
-    let texts: Vec<String> = (0..embed::EMBED_SLICE * 2 + 3)
+    // Many texts in one call: on two sessions side by side (each unit of work
+    // one model batch), every vector back in its text's place.
+    let e = load(LocalRuntime {
+        threads: Some(2),
+        ..LocalRuntime::default()
+    });
+    assert_eq!(e.sessions(), 1, "a loaded model has one session");
+    e.embed_query("a query needs no second session").unwrap();
+    assert_eq!(e.sessions(), 1);
+    let texts: Vec<String> = (0..67)
         .map(|i| format!("note {i}: {}", TEXTS[i % TEXTS.len()]))
         .collect();
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let all = e.embed(&refs).unwrap();
     assert_eq!(all.len(), refs.len());
-    for i in [
-        0,
-        embed::EMBED_SLICE - 1,
-        embed::EMBED_SLICE,
-        refs.len() - 1,
-    ] {
+    assert_eq!(e.sessions(), 2, "the call ran on two sessions");
+    for i in [0, 1, 31, 32, refs.len() - 1] {
         let one = e.embed(&refs[i..=i]).unwrap();
         let c = cosine(&all[i], &one[0]);
         assert!(c > 0.99999, "text {i}: cosine {c}");
@@ -355,5 +358,37 @@ fn the_tokenizer_built_beside_the_session_is_fastembeds_own() {
         let mut w = w.clone();
         embed::normalize(&mut w);
         assert!(cosine(&w, g) > 0.99999, "{}", cosine(&w, g));
+    }
+}
+
+/// The second session is loaded from the graph file when a call first needs it:
+/// a graph swapped in since the model was loaded (another identity) is refused,
+/// and the call runs on the first session alone, with the loaded model.
+#[test]
+fn a_graph_swapped_after_the_load_is_not_loaded_as_another_session() {
+    let (dir, ort) = claw_testkit::model_paths();
+    let copy = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let p = entry.unwrap().path();
+        if p.is_file() {
+            std::fs::copy(&p, copy.path().join(p.file_name().unwrap())).unwrap();
+        }
+    }
+    let runtime = LocalRuntime {
+        threads: Some(2),
+        ..LocalRuntime::default()
+    };
+    let e = LocalEmbedder::load_with(Some(copy.path()), Some(&ort), 1, &runtime).unwrap();
+    let want = load(runtime).embed(&TEXTS).unwrap();
+    // Another graph under the same name (the int8 one: a different digest).
+    std::fs::copy(
+        int8_model_dir().join(Precision::Int8.file_name()),
+        copy.path().join("model.onnx"),
+    )
+    .unwrap();
+    let got = e.embed(&TEXTS).unwrap();
+    assert_eq!(e.sessions(), 1, "the swapped graph was not loaded");
+    for (g, w) in got.iter().zip(&want) {
+        assert!(cosine(g, w) > 0.99999);
     }
 }
