@@ -83,15 +83,18 @@ impl Precision {
     }
 }
 
-/// How the local backend's model runs: which graph ([`Precision`]), ONNX
-/// Runtime's intra-op threads, the CPU memory arena and thread spinning.
+/// How the local backend's model runs: which graph ([`Precision`]), how many
+/// ONNX Runtime sessions run side by side (one intra-op thread each), the CPU
+/// memory arena and thread spinning.
 /// [`LocalRuntime::default`] is the measured default (BENCHMARKS.md, "The warm
 /// model"); the binary overrides `threads` from `embedding.threads` /
 /// `CLAW_EMBED_THREADS` and `precision` from `embedding.precision`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct LocalRuntime {
-    /// Intra-op threads; `None` = [`LocalRuntime::DEFAULT_MAX_THREADS`] capped by the
-    /// CPUs this process may use.
+    /// Threads the model runs on: as many sessions, one intra-op thread each
+    /// (a call of several batches runs them side by side; the sessions after the
+    /// first load on the first such call). `None` =
+    /// [`LocalRuntime::DEFAULT_MAX_THREADS`] capped by the CPUs this process may use.
     pub threads: Option<usize>,
     /// ONNX Runtime's CPU memory arena. It keeps every block it ever grew to
     /// (1 GiB after long chunks), so it is off by default.

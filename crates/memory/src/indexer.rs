@@ -337,6 +337,31 @@ struct Run<'a> {
     progress: &'a dyn Fn(Progress),
     /// When the open write group started (see [`GROUP_COMMIT_INTERVAL`]).
     group_started: Instant,
+    /// Files whose chunks wait for their embeddings ([`EMBED_AHEAD`]), in order.
+    pending: Vec<PendingWrite>,
+    /// Texts the pending files still need embedded.
+    pending_texts: usize,
+}
+
+/// The indexer embeds the chunks of consecutive files in one call, up to about
+/// this many texts: most notes are one or two chunks, and a call of many
+/// batches runs the model's sessions side by side (`embed::LocalEmbedder`).
+/// Each file is still written in its own savepoint, in order, once its vectors
+/// are in; a file is never pending twice, and a removal waits for the writes
+/// before it.
+pub const EMBED_AHEAD: usize = 32;
+
+/// A file's chunks with their cached vectors, waiting for the rest.
+struct PendingWrite {
+    source: String,
+    record: FileRecord,
+    pieces: Vec<Piece>,
+    hashes: Vec<String>,
+    /// (hash, text) of the chunks the cache did not have (distinct).
+    missing: Vec<(String, String)>,
+    vectors: HashMap<String, Vec<f32>>,
+    mode: WriteMode,
+    rechunk_from: Option<usize>,
 }
 
 /// File writes are grouped into one SQLite transaction for at most this long:
@@ -547,6 +572,8 @@ impl<'a> Run<'a> {
             model,
             progress,
             group_started: Instant::now(),
+            pending: Vec::new(),
+            pending_texts: 0,
         })
     }
 
@@ -561,6 +588,7 @@ impl<'a> Run<'a> {
     }
 
     fn finish(mut self, started: Instant) -> Result<IndexReport, IndexError> {
+        self.flush_writes()?;
         self.store
             .prune_cache(self.settings.memory.cache_max_entries)?;
         self.store
@@ -645,6 +673,7 @@ impl<'a> Run<'a> {
     }
 
     fn remove(&mut self, source: &str, path: &str) -> Result<(), IndexError> {
+        self.flush_writes()?;
         let n = self.store.remove_file(source, path)?;
         self.report.files_removed += 1;
         self.report.chunks_removed += n;
@@ -658,6 +687,14 @@ impl<'a> Run<'a> {
         f: &DiskFile,
         stored: Option<&FileRecord>,
     ) -> Result<(), IndexError> {
+        // A file is read against its stored record: one still pending is written first.
+        if self
+            .pending
+            .iter()
+            .any(|p| p.source == src.name && p.record.path == f.rel)
+        {
+            self.flush_writes()?;
+        }
         if f.size as u64 > self.settings.memory.max_file_bytes {
             let msg = format!(
                 "skipped: {} is over the {} limit",
@@ -841,7 +878,8 @@ impl<'a> Run<'a> {
 
     /// [`Self::write`], first dropping the file's chunks from line `rechunk_from`
     /// on (an appended transcript's trailing exchange, read again) once the new
-    /// chunks are embedded.
+    /// chunks are embedded. The chunks the cache lacks wait with the file for
+    /// the next call of the model ([`EMBED_AHEAD`]).
     fn write_from(
         &mut self,
         src: &SourceRoot,
@@ -861,62 +899,132 @@ impl<'a> Run<'a> {
             .map(|t| sha256_hex(t.as_bytes()))
             .collect();
         let mut vectors: HashMap<String, Vec<f32>> = HashMap::new();
-        let mut embedded = 0;
+        let mut missing: Vec<(String, String)> = Vec::new();
         if let Some(e) = self.embedder {
             let refs: Vec<&str> = hashes.iter().map(String::as_str).collect();
             vectors = self
                 .store
                 .cached_embeddings(e.provider(), e.model_id(), &refs)?;
-            let mut missing: Vec<(String, &str)> = Vec::new();
             for (h, t) in hashes.iter().zip(&embed_texts) {
                 if !vectors.contains_key(h) && !missing.iter().any(|(m, _)| m == h) {
-                    missing.push((h.clone(), t.as_ref()));
+                    missing.push((h.clone(), t.to_string()));
                 }
             }
             self.report.cache_hits += hashes.len() - missing.len();
-            if !missing.is_empty() {
-                let texts: Vec<&str> = missing.iter().map(|(_, t)| *t).collect();
-                match e.embed(&texts) {
-                    Ok(vs) if vs.len() == texts.len() => {
-                        let fresh: Vec<(String, Vec<f32>)> =
-                            missing.iter().map(|(h, _)| h.clone()).zip(vs).collect();
-                        self.store.put_cache(e.provider(), e.model_id(), &fresh)?;
-                        embedded = fresh.len();
-                        vectors.extend(fresh);
-                    }
-                    Ok(vs) => {
-                        let msg = format!(
-                            "skipped: embedder returned {} vectors for {} texts",
-                            vs.len(),
-                            texts.len()
-                        );
-                        self.issue(
-                            &src.name,
-                            &record.path,
-                            &msg,
-                            true,
-                            IssueReason::EmbedFailed,
-                        );
-                        return Ok(());
-                    }
-                    Err(err) => {
-                        self.issue(
-                            &src.name,
-                            &record.path,
-                            &format!("skipped: {err}"),
-                            true,
-                            IssueReason::EmbedFailed,
-                        );
-                        return Ok(());
-                    }
-                }
-            }
         }
+        drop(embed_texts);
+        self.pending_texts += missing.len();
+        self.pending.push(PendingWrite {
+            source: src.name.clone(),
+            record: record.clone(),
+            pieces,
+            hashes,
+            missing,
+            vectors,
+            mode,
+            rechunk_from,
+        });
+        if self.pending_texts >= EMBED_AHEAD || self.embedder.is_none() {
+            self.flush_writes()?;
+        }
+        Ok(())
+    }
+
+    /// Embed every pending file's missing chunks in one call (each distinct
+    /// text once), then write the files in order. When the call fails, each
+    /// file is embedded on its own, so the failure is the issue of the files
+    /// it belongs to and the others are written.
+    fn flush_writes(&mut self) -> Result<(), IndexError> {
+        let mut pending = std::mem::take(&mut self.pending);
+        self.pending_texts = 0;
+        let Some(e) = self.embedder else {
+            for p in pending {
+                self.write_pending(p, 0)?;
+            }
+            return Ok(());
+        };
+        let mut seen = std::collections::HashSet::new();
+        let (hashes, texts): (Vec<&str>, Vec<&str>) = pending
+            .iter()
+            .flat_map(|p| p.missing.iter())
+            .filter(|(h, _)| seen.insert(h.as_str()))
+            .map(|(h, t)| (h.as_str(), t.as_str()))
+            .unzip();
+        if texts.is_empty() {
+            for p in pending {
+                self.write_pending(p, 0)?;
+            }
+            return Ok(());
+        }
+        let failure = match e.embed(&texts) {
+            Ok(vs) if vs.len() == texts.len() => {
+                let fresh: Vec<(String, Vec<f32>)> =
+                    hashes.iter().map(|h| h.to_string()).zip(vs).collect();
+                self.store.put_cache(e.provider(), e.model_id(), &fresh)?;
+                let fresh: HashMap<String, Vec<f32>> = fresh.into_iter().collect();
+                // The first file to need a text embedded it; later ones found
+                // it in the cache, as when each file was embedded on its own.
+                let mut counted = std::collections::HashSet::new();
+                for mut p in pending {
+                    let mut embedded = 0;
+                    for (h, _) in &p.missing {
+                        if let Some(v) = fresh.get(h) {
+                            p.vectors.insert(h.clone(), v.clone());
+                        }
+                        if counted.insert(h.clone()) {
+                            embedded += 1;
+                        } else {
+                            self.report.cache_hits += 1;
+                        }
+                    }
+                    self.write_pending(p, embedded)?;
+                }
+                return Ok(());
+            }
+            Ok(vs) => format!(
+                "skipped: embedder returned {} vectors for {} texts",
+                vs.len(),
+                texts.len()
+            ),
+            Err(err) => format!("skipped: {err}"),
+        };
+        if pending.len() > 1 {
+            for p in pending {
+                self.pending_texts = p.missing.len();
+                self.pending.push(p);
+                self.flush_writes()?;
+            }
+            return Ok(());
+        }
+        if let Some(p) = pending.pop() {
+            self.issue(
+                &p.source,
+                &p.record.path,
+                &failure,
+                true,
+                IssueReason::EmbedFailed,
+            );
+        }
+        Ok(())
+    }
+
+    /// Write one file whose vectors are in (`embedded` of them computed for it).
+    fn write_pending(&mut self, p: PendingWrite, embedded: usize) -> Result<(), IndexError> {
+        let PendingWrite {
+            source,
+            record,
+            pieces,
+            hashes,
+            vectors,
+            mode,
+            rechunk_from,
+            ..
+        } = p;
         let chunks: Vec<NewChunk> = pieces
             .into_iter()
             .zip(hashes)
             .map(|(p, hash)| NewChunk {
-                id: chunk_id(&src.name, &record.path, p.start, p.end, &hash, &self.model),
+                id: chunk_id(&source, &record.path, p.start, p.end, &hash, &self.model),
                 start_line: p.start,
                 end_line: p.end,
                 embedding: vectors.get(&hash).cloned(),
@@ -927,14 +1035,13 @@ impl<'a> Run<'a> {
             })
             .collect();
         let removed = match (mode, rechunk_from) {
-            (WriteMode::Replace, _) => self.store.chunk_count(&src.name, &record.path)?,
+            (WriteMode::Replace, _) => self.store.chunk_count(&source, &record.path)?,
             (WriteMode::Append, Some(line)) => {
-                self.store
-                    .remove_chunks_from(&src.name, &record.path, line)?
+                self.store.remove_chunks_from(&source, &record.path, line)?
             }
             (WriteMode::Append, None) => 0,
         };
-        self.store.write_file(record, &chunks, mode, &self.model)?;
+        self.store.write_file(&record, &chunks, mode, &self.model)?;
         self.report.files_changed += 1;
         self.report.chunks_added += chunks.len();
         self.report.chunks_removed += removed;

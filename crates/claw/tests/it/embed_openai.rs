@@ -41,10 +41,10 @@ fn openai_compatible_embeddings_index_and_search() {
         ("memory/cats.md", "Our cat sleeps on the radiator.\n"),
     ]);
     let ws = dir.path();
-    // One request per file (MEMORY.md first), then one for the query.
+    // One request for both files (the indexer embeds consecutive files' chunks
+    // together, MEMORY.md first), then one for the query.
     let server = ScriptedServer::start([
-        embeddings(&[[1.0, 0.0, 0.0, 0.0]]),
-        embeddings(&[[0.0, 1.0, 0.0, 0.0]]),
+        embeddings(&[[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0]]),
         embeddings(&[[0.1, 0.9, 0.0, 0.0]]),
     ]);
     let config = ws.join("config.json");
@@ -72,6 +72,10 @@ fn openai_compatible_embeddings_index_and_search() {
         reqs[0].json["input"][0],
         "MEMORY\n\nThe ferry to the island leaves at nine."
     );
+    assert_eq!(
+        reqs[0].json["input"][1],
+        "cats\n\nOur cat sleeps on the radiator."
+    );
 
     // A query with no shared words: only the vector stage (via the endpoint) finds it.
     let out = claw_testkit::run_ok(claw(ws, &config).args([
@@ -85,7 +89,7 @@ fn openai_compatible_embeddings_index_and_search() {
     let s: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(s["fallback"], Value::Null, "{s}");
     assert_eq!(s["results"][0]["path"], "memory/cats.md", "{s}");
-    assert_eq!(server.requests()[2].json["input"][0], "pet resting spot");
+    assert_eq!(server.requests()[1].json["input"][0], "pet resting spot");
 
     // The endpoint failing: keyword-only search that says so, never an error.
     server.push(Reply::json(
@@ -96,4 +100,65 @@ fn openai_compatible_embeddings_index_and_search() {
     let s: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(s["fallback"].is_string(), "{s}");
     assert_eq!(s["results"][0]["path"], "MEMORY.md");
+}
+
+/// The indexer embeds consecutive files' chunks in one request (here three
+/// one-chunk notes); when that request fails, each file is embedded on its own,
+/// so the failure is the issue of the one file whose request failed and the
+/// others are indexed with their vectors.
+#[test]
+fn consecutive_files_share_a_request_and_a_failure_is_one_files_issue() {
+    let dir = claw_testkit::workspace(&[
+        ("memory/a.md", "Apples ripen in the cellar.\n"),
+        ("memory/b.md", "Bees swarm in late spring.\n"),
+        ("memory/c.md", "Cedar smells of pencils.\n"),
+    ]);
+    let ws = dir.path();
+    let overloaded = || Reply::json(500, json!({"error": {"message": "overloaded"}}));
+    let server = ScriptedServer::start([
+        overloaded(),                        // a, b and c together
+        embeddings(&[[1.0, 0.0, 0.0, 0.0]]), // a alone
+        overloaded(),                        // b alone
+        embeddings(&[[0.0, 0.0, 1.0, 0.0]]), // c alone
+    ]);
+    let config = ws.join("config.json");
+    std::fs::write(
+        &config,
+        json!({"embedding": {"provider": "openai", "base_url": server.url(), "model": "tiny-embed",
+               "api_key_env": "EMBED_KEY", "dims": 4}})
+        .to_string(),
+    )
+    .unwrap();
+    let out = claw(ws, &config)
+        .args(["memory", "index", "--json"])
+        .output()
+        .unwrap();
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let inputs: Vec<usize> = server
+        .requests()
+        .iter()
+        .map(|q| q.json["input"].as_array().map_or(0, Vec::len))
+        .collect();
+    assert_eq!(inputs, [3, 1, 1, 1], "{r}");
+    assert_eq!(r["embeddings_computed"], 2, "{r}");
+    let issues = r["issues"].as_array().unwrap();
+    assert_eq!(issues.len(), 1, "{r}");
+    assert_eq!(issues[0]["path"], "memory/b.md", "{r}");
+    // a and c are searchable by their vectors; b is not indexed.
+    let rows = |sql: &str| -> Vec<String> {
+        let c = rusqlite::Connection::open(r["db_path"].as_str().unwrap()).unwrap();
+        let mut st = c.prepare(sql).unwrap();
+        st.query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    };
+    assert_eq!(
+        rows("SELECT path FROM chunks WHERE embedding IS NOT NULL ORDER BY path"),
+        ["memory/a.md", "memory/c.md"]
+    );
+    assert_eq!(
+        rows("SELECT path FROM files ORDER BY path"),
+        ["memory/a.md", "memory/c.md"]
+    );
 }
