@@ -347,8 +347,8 @@ struct Run<'a> {
 /// this many texts: most notes are one or two chunks, and a call of many
 /// batches runs the model's sessions side by side (`embed::LocalEmbedder`).
 /// Each file is still written in its own savepoint, in order, once its vectors
-/// are in; a file is never pending twice, and a removal waits for the writes
-/// before it.
+/// are in; at most this many files wait, a file is never pending twice, and a
+/// removal waits for the writes before it.
 pub const EMBED_AHEAD: usize = 32;
 
 /// A file's chunks with their cached vectors, waiting for the rest.
@@ -913,8 +913,7 @@ impl<'a> Run<'a> {
             self.report.cache_hits += hashes.len() - missing.len();
         }
         drop(embed_texts);
-        self.pending_texts += missing.len();
-        self.pending.push(PendingWrite {
+        let write = PendingWrite {
             source: src.name.clone(),
             record: record.clone(),
             pieces,
@@ -923,8 +922,16 @@ impl<'a> Run<'a> {
             vectors,
             mode,
             rechunk_from,
-        });
-        if self.pending_texts >= EMBED_AHEAD || self.embedder.is_none() {
+        };
+        if write.missing.is_empty() && self.pending.is_empty() {
+            // Nothing to wait for (every vector cached, or keyword-only).
+            return self.write_pending(write, 0);
+        }
+        self.pending_texts += write.missing.len();
+        self.pending.push(write);
+        // Bounded in texts and in files (files whose vectors are all cached
+        // wait behind one that is not).
+        if self.pending_texts >= EMBED_AHEAD || self.pending.len() >= EMBED_AHEAD {
             self.flush_writes()?;
         }
         Ok(())

@@ -22,6 +22,19 @@ fn claw(ws: &Path, config: &Path) -> Command {
     c
 }
 
+/// A config file in `ws` for the `openai` backend at `server` (4 dimensions).
+fn config(ws: &Path, server: &ScriptedServer) -> std::path::PathBuf {
+    let config = ws.join("config.json");
+    std::fs::write(
+        &config,
+        json!({"embedding": {"provider": "openai", "base_url": server.url(), "model": "tiny-embed",
+               "api_key_env": "EMBED_KEY", "dims": 4}})
+        .to_string(),
+    )
+    .unwrap();
+    config
+}
+
 fn embeddings(vectors: &[[f32; 4]]) -> Reply {
     let data: Vec<Value> = vectors
         .iter()
@@ -47,14 +60,7 @@ fn openai_compatible_embeddings_index_and_search() {
         embeddings(&[[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0]]),
         embeddings(&[[0.1, 0.9, 0.0, 0.0]]),
     ]);
-    let config = ws.join("config.json");
-    std::fs::write(
-        &config,
-        json!({"embedding": {"provider": "openai", "base_url": server.url(), "model": "tiny-embed",
-               "api_key_env": "EMBED_KEY", "dims": 4}})
-        .to_string(),
-    )
-    .unwrap();
+    let config = config(ws, &server);
 
     let out = claw_testkit::run_ok(claw(ws, &config).args(["memory", "index", "--json"]));
     let r: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -121,14 +127,7 @@ fn consecutive_files_share_a_request_and_a_failure_is_one_files_issue() {
         overloaded(),                        // b alone
         embeddings(&[[0.0, 0.0, 1.0, 0.0]]), // c alone
     ]);
-    let config = ws.join("config.json");
-    std::fs::write(
-        &config,
-        json!({"embedding": {"provider": "openai", "base_url": server.url(), "model": "tiny-embed",
-               "api_key_env": "EMBED_KEY", "dims": 4}})
-        .to_string(),
-    )
-    .unwrap();
+    let config = config(ws, &server);
     let out = claw(ws, &config)
         .args(["memory", "index", "--json"])
         .output()
