@@ -1432,6 +1432,20 @@ impl CmdlineVictim {
             .arg(format!("--db-password={secret}"))
             .spawn()
             .unwrap();
+        // Until the child has exec'd, its /proc cmdline is the forked test
+        // binary's, without the secret: every attack would miss it, the control
+        // as well (seen in CI), and a hidden secret would prove nothing.
+        let cmdline = format!("/proc/{}/cmdline", child.id());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !std::fs::read(&cmdline)
+            .is_ok_and(|b| String::from_utf8_lossy(&b).contains(secret.as_str()))
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the victim never showed its command line"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
         CmdlineVictim { child, secret }
     }
 }
