@@ -944,12 +944,6 @@ impl<'a> Run<'a> {
     fn flush_writes(&mut self) -> Result<(), IndexError> {
         let mut pending = std::mem::take(&mut self.pending);
         self.pending_texts = 0;
-        let Some(e) = self.embedder else {
-            for p in pending {
-                self.write_pending(p, 0)?;
-            }
-            return Ok(());
-        };
         let mut seen = std::collections::HashSet::new();
         let (hashes, texts): (Vec<&str>, Vec<&str>) = pending
             .iter()
@@ -957,12 +951,13 @@ impl<'a> Run<'a> {
             .filter(|(h, _)| seen.insert(h.as_str()))
             .map(|(h, t)| (h.as_str(), t.as_str()))
             .unzip();
-        if texts.is_empty() {
+        // Nothing to embed (keyword-only files have nothing missing).
+        let Some(e) = self.embedder.filter(|_| !texts.is_empty()) else {
             for p in pending {
                 self.write_pending(p, 0)?;
             }
             return Ok(());
-        }
+        };
         let failure = match e.embed(&texts) {
             Ok(vs) if vs.len() == texts.len() => {
                 let fresh: Vec<(String, Vec<f32>)> =
