@@ -1,14 +1,15 @@
-//! Embedding backends behind one [`Embedder`] trait: the local fastembed/ONNX
-//! model (default), an OpenAI-compatible `/v1/embeddings` endpoint, or none
+//! Embedding backends behind one [`Embedder`] trait: the local ONNX model run
+//! by ONNX Runtime (default; [`onnx`]), an OpenAI-compatible `/v1/embeddings` endpoint, or none
 //! (keyword-only). All calls are blocking; run them off the async runtime.
 
 #![warn(missing_docs)]
+
+mod onnx;
 
 use crate::chunk::{ApproxCounter, TokenCounter};
 use crate::config::{
     ENV_EMBED_MODEL_DIR, ENV_ORT_DYLIB_PATH, EmbedProvider, LocalRuntime, Precision,
 };
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -105,7 +106,7 @@ fn show_status(status: u16) -> String {
         .unwrap_or_else(|_| status.to_string())
 }
 
-/// A boxed error from a backend library (fastembed, tokenizers, ort).
+/// A boxed error from a backend library (tokenizers, ort).
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Why ONNX Runtime did not load.
@@ -259,6 +260,19 @@ fn file_digest(file: &std::fs::File) -> std::io::Result<String> {
     Ok(hex::encode(&hasher.finalize()[..6]))
 }
 
+/// Whether `path` still names the open `file` (same device, inode, size and
+/// modification time): nothing renamed over it or rewrote it since it was opened.
+fn same_file(file: &std::fs::File, path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (file.metadata(), std::fs::metadata(path)) {
+        (Ok(a), Ok(b)) => {
+            (a.dev(), a.ino(), a.len(), a.mtime(), a.mtime_nsec())
+                == (b.dev(), b.ino(), b.len(), b.mtime(), b.mtime_nsec())
+        }
+        _ => false,
+    }
+}
+
 impl TokenCounter for HfTokenCounter {
     fn count(&self, text: &str) -> usize {
         match self.tokenizer.encode(text, false) {
@@ -268,18 +282,21 @@ impl TokenCounter for HfTokenCounter {
     }
 }
 
-/// The default backend: a user-provided ONNX sentence-embedding model run by fastembed
-/// (mean pooling, normalised), with ONNX Runtime loaded from a configured path.
+/// The default backend: a user-provided ONNX sentence-embedding model run by ONNX
+/// Runtime (mean pooling, normalised; [`onnx`]), with ONNX Runtime loaded from a
+/// configured path.
 pub struct LocalEmbedder {
     /// The first session: every call runs on it; a call of several batches also
     /// on [`LocalEmbedder::more`]'s.
-    model: Mutex<fastembed::TextEmbedding>,
+    model: Mutex<onnx::OnnxSession>,
     /// The other sessions (`threads − 1` of them, one thread each), loaded on
     /// the first call with work for them: a process that only embeds queries (a
     /// cold search) never loads them.
-    more: std::sync::OnceLock<Vec<Mutex<fastembed::TextEmbedding>>>,
+    more: std::sync::OnceLock<Vec<Mutex<onnx::OnnxSession>>>,
     /// What loading another session takes.
     spec: SessionSpec,
+    /// The model's tokenizer (padding, truncation), shared by the sessions.
+    tokenizer: tokenizers::Tokenizer,
     counter: HfTokenCounter,
     model_id: String,
     dims: usize,
@@ -323,12 +340,19 @@ fn init_ort(path: &Path) -> Result<ort::environment::Environment, EmbedError> {
     }
 }
 
-/// A `tokenizer.json` that parses in microseconds (one word-level token): what
-/// [`LocalEmbedder::load_with`] hands fastembed, which builds the ONNX Runtime
-/// session and then the tokenizer one after the other. The model's own tokenizer
-/// ([`model_tokenizer`], ~20 ms to parse) is built on another thread meanwhile
-/// and replaces it (`TextEmbedding::tokenizer` is public).
-const STUB_TOKENIZER: &[u8] = br#"{"version":"1.0","truncation":null,"padding":null,"added_tokens":[],"normalizer":null,"pre_tokenizer":null,"post_processor":null,"decoder":null,"model":{"type":"WordLevel","vocab":{"[UNK]":0},"unk_token":"[UNK]"}}"#;
+/// The files a model directory's tokenizer is built from (as named in a
+/// sentence-transformers export).
+#[derive(Debug, Clone, Default)]
+pub struct TokenizerFiles {
+    /// `tokenizer.json`.
+    pub tokenizer_file: Vec<u8>,
+    /// `config.json`.
+    pub config_file: Vec<u8>,
+    /// `special_tokens_map.json`.
+    pub special_tokens_map_file: Vec<u8>,
+    /// `tokenizer_config.json`.
+    pub tokenizer_config_file: Vec<u8>,
+}
 
 /// The model's tokenizer configured as fastembed 7.7's `load_tokenizer` does for a
 /// user-defined model: `tokenizer.json` with padding to the batch's longest text
@@ -337,7 +361,7 @@ const STUB_TOKENIZER: &[u8] = br#"{"version":"1.0","truncation":null,"padding":n
 /// the special tokens of `special_tokens_map.json`. A test checks it against
 /// fastembed's own on the real model (`embed_runtime`).
 pub fn model_tokenizer(
-    files: &fastembed::TokenizerFiles,
+    files: &TokenizerFiles,
     max_length: usize,
 ) -> Result<tokenizers::Tokenizer, BoxError> {
     use tokenizers::{AddedToken, PaddingParams, PaddingStrategy, TruncationParams};
@@ -427,72 +451,16 @@ struct SessionSpec {
     digest: String,
     env: ort::environment::Environment,
     runtime: LocalRuntime,
-    max_len: usize,
 }
 
 impl SessionSpec {
-    /// fastembed's options for one session: one intra-op thread (the
-    /// embedder's threads are sessions side by side), the runtime's arena and
-    /// spinning.
-    fn options(&self) -> fastembed::InitOptionsUserDefined {
-        let mut opts = fastembed::InitOptionsUserDefined::default();
-        opts.max_length = self.max_len;
-        opts.environment = Some(self.env.clone());
-        opts.intra_threads = Some(1);
-        // Registering the CPU provider explicitly is how the arena is switched
-        // (`EnableCpuMemArena` / `DisableCpuMemArena`); it is the provider used anyway.
-        opts.execution_providers = vec![
-            ort::ep::CPU::default()
-                .with_arena_allocator(self.runtime.cpu_arena)
-                .build()
-                .error_on_failure(),
-        ];
-        let spin = if self.runtime.spinning { "1" } else { "0" };
-        opts.session_config = vec![
-            ("session.intra_op.allow_spinning".into(), spin.into()),
-            ("session.inter_op.allow_spinning".into(), spin.into()),
-        ];
-        opts
-    }
-
-    /// A session of `onnx` with the stub tokenizer (see [`STUB_TOKENIZER`]),
-    /// whose `tokenizer` the caller replaces.
-    fn session(
-        &self,
-        onnx: Vec<u8>,
-        files: &fastembed::TokenizerFiles,
-    ) -> Result<fastembed::TextEmbedding, BoxError> {
-        let stub = fastembed::TokenizerFiles {
-            tokenizer_file: STUB_TOKENIZER.to_vec(),
-            config_file: files.config_file.clone(),
-            special_tokens_map_file: files.special_tokens_map_file.clone(),
-            tokenizer_config_file: files.tokenizer_config_file.clone(),
-        };
-        let user_model = fastembed::UserDefinedEmbeddingModel::new(onnx, stub)
-            .with_pooling(fastembed::Pooling::Mean);
-        Ok(fastembed::TextEmbedding::try_new_from_user_defined(
-            user_model,
-            self.options(),
-        )?)
-    }
-
-    /// Another session of the same graph, with a copy of `tokenizer`.
-    fn another(
-        &self,
-        tokenizer: &tokenizers::Tokenizer,
-    ) -> Result<fastembed::TextEmbedding, BoxError> {
-        let read = |name: &str| std::fs::read(self.dir.join(name));
-        let files = fastembed::TokenizerFiles {
-            tokenizer_file: Vec::new(),
-            config_file: read("config.json")?,
-            special_tokens_map_file: read("special_tokens_map.json")?,
-            tokenizer_config_file: read("tokenizer_config.json")?,
-        };
-        let onnx = std::fs::read(&self.graph)?;
-        // The same graph as the identity says, not one swapped in since.
+    /// Another session of the same graph, read again and checked against the
+    /// identity digest: a graph swapped in since the load is refused.
+    fn another(&self) -> Result<onnx::OnnxSession, BoxError> {
+        let bytes = std::fs::read(&self.graph)?;
         let digest = {
             use sha2::Digest;
-            hex::encode(&sha2::Sha256::digest(&onnx)[..6])
+            hex::encode(&sha2::Sha256::digest(&bytes)[..6])
         };
         if digest != self.digest {
             return Err(format!(
@@ -502,9 +470,7 @@ impl SessionSpec {
             )
             .into());
         }
-        let mut model = self.session(onnx, &files)?;
-        model.tokenizer = tokenizer.clone();
-        Ok(model)
+        onnx::OnnxSession::load(&self.env, onnx::Graph::Bytes(&bytes), &self.runtime)
     }
 }
 
@@ -555,61 +521,67 @@ impl LocalEmbedder {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "local".into());
-        let files = fastembed::TokenizerFiles {
+        let files = TokenizerFiles {
             tokenizer_file,
             config_file,
             special_tokens_map_file: special,
             tokenizer_config_file: tok_config,
         };
+        let graph_path = dir.join(precision.file_name());
         let mut spec = SessionSpec {
             dir: dir.to_path_buf(),
-            graph: dir.join(precision.file_name()),
+            graph: graph_path.clone(),
             digest: String::new(),
             env,
             runtime: *runtime,
-            max_len,
         };
-        let model_error = |e: Box<dyn std::error::Error + Send + Sync>| EmbedError::Model {
+        let model_error = |e: BoxError| EmbedError::Model {
             path: dir.to_path_buf(),
             source: e,
         };
-        // The graph is read and handed to ONNX Runtime while other threads hash
-        // the same open file and parse the tokenizer (a cold fp32 load: ~60 ms of
-        // digest and ~20 ms of tokenizer beside ~60 ms of reading and ~150 ms of
-        // session building, which fastembed would follow with the tokenizer).
-        let (model, digest, tokenizer) = std::thread::scope(|s| {
-            let digest = s.spawn(|| file_digest(&graph));
-            let tokenizer = s.spawn(|| model_tokenizer(&files, max_len));
-            let model = (|| {
-                let mut onnx = Vec::new();
-                (&graph)
-                    .read_to_end(&mut onnx)
-                    .map_err(|e| model_error(e.into()))?;
-                spec.session(onnx, &files).map_err(model_error)
-            })();
-            let digest = digest
-                .join()
-                .unwrap_or_else(|_| Err(std::io::Error::other("the digest thread panicked")))
-                .map_err(|e| model_error(e.into()));
-            let tokenizer = tokenizer
+        // ONNX Runtime reads the graph file and builds the session while one
+        // other thread parses the tokenizer and then hashes the open graph file
+        // (int8: ~45 ms of session beside ~20 ms of tokenizer and ~15 ms of
+        // digest; fp32: ~140 ms beside ~20 and ~50). One helper thread, not
+        // two: on two cores a third busy thread slows the session down.
+        let (model, helper) = std::thread::scope(|s| {
+            let helper = s.spawn(|| {
+                let tokenizer = model_tokenizer(&files, max_len)?;
+                let digest = file_digest(&graph)?;
+                Ok::<_, BoxError>((tokenizer, digest))
+            });
+            let model = onnx::OnnxSession::load(&spec.env, onnx::Graph::File(&graph_path), runtime)
+                .map_err(model_error);
+            let helper = helper
                 .join()
                 .unwrap_or_else(|_| Err("the tokenizer thread panicked".into()))
                 .map_err(model_error);
-            (model, digest, tokenizer)
+            (model, helper)
         });
-        let (mut model, digest) = (model?, digest?);
-        model.tokenizer = tokenizer?;
+        let (model, (tokenizer, digest)) = (model?, helper?);
+        // ONNX Runtime opened the graph by its path: it must still be the file
+        // that was hashed (not one renamed over it meanwhile).
+        if !same_file(&graph, &graph_path) {
+            return Err(model_error(
+                format!(
+                    "{} was replaced while the model loaded; load it again",
+                    graph_path.display()
+                )
+                .into(),
+            ));
+        }
         spec.digest = digest.clone();
         // Identity = directory name (+ `:int8`) + a digest of the graph, so a swapped
         // model or another precision rebuilds the index.
         let model_id = format!("{}@{digest}", identity_label(&name, precision));
         // The token counter is the model's own tokenizer without padding or
         // truncation (a copy: parsing tokenizer.json again costs ~20 ms).
-        let counter = HfTokenCounter::from_tokenizer(model.tokenizer.clone());
+        let counter = HfTokenCounter::from_tokenizer(tokenizer.clone());
         Ok(LocalEmbedder {
             model: Mutex::new(model),
             more: std::sync::OnceLock::new(),
             spec,
+            tokenizer,
             counter,
             model_id,
             dims,
@@ -642,20 +614,14 @@ impl LocalEmbedder {
     /// sessions of one thread than on one session of several (2 cores:
     /// BENCHMARKS.md "Issue 30"). A session that does not load is left out,
     /// with a warning: the call runs on the others.
-    fn more_sessions(&self) -> &[Mutex<fastembed::TextEmbedding>] {
+    fn more_sessions(&self) -> &[Mutex<onnx::OnnxSession>] {
         let n = self.runtime.effective_threads();
         if n <= 1 {
             return &[];
         }
         self.more.get_or_init(|| {
-            let tokenizer = self
-                .model
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .tokenizer
-                .clone();
             (1..n)
-                .filter_map(|_| match self.spec.another(&tokenizer) {
+                .filter_map(|_| match self.spec.another() {
                     Ok(m) => Some(Mutex::new(m)),
                     Err(e) => {
                         tracing::warn!(
@@ -831,9 +797,8 @@ impl Embedder for LocalEmbedder {
         // run shortest first (by tokens), so each batch holds texts of about one
         // length, and the vectors go back to the callers' order.
         let order = batch_order(texts, self.batch_size, &self.counter);
-        // One unit of work is one model batch. fastembed keeps a call's token-level
-        // output (up to 256 × 384 floats per text) until the call is pooled, so a
-        // unit, not the whole call, is what one fastembed call holds.
+        // One unit of work is one model batch (one session run: its token-level
+        // output, up to 256 × 384 floats per text, lives until it is pooled).
         let units: Vec<&[usize]> = order.chunks(self.batch_size).collect();
         let more = if units.len() > 1 {
             self.more_sessions()
@@ -845,14 +810,14 @@ impl Embedder for LocalEmbedder {
         // waits for one batch, not for the call.
         let next = std::sync::atomic::AtomicUsize::new(0);
         let failed = std::sync::atomic::AtomicBool::new(false);
-        let work = |session: &Mutex<fastembed::TextEmbedding>| {
+        let work = |session: &Mutex<onnx::OnnxSession>| {
             let mut done = Vec::new();
             while !failed.load(std::sync::atomic::Ordering::Relaxed) {
                 let u = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let Some(unit) = units.get(u) else { break };
                 let part: Vec<&str> = unit.iter().map(|&i| texts[i]).collect();
                 let mut model = session.lock().unwrap_or_else(|p| p.into_inner());
-                match model.embed(part, Some(self.batch_size)) {
+                match model.embed(&self.tokenizer, &part) {
                     Ok(v) if v.len() == unit.len() => done.push((u, v)),
                     Ok(v) => {
                         failed.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -862,7 +827,7 @@ impl Embedder for LocalEmbedder {
                     }
                     Err(e) => {
                         failed.store(true, std::sync::atomic::Ordering::Relaxed);
-                        return Err(EmbedError::Inference(e.into()));
+                        return Err(EmbedError::Inference(e));
                     }
                 }
             }
@@ -1053,6 +1018,21 @@ pub fn describe_local(model_dir: Option<&Path>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_renamed_over_the_opened_one_is_not_the_same_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("model.onnx");
+        std::fs::write(&path, b"graph one").unwrap();
+        let opened = std::fs::File::open(&path).unwrap();
+        assert!(same_file(&opened, &path), "control: nothing changed");
+        let other = dir.path().join("swap");
+        std::fs::write(&other, b"graph two").unwrap();
+        std::fs::rename(&other, &path).unwrap();
+        assert!(!same_file(&opened, &path));
+        std::fs::remove_file(&path).unwrap();
+        assert!(!same_file(&opened, &path), "gone");
+    }
 
     #[test]
     fn normalize_unit_length() {

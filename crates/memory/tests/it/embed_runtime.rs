@@ -288,10 +288,11 @@ fn int8_without_its_file_falls_back_to_fp32() {
     assert!(embed::pending_model_change(&provider, fp.model_id()).is_none());
 }
 
-/// The tokenizer is built beside the ONNX Runtime session (`embed::model_tokenizer`)
-/// and replaces the stub fastembed parsed: it must be the one fastembed builds
-/// itself from the same files (padding, truncation, special tokens), so the
-/// vectors are those of a model fastembed loads whole.
+/// claw runs the graph itself (`embed::onnx`), with the tokenizer it builds beside
+/// the ONNX Runtime session (`embed::model_tokenizer`): the tokenizer must be the
+/// one fastembed builds from the same files (padding, truncation, special
+/// tokens), and the vectors those fastembed computes, for single texts, padded
+/// batches and the int8 graph.
 #[test]
 fn the_tokenizer_built_beside_the_session_is_fastembeds_own() {
     let (dir, ort) = claw_testkit::model_paths();
@@ -310,7 +311,17 @@ fn the_tokenizer_built_beside_the_session_is_fastembeds_own() {
         .with_pooling(fastembed::Pooling::Mean);
     let mut reference = fastembed::TextEmbedding::try_new_from_user_defined(whole, opts).unwrap();
 
-    let ours = embed::model_tokenizer(&files(), 256).unwrap();
+    let f = files();
+    let ours = embed::model_tokenizer(
+        &embed::TokenizerFiles {
+            tokenizer_file: f.tokenizer_file,
+            config_file: f.config_file,
+            special_tokens_map_file: f.special_tokens_map_file,
+            tokenizer_config_file: f.tokenizer_config_file,
+        },
+        256,
+    )
+    .unwrap();
     let theirs = &reference.tokenizer;
     assert_eq!(
         format!("{:?}", ours.get_padding()),
@@ -358,6 +369,31 @@ fn the_tokenizer_built_beside_the_session_is_fastembeds_own() {
         let mut w = w.clone();
         embed::normalize(&mut w);
         assert!(cosine(&w, g) > 0.99999, "{}", cosine(&w, g));
+    }
+    // Batches of several texts, each padded to its longest.
+    let batched = LocalEmbedder::load_with(Some(&dir), Some(&ort), 3, &LocalRuntime::default())
+        .expect("load the local model");
+    let got = batched.embed(&texts).unwrap();
+    for (w, g) in want.iter().zip(&got) {
+        let mut w = w.clone();
+        embed::normalize(&mut w);
+        assert!(cosine(&w, g) > 0.99999, "batched: {}", cosine(&w, g));
+    }
+    // The int8 graph, which fastembed (like claw) runs one text at a time.
+    let mut opts = fastembed::InitOptionsUserDefined::default();
+    opts.max_length = 256;
+    opts.environment = Some(embed::ort_environment(&ort).unwrap());
+    opts.intra_threads = Some(1);
+    let int8 = fastembed::UserDefinedEmbeddingModel::new(read("model_int8.onnx"), files())
+        .with_pooling(fastembed::Pooling::Mean);
+    let mut reference = fastembed::TextEmbedding::try_new_from_user_defined(int8, opts).unwrap();
+    let model = load(with_precision(Precision::Int8));
+    assert_eq!(model.precision(), Precision::Int8);
+    let got = model.embed(&texts).unwrap();
+    for (text, g) in texts.iter().zip(&got) {
+        let mut w = reference.embed([*text], None).unwrap().remove(0);
+        embed::normalize(&mut w);
+        assert!(cosine(&w, g) > 0.99999, "int8: {}", cosine(&w, g));
     }
 }
 
