@@ -235,6 +235,18 @@ impl Memory {
         })
     }
 
+    /// Close the memory and leave the embedding model it loaded to the
+    /// process's exit: a one-shot command (`claw memory search`) saves the
+    /// 7–18 ms that freeing the model's session and tokenizers costs. Recalls
+    /// still waiting for the database are dropped, as on a plain drop.
+    pub fn finish_for_exit(self) {
+        let Memory { inner, .. } = self;
+        match inner {
+            Inner::Sqlite(service) => service.finish_for_exit(),
+            Inner::Postgres(pg) => pg.finish_for_exit(),
+        }
+    }
+
     /// The settings the memory runs with.
     pub fn settings(&self) -> &MemoryConfig {
         match &self.inner {

@@ -558,6 +558,14 @@ fn relative_request_path(raw: &str) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join("/"))
 }
 
+impl PgMemory {
+    /// Close the pool; the model is left to the process's exit (see
+    /// [`crate::Memory::finish_for_exit`]).
+    pub(crate) fn finish_for_exit(mut self) {
+        std::mem::forget(std::mem::replace(&mut self.model, Model::Shared(None)));
+    }
+}
+
 impl Drop for PgMemory {
     /// The pool's connections close off the runtime too (closing one blocks on it).
     fn drop(&mut self) {

@@ -289,6 +289,17 @@ impl<'e> MemoryService<'e> {
         self.embedder(&store).map_err(ServiceError::Freshness)
     }
 
+    /// Close the store and leave a model this service loaded to the process's
+    /// exit: for a one-shot command about to exit, freeing the model (its
+    /// session and tokenizers) costs 7–18 ms for nothing.
+    pub fn finish_for_exit(self) {
+        let MemoryService {
+            store, embedder, ..
+        } = self;
+        drop(store);
+        std::mem::forget(embedder);
+    }
+
     /// Why the configured embedder did not load, once a search tried to load it.
     pub fn embedder_error(&self) -> Option<&EmbedError> {
         match &self.embedder {

@@ -305,7 +305,10 @@ pub fn run_search(settings: &Settings, args: SearchArgs) -> anyhow::Result<Exit>
     {
         eprintln!("note: keyword-only search: {}", sanitize(&g.describe()));
     }
-    render_search(&outcome, None, output, args.explain)
+    let exit = render_search(&outcome, None, output, args.explain);
+    // The process exits next: the model need not be freed.
+    service.finish_for_exit();
+    exit
 }
 
 fn print_embedder_note(settings: &Settings, err: &str) {
