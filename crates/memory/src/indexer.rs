@@ -341,6 +341,57 @@ struct Run<'a> {
     pending: Vec<PendingWrite>,
     /// Texts the pending files still need embedded.
     pending_texts: usize,
+    /// The thread that runs the model for this run (none when keyword-only).
+    worker: Option<EmbedWorker>,
+    /// The files before `pending`, whose texts the worker is embedding.
+    in_flight: Option<InFlight>,
+}
+
+/// The model's thread for one run ([`with_embed_worker`]): it embeds one batch
+/// of files' texts while the run reads and chunks the next files and writes the
+/// batch before. On two cores that keeps both busy: the run's own work (reading,
+/// chunking, SQLite) no longer leaves the model's sessions waiting.
+struct EmbedWorker {
+    texts: std::sync::mpsc::SyncSender<Vec<String>>,
+    vectors: std::sync::mpsc::Receiver<Result<Vec<Vec<f32>>, crate::embed::EmbedError>>,
+}
+
+/// Run `f` with an [`EmbedWorker`] for `embedder` (`None` without one). The
+/// worker stops when `f` is done with it (its channel closes); at most the
+/// batch it holds is finished first.
+fn with_embed_worker<T>(
+    embedder: Option<&dyn Embedder>,
+    f: impl FnOnce(Option<EmbedWorker>) -> T,
+) -> T {
+    let Some(e) = embedder else { return f(None) };
+    std::thread::scope(|s| {
+        let (texts, inbox) = std::sync::mpsc::sync_channel::<Vec<String>>(1);
+        let (outbox, vectors) = std::sync::mpsc::sync_channel(1);
+        s.spawn(move || {
+            for batch in inbox {
+                let refs: Vec<&str> = batch.iter().map(String::as_str).collect();
+                if outbox.send(e.embed(&refs)).is_err() {
+                    break;
+                }
+            }
+        });
+        f(Some(EmbedWorker { texts, vectors }))
+    })
+}
+
+/// A batch that landed: its files with the vectors each computed, and the
+/// vectors by text hash (for the batch after it).
+#[derive(Default)]
+struct Landed {
+    files: Vec<(PendingWrite, usize)>,
+    fresh: HashMap<String, Vec<f32>>,
+}
+
+/// A batch of files whose texts the worker is embedding.
+struct InFlight {
+    files: Vec<PendingWrite>,
+    /// The distinct texts' hashes, in the order the texts were sent.
+    hashes: Vec<String>,
 }
 
 /// The indexer embeds the chunks of consecutive files in one call, up to about
@@ -403,13 +454,27 @@ fn pass(
     progress: &dyn Fn(Progress),
     started: Instant,
 ) -> Result<IndexReport, IndexError> {
+    with_embed_worker(embedder, |worker| {
+        pass_with(store, settings, embedder, progress, started, worker)
+    })
+}
+
+/// [`pass`] with the run's model thread.
+fn pass_with(
+    store: &mut dyn IndexStorage,
+    settings: &MemoryConfig,
+    embedder: Option<&dyn Embedder>,
+    progress: &dyn Fn(Progress),
+    started: Instant,
+    worker: Option<EmbedWorker>,
+) -> Result<IndexReport, IndexError> {
     let sources = crate::index_storage::source_roots(settings, &*store)?;
     // Transcript chunks name their day in the user's zone: after a change of
     // zone every transcript is chunked again (the embeddings of chunks whose
     // day did not change come from the cache).
     let zone = settings.zone.key();
     let rezone = zone_changed(&*store, &zone)?;
-    let mut run = Run::new(store, settings, embedder, progress)?;
+    let mut run = Run::new(store, settings, embedder, progress, worker)?;
 
     // Discover and plan every source first, so progress knows the total.
     let mut plans = Vec::new();
@@ -502,8 +567,25 @@ pub fn run_paths(
         // Every transcript is chunked again: a targeted pass is not enough.
         return pass(store, settings, embedder, progress, started);
     }
+    with_embed_worker(embedder, |worker| {
+        paths_with(
+            store, settings, embedder, targets, progress, started, worker,
+        )
+    })
+}
+
+/// The targeted pass of [`run_paths`], with the run's model thread.
+fn paths_with(
+    store: &mut dyn IndexStorage,
+    settings: &MemoryConfig,
+    embedder: Option<&dyn Embedder>,
+    targets: &[(String, String)],
+    progress: &dyn Fn(Progress),
+    started: Instant,
+    worker: Option<EmbedWorker>,
+) -> Result<IndexReport, IndexError> {
     let sources = crate::index_storage::source_roots(settings, &*store)?;
-    let mut run = Run::new(store, settings, embedder, progress)?;
+    let mut run = Run::new(store, settings, embedder, progress, worker)?;
     (run.progress)(Progress::Planned {
         files: targets.len(),
         to_read: targets.len(),
@@ -555,6 +637,7 @@ impl<'a> Run<'a> {
         settings: &'a MemoryConfig,
         embedder: Option<&'a dyn Embedder>,
         progress: &'a dyn Fn(Progress),
+        worker: Option<EmbedWorker>,
     ) -> Result<Run<'a>, IndexError> {
         let model = embedder
             .map(|e| e.model_id().to_string())
@@ -574,6 +657,8 @@ impl<'a> Run<'a> {
             group_started: Instant::now(),
             pending: Vec::new(),
             pending_texts: 0,
+            worker,
+            in_flight: None,
         })
     }
 
@@ -588,7 +673,7 @@ impl<'a> Run<'a> {
     }
 
     fn finish(mut self, started: Instant) -> Result<IndexReport, IndexError> {
-        self.flush_writes()?;
+        self.settle()?;
         self.store
             .prune_cache(self.settings.memory.cache_max_entries)?;
         self.store
@@ -673,7 +758,7 @@ impl<'a> Run<'a> {
     }
 
     fn remove(&mut self, source: &str, path: &str) -> Result<(), IndexError> {
-        self.flush_writes()?;
+        self.settle()?;
         let n = self.store.remove_file(source, path)?;
         self.report.files_removed += 1;
         self.report.chunks_removed += n;
@@ -688,12 +773,14 @@ impl<'a> Run<'a> {
         stored: Option<&FileRecord>,
     ) -> Result<(), IndexError> {
         // A file is read against its stored record: one still pending is written first.
-        if self
-            .pending
-            .iter()
-            .any(|p| p.source == src.name && p.record.path == f.rel)
+        let waiting = |p: &PendingWrite| p.source == src.name && p.record.path == f.rel;
+        if self.pending.iter().any(waiting)
+            || self
+                .in_flight
+                .as_ref()
+                .is_some_and(|b| b.files.iter().any(waiting))
         {
-            self.flush_writes()?;
+            self.settle()?;
         }
         if f.size as u64 > self.settings.memory.max_file_bytes {
             let msg = format!(
@@ -923,7 +1010,7 @@ impl<'a> Run<'a> {
             mode,
             rechunk_from,
         };
-        if write.missing.is_empty() && self.pending.is_empty() {
+        if write.missing.is_empty() && self.pending.is_empty() && self.in_flight.is_none() {
             // Nothing to wait for (every vector cached, or keyword-only).
             return self.write_pending(write, 0);
         }
@@ -937,68 +1024,160 @@ impl<'a> Run<'a> {
         Ok(())
     }
 
-    /// Embed every pending file's missing chunks in one call (each distinct
-    /// text once), then write the files in order. When the call fails, each
-    /// file is embedded on its own, so the failure is the issue of the files
-    /// it belongs to and the others are written.
+    /// Send the pending files' missing texts to the model (each distinct text
+    /// once) and go on: the worker embeds them while this thread reads the next
+    /// files. The batch sent before lands first: its vectors are awaited, and
+    /// it is written while the new batch embeds. Files are written in order.
     fn flush_writes(&mut self) -> Result<(), IndexError> {
-        let mut pending = std::mem::take(&mut self.pending);
+        let mut queued = std::mem::take(&mut self.pending);
         self.pending_texts = 0;
+        let landed = match self.in_flight.take() {
+            Some(batch) => self.land(batch)?,
+            None => Landed::default(),
+        };
+        // A text the landed batch embedded is not embedded again: the file
+        // finds it as in the cache.
+        for p in &mut queued {
+            let before = p.missing.len();
+            p.missing.retain(|(h, _)| match landed.fresh.get(h) {
+                Some(v) => {
+                    p.vectors.insert(h.clone(), v.clone());
+                    false
+                }
+                None => true,
+            });
+            self.report.cache_hits += before - p.missing.len();
+        }
         let mut seen = std::collections::HashSet::new();
-        let (hashes, texts): (Vec<&str>, Vec<&str>) = pending
+        let (hashes, texts): (Vec<String>, Vec<String>) = queued
             .iter()
             .flat_map(|p| p.missing.iter())
             .filter(|(h, _)| seen.insert(h.as_str()))
-            .map(|(h, t)| (h.as_str(), t.as_str()))
+            .map(|(h, t)| (h.clone(), t.clone()))
             .unzip();
-        // Nothing to embed (keyword-only files have nothing missing).
-        let Some(e) = self.embedder.filter(|_| !texts.is_empty()) else {
-            for p in pending {
-                self.write_pending(p, 0)?;
-            }
-            return Ok(());
+        let sent = match &self.worker {
+            Some(w) if !texts.is_empty() => w.texts.send(texts).is_ok(),
+            _ => false,
         };
-        let failure = match e.embed(&texts) {
-            Ok(vs) if vs.len() == texts.len() => {
-                let fresh: Vec<(String, Vec<f32>)> =
-                    hashes.iter().map(|h| h.to_string()).zip(vs).collect();
-                self.store.put_cache(e.provider(), e.model_id(), &fresh)?;
-                let fresh: HashMap<String, Vec<f32>> = fresh.into_iter().collect();
-                // The first file to need a text embedded it; later ones found
-                // it in the cache, as when each file was embedded on its own.
-                let mut counted = std::collections::HashSet::new();
-                for mut p in pending {
-                    let mut embedded = 0;
-                    for (h, _) in &p.missing {
-                        if let Some(v) = fresh.get(h) {
-                            p.vectors.insert(h.clone(), v.clone());
-                        }
-                        if counted.insert(h.clone()) {
-                            embedded += 1;
-                        } else {
-                            self.report.cache_hits += 1;
-                        }
-                    }
-                    self.write_pending(p, embedded)?;
-                }
-                return Ok(());
-            }
-            Ok(vs) => format!(
-                "skipped: embedder returned {} vectors for {} texts",
-                vs.len(),
-                texts.len()
-            ),
-            Err(err) => format!("skipped: {err}"),
-        };
-        if pending.len() > 1 {
-            for p in pending {
-                self.pending_texts = p.missing.len();
-                self.pending.push(p);
-                self.flush_writes()?;
+        if sent {
+            self.in_flight = Some(InFlight {
+                files: queued,
+                hashes,
+            });
+            queued = Vec::new();
+        } else if !hashes.is_empty() {
+            // No worker to take them (it stopped): embedded here, file by file.
+            let fallback = self.embed_alone(queued)?;
+            for (p, embedded) in landed.files.into_iter().chain(fallback) {
+                self.write_pending(p, embedded)?;
             }
             return Ok(());
         }
-        if let Some(p) = pending.pop() {
+        for (p, embedded) in landed.files {
+            self.write_pending(p, embedded)?;
+        }
+        // Nothing to embed (keyword-only, or every vector found).
+        for p in queued {
+            self.write_pending(p, 0)?;
+        }
+        Ok(())
+    }
+
+    /// Write everything pending and in flight (before a removal, a file read
+    /// again, or the end of the run).
+    fn settle(&mut self) -> Result<(), IndexError> {
+        self.flush_writes()?;
+        if let Some(batch) = self.in_flight.take() {
+            let landed = self.land(batch)?;
+            for (p, embedded) in landed.files {
+                self.write_pending(p, embedded)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Await the worker's vectors for `batch` and give each file its own (the
+    /// first file to need a text embedded it; later ones found it in the cache,
+    /// as when each file was embedded on its own). When the call failed, each
+    /// file is embedded on its own, so the failure is the issue of the files it
+    /// belongs to and the others are written.
+    fn land(&mut self, batch: InFlight) -> Result<Landed, IndexError> {
+        let InFlight { files, hashes } = batch;
+        let received = match &self.worker {
+            Some(w) => w.vectors.recv().unwrap_or_else(|_| {
+                Err(crate::embed::EmbedError::Inference(
+                    "the embedding thread stopped".into(),
+                ))
+            }),
+            None => Err(crate::embed::EmbedError::Inference(
+                "no embedding thread".into(),
+            )),
+        };
+        let (e, vs) = match (self.embedder, received) {
+            (Some(e), Ok(vs)) if vs.len() == hashes.len() => (e, vs),
+            _ => {
+                return Ok(Landed {
+                    files: self.embed_alone(files)?,
+                    fresh: HashMap::new(),
+                });
+            }
+        };
+        let fresh: Vec<(String, Vec<f32>)> = hashes.into_iter().zip(vs).collect();
+        self.store.put_cache(e.provider(), e.model_id(), &fresh)?;
+        let fresh: HashMap<String, Vec<f32>> = fresh.into_iter().collect();
+        let mut counted = std::collections::HashSet::new();
+        let mut out = Vec::with_capacity(files.len());
+        for mut p in files {
+            let mut embedded = 0;
+            for (h, _) in &p.missing {
+                if let Some(v) = fresh.get(h) {
+                    p.vectors.insert(h.clone(), v.clone());
+                }
+                if counted.insert(h.clone()) {
+                    embedded += 1;
+                } else {
+                    self.report.cache_hits += 1;
+                }
+            }
+            out.push((p, embedded));
+        }
+        Ok(Landed { files: out, fresh })
+    }
+
+    /// Embed each file's missing texts in a call of its own, on this thread:
+    /// the files whose call worked, with their counts; a failure is its file's
+    /// issue (the file is skipped).
+    fn embed_alone(
+        &mut self,
+        files: Vec<PendingWrite>,
+    ) -> Result<Vec<(PendingWrite, usize)>, IndexError> {
+        let mut out = Vec::new();
+        let Some(e) = self.embedder else {
+            return Ok(files.into_iter().map(|p| (p, 0)).collect());
+        };
+        for mut p in files {
+            let (hashes, texts): (Vec<&str>, Vec<&str>) = p
+                .missing
+                .iter()
+                .map(|(h, t)| (h.as_str(), t.as_str()))
+                .unzip();
+            let failure = match e.embed(&texts) {
+                Ok(vs) if vs.len() == texts.len() => {
+                    let fresh: Vec<(String, Vec<f32>)> =
+                        hashes.iter().map(|h| h.to_string()).zip(vs).collect();
+                    self.store.put_cache(e.provider(), e.model_id(), &fresh)?;
+                    let embedded = fresh.len();
+                    p.vectors.extend(fresh);
+                    out.push((p, embedded));
+                    continue;
+                }
+                Ok(vs) => format!(
+                    "skipped: embedder returned {} vectors for {} texts",
+                    vs.len(),
+                    texts.len()
+                ),
+                Err(err) => format!("skipped: {err}"),
+            };
             self.issue(
                 &p.source,
                 &p.record.path,
@@ -1007,7 +1186,7 @@ impl<'a> Run<'a> {
                 IssueReason::EmbedFailed,
             );
         }
-        Ok(())
+        Ok(out)
     }
 
     /// Write one file whose vectors are in (`embedded` of them computed for it).

@@ -161,3 +161,74 @@ fn consecutive_files_share_a_request_and_a_failure_is_one_files_issue() {
         ["memory/a.md", "memory/c.md"]
     );
 }
+
+/// The model runs on its own thread while the indexer reads the next files: a
+/// batch of `EMBED_AHEAD` texts is sent, the next files queue meanwhile, and a
+/// text the batch in flight already carries is not sent again when the next
+/// batch goes (it is found as in the cache). Every file ends with its vectors.
+#[test]
+fn the_next_batch_queues_while_one_embeds_and_repeats_none_of_its_texts() {
+    let ahead = claw_memory::indexer::EMBED_AHEAD;
+    let mut files: Vec<(String, String)> = (0..ahead)
+        .map(|i| {
+            (
+                format!("memory/n{i:02}.md"),
+                format!("# Note {i}\n\nThe {i}th fact is about item {i}.\n"),
+            )
+        })
+        .collect();
+    // After the first batch: two new texts, and two files with the very text
+    // of files in that batch (same title, same body).
+    files.push((format!("memory/n{ahead:02}.md"), files[0].1.clone()));
+    files.push((format!("memory/n{:02}.md", ahead + 1), files[1].1.clone()));
+    for i in ahead + 2..ahead + 4 {
+        files.push((
+            format!("memory/n{i:02}.md"),
+            format!("# Note {i}\n\nA later fact about item {i}.\n"),
+        ));
+    }
+    let refs: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(p, t)| (p.as_str(), t.as_str()))
+        .collect();
+    let dir = claw_testkit::workspace(&refs);
+    let ws = dir.path();
+    let server = ScriptedServer::start([
+        embeddings(&vec![[1.0, 0.0, 0.0, 0.0]; ahead]),
+        embeddings(&[[0.0, 1.0, 0.0, 0.0]; 2]),
+    ]);
+    let config = config(ws, &server);
+    let out = claw(ws, &config)
+        .args(["memory", "index", "--json"])
+        .output()
+        .unwrap();
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let requests = server.requests();
+    let inputs: Vec<usize> = requests
+        .iter()
+        .map(|q| q.json["input"].as_array().map_or(0, Vec::len))
+        .collect();
+    assert_eq!(inputs, [ahead, 2], "{r}");
+    let second: Vec<&str> = requests[1].json["input"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        second.iter().all(|t| t.contains("later fact")),
+        "only the new texts: {second:?}"
+    );
+    assert_eq!(r["embeddings_computed"], ahead + 2, "{r}");
+    assert_eq!(r["cache_hits"], 2, "{r}");
+    assert!(r["issues"].as_array().unwrap().is_empty(), "{r}");
+    let c = rusqlite::Connection::open(r["db_path"].as_str().unwrap()).unwrap();
+    let with_vectors: i64 = c
+        .query_row(
+            "SELECT count(DISTINCT path) FROM chunks WHERE embedding IS NOT NULL",
+            [],
+            |row| row.get(0),
+        )
+        .unwrap();
+    assert_eq!(with_vectors as usize, ahead + 4, "{r}");
+}
