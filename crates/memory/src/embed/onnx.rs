@@ -45,23 +45,26 @@ impl OnnxSession {
         runtime: &LocalRuntime,
     ) -> Result<OnnxSession, BoxError> {
         let spin = if runtime.spinning { "1" } else { "0" };
-        let builder = Session::builder(env).map_err(|e| e.to_string())?;
-        let builder = (|| {
-            builder
-                // Registering the CPU provider explicitly is how the arena is
-                // switched (`EnableCpuMemArena` / `DisableCpuMemArena`); it is
-                // the provider used anyway.
-                .with_execution_providers([ort::ep::CPU::default()
-                    .with_arena_allocator(runtime.cpu_arena)
-                    .build()
-                    .error_on_failure()])?
-                .with_optimization_level(GraphOptimizationLevel::Level3)?
-                .with_intra_threads(1)?
-                .with_config_entry("session.intra_op.allow_spinning", spin)?
-                .with_config_entry("session.inter_op.allow_spinning", spin)
-        })()
-        .map_err(|e| e.to_string())?;
-        let mut builder = builder;
+        // A builder error carries the builder back; only its message is kept.
+        let msg = |e: ort::Error<ort::session::builder::SessionBuilder>| e.to_string();
+        let mut builder = Session::builder(env)
+            .map_err(|e| e.to_string())?
+            // Registering the CPU provider explicitly is how the arena is
+            // switched (`EnableCpuMemArena` / `DisableCpuMemArena`); it is the
+            // provider used anyway.
+            .with_execution_providers([ort::ep::CPU::default()
+                .with_arena_allocator(runtime.cpu_arena)
+                .build()
+                .error_on_failure()])
+            .map_err(msg)?
+            .with_optimization_level(GraphOptimizationLevel::Level3)
+            .map_err(msg)?
+            .with_intra_threads(1)
+            .map_err(msg)?
+            .with_config_entry("session.intra_op.allow_spinning", spin)
+            .map_err(msg)?
+            .with_config_entry("session.inter_op.allow_spinning", spin)
+            .map_err(msg)?;
         let session = match graph {
             Graph::File(path) => builder.commit_from_file(path),
             Graph::Bytes(bytes) => builder.commit_from_memory(bytes),
