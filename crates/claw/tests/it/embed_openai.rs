@@ -47,6 +47,23 @@ fn embeddings(vectors: &[[f32; 4]]) -> Reply {
     )
 }
 
+/// `claw memory index --json` against `server`: the report, and the number of
+/// texts in each embeddings request, in order.
+fn index_counting_inputs(ws: &Path, server: &ScriptedServer) -> (Value, Vec<usize>) {
+    let config = config(ws, server);
+    let out = claw(ws, &config)
+        .args(["memory", "index", "--json"])
+        .output()
+        .unwrap();
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let inputs = server
+        .requests()
+        .iter()
+        .map(|q| q.json["input"].as_array().map_or(0, Vec::len))
+        .collect();
+    (r, inputs)
+}
+
 #[test]
 fn openai_compatible_embeddings_index_and_search() {
     let dir = claw_testkit::workspace(&[
@@ -127,17 +144,7 @@ fn consecutive_files_share_a_request_and_a_failure_is_one_files_issue() {
         overloaded(),                        // b alone
         embeddings(&[[0.0, 0.0, 1.0, 0.0]]), // c alone
     ]);
-    let config = config(ws, &server);
-    let out = claw(ws, &config)
-        .args(["memory", "index", "--json"])
-        .output()
-        .unwrap();
-    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let inputs: Vec<usize> = server
-        .requests()
-        .iter()
-        .map(|q| q.json["input"].as_array().map_or(0, Vec::len))
-        .collect();
+    let (r, inputs) = index_counting_inputs(ws, &server);
     assert_eq!(inputs, [3, 1, 1, 1], "{r}");
     assert_eq!(r["embeddings_computed"], 2, "{r}");
     let issues = r["issues"].as_array().unwrap();
@@ -197,18 +204,9 @@ fn the_next_batch_queues_while_one_embeds_and_repeats_none_of_its_texts() {
         embeddings(&vec![[1.0, 0.0, 0.0, 0.0]; ahead]),
         embeddings(&[[0.0, 1.0, 0.0, 0.0]; 2]),
     ]);
-    let config = config(ws, &server);
-    let out = claw(ws, &config)
-        .args(["memory", "index", "--json"])
-        .output()
-        .unwrap();
-    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let requests = server.requests();
-    let inputs: Vec<usize> = requests
-        .iter()
-        .map(|q| q.json["input"].as_array().map_or(0, Vec::len))
-        .collect();
+    let (r, inputs) = index_counting_inputs(ws, &server);
     assert_eq!(inputs, [ahead, 2], "{r}");
+    let requests = server.requests();
     let second: Vec<&str> = requests[1].json["input"]
         .as_array()
         .unwrap()

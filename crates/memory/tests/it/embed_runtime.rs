@@ -303,13 +303,17 @@ fn the_tokenizer_built_beside_the_session_is_fastembeds_own() {
         special_tokens_map_file: read("special_tokens_map.json"),
         tokenizer_config_file: read("tokenizer_config.json"),
     };
-    let mut opts = fastembed::InitOptionsUserDefined::default();
-    opts.max_length = 256;
-    opts.environment = Some(embed::ort_environment(&ort).unwrap());
-    opts.intra_threads = Some(1);
-    let whole = fastembed::UserDefinedEmbeddingModel::new(read("model.onnx"), files())
-        .with_pooling(fastembed::Pooling::Mean);
-    let mut reference = fastembed::TextEmbedding::try_new_from_user_defined(whole, opts).unwrap();
+    // fastembed's own model of a graph, as claw configured it before its runner.
+    let fastembed_model = |graph: &str| {
+        let mut opts = fastembed::InitOptionsUserDefined::default();
+        opts.max_length = 256;
+        opts.environment = Some(embed::ort_environment(&ort).unwrap());
+        opts.intra_threads = Some(1);
+        let whole = fastembed::UserDefinedEmbeddingModel::new(read(graph), files())
+            .with_pooling(fastembed::Pooling::Mean);
+        fastembed::TextEmbedding::try_new_from_user_defined(whole, opts).unwrap()
+    };
+    let mut reference = fastembed_model("model.onnx");
 
     let f = files();
     let ours = embed::model_tokenizer(
@@ -380,13 +384,7 @@ fn the_tokenizer_built_beside_the_session_is_fastembeds_own() {
         assert!(cosine(&w, g) > 0.99999, "batched: {}", cosine(&w, g));
     }
     // The int8 graph, which fastembed (like claw) runs one text at a time.
-    let mut opts = fastembed::InitOptionsUserDefined::default();
-    opts.max_length = 256;
-    opts.environment = Some(embed::ort_environment(&ort).unwrap());
-    opts.intra_threads = Some(1);
-    let int8 = fastembed::UserDefinedEmbeddingModel::new(read("model_int8.onnx"), files())
-        .with_pooling(fastembed::Pooling::Mean);
-    let mut reference = fastembed::TextEmbedding::try_new_from_user_defined(int8, opts).unwrap();
+    let mut reference = fastembed_model("model_int8.onnx");
     let model = load(with_precision(Precision::Int8));
     assert_eq!(model.precision(), Precision::Int8);
     let got = model.embed(&texts).unwrap();
