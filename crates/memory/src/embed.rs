@@ -1,5 +1,5 @@
 //! Embedding backends behind one [`Embedder`] trait: the local ONNX model run
-//! by ONNX Runtime (default; [`onnx`]), an OpenAI-compatible `/v1/embeddings` endpoint, or none
+//! by ONNX Runtime (default; `embed::onnx`), an OpenAI-compatible `/v1/embeddings` endpoint, or none
 //! (keyword-only). All calls are blocking; run them off the async runtime.
 
 #![warn(missing_docs)]
@@ -283,7 +283,7 @@ impl TokenCounter for HfTokenCounter {
 }
 
 /// The default backend: a user-provided ONNX sentence-embedding model run by ONNX
-/// Runtime (mean pooling, normalised; [`onnx`]), with ONNX Runtime loaded from a
+/// Runtime (mean pooling, normalised; `embed::onnx`), with ONNX Runtime loaded from a
 /// configured path.
 pub struct LocalEmbedder {
     /// The first session: every call runs on it; a call of several batches also
@@ -554,7 +554,7 @@ impl LocalEmbedder {
                 .map_err(model_error);
             let helper = helper
                 .join()
-                .unwrap_or_else(|_| Err("the tokenizer thread panicked".into()))
+                .unwrap_or_else(|_| Err("the tokenizer and digest thread panicked".into()))
                 .map_err(model_error);
             (model, helper)
         });
