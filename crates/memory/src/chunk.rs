@@ -134,10 +134,13 @@ pub fn chunk_markdown(text: &str, params: &ChunkParams, counter: &dyn TokenCount
 /// own, a blank line, then the chunk's text; the text alone when there is no
 /// context (transcripts). The model then knows which note and section a chunk
 /// belongs to, as a reader does (`git show 522d4fb:BENCHMARKS.md`, issue 17: SciFact
-/// vector-only nDCG@10 0.667 → 0.682).
+/// vector-only nDCG@10 0.667 → 0.682). The model reads the text as a reader of
+/// the rendered note does: links without their destinations, URLs as their host
+/// ([`crate::readable`]).
 pub fn embed_text<'a>(context: &str, text: &'a str) -> std::borrow::Cow<'a, str> {
+    let text = crate::readable::readable(text);
     if context.is_empty() {
-        std::borrow::Cow::Borrowed(text)
+        text
     } else {
         std::borrow::Cow::Owned(format!("{context}\n\n{text}"))
     }
@@ -670,6 +673,10 @@ mod tests {
     fn embed_text_puts_the_context_first() {
         assert_eq!(embed_text("", "body"), "body");
         assert_eq!(embed_text("A \u{203a} B", "body"), "A \u{203a} B\n\nbody");
+        assert_eq!(
+            embed_text("A", "see [docs](https://x.org/a/b)"),
+            "A\n\nsee docs"
+        );
     }
     use super::*;
     use proptest::prelude::*;

@@ -23,6 +23,7 @@ pub mod plan;
 pub mod private;
 #[allow(unsafe_code)] // getdents64(2) and fstatat(2) for the freshness walk; SAFETY notes inline
 pub mod rawdir;
+pub mod readable;
 pub mod rebuild;
 pub mod redact;
 pub mod search;

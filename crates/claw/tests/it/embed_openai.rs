@@ -230,3 +230,43 @@ fn the_next_batch_queues_while_one_embeds_and_repeats_none_of_its_texts() {
         .unwrap();
     assert_eq!(with_vectors as usize, ahead + 4, "{r}");
 }
+
+/// The model reads a note as its reader does: a link's label without its
+/// destination, a bare URL as its host (`claw_memory::readable`). The stored
+/// chunk and the word index keep every URL: a keyword search for words of a
+/// link's path still finds the note, and its snippet shows the whole link.
+#[test]
+fn the_model_reads_links_without_their_destinations_and_keywords_keep_them() {
+    let dir = claw_testkit::workspace(&[(
+        "memory/links.md",
+        "Read [the rollout plan](https://wiki.example.org/eng/rollout-q3?rev=1187) first.\n\
+         Ticket: https://tracker.example.com/browse/OPS-4411 (open)\n",
+    )]);
+    let ws = dir.path();
+    let server = ScriptedServer::start([embeddings(&[[1.0, 0.0, 0.0, 0.0]])]);
+    let (r, inputs) = index_counting_inputs(ws, &server);
+    assert_eq!(inputs, [1], "{r}");
+    assert_eq!(
+        server.requests()[0].json["input"][0],
+        "links\n\nRead the rollout plan first.\nTicket: tracker.example.com (open)"
+    );
+    // Control: the keyword index holds the destination's words and the snippet
+    // the whole link (no model call: `--mode fts`).
+    let config = ws.join("config.json");
+    let out = claw_testkit::run_ok(claw(ws, &config).args([
+        "memory",
+        "search",
+        "--json",
+        "--mode",
+        "fts",
+        "rollout-q3 OPS-4411",
+    ]));
+    let s: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(s["results"][0]["path"], "memory/links.md", "{s}");
+    let snippet = s["results"][0]["snippet"].as_str().unwrap_or_default();
+    assert!(
+        snippet.contains("https://wiki.example.org/eng/rollout-q3?rev=1187"),
+        "{snippet}"
+    );
+    assert_eq!(server.requests().len(), 1, "keyword search embeds no query");
+}
