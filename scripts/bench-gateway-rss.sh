@@ -49,23 +49,30 @@ sample "$ROOT/../shared/data/notes-twir.tar.gz" "$TWIR_STEP" "$WORK/twir"
 sample "$ROOT/../shared/data/notes-garden.tar.gz" "$GARDEN_STEP" "$WORK/garden"
 
 load() { cut -d' ' -f1 /proc/loadavg; }
-chunks() {
-  python3 -c 'import sqlite3,sys; print(sqlite3.connect("file:"+sys.argv[1]+"?mode=ro", uri=True).execute("select count(*) from chunks").fetchone()[0])' "$1/.claw/memory.sqlite" 2>/dev/null || echo 0
+# The database of workspace $1 (in the state directory, not the workspace).
+db() {
+  CLAW_WORKSPACE=$1 "$BIN" memory status --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["db_path"])'
 }
-# The watcher's last heartbeat row: "pending last_sync" (empty before it wrote one).
+# Chunks in database $1.
+chunks() {
+  python3 -c 'import sqlite3,sys; print(sqlite3.connect("file:"+sys.argv[1]+"?mode=ro", uri=True).execute("select count(*) from chunks").fetchone()[0])' "$1" 2>/dev/null || echo 0
+}
+# The watcher's last heartbeat row in database $1: "pending last_sync" (empty
+# before it wrote one).
 watcher_row() {
   python3 -c 'import sqlite3,sys
 r = sqlite3.connect("file:"+sys.argv[1]+"?mode=ro", uri=True).execute("select pending, coalesce(last_sync, 0) from watcher order by heartbeat desc limit 1").fetchone()
-print(*r) if r else print("")' "$1/.claw/memory.sqlite" 2>/dev/null || true
+print(*r) if r else print("")' "$1" 2>/dev/null || true
 }
 
 # A gateway whose watcher indexes SET (the start-up rescan of a registered,
 # never-indexed source), optionally with a busy loop per core beside it; its
 # VmRSS and VmHWM once the watcher is idle with nothing pending.
 gateway_index() {
-  local variant=$1 set=$2 hog=$3 ws=$WORK/ws-$2-$1 gw t0 t1 l0 last="" same=0 rows c hogs=()
+  local variant=$1 set=$2 hog=$3 ws=$WORK/ws-$2-$1 gw t0 t1 l0 last="" same=0 rows c hogs=() dbp
   mkdir -p "$ws"
   CLAW_WORKSPACE=$ws "$BIN" memory add "$WORK/$set" --name "$set" >/dev/null
+  dbp=$(db "$ws")
   if [ "$hog" = hog ]; then
     for _ in $(seq 1 "$(nproc)"); do
       sh -c 'while :; do :; done' &
@@ -84,9 +91,9 @@ gateway_index() {
   while kill -0 "$gw" 2>/dev/null; do
     sleep 1
     grep -q 're-indexed' "$WORK/gw-$set-$variant.log" || continue
-    rows=$(watcher_row "$ws")
+    rows=$(watcher_row "$dbp")
     [ "${rows%% *}" = 0 ] || continue
-    c=$(chunks "$ws")
+    c=$(chunks "$dbp")
     if [ "$c" = "$last" ]; then same=$((same + 1)); else same=0; last=$c; fi
     [ "$same" -ge 3 ] && break
   done
@@ -103,7 +110,7 @@ gateway_index() {
   hwm=$(awk '/VmHWM/ { print int($2 / 1024) }' "/proc/$gw/status")
   kill "$gw"
   wait "$gw" 2>/dev/null || true
-  n=$(chunks "$ws")
+  n=$(chunks "$dbp")
   secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", (b - a) / 1e9 - 3 }')
   local files
   files=$(find "$WORK/$set" -type f | wc -l)

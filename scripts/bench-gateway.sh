@@ -11,11 +11,12 @@
 #   scripts/bench-gateway.sh [CLAW_BIN] [CALLS]
 #
 # Default binary: target/release/claw (`cargo build --release -p claw`).
-# Needs CLAW_EMBED_MODEL_DIR and ORT_DYLIB_PATH (the model). Indexing the
-# 11,355 garden chunks with the model takes ~80 s on a quiet machine and many
-# minutes on a loaded one (`embedding.threads: 1` in the bench config); set
-# GARDEN_WS=DIR to start from a copy of a workspace already indexed with the
-# model (the copy is written, never DIR). LOCAL_CALLS (default 5) `--local` calls.
+# Needs CLAW_EMBED_MODEL_DIR and ORT_DYLIB_PATH (the model). The garden is
+# indexed with the model first, with CLAW_CONFIG when set (for example
+# `{"embedding":{"precision":"int8"}}`), else with `embedding.threads: 1`.
+# The gateway's discovery file and token are found in the state directory
+# beside the database (`claw memory status --json`: `db_path`).
+# LOCAL_CALLS (default 5) `--local` calls.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -40,22 +41,20 @@ export HOME=$WORK/home CLAW_WORKSPACE=$WORK/ws
 unset CLAW_EMBED_PROVIDER CLAW_GATEWAY_TOKEN
 mkdir -p "$HOME"
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
-if [ -n "${GARDEN_WS:-}" ]; then
-  cp -a "$GARDEN_WS" "$CLAW_WORKSPACE"
-  rm -f "$CLAW_WORKSPACE/.claw/gateway.json"
-  index_note="copied from $GARDEN_WS"
-else
-  mkdir -p "$WORK/garden" "$CLAW_WORKSPACE"
-  tar xzf "$GARDEN" -C "$WORK/garden"
+mkdir -p "$WORK/garden" "$CLAW_WORKSPACE"
+tar xzf "$GARDEN" -C "$WORK/garden"
+if [ -z "${CLAW_CONFIG:-}" ]; then
   echo '{"embedding": {"threads": 1}}' >"$WORK/config.json"
   export CLAW_CONFIG=$WORK/config.json
-  "$BIN" memory add "$WORK/garden" --name garden >/dev/null
-  t0=$(date +%s%N)
-  "$BIN" memory index >/dev/null
-  t1=$(date +%s%N)
-  index_note="indexed with the model here in $(((t1 - t0) / 1000000000)) s (embedding.threads 1)"
 fi
-chunks=$(python3 -c 'import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute("select count(*) from chunks").fetchone()[0])' "$CLAW_WORKSPACE/.claw/memory.sqlite" 2>/dev/null || echo "?")
+"$BIN" memory add "$WORK/garden" --name garden >/dev/null
+t0=$(date +%s%N)
+"$BIN" memory index >/dev/null
+t1=$(date +%s%N)
+index_note="indexed with the model here in $(((t1 - t0) / 1000000000)) s (config: $(tr -d '\n' <"$CLAW_CONFIG"))"
+DB=$("$BIN" memory status --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["db_path"])')
+STATE=$(dirname "$DB")
+chunks=$(python3 -c 'import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute("select count(*) from chunks").fetchone()[0])' "$DB" 2>/dev/null || echo "?")
 
 "$BIN" gateway --port 0 >"$WORK/gateway.log" 2>&1 &
 GW_PID=$!
@@ -63,7 +62,7 @@ GW_PID=$!
 # rescan applied): `sync.watcher` is set only by an idle, live watcher.
 ready=
 for _ in $(seq 1 1200); do
-  if [ -f "$CLAW_WORKSPACE/.claw/gateway.json" ] &&
+  if [ -f "$STATE/gateway.json" ] &&
     "$BIN" memory search "digital garden" --json 2>/dev/null | grep -q '"watcher"'; then
     ready=1
     break
@@ -76,8 +75,8 @@ if [ -z "$ready" ]; then
   cat "$WORK/gateway.log" >&2
   exit 1
 fi
-PORT=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["port"])' "$CLAW_WORKSPACE/.claw/gateway.json")
-TOKEN=$(tr -d '[:space:]' <"$CLAW_WORKSPACE/.claw/gateway.token")
+PORT=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["port"])' "$STATE/gateway.json")
+TOKEN=$(tr -d '[:space:]' <"$STATE/gateway.token")
 
 QUERIES=("webhook retries" "digital garden" "agora protocol" "meditation practice" "rust async"
   "how do I take better notes" "spaced repetition" "what is a wiki")
