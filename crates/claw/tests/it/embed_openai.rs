@@ -232,9 +232,10 @@ fn the_next_batch_queues_while_one_embeds_and_repeats_none_of_its_texts() {
 }
 
 /// The model reads a note as its reader does: a link's label without its
-/// destination, a bare URL as its host (`claw_memory::readable`). The stored
-/// chunk and the word index keep every URL: a keyword search for words of a
-/// link's path still finds the note, and its snippet shows the whole link.
+/// destination, a bare URL as its host (`claw_memory::readable`), and a query
+/// the same way. The stored chunk and the word index keep every URL: a keyword
+/// search for words of a link's path still finds the note, and its snippet
+/// shows the whole link.
 #[test]
 fn the_model_reads_links_without_their_destinations_and_keywords_keep_them() {
     let dir = claw_testkit::workspace(&[(
@@ -269,4 +270,21 @@ fn the_model_reads_links_without_their_destinations_and_keywords_keep_them() {
         "{snippet}"
     );
     assert_eq!(server.requests().len(), 1, "keyword search embeds no query");
+    // A query is read as the chunks are: a pasted link meets the vectors on
+    // the same terms.
+    server.push(embeddings(&[[1.0, 0.0, 0.0, 0.0]]));
+    let out = claw_testkit::run_ok(claw(ws, &config).args([
+        "memory",
+        "search",
+        "--json",
+        "--mode",
+        "vector",
+        "what does [[rollout plan]] say about https://tracker.example.com/browse/OPS-4411",
+    ]));
+    let s: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(s["results"][0]["path"], "memory/links.md", "{s}");
+    assert_eq!(
+        server.requests()[1].json["input"][0],
+        "what does rollout plan say about tracker.example.com"
+    );
 }

@@ -353,6 +353,10 @@ fn query_vector(
     embedder: Option<&dyn Embedder>,
     query: &str,
 ) -> Result<(Option<Vec<f32>>, Option<Fallback>), SearchError> {
+    // The query is read as the chunks are (`crate::readable`): a pasted link or
+    // a `[[wiki link]]` meets the vectors on the same terms, and a query that is
+    // only an address (`file:///…`) leaves the model nothing to read.
+    let query = crate::readable::readable(query);
     if query.trim().is_empty() {
         return Ok((None, None));
     }
@@ -361,7 +365,7 @@ fn query_vector(
         _ if index_model.is_empty() => (None, Some(Fallback::NoVectors)),
         None => (None, Some(Fallback::NoEmbedder)),
         Some(e) if e.model_id() != index_model => (None, Some(Fallback::ModelMismatch)),
-        Some(e) => match e.embed_query(query) {
+        Some(e) => match e.embed_query(&query) {
             Ok(v) => (Some(v), None),
             Err(err) => {
                 tracing::warn!("query embedding failed: {err}");
