@@ -99,25 +99,32 @@ fn kill_9_during_a_forced_rebuild_leaves_the_full_old_or_the_full_new_index() {
     assert!(full.1 >= full.0, "{status}");
 
     // How long a forced rebuild runs, and when its swap happens (the inode
-    // at the path changes), to spread the kills over it.
-    let before = inode(&db);
-    let t = Instant::now();
-    let mut child = rebuild(ws);
-    let mut swapped_at = None;
-    while child.try_wait().unwrap().is_none() {
-        if swapped_at.is_none() && inode(&db) != before {
-            swapped_at = Some(t.elapsed());
+    // at the path changes), to spread the kills over it: the fastest of three
+    // runs, so that a run slowed by a busy machine does not place the kills
+    // after the end of the others.
+    let (mut duration, mut swapped_at) = (Duration::MAX, Duration::MAX);
+    for _ in 0..3 {
+        let before = inode(&db);
+        let t = Instant::now();
+        let mut child = rebuild(ws);
+        let mut swap = None;
+        while child.try_wait().unwrap().is_none() {
+            if swap.is_none() && inode(&db) != before {
+                swap = Some(t.elapsed());
+            }
+            std::thread::sleep(Duration::from_millis(1));
         }
-        std::thread::sleep(Duration::from_millis(1));
+        let took = t.elapsed();
+        assert!(child.wait().unwrap().success());
+        assert_ne!(inode(&db), before, "a forced rebuild swaps a new file in");
+        assert_eq!(
+            counts(&claw_json(ws, &["memory", "status", "--json"])),
+            full
+        );
+        if took < duration {
+            (duration, swapped_at) = (took, swap.unwrap_or(took));
+        }
     }
-    let duration = t.elapsed();
-    assert!(child.wait().unwrap().success());
-    let swapped_at = swapped_at.unwrap_or(duration);
-    assert_ne!(inode(&db), before, "a forced rebuild swaps a new file in");
-    assert_eq!(
-        counts(&claw_json(ws, &["memory", "status", "--json"])),
-        full
-    );
 
     let (mut old, mut new, mut finished) = (0, 0, 0);
     let mut aside_left = 0;
