@@ -6,7 +6,7 @@
 //! `claw_testkit::engine_suite!(factory);` — SQLite in `claw-memory`'s tests,
 //! PostgreSQL in `claw-memory-pg`'s — so a case added here runs on both.
 
-use claw_memory::config::{EmbedProvider, MemoryConfig, MemorySettings};
+use claw_memory::config::{EmbedProvider, LocalRuntime, MemoryConfig, MemorySettings, Precision};
 use claw_memory::dates::note_time_from_path;
 use claw_memory::embed::{Embedder, LocalEmbedder};
 use claw_memory::index_storage::IndexStorage;
@@ -124,10 +124,24 @@ pub fn sqlite(_tag: &str) -> Option<Fixture> {
     })
 }
 
-/// Load the real local model (panics with instructions when missing).
+/// Load the real local model at the default precision (panics with
+/// instructions when missing).
 pub fn embedder() -> LocalEmbedder {
     let (dir, ort) = crate::model_paths();
     LocalEmbedder::load(Some(&dir), Some(&ort), 8).expect("load the local model")
+}
+
+/// [`embedder`] at `precision`; asserts that graph is the one that runs.
+pub fn embedder_at(precision: Precision) -> LocalEmbedder {
+    let (dir, ort) = crate::model_paths();
+    let runtime = LocalRuntime {
+        precision,
+        ..LocalRuntime::default()
+    };
+    let e = LocalEmbedder::load_with(Some(&dir), Some(&ort), 8, &runtime)
+        .expect("load the local model");
+    assert_eq!(e.precision(), precision, "the {precision:?} graph runs");
+    e
 }
 
 /// Reset the store's index for `embedder` (keyword-only when `None`) and write `docs`.

@@ -33,11 +33,20 @@ pub fn model_paths() -> (PathBuf, PathBuf) {
     let dir = std::env::var_os("CLAW_EMBED_MODEL_DIR").map(PathBuf::from);
     let ort = std::env::var_os("ORT_DYLIB_PATH").map(PathBuf::from);
     match (dir, ort) {
-        (Some(d), Some(o)) if d.join("model.onnx").is_file() && o.is_file() => (d, o),
+        // Both graphs: int8 is the default, and a missing `model_int8.onnx`
+        // would run fp32 in its place without failing anything.
+        (Some(d), Some(o))
+            if d.join("model.onnx").is_file()
+                && d.join("model_int8.onnx").is_file()
+                && o.is_file() =>
+        {
+            (d, o)
+        }
         _ => panic!(
-            "this test needs the real embedding model: run \
-             `eval \"$(bash ../shared/tools/embed-assets/fetch_embed_assets.sh ~/.cache/claw-assets | grep =)\"` \
-             and export CLAW_EMBED_MODEL_DIR and ORT_DYLIB_PATH (or simply run `scripts/test.sh`, which installs the model and exports both)"
+            "this test needs the real embedding model (model.onnx and model_int8.onnx): run \
+             `claw memory install-model` (or `bash scripts/install-model.sh --int8-only DIR` for a model without \
+             model_int8.onnx) and export CLAW_EMBED_MODEL_DIR and ORT_DYLIB_PATH (or simply run `scripts/test.sh`, \
+             which installs the model and exports both)"
         ),
     }
 }
@@ -128,6 +137,28 @@ pub fn claw(workspace: &Path) -> Command {
     let mut c = claw_clean(workspace);
     c.env("CLAW_EMBED_MODEL_DIR", dir)
         .env("ORT_DYLIB_PATH", ort);
+    c
+}
+
+/// A config file in the workspace's home that selects the local model's
+/// `precision` (`"int8"` or `"fp32"`), for `CLAW_CONFIG`.
+pub fn precision_config(workspace: &Path, precision: &str) -> PathBuf {
+    let dir = workspace.join("home");
+    std::fs::create_dir_all(&dir).expect("create the test home");
+    let path = dir.join(format!("config-{precision}.json"));
+    std::fs::write(
+        &path,
+        format!(r#"{{"embedding": {{"precision": "{precision}"}}}}"#),
+    )
+    .expect("write the test config");
+    path
+}
+
+/// [`claw`] with the local model at `precision` (`"int8"` or `"fp32"`) through a
+/// config file ([`precision_config`]).
+pub fn claw_at(workspace: &Path, precision: &str) -> Command {
+    let mut c = claw(workspace);
+    c.env("CLAW_CONFIG", precision_config(workspace, precision));
     c
 }
 

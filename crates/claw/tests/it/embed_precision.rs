@@ -24,19 +24,6 @@ fn write_notes(ws: &Path) {
     );
 }
 
-/// A config file selecting `precision`, in the workspace's home.
-fn config(ws: &Path, precision: &str) -> std::path::PathBuf {
-    let dir = ws.join("home");
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(format!("config-{precision}.json"));
-    std::fs::write(
-        &path,
-        format!(r#"{{"embedding": {{"precision": "{precision}"}}}}"#),
-    )
-    .unwrap();
-    path
-}
-
 fn claw_with(ws: &Path, cfg: &Path, model_dir: Option<&Path>) -> std::process::Command {
     let mut c = support::claw(ws);
     c.env("CLAW_CONFIG", cfg);
@@ -56,7 +43,10 @@ fn changing_the_precision_is_named_then_re_embeds() {
     );
     let ws = tempfile::tempdir().unwrap();
     write_notes(ws.path());
-    let (fp32, int8) = (config(ws.path(), "fp32"), config(ws.path(), "int8"));
+    let (fp32, int8) = (
+        support::precision_config(ws.path(), "fp32"),
+        support::precision_config(ws.path(), "int8"),
+    );
 
     let r =
         support::run_json(claw_with(ws.path(), &fp32, None).args(["memory", "index", "--json"]));
@@ -107,6 +97,10 @@ fn changing_the_precision_is_named_then_re_embeds() {
         "--json",
     ]));
     assert!(json["fallback"].is_null(), "vector search on: {json}");
+    // No precision configured is int8 (the default): nothing to re-embed.
+    let st = support::run_json(support::claw(ws.path()).args(["memory", "status", "--json"]));
+    assert!(st["model_change"].is_null(), "{st}");
+    assert_eq!(st["model"], int8_model, "{st}");
 }
 
 #[test]
@@ -129,7 +123,10 @@ fn int8_without_its_file_runs_fp32_and_says_so() {
     ] {
         std::os::unix::fs::symlink(model_dir.join(f), old.join(f)).unwrap();
     }
-    let (fp32, int8) = (config(ws.path(), "fp32"), config(ws.path(), "int8"));
+    let (fp32, int8) = (
+        support::precision_config(ws.path(), "fp32"),
+        support::precision_config(ws.path(), "int8"),
+    );
     let r = support::run_json(
         claw_with(ws.path(), &fp32, Some(&old)).args(["memory", "index", "--json"]),
     );
@@ -155,6 +152,17 @@ fn int8_without_its_file_runs_fp32_and_says_so() {
     );
     assert!(r["rebuilt"].is_null(), "{r}");
     assert_eq!(r["model"], fp32_model.as_str(), "{r}");
+    // Upgrading with no precision configured (int8 is the default): the same
+    // fallback, and the index made before stays as it is.
+    let mut cmd = support::claw(ws.path());
+    cmd.env("CLAW_EMBED_MODEL_DIR", &old);
+    let r = support::run_json(cmd.args(["memory", "index", "--json"]));
+    assert!(r["rebuilt"].is_null(), "{r}");
+    assert_eq!(r["model"], fp32_model.as_str(), "{r}");
+    let mut cmd = support::claw(ws.path());
+    cmd.env("CLAW_EMBED_MODEL_DIR", &old);
+    let st = support::run_json(cmd.args(["memory", "status", "--json"]));
+    assert_eq!(st["precision_fallback"]["configured"], "int8", "{st}");
     // The doctor warns too, with the way out.
     let model_section = |cfg: &Path| {
         let out = claw_with(ws.path(), cfg, Some(&old))

@@ -80,7 +80,7 @@ fn minilm_background_matches_its_measurement() {
     let garden = ranking_support::garden::extract_garden();
     let (titles, passages) = sample(garden.path());
     assert!(titles.len() >= 100 && passages.len() >= 300);
-    let e = search_support::embedder();
+    let e = search_support::embedder_at(claw_memory::config::Precision::Fp32);
     let bg = measure(&e, &titles, &passages);
     assert_committed(&e, bg, score::MINILM_L6_V2_BACKGROUND);
 }
@@ -91,20 +91,7 @@ fn minilm_background_matches_its_measurement() {
 /// vector-only hit against the clearing point.
 #[test]
 fn minilm_int8_background_matches_its_measurement() {
-    use claw_memory::config::{LocalRuntime, Precision};
-    let (dir, ort) = claw_testkit::model_paths();
-    assert!(
-        dir.join(Precision::Int8.file_name()).is_file(),
-        "{} has no model_int8.onnx: `scripts/test.sh` installs it",
-        dir.display()
-    );
-    let runtime = LocalRuntime {
-        precision: Precision::Int8,
-        ..LocalRuntime::default()
-    };
-    let e = claw_memory::embed::LocalEmbedder::load_with(Some(&dir), Some(&ort), 1, &runtime)
-        .expect("load the int8 model");
-    assert_eq!(e.precision(), Precision::Int8);
+    let e = search_support::embedder_at(claw_memory::config::Precision::Int8);
     let garden = ranking_support::garden::extract_garden();
     let (titles, passages) = sample(garden.path());
     let bg = measure(&e, &titles, &passages);

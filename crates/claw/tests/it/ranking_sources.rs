@@ -5,12 +5,14 @@
 //! session's own turns are never returned (the echo test). And with 20 more
 //! earlier sessions that asked the *very same question* (the query verbatim in
 //! a user turn, `search::echo`), a note still comes first for at least 19.
+//! Both floors are fp32's; the int8 graph (the default) is held to within one
+//! query of fp32's figures.
 
 use crate::ranking_support;
 use crate::search_support;
 use claw_testkit as support;
 
-use claw_memory::config::MemorySettings;
+use claw_memory::config::{MemorySettings, Precision};
 use claw_memory::embed::Embedder;
 use claw_memory::search::engine::{self, SearchRequest};
 use ranking_support::{NOW, load_queries};
@@ -67,8 +69,33 @@ fn search(
     engine::search(store, e, &MemorySettings::default(), &req, NOW).expect("search")
 }
 
+/// The floors (19 of 20, twice) were set with fp32 and guard the ranking: they
+/// are asserted for fp32. int8, the default since its nDCG@10 on SciFact and
+/// XQuAD-zh is within 0.005 of fp32's (issue 30), is held to fp32's own figures:
+/// at most one query fewer with a note first (BENCHMARKS.md "Issue 30": 18/20
+/// beside the verbatim questions, against 19/20). The echo test holds for both.
 #[test]
 fn notes_rank_above_their_echo_in_transcripts() {
+    let fp32 = note_first(Precision::Fp32);
+    assert!(fp32.0 >= 19, "fp32: a note first for {}/20", fp32.0);
+    assert!(
+        fp32.1 >= 19,
+        "fp32: a note first for {}/20 beside verbatim questions",
+        fp32.1
+    );
+    let int8 = note_first(Precision::Int8);
+    assert!(
+        int8.0 + 1 >= fp32.0 && int8.1 + 1 >= fp32.1,
+        "a note first, int8 {int8:?} against fp32 {fp32:?} (beside answers, beside verbatim questions)"
+    );
+}
+
+/// At `precision`: the queries (of 20) with a note first beside 20 earlier
+/// sessions that answered them, and beside 20 more that asked them verbatim.
+/// Runs the echo test on the way.
+fn note_first(precision: Precision) -> (usize, usize) {
+    let prec = precision.as_str();
+    println!("### {prec}");
     let ws = tempfile::tempdir().unwrap();
     ranking_support::copy_tree(&ranking_support::paraphrase_notes(), ws.path());
     let qs: Vec<_> = load_queries("fixtures/paraphrase/queries.tsv")
@@ -91,9 +118,9 @@ fn notes_rank_above_their_echo_in_transcripts() {
             ],
         );
     }
-    ranking_support::ok(support::claw(ws.path()).args(["memory", "index"]));
+    ranking_support::ok(support::claw_at(ws.path(), prec).args(["memory", "index"]));
     let store = ranking_support::open_store(ws.path());
-    let e = search_support::embedder();
+    let e = search_support::embedder_at(precision);
     let e: Option<&dyn Embedder> = Some(&e);
 
     let (mut note_first, mut transcript_hits, mut transcript_first_unweighted) = (0, 0, 0);
@@ -103,7 +130,7 @@ fn notes_rank_above_their_echo_in_transcripts() {
         match r.results.first() {
             Some(h) if h.source != "sessions" => note_first += 1,
             other => eprintln!(
-                "  transcript first: {:?} -> {:?}",
+                "  {prec} transcript first: {:?} -> {:?}",
                 q.text,
                 other.map(|h| (&h.path, h.score, &h.snippet))
             ),
@@ -140,7 +167,6 @@ fn notes_rank_above_their_echo_in_transcripts() {
     );
     println!("| transcript hits in the results (of up to 6 × 20) | {transcript_hits} |");
     assert!(transcript_hits > 0, "the transcripts are indexed and found");
-    assert!(note_first >= 19, "a note first for {note_first}/20");
 
     // The echo test: the asking session searches, its answer is appended, it
     // searches again: the note is still first, and its own turns never come back.
@@ -178,7 +204,7 @@ fn notes_rank_above_their_echo_in_transcripts() {
                 turn("assistant", &answer(ws.path(), note)),
             ],
         );
-        ranking_support::ok(support::claw(ws.path()).args(["memory", "index"]));
+        ranking_support::ok(support::claw_at(ws.path(), prec).args(["memory", "index"]));
     }
     // Positive control: another session does see cli_default's turns.
     let r = engine::search(
@@ -213,14 +239,14 @@ fn notes_rank_above_their_echo_in_transcripts() {
             ],
         );
     }
-    ranking_support::ok(support::claw(ws.path()).args(["memory", "index"]));
+    ranking_support::ok(support::claw_at(ws.path(), prec).args(["memory", "index"]));
     let verbatim_note_first = qs
         .iter()
         .filter(|q| {
             let r = search(&store, e, &q.text, Some("cli_default.jsonl"));
             let ok = r.results.first().is_some_and(|h| h.source != "sessions");
             if !ok {
-                eprintln!("verbatim miss {:?} → {:?}:", q.text, q.expected);
+                eprintln!("{prec} verbatim miss {:?} → {:?}:", q.text, q.expected);
                 for h in &r.results {
                     eprintln!(
                         "  {:.4} {}:{} {:?}",
@@ -234,8 +260,5 @@ fn notes_rank_above_their_echo_in_transcripts() {
     println!(
         "| a note first when an earlier session asked the same question verbatim | {verbatim_note_first}/20 |"
     );
-    assert!(
-        verbatim_note_first >= 19,
-        "a note first for {verbatim_note_first}/20 beside verbatim questions"
-    );
+    (note_first, verbatim_note_first)
 }

@@ -366,7 +366,8 @@ fn the_tokenizer_built_beside_the_session_is_fastembeds_own() {
     );
 
     // And the loaded model embeds as the whole fastembed model does.
-    let model = load(LocalRuntime::default());
+    let fp32 = with_precision(Precision::Fp32);
+    let model = load(fp32);
     let want = reference.embed(texts.clone(), None).unwrap();
     let got = model.embed(&texts).unwrap();
     for (w, g) in want.iter().zip(&got) {
@@ -375,8 +376,8 @@ fn the_tokenizer_built_beside_the_session_is_fastembeds_own() {
         assert!(cosine(&w, g) > 0.99999, "{}", cosine(&w, g));
     }
     // Batches of several texts, each padded to its longest.
-    let batched = LocalEmbedder::load_with(Some(&dir), Some(&ort), 3, &LocalRuntime::default())
-        .expect("load the local model");
+    let batched =
+        LocalEmbedder::load_with(Some(&dir), Some(&ort), 3, &fp32).expect("load the local model");
     let got = batched.embed(&texts).unwrap();
     for (w, g) in want.iter().zip(&got) {
         let mut w = w.clone();
@@ -410,7 +411,7 @@ fn a_graph_swapped_after_the_load_is_not_loaded_as_another_session() {
     }
     let runtime = LocalRuntime {
         threads: Some(2),
-        ..LocalRuntime::default()
+        ..with_precision(Precision::Fp32)
     };
     let e = LocalEmbedder::load_with(Some(copy.path()), Some(&ort), 1, &runtime).unwrap();
     let want = load(runtime).embed(&TEXTS).unwrap();

@@ -4,4 +4,4 @@
 //! tests); this module re-exports them for the modules that `use` it.
 #![allow(dead_code, unused_imports)]
 
-pub use claw_testkit::engine_suite::{Doc, embedder, fill, write_files};
+pub use claw_testkit::engine_suite::{Doc, embedder, embedder_at, fill, write_files};
