@@ -20,6 +20,11 @@
 //! query's best and, scaled against it, every note's would fall: the engine
 //! scales the keyword scores against the best hit that is not an echo
 //! (`engine::search_in_zone`).
+//!
+//! What the rest of such an exchange says is judged without the echoing line
+//! ([`without_echoes`]): an answer that repeats a kept note ranks below that
+//! note (`score::cap_repeats_of_notes`), even where the question's own words
+//! would have made the exchange look like more than the note.
 
 use super::score::token_set;
 
@@ -34,27 +39,69 @@ pub fn echo_factor(query: &str, source: &str, text: &str) -> f64 {
         return 1.0;
     }
     let q = token_set(query);
-    if q.len() < 2 {
-        return 1.0;
+    if text.lines().any(|l| echoes(&q, l)) {
+        ECHO_FACTOR
+    } else {
+        1.0
     }
-    let echoes = text
-        .lines()
-        .filter_map(|l| l.strip_prefix("user: "))
-        .any(|said| {
-            let l = token_set(said);
-            let covered = q.iter().filter(|t| l.binary_search(t).is_ok()).count();
-            if q.len() == 2 {
-                covered == 2 && l.len() <= 4
-            } else {
-                covered * 5 >= q.len() * 4 && l.len() * 2 <= q.len() * 3 + 4
-            }
-        });
-    if echoes { ECHO_FACTOR } else { 1.0 }
+}
+
+/// `text` without the lines that echo `query` (the lines [`echo_factor`]
+/// judges), for weighing what the rest of the exchange says. The question asked
+/// again is the query, not content: an exchange whose answer repeats a note is a
+/// repeat of that note (`score::cap_repeats_of_notes`), whether or not it opens
+/// with the query.
+pub fn without_echoes(query: &str, text: &str) -> String {
+    let q = token_set(query);
+    text.lines()
+        .filter(|l| !echoes(&q, l))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Whether `line` is a user line that asks the query (`q`, its [`token_set`])
+/// again.
+fn echoes(q: &[u64], line: &str) -> bool {
+    let Some(said) = line.strip_prefix("user: ") else {
+        return false;
+    };
+    if q.len() < 2 {
+        return false;
+    }
+    let l = token_set(said);
+    let covered = q.iter().filter(|t| l.binary_search(t).is_ok()).count();
+    if q.len() == 2 {
+        covered == 2 && l.len() <= 4
+    } else {
+        covered * 5 >= q.len() * 4 && l.len() * 2 <= q.len() * 3 + 4
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn without_echoes_drops_only_the_question_asked_again() {
+        let q = "how much money can we spend on the company trip";
+        let text = "user: How much money can we spend on the company trip?\n\
+                    assistant: The Lisbon retreat has 18,000 EUR for 14 people.\n\
+                    user: how much money did we spend last year\n\
+                    assistant: 15,500 EUR.";
+        assert_eq!(
+            without_echoes(q, text),
+            "assistant: The Lisbon retreat has 18,000 EUR for 14 people.\n\
+             user: how much money did we spend last year\n\
+             assistant: 15,500 EUR."
+        );
+        // Controls: nothing echoes, nothing is dropped; an assistant line with
+        // the same words is not a question asked again.
+        let other = "user: what is the retreat budget\nassistant: 18,000 EUR";
+        assert_eq!(without_echoes(q, other), other);
+        let said = "assistant: how much money can we spend on the company trip";
+        assert_eq!(without_echoes(q, said), said);
+        assert_eq!(without_echoes("budget", "user: budget"), "user: budget");
+    }
 
     #[test]
     fn a_question_asked_again_is_an_echo_and_other_turns_are_not() {

@@ -186,11 +186,17 @@ pub fn search_in_zone(
         });
         let echo = super::echo::echo_factor(&req.query, &row.source, &row.text);
         echoes.push(echo < 1.0);
+        // An echoing chunk is weighed by what it says besides the question.
+        let tokens = if echo < 1.0 {
+            score::token_set(&super::echo::without_echoes(&req.query, &row.text))
+        } else {
+            score::token_set(&row.text)
+        };
         cands.push(Candidate {
             vector,
             keyword: kw_scores.get(&id).copied(),
             note_time: row.note_time,
-            tokens: score::token_set(&row.text),
+            tokens,
             pinned: pinned.contains(&id),
             source_factor: score::source_factor(&row.source, &row.text) * echo,
             note: (row.source != SOURCE_SESSIONS).then(|| {

@@ -1026,7 +1026,8 @@ pub struct Candidate {
     pub keyword: Option<f64>,
     /// Unix seconds for decay; `None` = evergreen.
     pub note_time: Option<i64>,
-    /// [`token_set`] of the chunk text.
+    /// [`token_set`] of the chunk text (a transcript chunk's without its
+    /// lines that ask the query again, `echo::without_echoes`).
     pub tokens: Vec<u64>,
     /// Verbatim match of a rare identifier query: never dropped, top 3.
     pub pinned: bool,
