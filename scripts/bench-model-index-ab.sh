@@ -8,7 +8,8 @@
 #   scripts/bench-model-index-ab.sh BIN_A BIN_B [SET] [PRECISION] [ROUNDS]
 #
 # SET: `garden` (every note of notes-garden, default) or `twir` (every 8th file of
-# notes-twir). PRECISION: `fp32` (default) or `int8` (`embedding.precision`).
+# notes-twir). PRECISION: `fp32` (default) or `int8` (`embedding.precision`), or
+# `default` for no setting (each binary's own default).
 # Needs CLAW_EMBED_MODEL_DIR and ORT_DYLIB_PATH.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,7 +34,11 @@ case $SET in
       while IFS= read -r f; do cp "$f" "$WORK/notes/"; done ;;
   *) echo "error: SET is garden or twir" >&2; exit 2 ;;
 esac
-printf '{"embedding":{"precision":"%s"}}\n' "$PRECISION" > "$WORK/config.json"
+if [ "$PRECISION" = default ]; then
+  echo '{}' > "$WORK/config.json"
+else
+  printf '{"embedding":{"precision":"%s"}}\n' "$PRECISION" > "$WORK/config.json"
+fi
 
 for round in $(seq "$ROUNDS"); do
   for side in A B; do
@@ -53,7 +58,7 @@ r = json.load(open(report))
 done, ms = r["embeddings_computed"], max(r["elapsed_ms"], 1)
 print(f"{side} round {rnd} {set_} {prec}: {float(wall):.1f} s wall, "
       f"{float(user) + float(sys_):.1f} s CPU, {int(rss) // 1024} MiB peak, "
-      f"{done} embedded, {done * 1000 / ms:.1f} passages/s")
+      f"{done} embedded, {done * 1000 / ms:.1f} passages/s, model {r.get('model')}")
 EOF
   done
 done
