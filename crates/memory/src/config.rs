@@ -41,10 +41,10 @@ pub enum EmbedProvider {
 /// The default is int8 (per-channel weight scales), by issue 30's rule: its
 /// nDCG@10 is within 0.005 of fp32's on SciFact train (hybrid and vector) and
 /// XQuAD-zh, and it embeds the garden in about half the time and a cold search
-/// in half the time. It is one query behind fp32 on two small ranking fixtures
-/// (paraphrase recall@3 29/37 against 30/37; a note first beside verbatim
-/// echoes 18/20 against 19/20), which hold it to within one query of fp32. It
-/// has its own measured background (`score::MINILM_L6_V2_INT8_BACKGROUND`).
+/// in half the time. It is one query behind fp32 on the small paraphrase
+/// fixture (recall@3 29/37 against 30/37), whose test holds it to within one
+/// query of fp32. It has its own measured background
+/// (`score::MINILM_L6_V2_INT8_BACKGROUND`).
 /// Without `model_int8.onnx` (a model installed before int8 existed), int8 runs
 /// fp32 and keeps the index, and `status` and `doctor` say so.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
