@@ -336,6 +336,7 @@ pub fn search_in_zone(
                 pinned: r.pinned,
                 keyword_best: r.keyword_best,
                 repeats_note: r.repeats_note,
+                repeated_by_transcript: r.repeated_by_transcript,
                 weights,
                 note_time: c.note_time,
                 fusion: params.fusion,

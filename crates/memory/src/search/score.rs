@@ -882,6 +882,95 @@ pub fn containment(part: &[u64], whole: &[u64]) -> f64 {
 /// (`cap_repeats_of_notes`).
 pub const REPEAT_CONTAINMENT: f64 = 0.75;
 
+/// A transcript chunk's tokens without its `user:` / `assistant:` labels (its
+/// format, not what was said).
+fn said_tokens(tokens: &[u64]) -> Vec<u64> {
+    let labels = token_set("user assistant");
+    tokens
+        .iter()
+        .copied()
+        .filter(|t| !labels.contains(t))
+        .collect()
+}
+
+/// The notes of the candidates `chunks` (indices into `cands`; transcript
+/// chunks are skipped): each note's id, its chunks' tokens together (sorted,
+/// de-duplicated) and its chunks among `chunks`.
+fn notes_of(
+    cands: &[Candidate],
+    chunks: impl Iterator<Item = usize>,
+) -> Vec<(usize, Vec<u64>, Vec<usize>)> {
+    let mut notes: Vec<(usize, Vec<u64>, Vec<usize>)> = Vec::new();
+    for i in chunks {
+        let Some(id) = cands[i].note else { continue };
+        match notes.iter_mut().find(|(n, _, _)| *n == id) {
+            Some((_, toks, idx)) => {
+                toks.extend_from_slice(&cands[i].tokens);
+                idx.push(i);
+            }
+            None => notes.push((id, cands[i].tokens.clone(), vec![i])),
+        }
+    }
+    for (_, toks, _) in &mut notes {
+        toks.sort_unstable();
+        toks.dedup();
+    }
+    notes
+}
+
+/// A kept transcript chunk that repeats a note the minimum score left out (its
+/// tokens at least [`REPEAT_CONTAINMENT`] contained in the note's candidate
+/// chunks) lends that note its relevance: the note's best chunk is kept with
+/// the transcript's relevance and fused score where they are higher than its
+/// own. The exchange says nothing the note does not, so what made it relevant
+/// (the question it answered, or a denser wording) points at the note; the note
+/// then ranks first and the repeat below it ([`cap_repeats_of_notes`]). Without
+/// this, an earlier answer stands in for the note it repeats whenever the
+/// note's own wording is too far from the query.
+fn lend_to_repeated_notes(cands: &[Candidate], scored: &mut [Ranked], kept: &mut Vec<usize>) {
+    let is_kept = |i: usize, kept: &[usize]| kept.contains(&i);
+    let kept_notes: Vec<usize> = kept.iter().filter_map(|&i| cands[i].note).collect();
+    let left_out = notes_of(
+        cands,
+        (0..cands.len()).filter(|&i| cands[i].note.is_some_and(|n| !kept_notes.contains(&n))),
+    );
+    if left_out.is_empty() {
+        return;
+    }
+    let mut lent: Vec<(usize, usize)> = Vec::new();
+    for &i in kept.iter() {
+        if cands[i].note.is_some() {
+            continue;
+        }
+        let said = said_tokens(&cands[i].tokens);
+        for (_, toks, chunks) in &left_out {
+            if containment(&said, toks) < REPEAT_CONTAINMENT {
+                continue;
+            }
+            // The note's chunk that holds most of what the transcript says.
+            let best = chunks.iter().copied().max_by(|&a, &b| {
+                containment(&said, &cands[a].tokens)
+                    .total_cmp(&containment(&said, &cands[b].tokens))
+                    .then(scored[a].relevance.total_cmp(&scored[b].relevance))
+            });
+            if let Some(j) = best {
+                lent.push((j, i));
+            }
+        }
+    }
+    for (j, i) in lent {
+        let (relevance, blended) = (scored[i].relevance, scored[i].blended);
+        let r = &mut scored[j];
+        r.relevance = r.relevance.max(relevance);
+        r.blended = r.blended.max(blended);
+        r.score = r.blended * r.decay * r.source_factor;
+        r.repeated_by_transcript = true;
+        if !is_kept(j, kept) {
+            kept.push(j);
+        }
+    }
+}
+
 /// A transcript chunk that repeats a note (its tokens at least
 /// [`REPEAT_CONTAINMENT`] contained in the union of that note's kept chunks) is
 /// not more relevant than the note, whatever its own scores say: a session
@@ -892,38 +981,25 @@ pub const REPEAT_CONTAINMENT: f64 = 0.75;
 /// with the note not among `kept` nothing is capped.
 fn cap_repeats_of_notes(cands: &[Candidate], scored: &mut [Ranked], kept: &[usize]) {
     // The kept notes: their chunks' tokens together, and their best score.
-    let mut notes: Vec<(usize, Vec<u64>, f64)> = Vec::new();
-    for &i in kept {
-        let Some(id) = cands[i].note else { continue };
-        match notes.iter_mut().find(|(n, _, _)| *n == id) {
-            Some((_, toks, best)) => {
-                toks.extend_from_slice(&cands[i].tokens);
-                *best = best.max(scored[i].score);
-            }
-            None => notes.push((id, cands[i].tokens.clone(), scored[i].score)),
-        }
-    }
-    for (_, toks, _) in &mut notes {
-        toks.sort_unstable();
-        toks.dedup();
-    }
-    // A transcript chunk's `user:` / `assistant:` labels are its format, not
-    // what was said: they are not judged.
-    let labels = token_set("user assistant");
+    let notes: Vec<(Vec<u64>, f64)> = notes_of(cands, kept.iter().copied())
+        .into_iter()
+        .map(|(_, toks, chunks)| {
+            let best = chunks
+                .iter()
+                .map(|&c| scored[c].score)
+                .fold(f64::NEG_INFINITY, f64::max);
+            (toks, best)
+        })
+        .collect();
     for &i in kept {
         if cands[i].note.is_some() {
             continue;
         }
-        let said: Vec<u64> = cands[i]
-            .tokens
-            .iter()
-            .copied()
-            .filter(|t| !labels.contains(t))
-            .collect();
+        let said = said_tokens(&cands[i].tokens);
         let cap = notes
             .iter()
-            .filter(|(_, toks, _)| containment(&said, toks) >= REPEAT_CONTAINMENT)
-            .map(|(_, _, best)| best * scored[i].source_factor)
+            .filter(|(toks, _)| containment(&said, toks) >= REPEAT_CONTAINMENT)
+            .map(|(_, best)| best * scored[i].source_factor)
             .fold(f64::INFINITY, f64::min);
         if scored[i].score > cap {
             scored[i].score = cap;
@@ -1082,6 +1158,9 @@ pub struct Ranked {
     /// A transcript chunk whose score was capped as a repeat of a note
     /// ([`cap_repeats_of_notes`]).
     pub repeats_note: bool,
+    /// A note kept on the relevance of a kept transcript chunk that repeats it
+    /// ([`lend_to_repeated_notes`]).
+    pub repeated_by_transcript: bool,
 }
 
 /// The keyword stage's best hit: the candidate with the highest keyword score
@@ -1173,6 +1252,7 @@ pub fn rank_fused_first(
                 pinned: c.pinned,
                 keyword_best: false,
                 repeats_note: false,
+                repeated_by_transcript: false,
             }
         })
         .collect();
@@ -1181,6 +1261,7 @@ pub fn rank_fused_first(
     let mut kept: Vec<usize> = (0..scored.len())
         .filter(|&i| scored[i].pinned || scored[i].relevance >= p.min_score)
         .collect();
+    lend_to_repeated_notes(cands, &mut scored, &mut kept);
     cap_repeats_of_notes(cands, &mut scored, &kept);
     kept.sort_by(|&a, &b| scored[b].score.total_cmp(&scored[a].score));
     let select = |group: &[usize], k: usize| -> Vec<usize> {
@@ -1510,6 +1591,72 @@ mod tests {
         let order: Vec<usize> = r.iter().map(|x| x.index).collect();
         let at = |i: usize| order.iter().position(|&o| o == i).unwrap();
         assert!(at(0) < at(2), "{r:?}");
+    }
+
+    #[test]
+    fn a_kept_session_that_repeats_a_left_out_note_lends_it_its_relevance() {
+        let note_text = "The timing belt must be replaced at 120,000 km. The garage on \
+                         Hauptstrasse quoted 480 euros for the job, parts included.";
+        let asst = source_factor("sessions", "assistant: x");
+        let p = RankParams {
+            weights: (0.6, 0.4),
+            half_life_days: 30.0,
+            mmr_lambda: Some(0.7),
+            min_score: 0.35,
+            limit: 6,
+        };
+        // The note's own wording is far from the query: under the minimum score.
+        let note = cand(Some(0.3), None, None, note_text, false);
+        // An earlier exchange that answered the query's question with the note.
+        let repeat = Candidate {
+            note: None,
+            source_factor: asst,
+            ..cand(
+                Some(0.6),
+                Some(0.5),
+                None,
+                &format!("user: how much will the car service cost\nassistant: {note_text}"),
+                false,
+            )
+        };
+        // Another note, under the minimum score, that the exchange does not repeat.
+        let other = Candidate {
+            note: Some(1),
+            ..cand(
+                Some(0.3),
+                None,
+                None,
+                "the bike needs new brake pads",
+                false,
+            )
+        };
+        let cands = [repeat.clone(), note.clone(), other.clone()];
+        let r = rank(&cands, &p, NOW);
+        let order: Vec<usize> = r.iter().map(|x| x.index).collect();
+        assert_eq!(order, vec![1, 0], "{r:?}");
+        let (n, rep) = (&r[0], &r[1]);
+        assert!(
+            n.repeated_by_transcript && !rep.repeated_by_transcript,
+            "{r:?}"
+        );
+        assert!((n.relevance - blend(Some(0.6), Some(0.5), p.weights)).abs() < 1e-12);
+        assert!(rep.score <= n.score * asst + 1e-12, "{r:?}");
+        // Controls: an exchange that adds to the note lends nothing; without
+        // the exchange the note stays out.
+        let adds = Candidate {
+            tokens: token_set(
+                "user: and the car?\nassistant: I sold it last spring and bought a \
+                 bicycle; the garage kept the winter tyres for a month",
+            ),
+            ..repeat
+        };
+        let r = rank(&[adds, note.clone(), other.clone()], &p, NOW);
+        assert_eq!(
+            r.iter().map(|x| x.index).collect::<Vec<_>>(),
+            vec![0],
+            "{r:?}"
+        );
+        assert!(rank(&[note, other], &p, NOW).is_empty());
     }
 
     #[test]

@@ -233,6 +233,10 @@ pub struct Explain {
     /// capped at that note's × its source factor (`score::cap_repeats_of_notes`).
     #[serde(default)]
     pub repeats_note: bool,
+    /// A note kept on the relevance of a transcript chunk among the hits that
+    /// repeats it (`score::lend_to_repeated_notes`).
+    #[serde(default)]
+    pub repeated_by_transcript: bool,
     /// Effective (vector, keyword) weights.
     pub weights: (f64, f64),
     /// Chunk time used for decay (unix seconds), null = evergreen.
