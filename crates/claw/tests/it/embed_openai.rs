@@ -254,15 +254,13 @@ fn the_model_reads_links_without_their_destinations_and_keywords_keep_them() {
     // Control: the keyword index holds the destination's words and the snippet
     // the whole link (no model call: `--mode fts`).
     let config = ws.join("config.json");
-    let out = claw_testkit::run_ok(claw(ws, &config).args([
-        "memory",
-        "search",
-        "--json",
-        "--mode",
-        "fts",
-        "rollout-q3 OPS-4411",
-    ]));
-    let s: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let search = |mode: &str, query: &str| -> Value {
+        let out = claw_testkit::run_ok(
+            claw(ws, &config).args(["memory", "search", "--json", "--mode", mode, query]),
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let s = search("fts", "rollout-q3 OPS-4411");
     assert_eq!(s["results"][0]["path"], "memory/links.md", "{s}");
     let snippet = s["results"][0]["snippet"].as_str().unwrap_or_default();
     assert!(
@@ -273,15 +271,10 @@ fn the_model_reads_links_without_their_destinations_and_keywords_keep_them() {
     // A query is read as the chunks are: a pasted link meets the vectors on
     // the same terms.
     server.push(embeddings(&[[1.0, 0.0, 0.0, 0.0]]));
-    let out = claw_testkit::run_ok(claw(ws, &config).args([
-        "memory",
-        "search",
-        "--json",
-        "--mode",
+    let s = search(
         "vector",
         "what does [[rollout plan]] say about https://tracker.example.com/browse/OPS-4411",
-    ]));
-    let s: Value = serde_json::from_slice(&out.stdout).unwrap();
+    );
     assert_eq!(s["results"][0]["path"], "memory/links.md", "{s}");
     assert_eq!(
         server.requests()[1].json["input"][0],

@@ -928,7 +928,6 @@ fn notes_of(
 /// this, an earlier answer stands in for the note it repeats whenever the
 /// note's own wording is too far from the query.
 fn lend_to_repeated_notes(cands: &[Candidate], scored: &mut [Ranked], kept: &mut Vec<usize>) {
-    let is_kept = |i: usize, kept: &[usize]| kept.contains(&i);
     let kept_notes: Vec<usize> = kept.iter().filter_map(|&i| cands[i].note).collect();
     let left_out = notes_of(
         cands,
@@ -965,7 +964,7 @@ fn lend_to_repeated_notes(cands: &[Candidate], scored: &mut [Ranked], kept: &mut
         r.blended = r.blended.max(blended);
         r.score = r.blended * r.decay * r.source_factor;
         r.repeated_by_transcript = true;
-        if !is_kept(j, kept) {
+        if !kept.contains(&j) {
             kept.push(j);
         }
     }
